@@ -1,0 +1,66 @@
+"""Shared figure style and atomic saving: PNG and PDF, configuration in the file name.
+
+Colours come from the Okabe–Ito palette and every series also gets its own marker and
+line style, so figures survive greyscale printing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from empirics.atomic import atomic_write  # noqa: E402
+
+PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2))]
+
+RC = {
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "font.size": 10,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def series_style(i: int) -> dict:
+    """Colour, marker and line style of the i-th series (distinct in colour and in greyscale)."""
+    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
+def stem(name: str, **config: object) -> str:
+    """File stem that encodes the configuration, e.g. ``norm_vs_n_D64_trials200``."""
+    parts = [name] + [f"{k}{_fmt(v)}" for k, v in config.items()]
+    return "_".join(parts).replace(".", "p").replace("/", "-")
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, (list, tuple)):
+        return "-".join(_fmt(x) for x in v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[Path]:
+    """Save ``fig`` as PNG and PDF atomically into ``out_dir``; return both paths."""
+    out_dir = Path(out_dir)
+    paths = []
+    for ext in ("png", "pdf"):
+        target = out_dir / f"{file_stem}.{ext}"
+        atomic_write(target, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight"))
+        paths.append(target)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,154 @@
+"""The claims ledger: one contract per claim of arXiv 2410.18613, a verdict computed from evidence.
+
+Every entry states precisely what is tested (:class:`Contract`): the object, the norm, the
+randomness model, the quantifier, the range of N, the predicted exponent and the observation
+that would refute it. A check function gathers evidence (exact theory, numerics, Monte Carlo)
+and derives the verdict from that evidence by an explicit rule; no verdict is typed in.
+Claims whose checks are not built yet are listed as ``UNDETERMINED`` with the reason.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sapa.budget import Budget
+
+VERDICTS = ("HOLDS", "HOLDS_LOOSE", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What exactly a ledger entry tests, and what would refute it."""
+
+    object: str               # e.g. "row-softmax attention matrix P = softmax(S)"
+    norm: str                 # e.g. "Frobenius"
+    randomness: str           # e.g. "none: for all S in R^{N×N}" or "X rows iid N(0, I_D), W_Q, W_K iid"
+    quantifier: str           # "for all inputs" | "in expectation" | ...
+    n_range: str              # e.g. "every N ≥ 1"
+    predicted_exponent: str   # e.g. "0.5 (∝ √N)" or "bound, not a rate"
+    refuted_by: str           # the observation that would refute the claim
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check may use: its budget and where to put figures."""
+
+    budget: Budget
+    out_dir: Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one check: verdict, evidence and (when not HOLDS) the corrected claim."""
+
+    verdict: str
+    evidence: dict
+    tested_statement: str
+    headline: str = ""                     # the key numbers in one line, for the table
+    corrected_claim: str | None = None
+    figures: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper (or a reviewer's question) and the check that settles it."""
+
+    id: str
+    statement: str                         # the paper's claim, in words
+    contract: Contract | None = None
+    check: Callable[[Context], Outcome] | None = None
+    owner: str = ""                        # the issue that builds the check, while none exists
+
+
+@dataclass
+class Entry:
+    """A ledger row as written to ``ledger.json``."""
+
+    id: str
+    statement: str
+    verdict: str
+    evidence: dict
+    figures: list[str] = field(default_factory=list)
+    headline: str = ""
+    tested_statement: str = ""
+    contract: dict | None = None
+    corrected_claim: str | None = None
+    seconds: float = 0.0
+
+
+def run_claim(claim: Claim, ctx: Context) -> Entry:
+    """Run one claim's check (or mark it not yet examined) and time it."""
+    t0 = time.perf_counter()
+    if claim.check is None:
+        outcome = Outcome(
+            verdict="UNDETERMINED",
+            evidence={"status": "not yet examined", "owner": claim.owner},
+            tested_statement="(no check built yet)",
+        )
+    else:
+        outcome = claim.check(ctx)
+    return Entry(
+        id=claim.id,
+        statement=claim.statement,
+        verdict=outcome.verdict,
+        evidence=outcome.evidence,
+        figures=list(outcome.figures),
+        headline=outcome.headline or ("not yet examined (" + claim.owner + ")" if claim.check is None else ""),
+        tested_statement=outcome.tested_statement,
+        contract=asdict(claim.contract) if claim.contract else None,
+        corrected_claim=outcome.corrected_claim,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def provenance(budget: Budget, started: float) -> dict:
+    """Versions, seed, budget and timing of a ledger run."""
+    import numpy
+    import scipy
+    import sympy
+    import torch
+
+    import sapa
+
+    return {
+        "sapa_version": sapa.__version__,
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "sympy": sympy.__version__,
+        "torch": torch.__version__,
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "dtype": "float64",
+        "budget": asdict(budget),
+        "seed": budget.seed,
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "wall_seconds": round(time.time() - started, 3),
+        "paper": "arXiv 2410.18613",
+    }
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def ledger_dict(entries: list[Entry], prov: dict) -> dict:
+    """The ``ledger.json`` object: ``{"claims": [...], "provenance": {...}}``."""
+    return {"claims": [asdict(e) for e in entries], "provenance": prov}
