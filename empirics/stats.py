@@ -1,0 +1,148 @@
+"""Monte Carlo statistics for the growth claims of arXiv 2410.18613 (Thm 4.2–Cor 4.5).
+
+Per-cell summaries (mean, standard error, quantiles); the growth exponent ``b`` in
+``E‖·‖ ≈ a N^b`` as the OLS slope of ``log(mean)`` against ``log N`` with a seeded
+percentile-bootstrap interval (trials resampled within each N) and local slopes between
+neighbouring N; z-scores of Monte Carlo means of squared norms against exact ``E‖·‖²``;
+and a regime label ("sqrt_n", "flat", "other") for a series.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from theory.validate import InputError, unit_interval
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def summarise_values(values: Sequence[float], quantiles: Sequence[float] = QUANTILES) -> dict:
+    """mean, se = s/√n, std, n and the given quantiles (``q05`` …) of a 1-D sample."""
+    v = np.asarray(values, dtype=np.float64).ravel()  # (n,)
+    if v.size == 0:
+        raise InputError("values is empty")
+    n = v.size
+    std = float(v.std(ddof=1)) if n > 1 else math.nan
+    out = {"n": n, "mean": float(v.mean()), "std": std, "se": std / math.sqrt(n) if n > 1 else math.nan}
+    for q, val in zip(quantiles, np.quantile(v, quantiles)):
+        out[f"q{round(100 * q):02d}"] = float(val)
+    return out
+
+
+def ols_slopes(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Row-wise OLS slope ``Σ(x−x̄)(y−ȳ) / Σ(x−x̄)²`` of each row of Y (B, K) on x (K,)."""
+    xc = x - x.mean()  # (K,)
+    return (Y - Y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)  # (B,)
+
+
+def local_slopes(N: Sequence[float], means: Sequence[float]) -> list[float]:
+    """``log(m_{k+1}/m_k) / log(N_{k+1}/N_k)`` for neighbouring grid points."""
+    ln, lm = np.log(np.asarray(N, float)), np.log(np.asarray(means, float))
+    return [float(v) for v in np.diff(lm) / np.diff(ln)]
+
+
+@dataclass(frozen=True)
+class ExponentFit:
+    """Growth exponent of ``mean ≈ a N^slope`` with a bootstrap interval."""
+
+    slope: float
+    intercept: float  # log a
+    ci: tuple[float, float]  # percentile bootstrap interval at ``level``
+    level: float
+    n_boot: int
+    N: tuple[float, ...]  # (K,) grid
+    means: tuple[float, ...]  # (K,) sample means
+    local: tuple[float, ...]  # (K−1,) local slopes
+    boot_se: float  # std of the bootstrap slopes
+
+    def as_dict(self) -> dict:
+        """Plain-JSON form (tuples as lists)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def fit_exponent(
+    N: Sequence[float],
+    samples: Sequence[Sequence[float]],
+    *,
+    level: float = 0.9,
+    n_boot: int = 1000,
+    seed: int | np.random.SeedSequence = 0,
+) -> ExponentFit:
+    """OLS slope of ``log(mean_k)`` on ``log N_k`` with a percentile-bootstrap CI.
+
+    Args:
+      N: (K,) sizes, K ≥ 2, distinct and positive.
+      samples: K one-dimensional samples (the trials at each N), all positive.
+      level: two-sided interval level.
+      n_boot: bootstrap replicates; each resamples trials with replacement within each N,
+        recomputes the K means and refits.
+      seed: seeds ``np.random.default_rng``; same seed, same interval.
+    """
+    unit_interval("level", level, 0.0, 1.0)
+    Ns = np.asarray(N, dtype=np.float64)
+    if Ns.ndim != 1 or Ns.size < 2 or len(samples) != Ns.size:
+        raise InputError(f"need ≥ 2 grid points with one sample each, got N={list(N)} and {len(samples)} samples")
+    if np.any(Ns <= 0) or np.unique(Ns).size != Ns.size:
+        raise InputError(f"N must be distinct and positive, got {list(N)}")
+    arrs = [np.asarray(s, dtype=np.float64).ravel() for s in samples]
+    if any(a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0) for a in arrs):
+        raise InputError("every sample must be non-empty, finite and positive")
+    x = np.log(Ns)  # (K,)
+    means = np.array([a.mean() for a in arrs])  # (K,)
+    slope = float(ols_slopes(x, np.log(means)[None, :])[0])
+    intercept = float(np.log(means).mean() - slope * x.mean())
+    rng = np.random.default_rng(seed)
+    boot_means = np.empty((n_boot, x.size))  # (B, K)
+    for k, a in enumerate(arrs):
+        boot_means[:, k] = a[rng.integers(0, a.size, size=(n_boot, a.size))].mean(axis=1)
+    bs = ols_slopes(x, np.log(boot_means))  # (B,)
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(bs, [alpha, 1.0 - alpha])
+    return ExponentFit(
+        slope=slope,
+        intercept=intercept,
+        ci=(float(lo), float(hi)),
+        level=float(level),
+        n_boot=int(n_boot),
+        N=tuple(float(v) for v in Ns),
+        means=tuple(float(v) for v in means),
+        local=tuple(local_slopes(Ns, means)),
+        boot_se=float(bs.std(ddof=1)),
+    )
+
+
+def z_score(squared: Sequence[float], expected: float) -> dict:
+    """``z = (mean(v²-sample) − E) / se`` for a sample of squared norms against exact ``E‖·‖²``."""
+    v = np.asarray(squared, dtype=np.float64).ravel()
+    if v.size < 2:
+        raise InputError("z_score needs at least 2 values")
+    mean, se = float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+    z = (mean - expected) / se if se > 0 else (0.0 if mean == expected else math.copysign(math.inf, mean - expected))
+    return {"mean_sq": mean, "se_sq": se, "expected_sq": float(expected), "z": float(z), "rel_err": (mean - expected) / expected if expected else math.nan}
+
+
+def classify_regime(fit: ExponentFit, *, flat_below: float = 0.15) -> tuple[str, dict]:
+    """"sqrt_n" if the CI holds 0.5 and excludes 0; else "flat" if it holds 0 or slope < 0.15; else "other"."""
+    lo, hi = fit.ci
+    has_half, has_zero = lo <= 0.5 <= hi, lo <= 0.0 <= hi
+    if has_half and not has_zero:
+        label = "sqrt_n"
+    elif has_zero or fit.slope < flat_below:
+        label = "flat"
+    else:
+        label = "other"
+    evidence = {
+        "slope": fit.slope,
+        "ci": list(fit.ci),
+        "level": fit.level,
+        "ci_contains_half": has_half,
+        "ci_contains_zero": has_zero,
+        "flat_below": flat_below,
+        "local_slopes": list(fit.local),
+        "N": list(fit.N),
+    }
+    return label, evidence
