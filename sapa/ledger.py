@@ -39,6 +39,7 @@ class Context:
 
     budget: Budget
     out_dir: Path
+    cache: dict = field(default_factory=dict)  # results shared between checks of one run (e.g. the sweep)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ lists them as not yet examined instead of guessing a verdict.
 
 from __future__ import annotations
 
-from sapa.claims import softmax_claims
+from sapa.claims import growth_claims, softmax_claims
 from sapa.ledger import Claim
 
 # (id, paper statement, owner issue) for claims whose check is not built yet.
@@ -25,7 +25,7 @@ _PENDING = [
 
 def all_claims() -> list[Claim]:
     """Every claim of DESIGN.md, in order; built checks replace pending placeholders by id."""
-    built = {c.id: c for c in softmax_claims.CLAIMS}
+    built = {c.id: c for c in softmax_claims.CLAIMS + growth_claims.CLAIMS}
     order = ["thm4.1-norm", "thm4.1-jacobian"] + [cid for cid, _, _ in _PENDING]
     pending = {cid: Claim(id=cid, statement=st, owner=owner) for cid, st, owner in _PENDING}
     return [built.get(cid) or pending[cid] for cid in order]
