@@ -74,6 +74,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="softmax: temperature τ inside softmax(τS); poly: coefficient c of c·x^p")
     n.add_argument("--mask", choices=("none", "causal"), default="none")
     n.add_argument("--json", action="store_true", help="print a flat JSON object")
+
+    e = sub.add_parser("exact", help="exact E‖φ(S)‖²_F, E‖∂φ(S)/∂X‖²_F and the crossover N* for φ(x) = x^p")
+    e.add_argument("--p", type=_positive_int, required=True, help="power p of φ(x) = x^p (element-wise)")
+    e.add_argument("--model", choices=("paper", "shared", "iid", "tied", "corr"), required=True,
+                   help="paper: independent A, B; shared: fixed W (--w); iid/tied/corr: random W_Q, W_K")
+    e.add_argument("--N", type=_positive_int, required=True, help="sequence length")
+    e.add_argument("--D", type=_positive_int, help="token dimension (inferred from --w for shared)")
+    e.add_argument("--d", type=_positive_int, help="head dimension (paper, iid, tied, corr)")
+    e.add_argument("--rho", type=_finite_float, default=0.5, help="weight correlation for --model corr")
+    e.add_argument("--sigma", type=_finite_float, help="weight std (default 1/√D; paper model: 1)")
+    e.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as .npy (D, D), for --model shared")
+    e.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
+    e.add_argument("--json", action="store_true", help="print a flat JSON object")
+
+    s = sub.add_parser("sweep", help="run (or resume) a Monte Carlo sweep from a TOML config into Parquet")
+    s.add_argument("config", help="TOML config path, or the name of a built-in config (quick, full)")
+    s.add_argument("--out", type=Path, required=True, help="results directory (resumable)")
+    s.add_argument("--seed", type=_int_nonneg, help="override the config's seed")
+    group = s.add_mutually_exclusive_group()
+    group.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (K > 1: Dask)")
+    group.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("bench", help="benchmark the exact kernels against autograd and against forming S")
+    b.add_argument("--quick", action="store_true", help="small sizes (seconds), for smoke tests")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.add_argument("--out", type=Path, help="also write the JSON to this file")
+
+    f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
+    f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
+    f.add_argument("--out", type=Path, help="figure directory (default RESULTS/figures)")
     return p
 
 
@@ -174,7 +205,126 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"verify": cmd_verify, "norms": cmd_norms}
+def cmd_exact(args: argparse.Namespace) -> int:
+    """``sapa exact``: closed-form Gaussian moments of φ(x) = x^p attention (theory.moments)."""
+    import math
+
+    from theory.moments import exact_moments
+
+    W = sigma_x = None
+    if args.model == "shared":
+        if args.w is None:
+            raise InputError("--model shared needs --w W.npy")
+        W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+        if args.D is not None and args.D != W.shape[0]:
+            raise InputError(f"--D {args.D} does not match --w of shape {W.shape}")
+        if args.sigma_x is not None:
+            sigma_x = finite_matrix_arg("--sigma-x", _load_npy(args.sigma_x, "--sigma-x"))
+    else:
+        if args.w is not None or args.sigma_x is not None:
+            raise InputError("--w and --sigma-x apply to --model shared only")
+        if args.model != "paper" and args.D is None:
+            raise InputError(f"--model {args.model} needs --D")
+        if args.d is None:
+            raise InputError(f"--model {args.model} needs --d")
+    if args.sigma is not None and args.sigma <= 0:
+        raise InputError(f"--sigma must be positive, got {args.sigma}")
+    sigma = args.sigma if args.sigma is not None else (1.0 if args.model in ("paper", "shared") else 1 / math.sqrt(args.D))
+    m = exact_moments(args.p, args.model, args.N, args.D, args.d, rho=args.rho, sigma=sigma, W=W, sigma_x=sigma_x)
+    out = {
+        "p": m.p, "model": m.model, "n": m.N, "d_model": m.D, "d_head": m.d,
+        "rho": args.rho if args.model == "corr" else None, "sigma": sigma if args.model != "shared" else None,
+        "expected_fro2": float(m.expected_fro2), "expected_jac_fro2": float(m.expected_jac_fro2),
+        "crossover_n": float(m.crossover_n), "crossover_n_jac": float(m.crossover_n_jac),
+        "growth_exponent": float(m.growth_exponent), "growth_exponent_jac": float(m.growth_exponent_jac),
+        "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
+        "formula": m.formula,
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, val in out.items():
+            print(f"{k:>20}: {val}")
+    return 0
+
+
+def finite_matrix_arg(name: str, a):
+    """A finite square float64 matrix from a loaded file, or InputError."""
+    from theory.validate import finite_matrix
+
+    arr = finite_matrix(name, a, (None, None))
+    if arr.shape[0] != arr.shape[1]:
+        raise InputError(f"{name} must be square, got shape {arr.shape}")
+    return arr
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``sapa sweep``: run or resume a Monte Carlo sweep; serial, local Dask workers, or a remote scheduler."""
+    from empirics.sweep import builtin_config, load_config, run_sweep, with_overrides
+
+    path = Path(args.config)
+    if not path.suffix and not path.exists():
+        path = builtin_config(args.config)
+    if not path.is_file():
+        raise InputError(f"config not found: {args.config}")
+    cfg = load_config(path)
+    if args.seed is not None:
+        cfg = with_overrides(cfg, seed=args.seed)
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} exists and is not a directory")
+    progress = False if args.no_progress else True
+    t0 = time.time()
+    if args.workers == 1 and not args.scheduler:
+        df = run_sweep(cfg, args.out, progress=progress)
+    else:
+        from empirics.distributed import executor_for
+
+        with executor_for(workers=args.workers, scheduler=args.scheduler) as ex:
+            df = run_sweep(cfg, args.out, progress=progress, executor=ex)
+    print(f"{len(df)} rows in {args.out / 'results.parquet'} ({time.time() - t0:.1f} s)")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``sapa bench``: exact kernels vs torch.func.jacrev, and vs the cost of forming S once."""
+    from empirics.atomic import atomic_write_json
+    from empirics.bench import bench_all
+
+    res = bench_all(quick=args.quick)
+    flat = {
+        "speedup_vs_autograd": {f"{r['activation']}@N={r['N']}": r["speedup_vs_autograd"] for r in res["vs_autograd"]},
+        "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
+        "peak_memory_mib": {f"{r['kernel']}@N={r['N']}": r["peak_mem_bytes"] / 2**20 for r in res["vs_gemm"]},
+        **res,
+    }
+    if args.out:
+        atomic_write_json(args.out, flat)
+    if args.json:
+        print(json.dumps(flat, default=float))
+    else:
+        for r in res["vs_autograd"]:
+            print(f"N={r['N']:>5} D={r['D']:>4} {r['activation']:<22} kernel {r['kernel_s']:.4g} s  "
+                  f"jacrev {r['autograd_s']:.4g} s  speedup {r['speedup_vs_autograd']:.0f}×")
+        for r in res["vs_gemm"]:
+            print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
+                  f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+    return 0
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    """``sapa figures``: redraw every figure from a results directory, without recomputing."""
+    from figures.regenerate import regenerate
+
+    if not args.results.is_dir():
+        raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
+    paths = regenerate(args.results, args.out or args.results / "figures")
+    for p in paths:
+        print(p)
+    return 0
+
+
+_COMMANDS = {"verify": cmd_verify, "norms": cmd_norms, "exact": cmd_exact, "sweep": cmd_sweep,
+             "bench": cmd_bench, "figures": cmd_figures}
 
 
 if __name__ == "__main__":  # pragma: no cover
