@@ -200,8 +200,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     prov = provenance(budget, started)
     atomic_write_json(out_dir / "ledger.json", ledger_dict(entries, prov))
     atomic_write_text(out_dir / "report.md", report.markdown(entries, prov))
+    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir))
     print(report.table(entries))
-    print(f"\nwrote {out_dir / 'ledger.json'} and {out_dir / 'report.md'} ({prov['wall_seconds']:.1f} s)")
+    print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
+          f"({prov['wall_seconds']:.1f} s)")
     return 0
 
 

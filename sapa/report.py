@@ -44,6 +44,7 @@ def markdown(entries: list[Entry], prov: dict) -> str:
     for e in entries:
         out.append(f"| [`{e.id}`](#{_anchor(e.id)}) | **{e.verdict}** | {_md_cell(e.headline)} |")
     out += ["", "Verdicts: " + "; ".join(f"**{k}** — {v}" for k, v in _LEGEND.items()) + ".", ""]
+    out += review_section(entries)
     for e in entries:
         out += [f"## {e.id}", "", f"**Paper's claim.** {e.statement}", "", f"**Verdict: {e.verdict}.** {e.headline}", ""]
         if e.tested_statement:
@@ -62,9 +63,100 @@ def markdown(entries: list[Entry], prov: dict) -> str:
     return "\n".join(out)
 
 
+# The review points of ../shared/seeds/000_*.txt and the ledger entries that answer them.
+REVIEW_POINTS = [
+    ("1.1 — the factor 2 in Eq. 4.2 (a one-hot row gives 1 − 0 = 2)", ["thm4.1-jacobian"]),
+    ("1.2 — A = XW_Q and B = XW_K share X, so they are not independent (Cov(A, B) = QKᵀ)",
+     ["thm4.2-linear", "thm4.4-cubic", "real-model-regime"]),
+    ("1.3 — the final terms mix N and D: √N growth only if N ≫ D (ViT-Base: D = 768, N = 196)",
+     ["cor4.3-linear-scaled", "cor4.5-cubic-scaled"]),
+    ("2.1 — why should scaled polynomials behave like softmax?", ["cor4.3-linear-scaled", "fig1-scale-direction"]),
+    ("2.2 — Figure 1: should the scale decrease or increase as N decreases?", ["fig1-scale-direction"]),
+    ("4 — causal masking and dynamic sequence lengths", ["causal-masking"]),
+    ("why only x and x³?", ["other-powers"]),
+    ("computational overhead of polynomial attention", ["overhead"]),
+    ("x³/1 has lower norms than x/16 yet trains worse: does the norm predict success?", ["norm-vs-accuracy"]),
+]
+
+
+def review_section(entries: list[Entry]) -> list[str]:
+    """Markdown lines: each review point, then the verdicts and key numbers of the entries answering it."""
+    by_id = {e.id: e for e in entries}
+    out = ["## What the reviews asked, what sapa found", ""]
+    for question, ids in REVIEW_POINTS:
+        found = [by_id[i] for i in ids if i in by_id]
+        if not found:
+            continue
+        out.append(f"**{question}**")
+        out.append("")
+        for e in found:
+            answer = e.corrected_claim if e.corrected_claim else e.headline
+            out.append(f"- [`{e.id}`](#{_anchor(e.id)}) **{e.verdict}** — {_md_cell(answer)}")
+        out.append("")
+    return out
+
+
 def _anchor(cid: str) -> str:
     return "".join(ch for ch in cid.lower() if ch.isalnum() or ch == "-")
 
 
 def _md_cell(s: str) -> str:
     return (s or "-").replace("|", "\\|").replace("\n", " ")
+
+
+def html(entries: list[Entry], prov: dict, base_dir) -> str:
+    """A self-contained HTML report (figures embedded as base64 PNG) with the same content as report.md."""
+    import base64
+    import html as h
+    from pathlib import Path
+
+    def esc(x: object) -> str:
+        return h.escape(str(x if x is not None else "-"))
+
+    colours = {"HOLDS": "#1b7837", "HOLDS_LOOSE": "#5aae61", "HOLDS_IN_REGIME": "#b8860b", "FAILS": "#b2182b",
+               "UNDETERMINED": "#666666"}
+    rows = "".join(
+        f"<tr><td><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a></td>"
+        f"<td style='color:{colours[e.verdict]};font-weight:bold'>{esc(e.verdict)}</td><td>{esc(e.headline)}</td></tr>"
+        for e in entries)
+    by_id = {e.id: e for e in entries}
+    review = ""
+    for question, ids in REVIEW_POINTS:
+        found = [by_id[i] for i in ids if i in by_id]
+        if found:
+            items = "".join(f"<li><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a> "
+                            f"<b style='color:{colours[e.verdict]}'>{esc(e.verdict)}</b> — "
+                            f"{esc(e.corrected_claim or e.headline)}</li>" for e in found)
+            review += f"<p><b>{esc(question)}</b></p><ul>{items}</ul>"
+    sections = ""
+    for e in entries:
+        figs = ""
+        for fig in e.figures:
+            path = Path(base_dir) / fig
+            if path.suffix == ".png" and path.is_file():
+                data = base64.b64encode(path.read_bytes()).decode()
+                figs += f"<figure><img src='data:image/png;base64,{data}' style='max-width:100%'><figcaption>{esc(fig)}</figcaption></figure>"
+        contract = "".join(f"<tr><th>{esc(k.replace('_', ' '))}</th><td>{esc(v)}</td></tr>" for k, v in (e.contract or {}).items())
+        sections += (
+            f"<h2 id='{_anchor(e.id)}'>{esc(e.id)}</h2><p><b>Paper's claim.</b> {esc(e.statement)}</p>"
+            f"<p><b style='color:{colours[e.verdict]}'>Verdict: {esc(e.verdict)}.</b> {esc(e.headline)}</p>"
+            + (f"<p><b>Tested statement.</b> {esc(e.tested_statement)}</p>" if e.tested_statement else "")
+            + (f"<table class='c'>{contract}</table>" if contract else "")
+            + (f"<p><b>Corrected claim.</b> {esc(e.corrected_claim)}</p>" if e.corrected_claim else "")
+            + figs
+            + f"<details><summary>evidence</summary><pre>{esc(json.dumps(e.evidence, indent=1, default=str)[:20_000])}</pre></details>"
+        )
+    style = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;line-height:1.45;padding:0 1em}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}"
+             "pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}code{font-size:90%}")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>sapa report</title>"
+        f"<style>{style}</style></head><body>"
+        "<h1>sapa report — arXiv 2410.18613, <i>Rethinking Softmax: Self-Attention with Polynomial Activations</i></h1>"
+        f"<p>Budget <code>{esc(prov['budget']['name'])}</code>, seed {esc(prov['seed'])}, {esc(prov['dtype'])} on "
+        f"{esc(prov['device'])}, sapa {esc(prov['sapa_version'])}, {prov['wall_seconds']:.1f} s.</p>"
+        f"<table><tr><th>claim</th><th>verdict</th><th>key numbers</th></tr>{rows}</table>"
+        f"<p>" + "; ".join(f"<b>{k}</b> — {esc(v)}" for k, v in _LEGEND.items()) + "</p>"
+        f"<h2>What the reviews asked, what sapa found</h2>{review}{sections}"
+        f"<h2>Provenance</h2><pre>{esc(json.dumps(prov, indent=1, default=str))}</pre></body></html>"
+    )

@@ -1,0 +1,444 @@
+"""Ledger checks for the scale of c·x^p against N (arXiv 2410.18613, Figure 1, L240–245) and causal masking.
+
+fig1-scale-direction  The paper: "as the sequence length N decreases the scale applied should
+                      decrease". The reviewer: 1/√N *increases* as N decreases. Tested: the
+                      coefficient c(N) that makes the E-RMS norm of c·x^p match softmax — (a) its
+                      typical norm E‖softmax(S/√d)‖_F (Monte Carlo), (b) its bound √N (Thm 4.1) —
+                      from exact moments of the polynomial side; exponents of c(N) ∝ N^b fitted
+                      with bootstrap intervals (``empirics.scale_direction``).
+causal-masking        The paper is silent; the reviewer asks whether, under a causal mask (row i
+                      sees i tokens), the scale should follow the effective length. Tested: whether
+                      a global 1/√N keeps per-row norms as uniform in i as softmax's; exact row
+                      formula E‖c_i(S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag] against Monte Carlo
+                      (``empirics.causal``); and the train-length transfer for generation.
+
+Verdict rules are stated in each check's docstring and in ``evidence["rule"]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from sapa.ledger import Claim, Context, Contract, Outcome
+
+LEVEL = 0.99  # bootstrap interval level for every exponent used by a verdict
+FAMILY = 0.01  # family-wise level of the Monte Carlo vs exact z-tests (Bonferroni within a family)
+TOL = 0.1  # "uniform in i": row-profile log-slope within ±0.1
+
+
+# ============================================================================ fig1-scale-direction
+
+
+def _scale_config(ctx: Context) -> dict:
+    if ctx.budget.name == "quick":
+        return {"Ns": [2**k for k in range(3, 11)], "trials": 4, "max_trials": 512, "models": ("iid", "tied")}
+    return {"Ns": [2**k for k in range(3, 13)], "trials": 8, "max_trials": 4096, "models": ("paper", "iid", "tied")}
+
+
+def _scale_agreement(table, fit) -> dict:
+    """MC vs exact for the polynomial side of one (model, p): t-tests of mean ‖S^{∘p}‖²_F per N
+    (Bonferroni over N at FAMILY) and the bound-matching MC exponent interval holding the exact slope."""
+    crit = [float(stats.t.ppf(1 - FAMILY / (2 * len(table)), max(1, int(T) - 1))) for T in table["trials"]]
+    z = table["poly_z"].to_numpy(float)
+    f = fit.set_index("criterion")
+    lo, hi, ex = f.loc["bound_mc", "ci_lo"], f.loc["bound_mc", "ci_hi"], f.loc["bound", "slope"]
+    ok_z = bool(np.all(np.abs(z) <= crit))
+    ok_slope = bool(lo <= ex <= hi)
+    return {"agree": ok_z and ok_slope, "max_abs_z": float(np.max(np.abs(z))), "t_crit": [round(c, 3) for c in crit],
+            "trials": [int(t) for t in table["trials"]], "bound_mc_ci": [float(lo), float(hi)], "exact_slope": float(ex)}
+
+
+def _direction(slope: float, lo: float, hi: float) -> str:
+    """'increases' (as N decreases: exponent < 0, interval excluding 0), 'decreases', or 'flat'."""
+    if hi < 0:
+        return "increases"
+    if lo > 0:
+        return "decreases"
+    return "flat"
+
+
+def check_scale_direction(ctx: Context) -> Outcome:
+    """Which way must the coefficient c of c·x^p move as N decreases to keep its norm at softmax's level?
+
+    Rule: for every sampled model (iid, tied; full budget also paper), p ∈ {1, 3} and criterion (typical, bound), the direction of
+    c(N) as N decreases is read from the fitted exponent b of c ∝ N^b over the N grid: 'increases' when
+    b < 0 with its interval excluding 0 (typical: 99% bootstrap over the softmax trials; bound: exact, a
+    zero-width interval, cross-checked by the Monte Carlo interval). The paper's direction ("c decreases
+    as N decreases") FAILS if every case increases, HOLDS if every case decreases, HOLDS_IN_REGIME if
+    the direction depends on the case, UNDETERMINED otherwise or if Monte Carlo and exact moments
+    disagree (after one rerun on fresh draws).
+    """
+    from empirics.scale_direction import exact_fro2, fit_scale_exponents
+    from figures import scale_direction as fig
+
+    cfg = _scale_config(ctx)
+    seed = ctx.budget.seed
+    res = fig.compute(cfg["Ns"], models=cfg["models"], trials=cfg["trials"], seed=seed,
+                      max_trials=cfg["max_trials"], level=LEVEL)
+    agreement, reruns = {}, {}
+    for m in cfg["models"]:
+        ag = {p: _scale_agreement(res["tables"][(m, p)], res["fits"][(m, p)]) for p in fig.PS}
+        if not all(a["agree"] for a in ag.values()):  # heavy tails of x³: one rerun on fresh draws
+            again = fig.compute(cfg["Ns"], models=(m,), trials=cfg["trials"], seed=seed + 1_000_003,
+                                max_trials=cfg["max_trials"], level=LEVEL)
+            reruns[m] = {f"p{p}": a for p, a in ag.items()}
+            for p in fig.PS:
+                res["tables"][(m, p)], res["fits"][(m, p)] = again["tables"][(m, p)], again["fits"][(m, p)]
+            res["samples"][m] = again["samples"][m]
+            ag = {p: _scale_agreement(res["tables"][(m, p)], res["fits"][(m, p)]) for p in fig.PS}
+        agreement[m] = {f"p{p}": a for p, a in ag.items()}
+    all_agree = all(a["agree"] for v in agreement.values() for a in v.values())
+
+    directions, exponents, tables, at_reviewer, paper_range = {}, {}, {}, {}, {}
+    for (m, p), f in res["fits"].items():
+        f = f.set_index("criterion")
+        key = f"{m}/p{p}"
+        ex = {}
+        for crit in ("typical", "typical_mc", "bound", "bound_mc", "inv_sqrt_n"):
+            r = f.loc[crit]
+            ex[crit] = {"slope": round(float(r["slope"]), 5), "ci": [round(float(r["ci_lo"]), 5), round(float(r["ci_hi"]), 5)],
+                        "local": [round(v, 4) for v in r["local"]]}
+        exponents[key] = ex
+        directions[key] = {c: _direction(float(f.loc[c, "slope"]), float(f.loc[c, "ci_lo"]), float(f.loc[c, "ci_hi"]))
+                           for c in ("typical", "bound")}
+        t = res["tables"][(m, p)]
+        tables[key] = [{"N": int(r.N), "trials": int(r.trials), "softmax_mean": round(r.softmax_mean, 5),
+                        "softmax_ci95": [round(r.softmax_lo, 5), round(r.softmax_hi, 5)],
+                        "poly_rms_exact": float(f"{r.poly_rms_exact:.6g}"), "poly_z": round(r.poly_z, 3),
+                        "c_typical": float(f"{r.c_typical:.6g}"),
+                        "c_typical_ci95": [float(f"{r.c_typical_lo:.6g}"), float(f"{r.c_typical_hi:.6g}")],
+                        "c_bound": float(f"{r.c_bound:.6g}"), "inv_sqrt_n": float(f"{r.inv_sqrt_n:.6g}")}
+                       for r in t.itertuples()]
+        sub = t.set_index("N")
+        at_reviewer[key] = {int(n): {"c_typical": float(f"{sub.loc[n, 'c_typical']:.4g}"),
+                                     "c_bound": float(f"{sub.loc[n, 'c_bound']:.4g}")}
+                            for n in fig.REVIEWER_NS if n in sub.index}
+        pr = fit_scale_exponents(res["samples"][m], p, m, res["D"], res["d"], level=LEVEL, n_boot=500, seed=seed,
+                                 n_range=(8, 256)).set_index("criterion")
+        paper_range[key] = {c: {"slope": round(float(pr.loc[c, "slope"]), 4),
+                                "ci": [round(float(pr.loc[c, "ci_lo"]), 4), round(float(pr.loc[c, "ci_hi"]), 4)]}
+                            for c in ("typical", "bound")}
+
+    flat = [d for v in directions.values() for d in v.values()]
+    if not all_agree:
+        verdict = "UNDETERMINED"
+    elif all(d == "increases" for d in flat):
+        verdict = "FAILS"
+    elif all(d == "decreases" for d in flat):
+        verdict = "HOLDS"
+    elif any(d == "decreases" for d in flat) and any(d == "increases" for d in flat):
+        verdict = "HOLDS_IN_REGIME"
+    else:
+        verdict = "UNDETERMINED"
+
+    stem = fig.style.stem("scale_direction", d=res["d"], D=res["D"], N=f"{cfg['Ns'][0]}-{cfg['Ns'][-1]}",
+                          trials=cfg["trials"], budget=ctx.budget.name)
+    paths = fig.draw({**res, "models": [m for m in res["models"] if m != "paper"]}, ctx.out_dir / "figures", stem)
+    figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
+
+    e = exponents
+    n_lo, n_hi = cfg["Ns"][0], cfg["Ns"][-1]
+    headline = (f"c(N) ∝ N^b, b < 0 in every case (N = {n_lo}…{n_hi}): iid typical b = {e['iid/p1']['typical']['slope']:.3f} "
+                f"(x), {e['iid/p3']['typical']['slope']:.3f} (x³); bound b = {e['iid/p1']['bound']['slope']:.3f}, "
+                f"{e['iid/p3']['bound']['slope']:.3f}; tied bound {e['tied/p1']['bound']['slope']:.3f}, "
+                f"{e['tied/p3']['bound']['slope']:.3f}; 1/√N: −0.5 — the scale must rise as N falls")
+    nstar = {m: {f"p{p}": float(f"{_crossover(p, m, res['D'], res['d']):.4g}") for p in fig.PS}
+             for m in ("paper", "iid", "tied")}
+    bound_exact = {}  # c_b's exponent needs no sampling: every model, from exact moments alone
+    for m in ("paper", "iid", "tied"):
+        for p in fig.PS:
+            x = np.log(cfg["Ns"])
+            y = 0.5 * x - 0.5 * np.log([exact_fro2(p, m, n, res["D"], res["d"]) for n in cfg["Ns"]])
+            bound_exact[f"{m}/p{p}"] = round(float(np.polyfit(x, y, 1)[0]), 5)
+    corrected = (
+        "The coefficient c of c·x^p that keeps E-RMS ‖c·S^{∘p}‖_F at softmax's level must INCREASE as N decreases, "
+        "in the direction of 1/√N: matching the bound √N, c_b(N) = √N/√(N(N−1)·m_off + N·m_diag) exactly, ∝ N^{−1/2} "
+        f"for N ≫ N* = 1 + m_diag/m_off (fitted b = {e['iid/p1']['bound']['slope']:.3f} (x), "
+        f"{e['iid/p3']['bound']['slope']:.3f} (x³) in the iid model; only {e['tied/p3']['bound']['slope']:.3f} for x³ with "
+        f"tied weights, where N* = {nstar['tied']['p3']:.4g} and c_b is nearly flat below it); matching softmax's typical "
+        f"norm (nearly flat in N, ≈ {res['tables'][('iid', 1)]['softmax_mean'].iloc[-1]:.3g} at N = {n_hi}, iid), "
+        f"c_a ∝ N^{{−1}} (b = {e['iid/p1']['typical']['slope']:.3f}, {e['iid/p3']['typical']['slope']:.3f}). "
+        "Equivalently the divisor α = 1/c of x^p/α decreases as N decreases: if the paper's 'scale' means that divisor "
+        "(as in x/14, x³/16), its sentence is right and only the wording is inverted."
+    )
+    return Outcome(
+        verdict=verdict,
+        headline=headline,
+        tested_statement=(
+            "Reading tested for the verdict: the scale is the coefficient c of φ(x) = c·x^p (p = 1, 3), chosen at each N so "
+            "that √E‖c·S^{∘p}‖²_F equals (a) softmax's typical norm E‖softmax(S/√d)‖_F or (b) softmax's bound √N; "
+            "the statement 'as N decreases the scale should decrease' means c(N) ∝ N^b with b > 0 over "
+            f"N = {n_lo}…{n_hi} (d = D = {res['d']}, σ_w² = 1/D; models {', '.join(cfg['models'])}; "
+            "criterion (b) also for the paper's independent A, B from exact moments)."
+        ),
+        corrected_claim=None if verdict == "HOLDS" else corrected,
+        figures=figures,
+        evidence={
+            "rule": "FAILS if every (model, p, criterion) gives c(N) increasing as N decreases (exponent < 0, interval "
+                    "excluding 0); HOLDS if every one decreases; HOLDS_IN_REGIME if mixed; UNDETERMINED otherwise or "
+                    "on Monte Carlo vs exact disagreement.",
+            "criteria": {"typical": "c_a(N) = E‖softmax(S/√d)‖_F / √E‖S^{∘p}‖²_F (softmax MC, polynomial exact)",
+                         "bound": "c_b(N) = √N / √E‖S^{∘p}‖²_F (closed form from exact moments)"},
+            "directions_as_N_decreases": directions,
+            "exponents": exponents,
+            "interval_level": LEVEL,
+            "exponents_on_paper_range_N_8_to_256": paper_range,
+            "tables": tables,
+            "c_at_reviewer_N": at_reviewer,
+            "reviewer_numbers": {"N": list(fig.REVIEWER_NS),
+                                 "inv_sqrt_n": [round(1 / math.sqrt(n), 4) for n in fig.REVIEWER_NS],
+                                 "note": "the review lists 0.125, 0.0625 for N = 256, 64; 1/√256 = 0.0625 and "
+                                         "1/√64 = 0.125 (the first two are swapped); 1/√N increases as N decreases "
+                                         "either way"},
+            "crossover_n": nstar,
+            "bound_exponent_exact_all_models": bound_exact,
+            "monte_carlo_agreement": agreement,
+            "reruns": reruns or None,
+            "divisor_reading": "with α = 1/c (φ = x^p/α) every exponent changes sign: α decreases as N decreases in "
+                               "every case, which is what the paper's sentence says.",
+            "grid": {"N": cfg["Ns"], "trials_at_largest_N": cfg["trials"], "max_trials": cfg["max_trials"],
+                     "design": "T(N) = clip(trials·(N_max/N)², trials, max_trials)", "seed": seed},
+        },
+    )
+
+
+def _crossover(p: int, model: str, D: int, d: int) -> float:
+    from empirics.causal import row_moments
+
+    m_off, m_diag = row_moments(p, model, D, d)
+    return 1 + m_diag / m_off
+
+
+# ============================================================================ causal-masking
+
+
+def _causal_config(ctx: Context) -> dict:
+    if ctx.budget.name == "quick":
+        return dict(Ns=(256, 1024), trials=(16, 8), max_trials=1024, N_train=128, transfer_trials=4)
+    return dict(Ns=(256, 1024), trials=(64, 32), max_trials=4096, N_train=256, transfer_trials=16)
+
+
+def _uniformity(lo: float, hi: float) -> str:
+    if -TOL <= lo and hi <= TOL:
+        return "uniform"
+    if lo > TOL or hi < -TOL:
+        return "non-uniform"
+    return "inconclusive"
+
+
+def _causal_agreement(res: dict) -> dict:
+    out = {}
+    for (N, p), a in res["agree"].items():
+        e = res["expo"][(N, p)].set_index(["policy", "criterion"])
+        slopes_ok = {pol: bool(e.loc[(pol, "bound"), "ci_lo"] <= e.loc[(pol, "bound"), "exact_slope"]
+                               <= e.loc[(pol, "bound"), "ci_hi"]) for pol in ("inv_sqrt_n", "inv_sqrt_i", "inv_i")}
+        out[f"N{N}/p{p}"] = {"agree": bool(a["agree"].all()) and all(slopes_ok.values()),
+                             "bins": len(a), "max_abs_z": round(float(a["z"].abs().max()), 3),
+                             "t_crit": round(float(a["t_crit"].min()), 3),
+                             "trials_per_bin": [int(t) for t in a["trials"]],
+                             "slope_interval_holds_exact": slopes_ok}
+    return out
+
+
+def check_causal(ctx: Context) -> Outcome:
+    """Under a causal mask, does a global 1/√N scale keep per-row norms as uniform in i as softmax's?
+
+    Rule: for N ∈ {256, 1024} and p ∈ {1, 3}, fit the log-log slope β of the global-1/√N row profile
+    against i (geometric row bins, 99% bootstrap interval) under two readings of "softmax's rows":
+    bound (every row's bound is 1, so β of the polynomial profile itself) and typical (β of the profile
+    divided by softmax's Monte Carlo profile). A case is uniform if the interval lies within ±TOL,
+    non-uniform if it lies outside. The statement FAILS if every case is non-uniform; HOLDS if under one
+    reading every (N, p) is uniform; HOLDS_IN_REGIME if some cases are uniform; UNDETERMINED otherwise or if
+    Monte Carlo and the exact row formula disagree (after one rerun on fresh draws).
+    """
+    from empirics.causal import exact_row_ms, regime_start, row_moments
+    from figures import causal_masking as fig
+
+    cfg = _causal_config(ctx)
+    seed = ctx.budget.seed
+
+    def run(s: int) -> dict:
+        res = fig.compute(seed=s, **cfg)
+        for (N, p) in list(res["expo"]):  # add c_i = 1/i, the shape of softmax's typical rows
+            from empirics.causal import profile_exponents
+
+            res["expo"][(N, p)] = profile_exponents(res["bins"][N], p, res["model"], res["D"], res["d"],
+                                                    policies=("inv_sqrt_n", "inv_sqrt_i", "inv_i"), level=LEVEL, seed=s)
+        return res
+
+    res = run(seed)
+    agreement = _causal_agreement(res)
+    rerun = None
+    if not all(a["agree"] for a in agreement.values()):
+        rerun = agreement
+        res = run(seed + 1_000_003)
+        agreement = _causal_agreement(res)
+    all_agree = all(a["agree"] for a in agreement.values())
+
+    D, d, model = res["D"], res["d"], res["model"]
+    cases, corrected_cases, profiles = {}, {}, {}
+    for (N, p), e in res["expo"].items():
+        e = e.set_index(["policy", "criterion"])
+        key = f"N{N}/p{p}"
+        profiles[key] = {
+            f"{pol}/{crit}": {"slope": round(float(e.loc[(pol, crit), "slope"]), 4),
+                              "ci": [round(float(e.loc[(pol, crit), "ci_lo"]), 4), round(float(e.loc[(pol, crit), "ci_hi"]), 4)],
+                              "exact_slope": None if math.isnan(e.loc[(pol, crit), "exact_slope"])
+                              else round(float(e.loc[(pol, crit), "exact_slope"]), 4),
+                              "last_bin_over_row1": float(f"{e.loc[(pol, crit), 'last_over_first']:.4g}")}
+            for pol, crit in e.index}
+        cases[key] = {c: _uniformity(float(e.loc[("inv_sqrt_n", c), "ci_lo"]), float(e.loc[("inv_sqrt_n", c), "ci_hi"]))
+                      for c in ("bound", "typical")}
+        corrected_cases[key] = {
+            "inv_sqrt_i/bound": _uniformity(float(e.loc[("inv_sqrt_i", "bound"), "ci_lo"]),
+                                            float(e.loc[("inv_sqrt_i", "bound"), "ci_hi"])),
+            "inv_i/typical": _uniformity(float(e.loc[("inv_i", "typical"), "ci_lo"]),
+                                         float(e.loc[("inv_i", "typical"), "ci_hi"]))}
+
+    flat = [v for c in cases.values() for v in c.values()]
+    per_reading = {c: [cases[k][c] for k in cases] for c in ("bound", "typical")}
+    if not all_agree:
+        verdict = "UNDETERMINED"
+    elif all(v == "non-uniform" for v in flat):
+        verdict = "FAILS"
+    elif any(all(v == "uniform" for v in vs) for vs in per_reading.values()):
+        verdict = "HOLDS"
+    elif any(v == "uniform" for v in flat):
+        verdict = "HOLDS_IN_REGIME"
+    else:
+        verdict = "UNDETERMINED"
+    corrected_ok = all(c["inv_sqrt_i/bound"] == "uniform" for c in corrected_cases.values())
+
+    # Exact per-row facts, every model: last-row / first-row E-RMS and the row from which 1/√i is flat.
+    exact = {}
+    for m in ("paper", "iid", "tied"):
+        for p in (1, 3):
+            m_off, m_diag = row_moments(p, m, D, d)
+            r = m_diag / m_off
+            N = max(cfg["Ns"])
+            g = exact_row_ms(p, m, N, D, d, "inv_sqrt_n")
+            dyn = exact_row_ms(p, m, N, D, d, "inv_sqrt_i")
+            exact[f"{m}/p{p}"] = {"m_off": float(f"{m_off:.6g}"), "m_diag": float(f"{m_diag:.6g}"), "r": float(f"{r:.6g}"),
+                                  f"global_last_over_first_N{N}": float(f"{math.sqrt(g[-1] / g[0]):.4g}"),
+                                  f"per_row_last_over_first_N{N}": float(f"{math.sqrt(dyn[-1] / dyn[0]):.4g}"),
+                                  "per_row_flat_from_row": regime_start(r, TOL)}
+
+    tr = res["transfer"]
+    transfer = {}
+    for (pol, q), g in tr.groupby(["policy", "quantity"]):
+        g = g.sort_values("N")
+        transfer[f"{pol}/{q}"] = {
+            "N": [int(n) for n in g["N"]],
+            "exact_ratio": None if pol == "softmax" else [round(float(v), 4) for v in g["exact_ratio"]],
+            "mc_ratio": [round(float(v), 4) for v in g["mc_ratio"]],
+            "mc_ci95": [[round(float(a), 4), round(float(b), 4)] for a, b in zip(g["mc_lo"], g["mc_hi"])],
+            "trials": [int(t) for t in g["trials"]]}
+
+    stem = fig.style.stem("causal_masking", model=model, d=d, D=D, N=list(cfg["Ns"]), trials=list(cfg["trials"]),
+                          Ntrain=cfg["N_train"], budget=ctx.budget.name)
+    paths = fig.draw(res, ctx.out_dir / "figures", stem)
+    figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
+
+    Nb = max(cfg["Ns"])
+    P = profiles[f"N{Nb}/p3"]
+    P1 = profiles[f"N{Nb}/p1"]
+    t8 = {k: v["exact_ratio"][-1] if v["exact_ratio"] else v["mc_ratio"][-1] for k, v in transfer.items()}
+    headline = (f"row-profile slope in i at N = {Nb}: global 1/√N β = {P1['inv_sqrt_n/bound']['slope']:.2f} (x), "
+                f"{P['inv_sqrt_n/bound']['slope']:.2f} (x³) vs softmax bound 0 and typical "
+                f"{P['softmax/typical']['slope']:.2f}; per-row 1/√i β = {P1['inv_sqrt_i/bound']['slope']:.3f}, "
+                f"{P['inv_sqrt_i/bound']['slope']:.3f}; last/first row E-RMS: global "
+                f"{exact[f'iid/p1'][f'global_last_over_first_N{Nb}']:.3g}, 1/√i "
+                f"{exact[f'iid/p1'][f'per_row_last_over_first_N{Nb}']:.3g}, softmax "
+                f"{P1['softmax/typical']['last_bin_over_row1']:.3g}")
+    ex_iid3, ex_tied1, ex_tied3 = exact["iid/p3"], exact["tied/p1"], exact["tied/p3"]
+    corrected = (
+        "Under a causal mask row i of c_i·S^{∘p} has E‖·‖² = c_i²[(i−1)·m_off + m_diag] exactly (checked against Monte "
+        "Carlo). Scale by the effective length, c_i = 1/√i: E‖row_i‖² = ((i−1)·m_off + m_diag)/i → m_off, every row "
+        "of equal expected size like softmax's common row bound ‖P_i‖ ≤ 1 (fitted β = "
+        f"{P1['inv_sqrt_i/bound']['slope']:.3f} (x), {P['inv_sqrt_i/bound']['slope']:.3f} (x³) at N = {Nb}, iid) — "
+        f"within ±{TOL} from row ⌈1 − r + |1 − r|/{2 * TOL:g}⌉, r = m_diag/m_off: row "
+        f"{ex_iid3['per_row_flat_from_row']} for x³ iid, but {ex_tied1['per_row_flat_from_row']} (x) and "
+        f"{ex_tied3['per_row_flat_from_row']} (x³) with tied W_Q = W_K, where the diagonal dominates. Softmax's "
+        f"typical row norm is not flat but falls like i^{P1['softmax/typical']['slope']:.2f} (≈ √(e/i) for large i); "
+        f"following it needs c_i ≈ 1/i (β relative to softmax {P1['inv_i/typical']['slope']:.2f}). In generation the "
+        "newest row N under 1/√N or 1/√i keeps its size at any length, while a scale fixed at N_train makes it grow like "
+        f"√(N/N_train) ({t8['fixed/last_row']:.2f}× at 8·N_train) and the whole matrix like N/N_train "
+        f"({t8['fixed/matrix']:.2f}×; softmax {t8['softmax/matrix']:.2f}×)."
+    )
+    return Outcome(
+        verdict=verdict,
+        headline=headline,
+        tested_statement=(
+            "The reviewer's question made precise (the paper is silent): with a causal mask (row i sees tokens 1..i) and "
+            "φ(x) = c·x^p with the global c = 1/√N (p = 1, 3), the per-row E-RMS norms √E‖φ(S)_i‖² are as uniform in i "
+            "as softmax's: the log-log slope β of the row profile in i, relative to softmax's row bound (1 for every "
+            f"row) or to softmax's typical row norm, is 0 within ±{TOL} (99% bootstrap interval), N ∈ {list(cfg['Ns'])}, "
+            f"iid shared-X model, d = D = {d}, σ_w² = 1/D."
+        ),
+        corrected_claim=None if verdict == "HOLDS" else corrected,
+        figures=figures,
+        evidence={
+            "rule": "per (N, p, reading) the global-1/√N profile slope interval within ±TOL: uniform; outside: "
+                    "non-uniform. FAILS if all non-uniform; HOLDS if one reading is uniform for every (N, p); "
+                    "HOLDS_IN_REGIME if some are; UNDETERMINED otherwise or on MC vs exact disagreement.",
+            "why_this_verdict": "the global 1/√N profile rises like √i (β ≈ +½ against the flat bound, ≈ +0.9 against "
+                                "softmax's falling typical profile): early rows are tiny, late rows large, under every "
+                                "reading, at both N and both p.",
+            "cases_global_inv_sqrt_n": cases,
+            "corrected_claim_cases": corrected_cases,
+            "corrected_claim_holds_in_iid_model": corrected_ok,
+            "profile_exponents": profiles,
+            "exact_row_formula": "E‖c_i (S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag], m_off = E S_12^{2p}, m_diag = E S_11^{2p}",
+            "exact_per_model": exact,
+            "softmax_row1_is_exactly_1": True,
+            "monte_carlo_agreement": agreement,
+            "monte_carlo_agreement_before_rerun": rerun,
+            "train_length_transfer": {"N_train": cfg["N_train"], "p": res["transfer_p"], "series": transfer},
+            "tolerance": TOL,
+            "interval_level": LEVEL,
+            "design": {"N": list(cfg["Ns"]), "trials_at_last_bin": list(cfg["trials"]), "max_trials": cfg["max_trials"],
+                       "bins": "geometric row bins [1], [2], [3,4], …; bin [lo, hi] drawn at length hi with "
+                               "clip(trials·(N/hi)², trials, max_trials) trials (causal rows ≤ hi do not see later tokens)",
+                       "seed": seed},
+        },
+    )
+
+
+# ============================================================================ ledger entries
+
+
+CLAIMS = [
+    Claim(
+        id="fig1-scale-direction",
+        statement="Figure 1 / L240–245: as the sequence length N decreases the scale applied to x^p should decrease.",
+        contract=Contract(
+            object="the coefficient c(N) of φ(x) = c·x^p (p = 1, 3, element-wise on S = XW_QW_KᵀXᵀ or ABᵀ) that makes "
+                   "√E‖c·S^{∘p}‖²_F equal softmax's typical norm E‖softmax(S/√d)‖_F or its bound √N",
+            norm="Frobenius, root of the expected square (polynomial, exact); mean (softmax, Monte Carlo)",
+            randomness="paper: A, B iid N(0, 1); shared X: rows N(0, I_D), W_Q, W_K N(0, 1/D) iid or tied; d = D = 64",
+            quantifier="in expectation",
+            n_range="N = 8…1024 (quick: iid, tied) or 8…4096 (full: paper, iid, tied), geometric",
+            predicted_exponent="paper: c(N) ∝ N^b with b > 0 (c falls as N falls); reviewer: b < 0 like 1/√N (b = −½)",
+            refuted_by="every criterion and model giving b < 0 with its interval excluding 0",
+        ),
+        check=check_scale_direction,
+    ),
+    Claim(
+        id="causal-masking",
+        statement="(silent) Under a causal mask row i sees i tokens; should the scale follow the effective length?",
+        contract=Contract(
+            object="per-row norms ‖φ(S)_i‖ under a causal mask, φ = softmax(S/√d) or c_i·x^p (p = 1, 3) with c = 1/√N, "
+                   "c_i = 1/√i or c_i = 1/i; and the whole matrix / newest row at N ≠ N_train with c fixed at 1/√N_train",
+            norm="Euclidean per row, Frobenius per matrix; root of the expected square",
+            randomness="shared X: rows N(0, I_D), W_Q, W_K N(0, 1/D) iid (exact formulas also for tied and paper)",
+            quantifier="in expectation",
+            n_range="N ∈ {256, 1024}; transfer N_train/8…8·N_train",
+            predicted_exponent="row-profile slope β in i: 0 (uniform, as softmax's bound) for the tested global 1/√N",
+            refuted_by="β's interval outside ±0.1 under both readings of softmax's row size, for every N and p",
+        ),
+        check=check_causal,
+    ),
+]
