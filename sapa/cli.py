@@ -197,6 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         entry = run_claim(claim, ctx)
         print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr, flush=True)
         entries.append(entry)
+    _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
     atomic_write_json(out_dir / "ledger.json", ledger_dict(entries, prov))
     atomic_write_text(out_dir / "report.md", report.markdown(entries, prov))
@@ -205,6 +206,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
+
+
+def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> None:
+    """Draw the ledger's figures into OUT/figures and list them (relative paths) on the claims they illustrate."""
+    from figures.regenerate import JOBS, run_jobs
+
+    ids = {e.id for e in entries}
+    jobs = [j for j in JOBS if not only or ids & set(j.claims)]
+    print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
+    done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+    for job in jobs:
+        paths, error = done[job.name]
+        for e in entries:
+            if e.id in job.claims:
+                e.figures += [str(p.relative_to(out_dir)) for p in paths if str(p.relative_to(out_dir)) not in e.figures]
+                if error:
+                    e.evidence.setdefault("figure_errors", {})[job.name] = error
 
 
 def cmd_exact(args: argparse.Namespace) -> int:

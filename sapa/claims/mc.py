@@ -58,7 +58,7 @@ def exact_rms_slope(N: list[int], expected_sq: list[float]) -> float:
 
 
 RERUN_MIN_FACTOR = 2  # a series that disagrees is rerun once on fresh samples, with at least 2× the trials
-RERUN_MAX_TRIALS = 16_384  # equal-cost design: T(N) = T·(N_max/N)², at least 2T, capped here
+RERUN_MAX_TRIALS = 4_096  # equal-cost design: T(N) = T·(N_max/N)², at least 2T, capped here
 
 
 def _coefficient(scale_policy: str, c: float | None, N: int) -> float:

@@ -1,0 +1,80 @@
+"""Regenerate every figure from a results directory written by ``sapa verify`` (arXiv 2410.18613).
+
+Figures drawn from stored data (the sweep under ``RESULTS/sweep``, the stored tables of the
+scale-direction and causal checks) or from exact curves; nothing is resampled here except
+where a figure's own data is missing, which is reported instead of silently recomputed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class FigureJob:
+    """One figure: its name, the claims it illustrates, and how to draw it into ``out``."""
+
+    name: str
+    claims: tuple[str, ...]
+    draw: Callable[[Path, Path], list[Path]]  # (results_dir, out_dir) -> saved paths
+    needs: tuple[str, ...] = field(default=())  # files under results_dir it reads
+
+
+def _landscape(results: Path, out: Path) -> list[Path]:
+    from figures import jacobian_landscape
+
+    return jacobian_landscape.main(out)
+
+
+def _norms(quantity: str) -> Callable[[Path, Path], list[Path]]:
+    def draw(results: Path, out: Path) -> list[Path]:
+        from figures import norm_scaling
+
+        return norm_scaling.main(out, results=results / "sweep", quantity=quantity)
+
+    return draw
+
+
+def _regime(results: Path, out: Path) -> list[Path]:
+    from figures import regime_map
+
+    return regime_map.main(out)
+
+
+JOBS = [
+    FigureJob("softmax Jacobian landscape", ("thm4.1-jacobian",), _landscape),
+    FigureJob("norm vs N", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
+              _norms("fro"), ("sweep/results.parquet",)),
+    FigureJob("Jacobian norm vs N", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
+              _norms("jac_fro"), ("sweep/results.parquet",)),
+    FigureJob("regime map", ("cor4.3-linear-scaled", "cor4.5-cubic-scaled", "other-powers"), _regime),
+]
+
+
+def regenerate(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None
+               ) -> list[Path]:
+    """Draw every figure whose inputs exist under ``results``; return the saved paths."""
+    return [p for paths, _ in run_jobs(results, out, jobs=jobs).values() for p in paths]
+
+
+def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None
+             ) -> dict[str, tuple[list[Path], str | None]]:
+    """Run each figure job; map its name to (paths, error). A figure that fails is reported, not fatal."""
+    results = Path(results)
+    out = Path(out) if out is not None else results / "figures"
+    done: dict[str, tuple[list[Path], str | None]] = {}
+    for job in jobs if jobs is not None else JOBS:
+        missing = [n for n in job.needs if not (results / n).exists()]
+        if missing:
+            done[job.name] = ([], f"missing stored results: {', '.join(missing)}")
+            continue
+        try:
+            done[job.name] = (job.draw(results, out), None)
+        except Exception as exc:  # a figure's own claim check failing is a finding: report it
+            msg = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+            print(f"figure {job.name!r} failed: {msg}", file=sys.stderr)
+            done[job.name] = ([], msg)
+    return done
