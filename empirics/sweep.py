@@ -106,7 +106,7 @@ class SweepConfig:
     aniso_alpha: float = 1.0
     spikes: int = 4
     spike_strength: float = 10.0
-    memory_gib: float = 3.0  # working-set budget used to pick trials per batch
+    memory_gib: float = 3.0  # working-set budget used to pick trials per batch (one trial must fit)
     threads: int = 1  # torch intra-op threads while a cell runs (0: leave torch's setting)
     name: str = ""
 
@@ -568,10 +568,70 @@ def _part_done(path: Path, cid: str) -> bool:
         return False
 
 
-def _as_completed(futures: list):
+def _submit_all(executor, config: SweepConfig, pending: list[Cell]) -> dict:
+    """``{future: cell}``: dask tasks via :func:`empirics.distributed.submit_cells`, else ``executor.submit``."""
+    if _is_dask(executor):
+        from empirics.distributed import submit_cells
+
+        return submit_cells(executor, config, pending)
+    return {executor.submit(run_cell, config, c): c for c in pending}
+
+
+def _is_dask(executor) -> bool:
+    return type(executor).__module__.split(".")[0] == "distributed"
+
+
+def _as_completed(futures: list, executor=None):
+    """Futures in the order they finish: concurrent.futures, dask (``distributed.as_completed``), else as given."""
+    if _is_dask(executor):
+        from empirics.distributed import as_completed
+
+        return as_completed(futures, executor)
     if all(isinstance(f, cf.Future) for f in futures):
         return cf.as_completed(futures)
-    return iter(futures)  # e.g. dask futures: in submission order
+    return iter(futures)
+
+
+def _result(fut, cell: Cell, executor) -> pd.DataFrame:
+    if _is_dask(executor):
+        from empirics.distributed import cell_result
+
+        return cell_result(fut, cell)
+    return fut.result()
+
+
+STALE_TMP_S = 600.0  # a temporary part file this old was left by a killed process
+
+
+def _remove_stale_tmp(parts: Path) -> None:
+    """Delete temporary part files (``.<name>.*.tmp.parquet``) left by a process killed mid-write.
+
+    Only files untouched for :data:`STALE_TMP_S` go, so a concurrent writer is never hit.
+    Readers never see them anyway: part files are found by exact name.
+    """
+    import time
+
+    if not parts.is_dir():
+        return
+    now = time.time()
+    for tmp in parts.glob(".*.tmp.parquet"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+
+
+def check_memory(config: SweepConfig, all_cells: Sequence[Cell]) -> None:
+    """InputError if one trial of the largest cell does not fit in ``memory_gib`` (names N, D)."""
+    if not all_cells:
+        return
+    big = max(all_cells, key=lambda c: c.N * c.D + c.D * c.D)
+    itemsize = 4 if config.dtype == "float32" else 8
+    need = (2 * 8 + 10 * itemsize) * big.N * big.D + 8 * big.D * big.D * 4  # as in trials_per_batch
+    if need > config.memory_gib * 2**30:
+        raise InputError(
+            f"cell N={big.N}, D={big.D} needs ≈{need / 2**30:.3g} GiB for one trial, more than "
+            f"memory_gib={config.memory_gib:g}; raise memory_gib or shrink N, D"
+        )
 
 
 def _progress_bar(total: float, initial: float, n_cells: int, n_done: int, progress: bool | str):
@@ -607,8 +667,10 @@ def run_sweep(
       progress: ``True`` shows a tqdm bar (ETA, cost-weighted) on stderr if it is a TTY;
         ``"force"`` always; ``False`` never.
       executor: ``None`` runs cells serially here; otherwise anything with
-        ``submit(fn, *args) -> future`` (``concurrent.futures``, ``dask.distributed.Client``)
-        gets ``submit(run_cell, config, cell)``; part files are written here as results arrive.
+        ``submit(fn, *args) -> future`` (``concurrent.futures``) gets ``submit(run_cell, config,
+        cell)``, and a ``dask.distributed.Client`` gets one task per cell
+        (:func:`empirics.distributed.submit_cells`); part files are written here as results
+        arrive, in completion order.
       order: run the pending cells in this order (a permutation of ``cells(config)``);
         numbers do not depend on it.
     """
@@ -624,11 +686,17 @@ def run_sweep(
         run_order = list(order)
     else:
         run_order = all_cells
+    check_memory(config, all_cells)
     prov = provenance(config)
+    _remove_stale_tmp(parts)
     done = {c for c in all_cells if _part_done(parts / f"{ids[c]}.parquet", ids[c])}
     pending = [c for c in run_order if c not in done]
     cost = {c: _cell_cost(c, config.trials) for c in all_cells}
     bar = _progress_bar(sum(cost.values()), sum(cost[c] for c in done), len(all_cells), len(done), progress)
+    if _is_dask(executor) and pending:
+        from empirics.distributed import describe
+
+        bar.set_description_str(f"sweep ({describe(executor)})", refresh=False)
     n_done = len(done)
 
     def finish(cell: Cell, df: pd.DataFrame) -> None:
@@ -644,12 +712,13 @@ def run_sweep(
             for cell in pending:
                 finish(cell, run_cell(config, cell))
         else:
-            futures = {executor.submit(run_cell, config, c): c for c in pending}
+            futures = _submit_all(executor, config, pending)
             try:
-                for fut in _as_completed(list(futures)):
-                    finish(futures[fut], fut.result())
+                for fut in _as_completed(list(futures), executor):  # stream: store each cell as it finishes
+                    cell = futures.pop(fut)  # drop our reference: dask frees the result on the cluster
+                    finish(cell, _result(fut, cell, executor))
             except BaseException:
-                for fut in futures:
+                for fut in futures:  # the cells still pending
                     fut.cancel()
                 raise
     finally:

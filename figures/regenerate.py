@@ -44,6 +44,20 @@ def _regime(results: Path, out: Path) -> list[Path]:
     return regime_map.main(out)
 
 
+def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
+    """Redraw a figure from the data its ledger check stored under RESULTS/data/<module>.pkl."""
+
+    def draw(results: Path, out: Path) -> list[Path]:
+        import importlib
+        import pickle
+
+        with open(results / "data" / f"{module}.pkl", "rb") as fh:  # written by sapa verify itself
+            stored = pickle.load(fh)
+        return importlib.import_module(f"figures.{module}").draw(stored["res"], out, stored["stem"])
+
+    return draw
+
+
 JOBS = [
     FigureJob("softmax Jacobian landscape", ("thm4.1-jacobian",), _landscape),
     FigureJob("norm vs N", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
@@ -52,11 +66,24 @@ JOBS = [
               _norms("jac_fro"), ("sweep/results.parquet",)),
     FigureJob("regime map", ("cor4.3-linear-scaled", "cor4.5-cubic-scaled", "other-powers"), _regime),
 ]
+# Figures drawn by their ledger checks during ``sapa verify``; ``sapa figures`` redraws them from stored data.
+STORED_JOBS = [
+    FigureJob("scale direction", ("fig1-scale-direction",), _stored("scale_direction"), ("data/scale_direction.pkl",)),
+    FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.pkl",)),
+    FigureJob("real heads", ("real-model-regime",), lambda results, out: _real(results, out), ("real",)),
+]
+
+
+def _real(results: Path, out: Path) -> list[Path]:
+    from figures import real_heads
+
+    return real_heads.draw_stored(results, out)
 
 
 def regenerate(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None
                ) -> list[Path]:
     """Draw every figure whose inputs exist under ``results``; return the saved paths."""
+    jobs = jobs if jobs is not None else JOBS + STORED_JOBS
     return [p for paths, _ in run_jobs(results, out, jobs=jobs).values() for p in paths]
 
 

@@ -114,9 +114,11 @@ def _evidence(res: dict, rule: dict) -> dict:
                 vs_proxy[f"p{p}_{kind}_{proxy}"] = {
                     "median_measured_minus_predicted": round(float(np.median(meas - pred)), 4),
                     "fraction_prediction_in_ci": _frac((cis[:, 0] <= pred) & (pred <= cis[:, 1]))}
-    # the score scale: RMS |S_ij| ∝ N^γ makes ‖x^p/√N‖ ∝ N^{½ + pγ}; γ from the p = 1 fit
-    gamma = np.array(col("meas_p1_fro_slope")) - 0.5
+    # non-stationary scores: if the typical |S_ij| grows like N^γ, ‖x^p/√N‖ gains ≈ pγ over the Gaussian
+    # prediction. γ from p = 1 (measured minus matched-proxy slope); then test it on p = 3.
+    gamma = np.array(col("meas_p1_fro_slope")) - np.array(col("matched_p1_grid_slope"))
     p3 = np.array(col("meas_p3_fro_slope"))
+    p3_pred = np.array(col("matched_p3_grid_slope")) + 3 * gamma
     out = {
         "model": res["meta"]["model"],
         "config": res["meta"]["config"],
@@ -130,9 +132,11 @@ def _evidence(res: dict, rule: dict) -> dict:
         "measured_vs_exact": vs_proxy,
         "score_scale_growth": {
             "gamma_quantiles": _q(gamma),
-            "p3_minus_(0.5+3γ)_quantiles": _q(p3 - (0.5 + 3 * gamma)),
-            "note": "γ = (p=1 exponent) − ½ is the growth exponent of the RMS score entry with N; "
-                    "a stationary i.i.d. model has γ = 0",
+            "p3_residual_quantiles": _q(p3 - p3_pred),
+            "p3_correlation_with_prediction": round(float(np.corrcoef(p3, p3_pred)[0, 1]), 4),
+            "note": "γ = measured p = 1 exponent − matched-Gaussian p = 1 slope: the growth of the typical score "
+                    "|S_ij| with N (0 for i.i.d. tokens); p3 residual = measured p = 3 exponent − (matched p = 3 "
+                    "slope + 3γ)",
         },
         "ab_correlation": {k: _q(col("ab_" + k)) for k in ("matched_abs_mean", "canonical_top", "cov_norm_ratio",
                                                             "null_canonical_top", "identity_canonical_top",
@@ -146,14 +150,12 @@ def _evidence(res: dict, rule: dict) -> dict:
 
 def _headline(ev: dict, verdict: str) -> str:
     f = ev["fraction_consistent_with_half"]
-    e = ev["measured_exponents"]
-    ns = ev["n_star_all_heads"]
-    return (f"all-MiniLM-L6-v2, 72 heads, N 8–256: exponent of ‖x/√N‖ median {e['p1_fro']['quantiles_0_10_50_90_100'][2]:.2f} "
-            f"(range {e['p1_fro']['quantiles_0_10_50_90_100'][0]:.2f}–{e['p1_fro']['quantiles_0_10_50_90_100'][4]:.2f}), "
-            f"‖x³/√N‖ {e['p3_fro']['quantiles_0_10_50_90_100'][2]:.2f} "
-            f"({e['p3_fro']['quantiles_0_10_50_90_100'][0]:.2f}–{e['p3_fro']['quantiles_0_10_50_90_100'][4]:.2f}); "
-            f"CI meets 0.5±{TOL}: p=1 {f['p1_fro']:.0%}, p=3 {f['p3_fro']:.0%} of heads; "
-            f"N* (measured Σ) p=3 median {ns['p3_measured'][2]:.3g}, max {ns['p3_measured'][4]:.3g}")
+    q1 = ev["measured_exponents"]["p1_fro"]["quantiles_0_10_50_90_100"]
+    q3 = ev["measured_exponents"]["p3_fro"]["quantiles_0_10_50_90_100"]
+    ns = ev["n_star_all_heads"]["p3_measured"]
+    return (f"all-MiniLM-L6-v2, 72 heads, N 8–256: exponent of ‖x/√N‖ median {q1[2]:.2f} (range {q1[0]:.2f}–{q1[4]:.2f}), "
+            f"‖x³/√N‖ {q3[2]:.2f} ({q3[0]:.2f}–{q3[4]:.2f}); CI meets 0.5±{TOL}: p=1 {f['p1_fro']:.0%}, "
+            f"p=3 {f['p3_fro']:.0%} of heads; N* (measured Σ) p=3 median {ns[2]:.3g}, max {ns[4]:.3g}")
 
 
 def check_real_model_regime(ctx: Context) -> Outcome:
@@ -161,8 +163,8 @@ def check_real_model_regime(ctx: Context) -> Outcome:
     from empirics import real
 
     if not real.available():
-        return Outcome(verdict="UNDETERMINED", evidence={**NOT_INSTALLED, "missing_modules": real.missing_modules()},
-                       tested_statement=TESTED, headline="optional extra 'real' not installed")
+        return Outcome(verdict="UNDETERMINED", evidence=dict(NOT_INSTALLED), tested_statement=TESTED,
+                       headline=f"optional extra 'real' not installed (missing: {', '.join(real.missing_modules())})")
     real.set_offline()
     cfg = real.QUICK if ctx.budget.name == "quick" else real.FULL
     res = real.analyse(replace(cfg, seed=ctx.budget.seed), cache_dir=ctx.out_dir / "real")
@@ -185,13 +187,14 @@ def check_real_model_regime(ctx: Context) -> Outcome:
             f"the √N law: exponents of ‖x/√N‖_F span {e['p1_fro']['quantiles_0_10_50_90_100'][0]:.2f}–"
             f"{e['p1_fro']['quantiles_0_10_50_90_100'][4]:.2f} and of ‖x³/√N‖_F "
             f"{e['p3_fro']['quantiles_0_10_50_90_100'][0]:.2f}–{e['p3_fro']['quantiles_0_10_50_90_100'][4]:.2f}. "
-            "Two effects the i.i.d. theory omits decide it: (i) shared X makes the diagonal S_ii special "
-            "(E S_ii² vs E S_ij²), so under a Gaussian proxy of each head E‖x^p/√N‖² = N(N−1)m_off + N m_diag "
-            "grows like √N only for N ≫ N* = 1 + m_diag/m_off (N* per head in the evidence; up to "
-            f"{ev['n_star_all_heads']['p3_measured'][4]:.3g} for p = 3 with the measured token covariance); "
-            "(ii) real hidden states are not stationary in N: the RMS score entry grows like N^γ with γ per head in "
-            f"[{g[0]:.2f}, {g[4]:.2f}] (median {g[2]:.2f}), which adds about pγ to the exponent. "
-            "Scale by the measured ‖S‖ growth, not by 1/√N alone.")
+            "Two effects the i.i.d. theory omits decide it: (i) shared X makes the diagonal S_ii special, so under "
+            "a Gaussian proxy of each head E‖S^{∘p}‖²_F = N(N−1)m_off + N m_diag and x^p/√N grows like √N only for "
+            f"N ≫ N* = 1 + m_diag/m_off (per head in the evidence; up to {ev['n_star_all_heads']['p3_measured'][4]:.3g} "
+            "for p = 3 with the measured token covariance); (ii) real hidden states are not i.i.d. in N: the typical "
+            f"score |S_ij| grows like N^γ, γ per head in [{g[0]:.2f}, {g[4]:.2f}] (median {g[2]:.2f}), adding ≈ pγ "
+            "(p = 3 exponent ≈ Gaussian prediction + 3γ, correlation "
+            f"{ev['score_scale_growth']['p3_correlation_with_prediction']:.2f}). A 1/√N scale does not make this "
+            "model's x^p attention grow like softmax's; a per-head scale from the measured ‖S‖ growth would.")
     return Outcome(verdict=verdict, evidence=ev, tested_statement=TESTED, headline=_headline(ev, verdict),
                    corrected_claim=corrected, figures=figures)
 

