@@ -92,12 +92,15 @@ def bench_vs_autograd(
     seed: int = 0,
     device=None,
     quick: bool = False,
+    threads: int | None = 1,
 ) -> list[dict]:
     """Seconds of the exact kernel vs ``jacrev`` + norm, and ``speedup_vs_autograd`` = their ratio.
 
     Both run in float64 on ``device`` (default: CUDA when available, else CPU). Each row also
     reports ``rel_err`` between the two Jacobian norms. ``quick`` shrinks to N = (8, 16), D = 4,
-    one repeat.
+    one repeat. ``threads``: torch CPU threads for both sides (default 1: at these sizes a
+    millisecond kernel is dominated by thread-pool wake-ups on a busy machine, which made
+    medians jump between 1 and 100 ms with 2 threads; ``None`` leaves torch's setting).
 
     Returns:
       [{"N", "D", "activation", "kernel_s", "autograd_s", "speedup_vs_autograd", "rel_err",
@@ -108,6 +111,16 @@ def bench_vs_autograd(
     D, repeats = positive_int("D", D), positive_int("repeats", repeats)
     Ns = tuple(positive_int("N", n) for n in Ns)
     dev = default_device(device)
+    before = torch.get_num_threads()
+    if threads is not None and dev.type == "cpu":
+        torch.set_num_threads(positive_int("threads", threads))
+    try:
+        return _bench_vs_autograd(Ns, D, activations, repeats, seed, dev)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bench_vs_autograd(Ns, D, activations, repeats, seed, dev) -> list[dict]:
     rows = []
     for N in Ns:
         X, W = _inputs(N, D, seed, dev, torch.float64)
