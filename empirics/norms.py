@@ -61,6 +61,7 @@ __all__ = [
 MASKS = ("none", "causal")
 KINDS = ("softmax", "poly")
 CHUNK_BYTES = 64 * 2**20  # one (B, N) buffer of the row chunk
+P_MAX = 2**62  # torch.pow needs an int64 exponent; x^p over/underflows long before
 AUTOGRAD_MAX_ENTRIES = 2**27  # jacobian_autograd refuses Jacobians above ~1 GiB in float64
 
 
@@ -85,6 +86,8 @@ class Activation:
     def __post_init__(self) -> None:
         choice("activation kind", self.kind, KINDS)
         object.__setattr__(self, "p", positive_int("p", self.p))
+        if self.p > P_MAX:
+            raise InputError(f"p must be at most {P_MAX} (torch takes int64 exponents), got {self.p}")
         object.__setattr__(self, "scale", positive_float("scale", self.scale))
         if self.kind == "softmax" and self.p != 1:
             raise InputError(f"p applies to poly activations only; got p={self.p} for softmax")
@@ -125,9 +128,14 @@ def default_device(device: object = None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as exc:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
         raise InputError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r} ({exc})") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise InputError(f"device {device!r} is not available here (CUDA devices: {torch.cuda.device_count()})")
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"device must be 'cpu' or 'cuda[:k]', got {device!r}")
+    return dev
 
 
 def _dtype(dtype: object) -> torch.dtype:
@@ -328,10 +336,8 @@ def _overflow(act: Activation, N: int, D: int, dtype: torch.dtype, Sc: torch.Ten
         what = f"x^{act.p} (p={act.p}, c={act.scale:g}) or its derivative"
     else:
         what = f"softmax(τ={act.scale:g}) attention (S = X W Xᵀ or ‖W x‖²)"
-    return NormOverflowError(
-        f"{what} overflows {name} at N={N}, D={D} (max |S| = {smax:.3g}); "
-        "use dtype=torch.float64 or rescale X, W"
-    )
+    hint = "use dtype=torch.float64 or rescale X, W" if dtype != torch.float64 else "rescale X, W or the scale"
+    return NormOverflowError(f"{what} overflows {name} at N={N}, D={D} (max |S| = {smax:.3g}); {hint}")
 
 
 def _finish(fro2: torch.Tensor, jac2: torch.Tensor, maxabs: torch.Tensor, with_rows: bool, dtype: torch.dtype) -> NormResult:

@@ -48,7 +48,11 @@ def canonical_json(obj: object) -> str:
 
 def stable_hash(obj: object) -> str:
     """sha256(canonical_json(obj)) as 64 hex digits; independent of process and ``PYTHONHASHSEED``."""
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+    try:
+        text = canonical_json(obj)
+    except (TypeError, ValueError) as exc:  # NaN, or not JSON (an object, a set, ...)
+        raise InputError(f"key must be plain JSON without NaN/inf ({' '.join(str(exc).split())})") from None
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def spawn_key(obj: object) -> tuple[int, ...]:
@@ -61,6 +65,8 @@ def seed_sequence(seed: int, key: object, trial: int | None = None) -> np.random
     """``SeedSequence(entropy=seed, spawn_key=spawn_key(key) [+ (trial,)])``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, (int, np.integer)) or trial < 0):
+        raise InputError(f"trial must be a non-negative integer, got {trial!r}")
     sk = spawn_key(key) + (() if trial is None else (int(trial),))
     return np.random.SeedSequence(entropy=int(seed), spawn_key=sk)
 
@@ -91,7 +97,9 @@ def _normals(rng: Rng, T: int, shapes: Sequence[tuple[int, ...]]) -> list[torch.
     """
     if isinstance(rng, torch.Generator):
         return [torch.randn(T, *sh, generator=rng, dtype=torch.float64) for sh in shapes]
-    gens = list(rng)
+    gens = list(rng) if isinstance(rng, (list, tuple)) else None
+    if gens is None or not all(isinstance(g, torch.Generator) for g in gens):
+        raise InputError(f"rng must be a torch.Generator or a list of them, got {type(rng).__name__}")
     if len(gens) != T:
         raise InputError(f"rng: got {len(gens)} generators for T={T} trials")
     per = [[torch.randn(*sh, generator=g, dtype=torch.float64) for sh in shapes] for g in gens]
@@ -108,6 +116,8 @@ def nonneg_float(name: str, value: object) -> float:
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    if not isinstance(g, torch.Generator):
+        raise InputError(f"g must be a torch.Generator, got {type(g).__name__}")
     return torch.randn(*shape, generator=g, dtype=torch.float64)
 
 
@@ -190,8 +200,11 @@ def random_mean(D: int, norm: float, g: torch.Generator) -> torch.Tensor:
 
 def power_law_cov(D: int, alpha: float, g: torch.Generator, sigma_x: float = 1.0) -> torch.Tensor:
     """Σ = Q diag(λ) Qᵀ with ``λ_j ∝ j^(−α)``, ``tr Σ = D σ_x²`` and Haar-random ``Q``."""
-    lam = torch.arange(1, D + 1, dtype=torch.float64) ** (-float(alpha))
-    lam = lam * (D * sigma_x**2 / lam.sum())
+    D, alpha, sigma_x = positive_int("D", D), nonneg_float("alpha", alpha), positive_float("sigma_x", sigma_x)
+    lam = torch.arange(1, D + 1, dtype=torch.float64) ** (-alpha)
+    lam = lam * (D * sigma_x * sigma_x / lam.sum())  # a float product: inf, not OverflowError, when too big
+    if not bool(torch.isfinite(lam).all()):
+        raise InputError(f"power-law covariance overflows float64 (D={D}, sigma_x={sigma_x:g})")
     q = random_orthonormal(D, D, g)
     return (q * lam) @ q.T  # (D, D)
 
@@ -254,6 +267,8 @@ def _make_qk(cfg: ModelConfig, D: int, draws: list[torch.Tensor]) -> tuple[torch
 
 def sample_x(pop: Population, T: int, N: int, D: int, rng: Rng) -> torch.Tensor:
     """``X_t = σ_x Z_t`` (or ``Z_t Lᵀ``) ``+ √s G_t Uᵀ + 1 μᵀ``; returns (T, N, D) float64."""
+    T, N, D = (positive_int(n, v) for n, v in (("T", T), ("N", N), ("D", D)))
+    _check_population(pop, D)
     draws = _normals(rng, T, _x_shapes(pop, N, D))
     return _make_x(pop, draws[0], draws[1] if len(draws) > 1 else None)
 
@@ -262,11 +277,13 @@ def sample_qk(cfg: ModelConfig, T: int, D: int, d: int, rng: Rng) -> tuple[torch
     """``(W_Q, W_K)``, each (T, D, d) with N(0, σ_w²) entries, coupled as ``cfg.weights`` says."""
     if cfg.weights == "paper":
         raise InputError("weights='paper' has no W_Q, W_K (use sample_paper_ab)")
+    T, D, d = (positive_int(n, v) for n, v in (("T", T), ("D", D), ("d", d)))
     return _make_qk(cfg, D, _normals(rng, T, _w_shapes(cfg, D, d)))
 
 
 def sample_paper_ab(cfg: ModelConfig, T: int, N: int, d: int, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     """The paper's independent model: ``A, B`` each (T, N, d) with i.i.d. N(0, σ_ab²) entries."""
+    T, N, d = (positive_int(n, v) for n, v in (("T", T), ("N", N), ("d", d)))
     a, b = _normals(rng, T, [(N, d), (N, d)])
     return cfg.sigma_ab * a, cfg.sigma_ab * b
 
@@ -300,11 +317,30 @@ def sample_trials(
         if cfg.inputs != "iso" or cfg.mean_norm > 0:
             raise InputError(f"inputs={cfg.inputs!r} / mean_norm need a population (make_population)")
         population = Population(sigma_x=cfg.sigma_x)
+    _check_population(population, D)
     if W is not None:
         Wt = torch.as_tensor(finite_matrix("W", W, (D, D)))
-        return sample_x(population, T, N, D, rng), Wt.expand(T, D, D).clone()
+        return _finite(sample_x(population, T, N, D, rng), Wt.expand(T, D, D).clone(), cfg)
     xs, ws = _x_shapes(population, N, D), _w_shapes(cfg, D, d)
     draws = _normals(rng, T, xs + ws)  # per trial: X's normals, then the weights'
     x = _make_x(population, draws[0], draws[1] if len(xs) > 1 else None)  # (T, N, D)
     wq, wk = _make_qk(cfg, D, draws[len(xs) :])  # (T, D, d) each
-    return x, wq @ wk.transpose(-1, -2)  # (T, D, d) @ (T, d, D) -> (T, D, D)
+    return _finite(x, wq @ wk.transpose(-1, -2), cfg)  # (T, D, d) @ (T, d, D) -> (T, D, D)
+
+
+def _check_population(pop: object, D: int) -> None:
+    """InputError unless ``pop`` is a :class:`Population` of dimension ``D``."""
+    if not isinstance(pop, Population):
+        raise InputError(f"population must be a Population (make_population), got {type(pop).__name__}")
+    for name, t in (("factor", pop.factor), ("spikes", pop.spikes), ("mean", pop.mean)):
+        if t is not None and t.shape[0] != D:
+            raise InputError(f"population {name} has shape {tuple(t.shape)}; it was made for D={t.shape[0]}, not D={D}")
+
+
+def _finite(X: torch.Tensor, W: torch.Tensor, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(X, W)``, or InputError if a draw overflowed float64 (huge σ_x, σ_w, spike strength or mean)."""
+    for name, t in (("X", X), ("W = W_Q W_Kᵀ", W)):
+        if not bool(torch.isfinite(t).all()):
+            raise InputError(f"sampled {name} overflows float64 (sigma_x={cfg.sigma_x:g}, sigma_w={cfg.sigma_w}, "
+                             f"spike_strength={cfg.spike_strength:g}, mean_norm={cfg.mean_norm:g}); rescale them")
+    return X, W

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from theory.validate import InputError, unit_interval
+from theory.validate import InputError, positive_int, unit_interval
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -83,12 +83,23 @@ def fit_exponent(
       seed: seeds ``np.random.default_rng``; same seed, same interval.
     """
     unit_interval("level", level, 0.0, 1.0)
-    Ns = np.asarray(N, dtype=np.float64)
-    if Ns.ndim != 1 or Ns.size < 2 or len(samples) != Ns.size:
-        raise InputError(f"need ≥ 2 grid points with one sample each, got N={list(N)} and {len(samples)} samples")
-    if np.any(Ns <= 0) or np.unique(Ns).size != Ns.size:
-        raise InputError(f"N must be distinct and positive, got {list(N)}")
-    arrs = [np.asarray(s, dtype=np.float64).ravel() for s in samples]
+    n_boot = positive_int("n_boot", n_boot)
+    if n_boot < 2:
+        raise InputError(f"n_boot must be at least 2 (the bootstrap spread needs two replicates), got {n_boot}")
+    if not isinstance(seed, np.random.SeedSequence) and (
+        isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
+    ):
+        raise InputError(f"seed must be a non-negative integer or a SeedSequence, got {seed!r}")
+    try:
+        Ns = np.asarray(N, dtype=np.float64)
+        n_samples = len(samples)
+        arrs = [np.asarray(s, dtype=np.float64).ravel() for s in samples]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"N and samples must be numeric ({' '.join(str(exc).split())})") from None
+    if Ns.ndim != 1 or Ns.size < 2 or n_samples != Ns.size:
+        raise InputError(f"need ≥ 2 grid points with one sample each, got N={Ns.tolist()} and {n_samples} samples")
+    if not np.all(np.isfinite(Ns)) or np.any(Ns <= 0) or np.unique(Ns).size != Ns.size:
+        raise InputError(f"N must be distinct, finite and positive, got {Ns.tolist()}")
     if any(a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0) for a in arrs):
         raise InputError("every sample must be non-empty, finite and positive")
     x = np.log(Ns)  # (K,)

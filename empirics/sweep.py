@@ -163,6 +163,17 @@ def _nonneg_float(name: str, v: object) -> float:
     return float(v)
 
 
+def _device(v: object) -> str:
+    """A device string torch parses as ``cpu`` or ``cuda[:k]`` (availability is checked where cells run)."""
+    try:
+        ok = isinstance(v, str) and torch.device(v).type in ("cpu", "cuda")
+    except (RuntimeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(f"device must be 'cpu' or 'cuda[:k]', got {v!r}")
+    return v
+
+
 def _parse_activation(i: int, entry: object) -> list[ActivationSpec]:
     where = f"activation[{i}]"
     if not isinstance(entry, dict):
@@ -244,9 +255,7 @@ def config_from_dict(raw: dict) -> SweepConfig:
     if "dtype" in raw:
         kw["dtype"] = _str("dtype", raw["dtype"], DTYPES)
     if "device" in raw:
-        if not isinstance(raw["device"], str) or not raw["device"]:
-            raise InputError(f"device must be a string like 'cpu' or 'cuda', got {raw['device']!r}")
-        kw["device"] = raw["device"]
+        kw["device"] = _device(raw["device"])
     if "with_rows" in raw:
         if not isinstance(raw["with_rows"], bool):
             raise InputError(f"with_rows must be true or false, got {raw['with_rows']!r}")
@@ -272,7 +281,8 @@ def load_config(path: str | Path) -> SweepConfig:
 
 def builtin_config(name: str) -> Path:
     """Path of a bundled config: ``quick`` or ``full``."""
-    choice("budget", name, ("quick", "full"))
+    if name not in ("quick", "full"):
+        raise InputError(f"no config file {name!r} and no built-in config of that name (built-ins: quick, full)")
     return Path(__file__).with_name("configs") / f"{name}.toml"
 
 
@@ -578,7 +588,9 @@ def _submit_all(executor, config: SweepConfig, pending: list[Cell]) -> dict:
 
 
 def _is_dask(executor) -> bool:
-    return type(executor).__module__.split(".")[0] == "distributed"
+    from empirics.distributed import is_dask_client  # imports no dask
+
+    return is_dask_client(executor)
 
 
 def _as_completed(futures: list, executor=None):
@@ -688,6 +700,10 @@ def run_sweep(
         run_order = all_cells
     check_memory(config, all_cells)
     prov = provenance(config)
+    try:
+        parts.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the results directory {parts}: {exc.strerror or exc}") from None
     _remove_stale_tmp(parts)
     done = {c for c in all_cells if _part_done(parts / f"{ids[c]}.parquet", ids[c])}
     pending = [c for c in run_order if c not in done]

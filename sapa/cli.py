@@ -31,6 +31,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if v > 2**53:  # sizes reach float64 formulas (1/√D, growth exponents): keep them exact
+        raise argparse.ArgumentTypeError(f"expected a positive integer ≤ 2**53, got {len(text.strip())} digits")
     return v
 
 
@@ -101,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="small sizes (seconds), for smoke tests")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--out", type=Path, help="also write the JSON to this file")
+    b.add_argument("--scaling", action="store_true",
+                   help="also time a fixed sweep serially and on LocalCluster(2) (efficiency T1/(2·T2))")
 
     f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
     f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
@@ -118,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except FileNotFoundError as exc:
         print(f"sapa: error: file not found: {exc.filename}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # permission denied, not a directory, disk full, ...
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("sapa: interrupted; finished results were kept", file=sys.stderr)
@@ -310,7 +318,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from empirics.atomic import atomic_write_json
     from empirics.bench import bench_all
 
+    if args.out is not None and args.out.is_dir():
+        raise InputError(f"--out {args.out} is a directory; give a file name for the JSON")
     res = bench_all(quick=args.quick)
+    if args.scaling:
+        from figures.bench_scaling import scaling_benchmark
+
+        res["scaling"] = scaling_benchmark((1, 2), small=args.quick)
     flat = {
         "speedup_vs_autograd": {f"{r['activation']}@N={r['N']}": r["speedup_vs_autograd"] for r in res["vs_autograd"]},
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
@@ -328,6 +342,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
                   f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+        if args.scaling:
+            sc = res["scaling"]
+            print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
+                  f"(+{sc['startup_s'][1]:.1f} s start-up), efficiency T1/(2·T2) = {sc['efficiency'][1]:.0%}")
     return 0
 
 

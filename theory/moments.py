@@ -110,6 +110,18 @@ _a, _b = sp.symbols("alpha beta")
 # --------------------------------------------------------------------------- helpers
 
 
+SIZE_MAX = 2**53  # sizes enter float64 results (growth exponents, N*): keep them exactly representable
+
+
+def _size(name: str, value) -> int:
+    """A positive integer size ≤ :data:`SIZE_MAX`, else InputError."""
+    v = positive_int(name, value)
+    if v > SIZE_MAX:
+        shown = str(v) if v < 10**20 else f"a {len(str(v))}-digit number"
+        raise InputError(f"{name} must be at most 2**53 (exact in float64), got {shown}")
+    return v
+
+
 def _validate_p(p) -> int:
     p = positive_int("p", p)
     if p > P_MAX:
@@ -394,6 +406,12 @@ def _finish(p, model, N, D, d, mom, formula) -> ExactMoments:
     else:
         fro2 = N * (N - 1) * m_off + N * m_diag
         jac2 = p * p * (N * (N - 1) * j_off + N * j_diag)
+    fro2_f, jac2_f = _to_float(fro2), _to_float(jac2)
+    if not (math.isfinite(fro2_f) and math.isfinite(jac2_f)):  # a hazard to report, not a silent inf
+        raise InputError(
+            f"E‖φ(S)‖²_F or E‖∂φ(S)‖²_F overflows float64 for x^{p} ({model}, N={N}, D={D}, d={d}); "
+            "rescale sigma or W"
+        )
     return ExactMoments(
         p=p,
         model=model,
@@ -404,8 +422,8 @@ def _finish(p, model, N, D, d, mom, formula) -> ExactMoments:
         m_diag=m_diag,
         j_off=j_off,
         j_diag=j_diag,
-        expected_fro2=_to_float(fro2),
-        expected_jac_fro2=_to_float(jac2),
+        expected_fro2=fro2_f,
+        expected_jac_fro2=jac2_f,
         crossover_n=1.0 + _ratio(m_diag, m_off),
         crossover_n_jac=1.0 + _ratio(j_diag, j_off),
         growth_exponent=local_growth_exponent(N, m_off, m_diag),
@@ -438,7 +456,7 @@ def exact_moments(p, model, N, D=None, d=None, *, rho=0.0, sigma=1.0, W=None, si
     """
     p = _validate_p(p)
     model = choice("model", model, MODELS)
-    N = positive_int("N", N)
+    N = _size("N", N)
     if model == "shared":
         if W is None:
             raise InputError("model 'shared' needs W, a (D, D) matrix")
@@ -453,7 +471,7 @@ def exact_moments(p, model, N, D=None, d=None, *, rho=0.0, sigma=1.0, W=None, si
             if np.issubdtype(np.asarray(W).dtype, np.integer):
                 Wa = to_exact(np.asarray(W))
         Dw = Wa.shape[0]
-        if D is not None and positive_int("D", D) != Dw:
+        if D is not None and _size("D", D) != Dw:
             raise InputError(f"D = {D} does not match W of shape {Wa.shape}")
         Sx = None
         if sigma_x is not None:
@@ -466,13 +484,13 @@ def exact_moments(p, model, N, D=None, d=None, *, rho=0.0, sigma=1.0, W=None, si
     sig = _exact_number("sigma", positive_float("sigma", sigma))
     if d is None:
         raise InputError(f"model {model!r} needs d (head dimension)")
-    d = positive_int("d", d)
+    d = _size("d", d)
     if model == "paper":
         mom = _paper_moments(p, sp.Integer(d), sig)
-        return _finish(p, model, N, None if D is None else positive_int("D", D), d, mom, _FORMULAS["paper"])
+        return _finish(p, model, N, None if D is None else _size("D", D), d, mom, _FORMULAS["paper"])
     if D is None:
         raise InputError(f"model {model!r} needs D (token dimension)")
-    D = positive_int("D", D)
+    D = _size("D", D)
     r = {"iid": Fraction(0), "tied": Fraction(1)}.get(model)
     if r is None:
         r = _exact_number("rho", unit_interval("rho", rho))

@@ -51,9 +51,15 @@ def unit_interval(name: str, value: object, lo: float = -1.0, hi: float = 1.0) -
 def finite_matrix(name: str, a: object, shape: tuple[int | None, ...] | None = None) -> np.ndarray:
     """Return ``a`` as a finite float64 array of rank ``len(shape)``; ``None`` entries are free."""
     try:
+        is_complex = np.iscomplexobj(a)
+    except (TypeError, ValueError):  # ragged and the like: the conversion below says so
+        is_complex = False
+    if is_complex:  # a cast to float64 would drop the imaginary part with only a warning
+        raise InputError(f"{name} must be real, got a complex array")
+    try:
         arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a numeric array ({exc})") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"{name} must be a numeric array ({' '.join(str(exc).split())})") from None
     if shape is not None:
         if arr.ndim != len(shape):
             raise InputError(f"{name} must have {len(shape)} dimensions, got shape {arr.shape}")

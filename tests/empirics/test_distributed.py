@@ -363,3 +363,30 @@ def test_client_interrupted_with_local_cluster_exits_130_and_cleans_up(tmp_path)
     got = run_sweep(config_from_dict(SLOW), out, progress=False)  # resume serially: same numbers
     pd.testing.assert_frame_equal(ref, got)
     assert_same_store(tmp_path / "ref", out)
+
+
+class _Done:
+    """A stand-in for a finished dask future."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def result(self):
+        if isinstance(self.outcome, BaseException) and not isinstance(self.outcome, InputError):
+            raise self.outcome
+        return self.outcome
+
+
+def test_cell_failures_are_one_line_naming_the_cell():
+    from distributed import KilledWorker
+
+    from empirics.distributed import CellFailedError, cell_result
+
+    cell = cells(config_from_dict(SMALL))[0]
+    with pytest.raises(CellFailedError, match=r"paper/iso/softmax/mask=none N=4 D=3 d=3 .*took down a worker"):
+        cell_result(_Done(KilledWorker("sapa-cell-x", "tcp://127.0.0.1:1", 3)), cell)
+    with pytest.raises(CellFailedError, match="failed on the cluster: MemoryError"):
+        cell_result(_Done(MemoryError("out of memory")), cell)
+    with pytest.raises(InputError, match="overflows"):  # returned by the task (not retried), raised here
+        cell_result(_Done(InputError("x^3 overflows float32")), cell)
+    assert cell_result(_Done("frame"), cell) == "frame"
