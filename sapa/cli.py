@@ -24,16 +24,25 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(message)
 
 
-def _positive_int(text: str) -> int:
+def _int_from(text: str, lo: int, what: str) -> int:
+    """An integer in [lo, 2**53] parsed from ``text`` (sizes reach float64 formulas: keep them exact)."""
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    if v > 2**53:  # sizes reach float64 formulas (1/√D, growth exponents): keep them exact
-        raise argparse.ArgumentTypeError(f"expected a positive integer ≤ 2**53, got {len(text.strip())} digits")
+        raise argparse.ArgumentTypeError(f"expected a {what} integer, got {text!r}") from None
+    if v < lo:
+        raise argparse.ArgumentTypeError(f"expected a {what} integer, got {text!r}")
+    if v > 2**53:
+        raise argparse.ArgumentTypeError(f"expected a {what} integer ≤ 2**53, got {len(text.strip())} digits")
     return v
+
+
+def _positive_int(text: str) -> int:
+    return _int_from(text, 1, "positive")
+
+
+def _int_nonneg(text: str) -> int:
+    return _int_from(text, 0, "non-negative")
 
 
 def _finite_float(text: str) -> float:
@@ -43,16 +52,6 @@ def _finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if v != v or v in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return v
-
-
-def _int_nonneg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return v
 
 
