@@ -200,11 +200,17 @@ class AscentResult:
     restart: int  # index of the winning restart (−1: a given init)
 
 
-def _project(X: torch.Tensor, radius: float) -> torch.Tensor:
+def _project(X: torch.Tensor, radius: float, constraint: str = "fro") -> torch.Tensor:
+    """Onto ‖X‖_F = radius (``fro``) or onto ‖x_i‖ = radius for every row (``token``)."""
+    if constraint == "token":
+        return X * (radius / torch.linalg.vector_norm(X, dim=-1, keepdim=True).clamp_min(1e-300))
     return X * (radius / torch.linalg.vector_norm(X))
 
 
-def _tangent(G: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+def _tangent(G: torch.Tensor, X: torch.Tensor, constraint: str = "fro") -> torch.Tensor:
+    """G minus its component normal to the constraint set at X (whole X, or row by row)."""
+    if constraint == "token":
+        return G - (G * X).sum(-1, keepdim=True) / (X * X).sum(-1, keepdim=True) * X
     return G - (G * X).sum() / (X * X).sum() * X
 
 
@@ -215,6 +221,7 @@ def maximise_jacobian_norm(
     radius: float,
     *,
     norm: str = "spectral",
+    constraint: str = "fro",
     steps: int = 100,
     lr: float = 0.1,
     restarts: int = 3,
@@ -222,19 +229,25 @@ def maximise_jacobian_norm(
     inits: Sequence[torch.Tensor] = (),
     power_iters: int = 10,
 ) -> AscentResult:
-    """``max_{‖X‖_F = r} ‖∂f/∂X‖`` by seeded projected gradient ascent.
+    """``max_{X ∈ C} ‖∂f/∂X‖`` (or ``‖f(X)‖_F``) by seeded projected gradient ascent.
 
-    Each step moves ``X`` by ``lr·r`` along the normalised tangent gradient and projects
-    back to the sphere; ``lr`` decays like 1/√(1 + k/10). The spectral gradient is that of
-    ``uᵀ J(X) v`` with ``(u, v)`` the current top singular pair (warm-started power
-    iteration; envelope theorem); the Frobenius gradient is exact. Restarts start from
-    seeded Gaussians, plus any ``inits``; the best value over all iterates is returned.
+    ``C`` is ``‖X‖_F = radius`` (``constraint="fro"``) or ``‖x_i‖ = radius`` for every token
+    (``"token"``, a product of spheres, as after LayerNorm); ``norm`` is ``"spectral"``,
+    ``"fro"`` (of the Jacobian) or ``"value"`` (``‖f(X)‖_F`` itself). Each step moves ``X``
+    by ``lr·‖X‖_F`` along the normalised tangent gradient and projects back onto ``C``;
+    ``lr`` decays like 1/√(1 + k/10). The spectral gradient is that of ``uᵀ J(X) v`` with
+    ``(u, v)`` the current top singular pair (warm-started power iteration; envelope
+    theorem); the others are exact. Restarts start from seeded Gaussians, plus any
+    ``inits``; the best value over all iterates is returned.
     """
-    choice("norm", norm, ("spectral", "fro"))
+    choice("norm", norm, ("spectral", "fro", "value"))
+    choice("constraint", constraint, ("fro", "token"))
     N, D, radius = positive_int("N", N), positive_int("D", D), positive_float("radius", radius)
+    step_len = radius * (math.sqrt(N) if constraint == "token" else 1.0)  # ‖X‖_F on C
     gen = torch.Generator().manual_seed(int(seed))
-    starts = [(-1, _project(x0.to(torch.float64), radius)) for x0 in inits]
-    starts += [(k, _project(torch.randn(N, D, generator=gen, dtype=torch.float64), radius)) for k in range(restarts)]
+    starts = [(-1, _project(x0.to(torch.float64), radius, constraint)) for x0 in inits]
+    starts += [(k, _project(torch.randn(N, D, generator=gen, dtype=torch.float64), radius, constraint))
+               for k in range(restarts)]
     best: AscentResult | None = None
     for k, X in starts:
         val, X_best, hist, v = -math.inf, X, [], None
@@ -242,6 +255,8 @@ def maximise_jacobian_norm(
             if norm == "spectral":
                 res = spectral_norm(f, X, max_iter=power_iters, v0=v, seed=seed + 1 + step, tol=1e-8)
                 cur, v = res.sigma, res.v
+            elif norm == "value":
+                cur = float(torch.linalg.vector_norm(f(X)))
             else:
                 cur = math.sqrt(float(jacobian_fro_sq(f, X)))
             if cur > val:
@@ -253,13 +268,15 @@ def maximise_jacobian_norm(
                 u = jvp(f, (X,), (v,))[1]
                 u = u / torch.linalg.vector_norm(u).clamp_min(1e-300)
                 G = grad(lambda Y: (vjp(f, Y)[1](u)[0] * v).sum())(X)  # ∇_X uᵀ J(X) v
+            elif norm == "value":
+                G = grad(lambda Y: (f(Y) ** 2).sum())(X)
             else:
                 G = grad(lambda Y: jacobian_fro_sq(f, Y))(X)
-            G = _tangent(G, X)
+            G = _tangent(G, X, constraint)
             gn = torch.linalg.vector_norm(G)
             if not torch.isfinite(gn) or gn == 0:
                 break
-            X = _project(X + (lr / math.sqrt(1 + step / 10)) * radius * G / gn, radius)
+            X = _project(X + (lr / math.sqrt(1 + step / 10)) * step_len * G / gn, radius, constraint)
         if norm == "spectral":  # certify the best iterate with a tight power iteration
             val = max(val, spectral_norm(f, X_best, tol=1e-10, max_iter=2000, seed=seed).sigma)
         if best is None or val > best.value:
@@ -281,15 +298,19 @@ def lipschitz_growth(
     seed: int = 0,
     steps: int = 40,
     restarts: int = 2,
+    constraint: str = "fro",
 ):
-    """``‖∂f/∂X‖₂`` vs N at random, structured and ascent-found inputs with ``‖X‖_F = r√N``.
+    """``‖∂f/∂X‖₂`` vs N at random, structured and ascent-found inputs with ``‖X‖_F = r√N`` (or every ``‖x_i‖ = r``).
 
     ``f`` is the attention output ``φ(XWXᵀ) X`` (``value=True``, V = I) or the attention
-    matrix. ``W`` defaults to a seeded ``W_Q W_Kᵀ`` (d = D, entries N(0, 1/D)). Returns a
-    long DataFrame (N, input, sigma) for :func:`empirics.stats.fit_exponent`; nothing is asserted.
+    matrix. ``W`` defaults to a seeded ``W_Q W_Kᵀ`` (d = D, entries N(0, 1/D)). ``constraint``
+    ``"token"`` restricts the random start and the ascent to tokens of norm r (the structured
+    probes already have it). Returns a long DataFrame (N, input, sigma) for
+    :func:`empirics.stats.fit_exponent`; nothing is asserted.
     """
     import pandas as pd
 
+    choice("constraint", constraint, ("fro", "token"))
     gen = torch.Generator().manual_seed(int(seed))
     if W is None:
         wq, wk = (torch.randn(D, D, generator=gen, dtype=torch.float64) / math.sqrt(D) for _ in range(2))
@@ -299,11 +320,13 @@ def lipschitz_growth(
     for N in N_grid:
         r = token_radius * math.sqrt(N)
         f = attention_map(W, activation, V=V)
-        probes = {"random": _project(torch.randn(N, D, generator=gen, dtype=torch.float64), r)}
+        rand = torch.randn(N, D, generator=gen, dtype=torch.float64)
+        probes = {"random": _project(rand, token_radius, "token") if constraint == "token" else _project(rand, r)}
         for kind in ("aligned", "two_cluster", "one_vs_rest"):
             probes[kind] = structured_inputs(W, N, r, kind)
         for name, X in probes.items():
             rows.append({"N": N, "input": name, "sigma": spectral_norm(f, X, seed=seed).sigma})
-        asc = maximise_jacobian_norm(f, N, D, r, steps=steps, restarts=restarts, seed=seed, inits=list(probes.values()))
+        asc = maximise_jacobian_norm(f, N, D, token_radius if constraint == "token" else r, constraint=constraint,
+                                     steps=steps, restarts=restarts, seed=seed, inits=list(probes.values()))
         rows.append({"N": N, "input": "ascent", "sigma": asc.value})
     return pd.DataFrame(rows)

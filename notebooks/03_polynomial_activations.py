@@ -95,3 +95,46 @@ ax.set_ylabel("d log √E‖x^p/√N‖² / d log N")
 ax.set_title("x^p/√N reaches √N growth only for N ≫ N*(p) (tied W_Q = W_K)")
 ax.legend(fontsize=7)
 plt.show()
+
+# %% [markdown]
+# ## The worst case: inputs of equal energy
+# Corollary 4.5 is a statement in expectation. Over inputs with every token of norm r (as after
+# LayerNorm) the largest ‖x^p/√N‖_F is Θ(√N) for every p: all entries satisfy |S_ij| ≤ σ r², and
+# the bound is met up to a constant by tokens split between the top singular pair of W. With only
+# ‖X‖_F = r√N fixed, the energy may sit on one or two tokens and max ‖x^p/√N‖_F = Θ(N^{p−½})
+# (`theory.worst_case`). Check: the closed-form witnesses and gradient ascent against the exact bracket.
+
+# %%
+from empirics.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
+from theory.worst_case import worst_case_exponent  # noqa: E402
+
+print("exact worst-case exponents of ‖x^p/√N‖_F / ‖∂(x^p/√N)/∂X‖_F")
+for p in range(1, 6):
+    print(f"p = {p}: every ‖x_i‖ = r: N^{worst_case_exponent(p, 'fro', 'token', 0.5):g} / "
+          f"N^{worst_case_exponent(p, 'jac_fro', 'token', 0.5):g};   only ‖X‖_F = r√N: "
+          f"N^{worst_case_exponent(p, 'fro', 'fro', 0.5):g} / N^{worst_case_exponent(p, 'jac_fro', 'fro', 0.5):g}")
+
+wc_cfg = WorstCaseConfig(Ns=(4, 8, 16) if SMALL else (4, 8, 16, 32, 64), D=6, steps=5 if SMALL else 40,
+                         restarts=1 if SMALL else 3)
+wc = worst_case_growth(3, wc_cfg, quantities=("fro", "jac_fro"))
+for s in summarise(wc, 0.5):
+    lo, hi = s["bracket_slope_range"]
+    report(f"x^3/√N {s['quantity']:7s} on {s['constraint']:5s}: witnesses attain the exact lower end, nothing above "
+           f"the upper bound, slope in the bracket's range [{lo:.2f}, {hi:.2f}]", f"slope → {s['exact_exponent']:g}",
+           f"{s['measured_slope']:.3f}",
+           s["witness_attains_lower"] and s["never_above_upper"] and lo - 1e-9 <= s["measured_slope"] <= hi + 1e-9)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+for ax, constraint in zip(axes, ("token", "fro")):
+    for q, mk in (("fro", "o"), ("jac_fro", "^")):
+        g = wc[(wc["constraint"] == constraint) & (wc["quantity"] == q)].sort_values("N")
+        c = g["N"].to_numpy(float) ** -0.5
+        ax.fill_between(g["N"], g["lower"] * c, g["upper"] * c, alpha=0.2)
+        ax.loglog(g["N"], g["best"] * c, marker=mk, label=f"{q}: worst found")
+        ax.loglog(g["N"], g["random_value"] * c, marker=mk, ls=":", color="grey", label=f"{q}: random input")
+    ax.set_xlabel("N (tokens)")
+    ax.set_ylabel("norm of x³/√N")
+    ax.set_title("every ‖x_i‖ = r" if constraint == "token" else "only ‖X‖_F = r√N")
+    ax.legend(fontsize=7)
+plt.show()

@@ -176,10 +176,35 @@ def check_jacobian(ctx: Context) -> Outcome:
             "autograd": autograd,
             f"bounds_at_N={N_show}": {k: float(v) for k, v in bounds.items()},
             "reading_wrt_X": reading_x,
+            "attention_lipschitz_wrt_X": _worst_case_search(ctx),
             "checks": ["sympy identity and KKT maxima (n = 2, 3, 4)", "Cauchy–Schwarz proof for all n",
-                       "random/adversarial rows", "torch autograd Jacobian of the N×N map", "Jacobian w.r.t. X"],
+                       "random/adversarial rows", "torch autograd Jacobian of the N×N map",
+                       "Jacobian w.r.t. X",
+                       "Lipschitz constant of softmax attention w.r.t. X (ascent, tokens of norm r)"],
         },
     )
+
+
+def _worst_case_search(ctx: Context) -> dict:
+    """Softmax attention's Lipschitz constant ‖∂(softmax(XWXᵀ)X)/∂X‖₂ vs N, tokens of norm r = 2 (reported, not asserted).
+
+    Power iteration (jvp/vjp) at random, structured and gradient-ascent inputs (empirics.lipschitz).
+    Castin, Ablin, Peyré (ICML 2024) show adversarial growth like √N: the Jacobian of softmax
+    attention w.r.t. X has no N-independent bound even though ‖∂softmax(S)/∂S‖₂ ≤ 1/2.
+    """
+    from empirics.lipschitz import lipschitz_growth
+    from empirics.norms import Activation
+    from empirics.worst_case import ols_slope
+
+    Ns = [n for n in (4, 8, 16, 32) if 2 * n <= max(ctx.budget.worst_Ns)]  # quick: 4…16; full: 4…32
+    lip = lipschitz_growth(Ns, 4, Activation("softmax", scale=1.0), token_radius=2.0, seed=ctx.budget.seed,
+                           steps=ctx.budget.worst_steps, restarts=ctx.budget.worst_restarts, constraint="token")
+    per_input = {name: g.sort_values("N")["sigma"].tolist() for name, g in lip.groupby("input")}
+    worst = lip.groupby("N")["sigma"].max()
+    return {"N": Ns, "D": 4, "token_norm": 2.0, "sigma_by_input": per_input,
+            "slope_of_worst_found": ols_slope(worst.index, worst.to_numpy()),
+            "slope_of_random": ols_slope(Ns, per_input["random"]),
+            "reference": "Castin, Ablin, Peyré (ICML 2024): adversarial growth like √N"}
 
 
 def _jacobian_wrt_x_unbounded(ctx: Context) -> dict:

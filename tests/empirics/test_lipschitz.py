@@ -138,3 +138,13 @@ def test_softmax_attention_lipschitz_growth_is_reported():
     fit = fit_exponent(asc["N"].to_numpy(), [[v] for v in asc["sigma"]], n_boot=10)
     print(f"adversarial softmax-attention Lipschitz slope vs N: {fit.slope:.3f} (Castin et al.: 0.5)")
     assert math.isfinite(fit.slope)
+
+
+def test_growth_report_with_token_constraint():
+    df = lipschitz_growth([3, 5], 3, Activation("softmax", scale=1.0), steps=2, restarts=1, constraint="token",
+                          token_radius=1.5)
+    asc = df[df["input"] == "ascent"].set_index("N")["sigma"]
+    best = df[df["input"] != "ascent"].groupby("N")["sigma"].max()
+    assert np.all(asc.to_numpy() >= best.to_numpy() - 1e-9)
+    with pytest.raises(InputError):
+        lipschitz_growth([3, 5], 3, Activation("softmax", scale=1.0), constraint="ball")

@@ -59,3 +59,27 @@ def test_rms_exponent_interval_covers_truth_on_synthetic_data():
 def test_coefficient_of_scale_policies():
     assert mc._coefficient("inv_sqrt_n", None, 16) == 0.25
     assert mc._coefficient("const", 0.0625, 16) == 0.0625
+
+
+@pytest.fixture(scope="module")
+def worst_ctx(tmp_path_factory):
+    from dataclasses import replace
+
+    from sapa.budget import QUICK
+    from sapa.ledger import Context
+
+    return Context(budget=replace(QUICK, worst_Ns=(3, 6), worst_steps=2), out_dir=tmp_path_factory.mktemp("wc"))
+
+
+@pytest.mark.parametrize("p,scaled,token,fro", [(1, True, "HOLDS", "HOLDS"), (3, True, "HOLDS", "FAILS"),
+                                                (1, False, "HOLDS", "HOLDS"), (3, False, "HOLDS", "FAILS")])
+def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
+    from sapa.claims import worst
+
+    ev, figs = worst.evidence(worst_ctx, p, scaled)
+    assert ev["verdict_worst_case"] == {"token": token, "fro": fro}
+    assert ev["theory_and_numerics_agree"] is True
+    assert ev["predicted_exponent"] == (0.5 if scaled else 1.0)
+    assert figs and all((worst_ctx.out_dir / f).exists() for f in figs)
+    assert (worst_ctx.out_dir / "data" / "worst_case.pkl").exists()
+    assert "N^" in worst.headline(ev)

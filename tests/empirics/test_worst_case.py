@@ -1,0 +1,82 @@
+"""Tests for `empirics/worst_case.py` and the constrained ascent of `empirics/lipschitz.py`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from empirics.lipschitz import attention_map, maximise_jacobian_norm
+from empirics.norms import Activation
+from empirics.worst_case import (
+    WorstCaseConfig,
+    bracket_slope_range,
+    ols_slope,
+    sample_w,
+    summarise,
+    worst_case_growth,
+)
+from theory.validate import InputError
+
+SMALL = WorstCaseConfig(Ns=(3, 6), D=3, steps=3, restarts=1, seed=1)
+
+
+@pytest.fixture(scope="module")
+def cubic():
+    return worst_case_growth(3, SMALL)
+
+
+def test_search_respects_the_exact_bracket(cubic):
+    assert len(cubic) == 2 * 3 * 2
+    assert np.allclose(cubic["witness_value"], cubic["lower"], rtol=1e-8)
+    assert np.all(cubic["best"] <= cubic["upper"] * (1 + 1e-9))
+    assert np.all(cubic["ascent_value"] >= cubic["witness_value"] * (1 - 1e-9))  # the witness is a start
+    assert np.all(cubic["random_value"] <= cubic["upper"] * (1 + 1e-9))
+
+
+def test_summary_uses_the_exact_exponents(cubic):
+    s = {(r["constraint"], r["quantity"]): r for r in summarise(cubic, 0.5)}
+    assert s[("fro", "fro")]["exact_exponent"] == 2.5 and s[("token", "fro")]["exact_exponent"] == 0.5
+    for r in s.values():
+        lo, hi = r["bracket_slope_range"]
+        assert lo - 1e-9 <= r["measured_slope"] <= hi + 1e-9
+        assert r["witness_attains_lower"] and r["never_above_upper"]
+
+
+def test_same_seed_same_numbers(cubic):
+    again = worst_case_growth(3, SMALL)
+    assert again.equals(cubic)
+
+
+def test_slope_helpers():
+    N = [4, 8, 16, 32]
+    assert ols_slope(N, [2 * n**1.5 for n in N]) == pytest.approx(1.5, abs=1e-12)
+    lo, hi = bracket_slope_range(N, [n**0.5 for n in N], [n**0.5 for n in N])
+    assert lo == pytest.approx(0.5) and hi == pytest.approx(0.5)
+    rng = np.random.default_rng(0)
+    lower = np.array([n**0.5 for n in N])
+    lo, hi = bracket_slope_range(N, lower, 3 * lower)
+    for _ in range(200):  # every y inside the bracket has its OLS slope inside the range
+        assert lo - 1e-12 <= ols_slope(N, lower * rng.uniform(1, 3, size=4)) <= hi + 1e-12
+
+
+def test_token_constrained_ascent_stays_on_the_product_of_spheres():
+    W = torch.as_tensor(sample_w(3, 0))
+    f = attention_map(W, Activation("poly", p=3, scale=1.0))
+    res = maximise_jacobian_norm(f, 5, 3, 0.8, norm="value", constraint="token", steps=5, restarts=1, seed=2)
+    assert torch.allclose(torch.linalg.vector_norm(res.X, dim=1), torch.full((5,), 0.8, dtype=torch.float64))
+    assert res.value == pytest.approx(float(torch.linalg.vector_norm(f(res.X))), rel=1e-12)
+    assert all(b >= a for a, b in zip(res.history, res.history[1:]))
+
+
+def test_bad_input():
+    with pytest.raises(InputError):
+        worst_case_growth(0, SMALL)
+    with pytest.raises(InputError):
+        worst_case_growth(1, WorstCaseConfig(Ns=(4, 4)))
+    with pytest.raises(InputError):
+        worst_case_growth(1, SMALL, constraints=("ball",))
+    with pytest.raises(InputError):
+        maximise_jacobian_norm(lambda x: x, 2, 2, 1.0, constraint="ball")
