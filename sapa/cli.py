@@ -98,8 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    b = sub.add_parser("bench", help="benchmark the exact kernels against autograd and against forming S")
+    t = sub.add_parser("train", help="train tiny softmax / polynomial transformers; track attention norms (resumable)")
+    t.add_argument("--budget", choices=("quick", "full"), default="quick")
+    t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
+    t.add_argument("--seed", type=_int_nonneg, default=0)
+    t.add_argument("--workers", type=_positive_int, default=2, help="runs in parallel (processes, 1 thread each)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("bench", help="benchmark the exact kernels, and polynomial vs softmax attention runtime")
     b.add_argument("--quick", action="store_true", help="small sizes (seconds), for smoke tests")
+    b.add_argument("--part", choices=("all", "kernels", "overhead"), default="all",
+                   help="kernels: exact norm kernels vs jacrev and vs forming S; overhead: attention runtime")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--out", type=Path, help="also write the JSON to this file")
     b.add_argument("--scaling", action="store_true",
@@ -316,10 +325,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """``sapa bench``: exact kernels vs torch.func.jacrev, and vs the cost of forming S once."""
     from empirics.atomic import atomic_write_json
     from empirics.bench import bench_all
+    from empirics.overhead import bench_overhead, flat_summary
 
     if args.out is not None and args.out.is_dir():
         raise InputError(f"--out {args.out} is a directory; give a file name for the JSON")
-    res = bench_all(quick=args.quick)
+    res: dict = bench_all(quick=args.quick) if args.part in ("all", "kernels") else {"vs_autograd": [], "vs_gemm": []}
+    if args.part in ("all", "overhead"):
+        res["overhead"] = bench_overhead(quick=args.quick, progress=not args.json, threads=1)
     if args.scaling:
         from figures.bench_scaling import scaling_benchmark
 
@@ -328,6 +340,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "speedup_vs_autograd": {f"{r['activation']}@N={r['N']}": r["speedup_vs_autograd"] for r in res["vs_autograd"]},
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
         "peak_memory_mib": {f"{r['kernel']}@N={r['N']}": r["peak_mem_bytes"] / 2**20 for r in res["vs_gemm"]},
+        **(flat_summary(res["overhead"]) if "overhead" in res else {}),
         **res,
     }
     if args.out:
@@ -341,11 +354,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
                   f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+        if "overhead" in res:
+            from empirics.overhead import summary_lines
+
+            print("\n".join(summary_lines(res["overhead"])))
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
                   f"(+{sc['startup_s'][1]:.1f} s start-up), efficiency T1/(2·T2) = {sc['efficiency'][1]:.0%}")
     return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``sapa train``: the norm-vs-accuracy training experiment (resumable), with a per-arm summary."""
+    from empirics.training import main_cli
+
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} exists and is not a directory")
+    return main_cli(args.budget, args.out, seed=args.seed, workers=args.workers, progress=not args.no_progress)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
@@ -361,7 +387,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"verify": cmd_verify, "norms": cmd_norms, "exact": cmd_exact, "sweep": cmd_sweep,
-             "bench": cmd_bench, "figures": cmd_figures}
+             "train": cmd_train, "bench": cmd_bench, "figures": cmd_figures}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,7 @@ from theory.moments import exact_moments
 from theory.validate import InputError
 
 ALARM_S = 30  # a hang detector, far above any example's cost
-HEAVY = {"verify", "bench", "figures"}  # valid runs take minutes: only ever fed invalid arguments
+HEAVY = {"verify", "bench", "figures", "train"}  # valid runs take minutes: only ever fed invalid arguments
 
 
 class Hang(Exception):
@@ -260,9 +260,11 @@ def sweep_argv(draw, paths):
 def _invalid_heavy(draw) -> list[str]:
     cmd = draw(st.sampled_from(sorted(HEAVY)))
     bad = {"verify": [["--budget", "huge"], ["--seed", "-3"], ["--only", "no-such-claim"], ["--bogus"], ["--seed", "x"]],
-           "bench": [["--bogus"], ["--quick", "extra"], ["--json=1"], ["--out"]],
+           "bench": [["--bogus"], ["--quick", "extra"], ["--json=1"], ["--out"], ["--part", "gpu"]],
+           "train": [["--budget", "huge"], ["--workers", "0"], ["--seed", "-1"], ["--bogus"], ["--out"]],
            "figures": [["--results", "missing-dir"], ["--results", "/dev/null"], ["--bogus"]]}[cmd]
     ok = {"verify": [["--budget", "quick"], ["--seed", "3"], ["--out", "vout"]], "bench": [["--quick"], ["--json"]],
+          "train": [["--budget", "quick"], ["--out", "tout"], ["--no-progress"]],
           "figures": [["--out", "fout"]]}[cmd]
     parts = [draw(st.sampled_from(bad))] + draw(st.lists(st.sampled_from(ok), max_size=2))
     return [cmd] + [tok for part in draw(st.permutations(parts)) for tok in part]

@@ -112,9 +112,21 @@ def test_sweep_seed_override_changes_numbers(tmp_path, capsys):
 
 
 def test_bench_quick_json(tmp_path, capsys):
-    code, out, err = _run(["bench", "--quick", "--json", "--out", str(tmp_path / "bench.json")], capsys)
+    code, out, err = _run(["bench", "--quick", "--part", "kernels", "--json", "--out", str(tmp_path / "bench.json")],
+                          capsys)
     assert code == 0, err
     got = json.loads(out)
     assert got["speedup_vs_autograd"] and all(v > 0 for v in got["speedup_vs_autograd"].values())
     assert got["cost_vs_gemm"] and got["peak_memory_mib"]
     assert json.loads((tmp_path / "bench.json").read_text())["cost_vs_gemm"] == got["cost_vs_gemm"]
+    assert "overhead" not in got
+
+
+def test_bench_quick_overhead_json(capsys):
+    code, out, err = _run(["bench", "--quick", "--part", "overhead", "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    ratios = got["overhead_ratio_vs_softmax"]
+    assert ratios and any(k.startswith("naive/p3/") for k in ratios)
+    assert all(v is None or v > 0 for v in ratios.values())
+    assert got["overhead"]["provenance"]["dtype"] == "float32" and not got["vs_autograd"]

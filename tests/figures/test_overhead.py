@@ -1,0 +1,30 @@
+"""Tests for `figures/overhead.py`: both figures draw (PNG + PDF) from stored benchmark data and from main(small)."""
+
+from __future__ import annotations
+
+import json
+
+from empirics.overhead import OverheadGrid, bench_overhead
+from figures import overhead
+
+
+def test_draw_from_stored_data_with_gaps_and_every_crossover_status(tmp_path):
+    g = OverheadGrid(Ns=(16, 32, 64), d=8, ps=(1, 2, 3), repeats=1, methods=("naive", "linearised"),
+                     crossover_ds=(4, 8), crossover_masks=("none", "causal"), time_cap_s=5.0)
+    res = json.loads(json.dumps(bench_overhead(grid=g, device="cpu", threads=1)))  # as stored: tuples -> lists
+    for r in res["rows"]:  # a series cut short by a cap
+        if r["method"] == "linearised" and r["p"] == 3 and r["N"] > 16:
+            r["seconds"], r["status"] = None, "skipped: predicted 99 s per call > time cap 20 s"
+    statuses = [("crossed", 24.0), ("below grid", 16.0), ("none ≤ 64", None), ("no data", None)]
+    for c, (s, n) in zip(res["crossover"], statuses * 10):
+        c["measured_status"], c["measured_crossover_N"] = s, n
+    paths = overhead.draw(res, tmp_path, "overhead_tiny")
+    assert [p.name for p in paths] == ["overhead_tiny.png", "overhead_tiny.pdf", "overhead_tiny_crossover.png",
+                                       "overhead_tiny_crossover.pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_main_small(tmp_path):
+    paths = overhead.main(tmp_path, small=True)
+    assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
+    assert "overhead_d16_N32-128" in paths[0].name and "dtypefloat32" in paths[0].name
