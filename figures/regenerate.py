@@ -72,6 +72,7 @@ STORED_JOBS = [
     FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.pkl",)),
     FigureJob("real heads", ("real-model-regime",), lambda results, out: _real(results, out), ("real",)),
     FigureJob("overhead", ("overhead",), _stored("overhead"), ("data/overhead.pkl",)),
+    FigureJob("training norms", ("norm-vs-accuracy",), _stored("training_norms"), ("data/training_norms.pkl",)),
     FigureJob("worst case", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
               _stored("worst_case"), ("data/worst_case.pkl",)),
 ]

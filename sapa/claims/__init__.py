@@ -6,7 +6,7 @@ lists them as not yet examined instead of guessing a verdict.
 
 from __future__ import annotations
 
-from sapa.claims import growth_claims, overhead_claims, real_claims, scale_claims, softmax_claims
+from sapa.claims import growth_claims, overhead_claims, real_claims, scale_claims, softmax_claims, training_claims
 from sapa.ledger import Claim
 
 ORDER = [
@@ -15,14 +15,12 @@ ORDER = [
 ]
 
 # Claims whose check is not built yet: (paper statement, owner issue).
-_PENDING = {
-    "norm-vs-accuracy": ("Softmax works because it regularizes the attention norm.", "issue #8"),
-}
+_PENDING: dict[str, tuple[str, str]] = {}
 
 
 def all_claims() -> list[Claim]:
     """Every claim of DESIGN.md (and the real-model entry), in order."""
     built = {c.id: c for c in softmax_claims.CLAIMS + growth_claims.CLAIMS + scale_claims.CLAIMS + overhead_claims.CLAIMS
-             + real_claims.CLAIMS}
+             + training_claims.CLAIMS + real_claims.CLAIMS}
     pending = {cid: Claim(id=cid, statement=st, owner=owner) for cid, (st, owner) in _PENDING.items()}
     return [built.get(cid) or pending[cid] for cid in ORDER]
