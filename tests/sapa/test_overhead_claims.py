@@ -113,8 +113,8 @@ def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
     seen = {}
     real = ov.bench_overhead
 
-    def spy(*args, grid=None, **kwargs):
-        seen["grid"] = grid
+    def spy(*args, grid=None, threads=None, **kwargs):
+        seen["grid"], seen["threads"] = grid, threads
         return real(*args, grid=TINY, threads=1, **kwargs)
 
     from figures import overhead as fig
@@ -123,4 +123,5 @@ def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
     monkeypatch.setattr(fig, "draw", lambda res, out_dir, stem: [])  # drawing is tested above
     e = run_claim(CLAIMS[0], Context(budget_named("full", seed=5), tmp_path))
     assert seen["grid"].Ns == ov.FULL.Ns and seen["grid"].seed == 5
+    assert seen["threads"] == 1  # the ledger times single-threaded (steadier medians on a shared machine)
     assert e.verdict in ("HOLDS", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED")
