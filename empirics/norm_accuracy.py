@@ -39,8 +39,8 @@ __all__ = ["RankCorrelation", "spearman_ci", "paired_contrast", "arm_summary", "
 
 LEVEL = 0.95  # reported interval level
 N_BOOT = 4000  # bootstrap resamples
-NORMS = ("attn_fro", "jac_fro")
-BIG = 1e9  # a paired log10-norm difference with one diverged run (±∞) enters the bootstrap as ±BIG  # ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F, mean over layers and heads, end of training
+NORMS = ("attn_fro", "jac_fro")  # ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F, mean over layers and heads, end of training
+BIG = 1e9  # a paired log10-norm difference with one diverged run (±∞) enters the bootstrap as ±BIG
 
 
 @dataclass(frozen=True)
