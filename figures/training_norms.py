@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker  # noqa: F401
 import numpy as np
 import pandas as pd
 
@@ -103,6 +105,7 @@ def _scatter_panel(ax, res: dict, task: str, q: str) -> None:
         ax.axvline(x_div / 1.6, color="0.5", lw=0.8, ls=":")
         ax.text(x_div, ax.get_ylim()[1], "diverged\n(norm ∞)", ha="center", va="top", fontsize=8, color="0.3")
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels collide on short ranges
     ax.set_xlim(xmin / 1.6, x_div * 1.6 if (~np.isfinite(f[q])).any() else xmax * 1.6)
     ax.set_xlabel(f"final {QUANT[q]} (mean over layers, heads; log)")
     ax.set_ylabel("final test accuracy")
