@@ -110,6 +110,19 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
     )
 
 
+def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
+    """Keep a figure's computed data (OUT/data/NAME.pkl, atomic) so ``sapa figures`` redraws it without recomputing."""
+    import pickle
+
+    from empirics.atomic import atomic_write
+
+    def _write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            pickle.dump({"res": res, "stem": stem}, fh)
+
+    atomic_write(ctx.out_dir / "data" / f"{name}.pkl", _write)
+
+
 def provenance(budget: Budget, started: float) -> dict:
     """Versions, seed, budget and timing of a ledger run."""
     import numpy

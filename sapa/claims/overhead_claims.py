@@ -116,7 +116,7 @@ def check_overhead(ctx: Context) -> Outcome:
     """Is polynomial attention (best form) within 1.5× of softmax's fused kernel at every N? Rule: module docstring."""
     from empirics import overhead as ov
     from figures import overhead as fig
-    from sapa.claims.scale_claims import store_figure_data
+    from sapa.ledger import store_figure_data
 
     grid = replace(ov.FULL if ctx.budget.name == "full" else ov.QUICK, seed=ctx.budget.seed)
     res = ov.bench_overhead(grid=grid, threads=1)  # 1 thread: 2 contended threads give erratic medians

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from sapa.ledger import Claim, Context, Contract, Outcome
+from sapa.ledger import Claim, Context, Contract, Outcome, store_figure_data
 
 LEVEL = 0.99  # bootstrap interval level for every exponent used by a verdict
 FAMILY = 0.01  # family-wise level of the Monte Carlo vs exact z-tests (Bonferroni within a family)
@@ -30,19 +30,6 @@ TOL = 0.1  # "uniform in i": row-profile log-slope within ±0.1
 
 
 # ============================================================================ fig1-scale-direction
-
-
-def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
-    """Keep a figure's computed data (OUT/data/NAME.pkl, atomic) so ``sapa figures`` redraws it without recomputing."""
-    import pickle
-
-    from empirics.atomic import atomic_write
-
-    def _write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            pickle.dump({"res": res, "stem": stem}, fh)
-
-    atomic_write(ctx.out_dir / "data" / f"{name}.pkl", _write)
 
 
 def _scale_config(ctx: Context) -> dict:

@@ -178,7 +178,7 @@ def check_norm_vs_accuracy(ctx: Context) -> Outcome:
     from empirics.norm_accuracy import analyse
     from empirics.training import run_experiment
     from figures import training_norms as fig
-    from sapa.claims.scale_claims import store_figure_data
+    from sapa.ledger import store_figure_data
 
     t0 = time.perf_counter()
     try:

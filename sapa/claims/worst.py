@@ -28,7 +28,7 @@ def computed(ctx: Context) -> tuple[dict, tuple[str, ...]]:
     if "worst_case" not in ctx.cache:
         from figures import style
         from figures import worst_case as fig
-        from sapa.claims.scale_claims import store_figure_data
+        from sapa.ledger import store_figure_data
 
         b = ctx.budget
         res = fig.compute(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed)

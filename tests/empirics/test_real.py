@@ -21,18 +21,7 @@ from empirics.norms import Activation, attention_norms
 from theory.moments import exact_moments
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Offline hub variables, and any socket connection raises."""
-    for k, v in real.OFFLINE_ENV.items():
-        monkeypatch.setenv(k, v)
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access attempted in a test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
 
 
 @pytest.fixture(autouse=True, scope="module")

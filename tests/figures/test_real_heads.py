@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -12,18 +11,7 @@ from figures import real_heads
 from theory.moments import exact_moments
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    from empirics import real
-
-    for k, v in real.OFFLINE_ENV.items():
-        monkeypatch.setenv(k, v)
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access attempted in a test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
 
 
 def test_map_exponent_is_the_exact_local_exponent():

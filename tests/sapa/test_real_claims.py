@@ -8,7 +8,6 @@ touch the network.
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import replace
 
 import pytest
@@ -19,16 +18,7 @@ from sapa.claims import real_claims
 from sapa.ledger import Context, run_claim
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    for k, v in real.OFFLINE_ENV.items():
-        monkeypatch.setenv(k, v)
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access attempted in a test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
 
 
 def _head(layer, head, slope_ci=(0.48, 0.52), n_reg=10, n_star=3.0, jac_ci=None):
