@@ -2,3 +2,7 @@
 
 ``empirics`` may call ``theory`` for predictions, never the reverse.
 """
+
+from empirics.numerics import pin_kernel_dispatch as _pin
+
+_pin()  # before any torch import: the same seed gives the same numbers on AVX2 and AVX-512 machines

@@ -6,29 +6,66 @@ old complete file or the new complete file.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Callable
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp_path)`` then atomically move ``tmp_path`` onto ``path``."""
+    """Call ``write(tmp_path)`` then atomically move ``tmp_path`` onto ``path``.
+
+    The file gets the permissions a plain ``open(path, "w")`` would give: ``0o666 & ~umask`` when
+    new, the old mode when it replaces a file. A directory at ``path`` is refused by its own name.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory is in the way of a result file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
+    tmp = _create_sibling(path)
     try:
+        _keep_mode(path, tmp)
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _create_sibling(path: Path) -> str:
+    """Create ``.<name>.<random>.tmp<suffix>`` beside ``path`` with mode 0o666 (the kernel applies the umask)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+
+
+def _keep_mode(path: Path, tmp: str) -> None:
+    """Give ``tmp`` the permission bits of the regular file ``path`` it will replace (if any)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+
+
+def _replace(tmp: str, path: Path) -> None:
+    """``os.replace(tmp, path)``; a failure names ``path``, not the temporary file."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

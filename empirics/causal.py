@@ -85,8 +85,8 @@ def row_moments(p: int, model: str, D: int, d: int) -> tuple[float, float]:
 def exact_row_ms(p: int, model: str, N: int, D: int, d: int, scale_policy: str, N_train: int | None = None) -> np.ndarray:
     """E‖(c_i S^{∘p})_i‖², i = 1..N, under a causal mask: c_i²[(i − 1) m_off + m_diag]. Returns (N,).
 
-    >>> exact_row_ms(1, "iid", 3, 2, 1, "const").tolist()   # m_off = 4, m_diag = 8 (D = 2, d = 1)
-    [8.0, 12.0, 16.0]
+    >>> exact_row_ms(1, "iid", 3, 2, 1, "const").round(12).tolist()  # σ_w = 1/√D: m_off = 4σ⁴ = 1, m_diag = 2
+    [2.0, 3.0, 4.0]
     """
     m_off, m_diag = row_moments(p, model, D, d)
     i = np.arange(1, positive_int("N", N) + 1, dtype=np.float64)

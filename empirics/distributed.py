@@ -227,6 +227,15 @@ def executor_for(
         yield client
 
 
+def wait_for_workers(client, timeout: float) -> None:
+    """Block until the cluster of ``client`` has a worker; InputError (one line) after ``timeout`` seconds."""
+    timeout = positive_float("timeout", timeout)
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except (TimeoutError, OSError) as exc:
+        raise InputError(f"no Dask worker joined the scheduler within --timeout {timeout:g} s ({_short(exc)})") from None
+
+
 def _close(obj) -> None:
     """Close a client or cluster, quietly, even while an exception propagates."""
     with contextlib.suppress(Exception), _quiet_logs(logging.CRITICAL):

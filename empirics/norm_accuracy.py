@@ -1,10 +1,29 @@
-"""ρ_S(final attention norm, final test accuracy) across runs, with stratified bootstrap intervals (arXiv 2410.18613, issue #8).
+"""ρ̄ = mean_s ρ_S(mean_r log10‖φ‖_{a,s,r}, mean_r acc_{a,s,r}) across arms a: exact permutation p, arm bootstrap.
 
-The paper's thesis, "softmax works because it regularizes the norm of the attention matrix",
-predicts that across activations a lower ‖φ(S)‖_F (or ‖∂φ(S)/∂X‖_F) at the end of training
-goes with a better test accuracy: Spearman ρ < 0. Pure functions over the table of final runs
-written by :func:`empirics.training.run_experiment` (one row per run: task, arm,
-weight_decay, seed, diverged, test_acc, attn_fro, jac_fro, ...):
+The reviewers' framing of the paper's thesis ("softmax works because it keeps the attention
+norm from growing") assumes that across activations a lower ‖φ(S)‖_F (or ‖∂φ(S)/∂X‖_F) at the
+end of training goes with a better test accuracy: Spearman ρ < 0. Pure functions over the table
+of final runs written by :func:`empirics.training.run_experiment` (one row per run: task, arm,
+weight_decay, seed, diverged, test_acc, attn_fro, jac_fro, ...).
+
+**The unit of inference is the activation arm** (issue 12): runs of one arm share its
+activation, so their norms cluster by arm; the two weight-decay strata of a replicate share its
+initial weights and minibatches (paired). Hence, per task:
+
+* :func:`arm_association` — average the seeds within each (arm, stratum) (log10 norm, accuracy),
+  take Spearman's ρ across arms within each stratum and average over strata (ρ̄); an **exact
+  permutation test** permutes the arm labels of the accuracies *jointly in every stratum*
+  (``scipy.stats.permutation_test``, ``permutation_type="pairings"``, all A! orders for A ≤ 8
+  arms; one-sided p for ρ̄ < 0 and for ρ̄ > 0), and a **cluster bootstrap** resamples arms
+  (``scipy.stats.bootstrap`` over arm indices, percentile interval);
+* :func:`seed_contrast` — the reviewer's pair (x³ against x/16): per replicate, the difference
+  averaged over the paired strata (one number per seed, the independent unit); exact sign-flip
+  permutation p (``permutation_type="samples"``) and a Student-t interval;
+* :func:`arm_level` — both, for every task and norm of a final table.
+
+The run-level functions below (:func:`spearman_ci`, :func:`paired_contrast`) treat runs as
+independent; they are kept as *descriptive* statistics (the figure shows them) and are not the
+basis of any verdict:
 
 * :func:`spearman_ci` — ρ (``scipy.stats.spearmanr``) with a seeded percentile-bootstrap
   interval from ``scipy.stats.bootstrap``; with strata (the weight decay), the statistic is the
@@ -35,12 +54,15 @@ from empirics.samplers import seed_sequence
 from theory.validate import InputError, positive_int, unit_interval
 
 __all__ = ["RankCorrelation", "spearman_ci", "paired_contrast", "arm_summary", "analyse", "LEVEL", "N_BOOT",
-           "NORMS"]
+           "NORMS", "ArmAssociation", "SeedContrast", "arm_association", "arm_cube", "seed_contrast", "arm_level",
+           "MAX_EXACT_ARMS"]
 
 LEVEL = 0.95  # reported interval level
 N_BOOT = 4000  # bootstrap resamples
 NORMS = ("attn_fro", "jac_fro")  # ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F, mean over layers and heads, end of training
 BIG = 1e9  # a paired log10-norm difference with one diverged run (±∞) enters the bootstrap as ±BIG
+MAX_EXACT_ARMS = 8  # up to 8! = 40 320 orders the permutation test enumerates every one (exact p)
+N_PERM_MC = 9999  # permutations drawn (Monte Carlo p) beyond MAX_EXACT_ARMS arms
 
 
 @dataclass(frozen=True)
@@ -232,13 +254,16 @@ def arm_summary(final: pd.DataFrame) -> list[dict]:
 
 
 def analyse(final: pd.DataFrame, *, level: float = LEVEL, family_level: float | None = None,
-            n_boot: int = N_BOOT, seed: int = 0, contrast: tuple[str, str] = ("x3", "x_16")) -> dict:
-    """Per task and norm: Spearman ρ(norm, accuracy) pooled, within weight decay (stratified), per weight
-    decay, and within weight decay over finite runs only; the paired contrast; per-arm summaries.
+            n_boot: int = N_BOOT, seed: int = 0, contrast: tuple[str, str] = ("x3", "x_16"),
+            arm_interval_level: float = 0.98, contrast_interval_level: float = LEVEL) -> dict:
+    """Arm-level inference (``"arm_level"``, :func:`arm_level`: the basis of any verdict) and, per task, the
+    run-level descriptive statistics: Spearman ρ(norm, accuracy) pooled, within weight decay (stratified),
+    per weight decay, and within weight decay over finite runs only; the run-paired contrast; per-arm summaries.
 
-    ``family_level`` adds intervals ``ci@<family_level>`` from the same replicates. Default:
-    1 − (1 − level)/k, Bonferroni over the k = T·|NORMS|·2 within-weight-decay intervals (all runs,
-    finite runs) and T contrasts that a verdict reads for T tasks.
+    ``family_level`` adds run-level intervals ``ci@<family_level>`` from the same replicates. Default:
+    1 − (1 − level)/k over the k = T·|NORMS|·2 within-weight-decay intervals and T contrasts (descriptive:
+    runs are not independent). ``arm_interval_level`` / ``contrast_interval_level``: levels of the arm-bootstrap
+    and replicate t intervals (the rule module's, :mod:`sapa.rules.association`).
     """
     tasks = list(pd.unique(final["task"]))
     if family_level is None:
@@ -268,4 +293,232 @@ def analyse(final: pd.DataFrame, *, level: float = LEVEL, family_level: float | 
         t["contrast"]["reproduced_family"] = contrast_reproduced(t["contrast"], f"ci@{family_level:g}")
         t["arms"] = arm_summary(f)
         out["tasks"][task] = t
+    out["arm_level"] = arm_level(final, level=arm_interval_level, contrast_level=contrast_interval_level,
+                                 n_boot=n_boot, seed=seed, contrast=contrast)
     return out
+
+
+# --------------------------------------------------------------------------- arm-level inference (issue 12)
+
+
+@dataclass(frozen=True)
+class ArmAssociation:
+    """ρ̄ = mean_s ρ_S(norm_{s,a}, acc_{s,a}) over arms a, its exact permutation p-values and arm-bootstrap interval."""
+
+    rho: float  # ρ̄ (nan when undefined: a constant norm or accuracy across arms in every stratum)
+    p_less: float  # one-sided permutation p for ρ̄ < 0 (a lower norm goes with a higher accuracy)
+    p_greater: float  # one-sided permutation p for ρ̄ > 0
+    lo: float  # percentile interval of ρ̄ over arm resamples at ``level``
+    hi: float
+    level: float
+    n_arms: int
+    n_perm: int  # permutations in the null distribution (A! when exact)
+    exact: bool
+    n_boot: int
+    strata: tuple = ()  # per stratum: ρ_S across arms
+    arms: tuple = ()  # arm names, in the order of the mean arrays
+    norm_means: tuple = ()  # (S, A) per-stratum arm means of log10 norm (inf: an arm with a diverged run)
+    acc_means: tuple = ()  # (S, A) per-stratum arm means of accuracy
+
+    def as_dict(self) -> dict:
+        """Plain-JSON form (rounded; ±inf as strings)."""
+        return {"rho": _r(self.rho), "p_less": _r(self.p_less, 6), "p_greater": _r(self.p_greater, 6),
+                "ci": [_r(self.lo), _r(self.hi)], "level": self.level, "n_arms": self.n_arms, "n_perm": self.n_perm,
+                "exact": self.exact, "n_boot": self.n_boot, "rho_per_stratum": [_r(v) for v in self.strata],
+                "arms": list(self.arms),
+                "log10_norm_means": [[_num(v) for v in row] for row in self.norm_means],
+                "acc_means": [[_num(v) for v in row] for row in self.acc_means]}
+
+
+def _stratified_rho(nm: np.ndarray, am: np.ndarray, i_norm, i_acc) -> np.ndarray:
+    """mean_s ρ_S(nm[s, i_norm], am[s, i_acc]) along the last axis (index arrays broadcast, shape (..., A'))."""
+    return np.mean([_rho_rows(nm[s][i_norm], am[s][i_acc]) for s in range(nm.shape[0])], axis=0)
+
+
+def arm_association(norm_means, acc_means, *, level: float = LEVEL, n_boot: int = N_BOOT,
+                    seed: int | np.random.SeedSequence | np.random.Generator = 0, arms: Sequence[str] = ()
+                    ) -> ArmAssociation:
+    """ρ̄ across arms from per-stratum arm means, exact permutation p (arm labels permuted jointly), arm bootstrap.
+
+    Args:
+      norm_means, acc_means: (S, A) arm means per stratum (S weight decays, A arms; the norm on any
+        monotone scale, e.g. mean log10; +inf allowed: it ranks last; no NaN).
+      level: two-sided level of the percentile interval; n_boot: arm resamples.
+      seed: for the bootstrap (and the Monte Carlo permutations beyond MAX_EXACT_ARMS arms).
+    """
+    nm = np.atleast_2d(np.asarray(norm_means, dtype=float))  # (S, A)
+    am = np.atleast_2d(np.asarray(acc_means, dtype=float))
+    level = unit_interval("level", level, 0.0, 1.0)
+    n_boot = positive_int("n_boot", n_boot)
+    if nm.shape != am.shape or nm.shape[1] < 3:
+        raise InputError(f"norm and accuracy means need the same shape (strata, arms ≥ 3), got {nm.shape}, {am.shape}")
+    if np.isnan(nm).any() or np.isnan(am).any():
+        raise InputError("arm means must not contain NaN")
+    S, A = nm.shape
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    ident = np.arange(A)
+    per = tuple(float(_rho_rows(nm[s], am[s])) if _defined(nm[s], am[s]) else math.nan for s in range(S))
+    ok = [r for r in per if math.isfinite(r)]
+    if not ok:
+        return ArmAssociation(rho=math.nan, p_less=math.nan, p_greater=math.nan, lo=math.nan, hi=math.nan, level=level,
+                              n_arms=A, n_perm=0, exact=False, n_boot=n_boot, strata=per, arms=tuple(arms),
+                              norm_means=tuple(map(tuple, nm)), acc_means=tuple(map(tuple, am)))
+    exact = A <= MAX_EXACT_ARMS
+    n_res = math.inf if exact else N_PERM_MC
+
+    def perm_stat(i, axis=-1):  # i: (..., A) a permutation of the accuracies' arm labels, the same in every stratum
+        return _stratified_rho(nm, am, ident, i)
+
+    p = {}
+    for alt in ("less", "greater"):
+        res = stats.permutation_test((ident,), perm_stat, permutation_type="pairings", vectorized=True,
+                                     n_resamples=n_res, alternative=alt, rng=rng)
+        p[alt] = float(res.pvalue)
+    rho = float(res.statistic)
+    n_perm = int(res.null_distribution.size)
+
+    def boot_stat(i, axis=-1):  # i: (..., A) arms drawn with replacement (each keeps its strata: pairing)
+        return _stratified_rho(nm, am, i, i)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        b = stats.bootstrap((ident,), boot_stat, n_resamples=n_boot, vectorized=True, confidence_level=level,
+                            method="percentile", rng=rng)
+    return ArmAssociation(rho=rho, p_less=p["less"], p_greater=p["greater"], lo=float(b.confidence_interval.low),
+                          hi=float(b.confidence_interval.high), level=level, n_arms=A, n_perm=n_perm, exact=exact,
+                          n_boot=n_boot, strata=per, arms=tuple(arms), norm_means=tuple(map(tuple, nm)),
+                          acc_means=tuple(map(tuple, am)))
+
+
+def _defined(x: np.ndarray, y: np.ndarray) -> bool:
+    """ρ_S(x, y) is defined: neither is constant."""
+    return bool(np.unique(x).size > 1 and np.unique(y).size > 1)
+
+
+def arm_cube(final: pd.DataFrame, task: str, q: str, arms: Sequence[str] | None = None
+             ) -> tuple[np.ndarray, list[str], list[float], list[int]]:
+    """(A, S, R) array of quantity ``q`` (log10 for norms) per arm, weight decay and replicate (NaN: no run).
+
+    Returns (cube, arms, weight decays, replicates); arms in table order unless given.
+    """
+    f = final[final["task"] == task]
+    arms = list(pd.unique(f["arm"])) if arms is None else list(arms)
+    wds = sorted(float(w) for w in pd.unique(f["weight_decay"]))
+    reps = sorted(int(r) for r in pd.unique(f["seed"]))
+    cube = np.full((len(arms), len(wds), len(reps)), np.nan)
+    v = f[q].to_numpy(float)
+    if q != "test_acc" and q != "train_acc":
+        with np.errstate(divide="ignore"):
+            v = np.log10(v)
+    ai = {a: k for k, a in enumerate(arms)}
+    for (a, w, r), val in zip(zip(f["arm"], f["weight_decay"].astype(float), f["seed"].astype(int)), v):
+        if a in ai:
+            cube[ai[a], wds.index(w), reps.index(r)] = val
+    return cube, arms, wds, reps
+
+
+def _seed_means(cube: np.ndarray) -> np.ndarray:
+    """(S, A) means over replicates of an (A, S, R) cube (missing runs skipped; +inf stays +inf)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(cube, axis=2).T
+
+
+@dataclass(frozen=True)
+class SeedContrast:
+    """mean_r d_r, d_r = mean_s (q_a − q_b)_{s,r}: the pair's difference with the replicate as the unit."""
+
+    mean: float
+    p_less: float  # exact sign-flip p for mean < 0
+    p_greater: float
+    lo: float  # Student-t interval at ``level`` over replicates
+    hi: float
+    level: float
+    n: int  # replicates with both arms in every stratum
+    diffs: tuple = ()
+
+    def as_dict(self) -> dict:
+        """Plain-JSON form (rounded; ±inf as strings, undefined as None)."""
+        j = lambda v: None if math.isnan(v) else _num(v)  # noqa: E731
+        return {"mean": j(self.mean), "p_less": _r(self.p_less, 6), "p_greater": _r(self.p_greater, 6),
+                "ci": [j(self.lo), j(self.hi)], "level": self.level, "n": self.n, "diffs": [j(v) for v in self.diffs]}
+
+
+def paired_seed_test(d, *, level: float = LEVEL) -> SeedContrast:
+    """Exact sign-flip test of mean(d) (all 2^n sign vectors, ``scipy.stats.permutation_test``) and its t interval."""
+    d = np.asarray(d, dtype=float).ravel()
+    level = unit_interval("level", level, 0.0, 1.0)
+    n = int(d.size)
+    if n < 2 or not np.isfinite(d).all():
+        return SeedContrast(mean=float(np.mean(d)) if n else math.nan, p_less=math.nan, p_greater=math.nan,
+                            lo=math.nan, hi=math.nan, level=level, n=n, diffs=tuple(d))
+    p = {}
+    for alt in ("less", "greater"):
+        res = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True, n_resamples=math.inf,
+                                     alternative=alt)
+        p[alt] = float(res.pvalue)
+    m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
+    if se > 0:
+        lo, hi = stats.t.interval(level, n - 1, loc=m, scale=se)
+    else:
+        lo = hi = m
+    return SeedContrast(mean=m, p_less=p["less"], p_greater=p["greater"], lo=float(lo), hi=float(hi), level=level,
+                        n=n, diffs=tuple(d))
+
+
+def seed_contrast(final: pd.DataFrame, task: str, arm_a: str = "x3", arm_b: str = "x_16", q: str = "test_acc", *,
+                  level: float = LEVEL) -> SeedContrast:
+    """mean_r d_r, d_r = mean_s (q_a − q_b)_{s,r} (log10 for norms): the pair, tested with the replicate as the unit."""
+    cube, arms, _, _ = arm_cube(final, task, q, arms=[arm_a, arm_b])
+    with np.errstate(invalid="ignore"):
+        d = cube[0] - cube[1]  # (S, R); ∞ − ∞ (both diverged) is nan: equal
+    d = np.where(np.isnan(d) & np.isinf(cube[0]) & np.isinf(cube[1]), 0.0, d)
+    keep = ~np.isnan(d).any(axis=0)  # replicates with the pair in every stratum
+    return paired_seed_test(d[:, keep].mean(axis=0), level=level)
+
+
+def arm_level(final: pd.DataFrame, *, level: float = LEVEL, contrast_level: float = LEVEL, n_boot: int = N_BOOT,
+              seed: int = 0, contrast: tuple[str, str] = ("x3", "x_16")) -> dict:
+    """Per task: arm-level ρ̄ for every norm against test accuracy, and the pair's replicate-level contrasts.
+
+    Returns {task: {"n_arms", "n_strata", "n_replicates", "association": {q: ArmAssociation.as_dict()},
+    "contrast": {"test_acc" | "log10_attn_fro" | "log10_attn_fro_init" | …: SeedContrast.as_dict()}}}.
+    """
+    out: dict = {}
+    for task in pd.unique(final["task"]):
+        acc, arms, wds, reps = arm_cube(final, task, "test_acc")
+        t: dict = {"n_arms": len(arms), "n_strata": len(wds), "n_replicates": len(reps), "association": {},
+                   "contrast": {}, "strata": wds}
+        for q in NORMS:
+            nrm, _, _, _ = arm_cube(final, task, q, arms=arms)
+            rng = np.random.default_rng(seed_sequence(seed, {"arm-level": str(task), "norm": q}))
+            t["association"][q] = arm_association(_seed_means(nrm), _seed_means(acc), level=level, n_boot=n_boot,
+                                                  seed=rng, arms=arms).as_dict()
+        if set(contrast) <= set(arms):
+            for q in ("test_acc", "attn_fro", "jac_fro", "attn_fro_init", "jac_fro_init"):
+                name = q if q == "test_acc" else f"log10_{q}"
+                t["contrast"][name] = seed_contrast(final, task, *contrast, q=q, level=contrast_level).as_dict()
+            t["contrast"]["arms"] = list(contrast)
+        out[str(task)] = t
+    return out
+
+
+def bigram_accuracy(train_ids, test_x, test_y) -> float:
+    """Test accuracy of argmax_b count(a → b) on the training text: the "bigram plateau" of a next-character model.
+
+    Args:
+      train_ids: (n,) character ids of the training text; test_x, test_y: (M, N) inputs and next characters.
+    A character never seen as a predecessor predicts the most frequent character.
+    """
+    tr = np.asarray(train_ids, dtype=np.int64).ravel()
+    x = np.asarray(test_x, dtype=np.int64).ravel()
+    y = np.asarray(test_y, dtype=np.int64).ravel()
+    if tr.size < 2 or x.size == 0 or x.shape != y.shape:
+        raise InputError("bigram_accuracy needs ≥ 2 training ids and test inputs/targets of one shape")
+    V = int(max(tr.max(), x.max(), y.max())) + 1
+    counts = np.zeros((V, V), dtype=np.int64)
+    np.add.at(counts, (tr[:-1], tr[1:]), 1)
+    pred = counts.argmax(axis=1)  # (V,)
+    seen = counts.sum(axis=1) > 0
+    pred = np.where(seen, pred, np.bincount(tr, minlength=V).argmax())
+    return float((pred[x] == y).mean())

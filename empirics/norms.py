@@ -33,6 +33,15 @@ of that under a causal mask), plus two (N, D) @ (D, D) products; extra memory O(
 buffer is about 64 MB. Reductions (sums of squares) are accumulated in float64 whatever the
 compute dtype; ``dtype=torch.float32`` is allowed only when asked and is reported in
 ``NormResult.dtype``.
+
+Range (no underflow, no false overflow): X and W (or A and B) are first divided by powers of two
+(exact), each row of S is divided by its largest visible |S_ij| before any power is taken, and
+every per-row sum of squares is carried as its base-2 logarithm, with the scales (c or τ, 2^k,
+the row maximum, the row scale) added back in log space; the rows are combined by a log-sum-exp.
+So ‖φ(S)‖_F is right to relative round-off for X ≈ 1e-100 or c = 1e-200 (as LAPACK's nrm2 scales
+before squaring), and NormOverflowError means that the true norm exceeds float64. One limit
+remains: softmax terms of size e^{−τΔ} below float64's range (τ·gap ≳ 745) count as 0, so a
+Jacobian that small on every row reads 0 (log₁₀ −inf).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ __all__ = [
     "NormOverflowError",
     "attention_norms",
     "attention_norms_batched",
+    "jacobian_s_autograd",
     "paper_model_norms",
     "linear_fro_gram",
     "jacobian_autograd",
@@ -111,6 +121,9 @@ class NormResult:
       max_abs: max_ij |φ(S)_ij|.
       row_fro: (N,) per-row ‖φ(S)_i‖ when ``with_rows``, else None.
       dtype: compute dtype ("float64" unless float32 was asked for); sums are float64.
+      jac_s_fro: ‖∂φ(S)/∂S‖_F (softmax: τ²Σ_i (p₂ − 2p₃ + p₂²) under the root; poly: ‖c p S^{∘(p−1)}‖_F).
+      log10_fro, log10_jac_fro, log10_jac_s_fro: log₁₀ of the three norms (finite even where the
+        norm itself is below float64's smallest subnormal; −inf for an exact 0).
     """
 
     fro: float
@@ -118,6 +131,10 @@ class NormResult:
     max_abs: float
     row_fro: np.ndarray | None = field(default=None, compare=False)  # (N,)
     dtype: str = "float64"
+    jac_s_fro: float = math.nan
+    log10_fro: float = math.nan
+    log10_jac_fro: float = math.nan
+    log10_jac_s_fro: float = math.nan
 
 
 # ----------------------------------------------------------------------------- validation
@@ -192,18 +209,17 @@ def _trials_per_group(n_trials: int, n_cols: int, dtype: torch.dtype) -> int:
 
 
 def _softmax_rows(
-    Sc: torch.Tensor,  # (T, B, M) scores of rows r0..r0+B−1 against columns 0..M−1
+    t: torch.Tensor,  # (T, B, M) logits τ S_ij of rows r0..r0+B−1 against columns 0..M−1 (overwritten)
     Y: torch.Tensor,  # (T, M, D) rows y_j
     ynorm2: torch.Tensor,  # (T, M) ‖y_j‖²
     Zc: torch.Tensor,  # (T, B, D) rows z_i of the chunk
     vis: torch.Tensor | None,  # (B, M) visible entries, None = all
-    tau: float,
     r0: int,
     tied: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row (‖P_i‖², ‖∂P_i‖²/τ², max_j P_ij) for P_i = softmax(τ S_i); all (T, B)."""
-    T, B, M = Sc.shape
-    t = Sc * tau  # the only (T, B, M) buffers below: t (becomes Po), Qo and one temporary
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-row (‖P_i‖², ‖∂P_i/∂X‖²/τ², max_j P_ij, ‖J_i‖²_F) for P_i = softmax(t_i); all (T, B)."""
+    T, B, M = t.shape
+    # the only (T, B, M) buffers below: t (becomes Po), Qo and one temporary
     if vis is not None:
         t.masked_fill_(~vis, -math.inf)
     tmax, a = t.max(dim=-1, keepdim=True)  # (T, B, 1) value and arg-max a_i
@@ -236,7 +252,7 @@ def _softmax_rows(
     zn2 = (Zc * Zc).sum(-1)  # (T, B) ‖z_i‖²
     jac2 = zn2 * J2 + JY2
     if tied:  # 2 (J_i e_i)ᵀ (J_i Y z_i) = 2 P_ii [P_ii r_i·z_i + (p2 − P_ii) r̄_i·z_i − (Σ_j P_ij² r_j)·z_i]
-        idx = torch.arange(B, device=Sc.device)
+        idx = torch.arange(B, device=t.device)
         cols = idx + r0
         is_a = a.squeeze(-1) == cols  # (T, B) the diagonal is the row's maximum
         Pii = torch.where(is_a, Pa, Po[:, idx, cols])
@@ -244,11 +260,11 @@ def _softmax_rows(
         ri = Y[:, cols] - ya  # (T, B, D) y_i − y_a (exactly 0 when i = a)
         bracket = Pii * (ri * Zc).sum(-1) + pm * (rbar * Zc).sum(-1) - (qr * Zc).sum(-1)
         jac2 = jac2 + 2.0 * Pii * bracket
-    return p2, jac2.clamp_min(0.0) * tau * tau, Pa
+    return p2, jac2.clamp_min(0.0), Pa, J2.clamp_min(0.0)
 
 
 def _poly_rows(
-    Sc: torch.Tensor,  # (T, B, M)
+    Sc: torch.Tensor,  # (T, B, M) Ŝ (S divided by a power of two)
     Y: torch.Tensor,  # (T, M, D)
     ynorm2: torch.Tensor,  # (T, M) float64
     Zc: torch.Tensor,  # (T, B, D)
@@ -256,100 +272,205 @@ def _poly_rows(
     p: int,
     r0: int,
     tied: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row (‖S_i^p‖², Σ_j (p S_ij^{p−1})² ‖∂S_ij‖², max_j |S_ij^p|); all (T, B), float64.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-row log₂ of (Σ_j Ŝ_ij^{2p}, Σ_j (p Ŝ_ij^{p−1})² ‖∂S_ij‖², Σ_j (p Ŝ_ij^{p−1})², max_j |Ŝ_ij|^p); (T, B) float64.
 
-    ‖∂S_ij/∂·‖² is ‖y_j‖² + ‖z_i‖², except ‖y_i + z_i‖² on the diagonal when ``tied``.
+    Row i is divided by m_i = max_j |Ŝ_ij| (visible j) before any power is taken, and m_i's
+    powers are added back in log₂ (e.g. log₂ Σ_j Ŝ_ij^{2p} = 2p log₂ m_i + log₂ Σ_j (Ŝ_ij/m_i)^{2p}),
+    so no power under- or overflows. ‖∂S_ij/∂·‖² is ‖y_j‖² + ‖z_i‖², except ‖y_i + z_i‖² on the
+    diagonal when ``tied``.
     """
     T, B, M = Sc.shape
-    deriv = Sc.pow(p - 1) if p > 1 else torch.ones_like(Sc)  # (T, B, M) S^{p−1}
-    phi = (deriv * Sc).to(torch.float64)  # S^p, float64 for the sums
+    q = Sc.to(torch.float64)  # (T, B, M)
     if vis is not None:
-        phi.masked_fill_(~vis, 0.0)
+        q = q.masked_fill(~vis, 0.0)
+    m = q.abs().amax(-1, keepdim=True)  # (T, B, 1)
+    m = torch.where(m > 0, m, torch.ones_like(m))
+    q = q / m  # entries in [−1, 1], the row's largest is ±1
+    lm = torch.log2(m.squeeze(-1))  # (T, B)
+    deriv = q.pow(p - 1) if p > 1 else torch.ones_like(q)  # (T, B, M) q^{p−1}
+    if vis is not None:
         deriv.masked_fill_(~vis, 0.0)
-    fro2 = torch.linalg.vecdot(phi, phi)  # (T, B) Σ_j S_ij^{2p}
+    phi = deriv * q  # q^p
+    fro2 = torch.linalg.vecdot(phi, phi)  # (T, B) Σ_j q_ij^{2p}
     maxabs = phi.abs_().amax(-1)
-    del phi
-    R = deriv.to(torch.float64).mul_(p).square_()  # (T, B, M) (p S^{p−1})² in float64
+    del phi, q
+    R = deriv.square_().mul_(float(p) ** 2)  # (T, B, M) (p q^{p−1})²
     zn2 = Zc.to(torch.float64).square().sum(-1)  # (T, B)
     if tied:
         idx = torch.arange(B, device=Sc.device)
         cols = idx + r0
         Rii = R[:, idx, cols].clone()  # (T, B)
-        R[:, idx, cols] = 0.0
         yz2 = (Y[:, cols].to(torch.float64) + Zc.to(torch.float64)).square().sum(-1)  # ‖y_i + z_i‖²
-    jac2 = (R @ ynorm2.unsqueeze(-1)).squeeze(-1) + R.sum(-1) * zn2  # (T, B, M) @ (T, M, 1)
+    rsum = R.sum(-1)  # (T, B) Σ_j (p q^{p−1})²
+    if tied:
+        R[:, idx, cols] = 0.0
+    jac2 = (R @ ynorm2.unsqueeze(-1)).squeeze(-1) + (rsum - (Rii if tied else 0.0)) * zn2  # (T, B, M) @ (T, M, 1)
     if tied:
         jac2 = jac2 + Rii * yz2
-    return fro2, jac2, maxabs
+    e2 = 2.0 * float(p) - 2.0
+    return (torch.log2(fro2) + 2.0 * float(p) * lm, torch.log2(jac2) + e2 * lm,
+            torch.log2(rsum) + e2 * lm, torch.log2(maxabs) + float(p) * lm)
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """Inputs divided by powers of two: S = 2^es · Zs Kᵀ and (y_j, z_i) = 2^ey · (Y_j, Z_i), exactly."""
+
+    K: torch.Tensor  # (T, N, D) columns k_j of Ŝ
+    Zs: torch.Tensor  # (T, N, D) rows of Ŝ: Ŝ_ij = Zs_i · k_j
+    Y: torch.Tensor  # (T, N, D) ∂S_ij/∂(row variable i) / 2^ey
+    Z: torch.Tensor  # (T, N, D) ∂S_ij/∂(column variable j) / 2^ey
+    es: torch.Tensor  # (T,) float64 integer exponents
+    ey: torch.Tensor  # (T,)
+
+
+def _pow2_exponent(t: torch.Tensor) -> torch.Tensor:
+    """(T,) e with max_t |t| = m·2^e, m ∈ [0.5, 1) (0 for an all-zero trial), float64."""
+    return torch.frexp(t.abs().flatten(1).amax(-1).to(torch.float64)).exponent.to(torch.float64)
+
+
+def _mul_pow2(t: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """t·2^e (e: (T,) integers, one per leading index) in steps whose factors stay finite in t's dtype."""
+    e = e.reshape(e.shape + (1,) * (t.ndim - e.ndim))
+    limit = 1000.0 if t.dtype == torch.float64 else 100.0  # 2^limit is finite in t's dtype
+    while bool((e != 0).any()):
+        step = e.clamp(-limit, limit)
+        t = t * torch.exp2(step).to(t.dtype)
+        e = e - step
+    return t
+
+
+def _scaled_shared(X: torch.Tensor, W: torch.Tensor, dt: torch.dtype) -> _Scaled:
+    """S = X W Xᵀ with X = 2^a X̂, W = 2^b Ŵ, Y = X̂Ŵᵀ and Z = X̂Ŵ divided by 2^h: S = 2^{2a+b+h} Z Xᵀ."""
+    a, b = _pow2_exponent(X), _pow2_exponent(W)  # (T,)
+    Xh, Wh = _mul_pow2(X, -a), _mul_pow2(W, -b)  # (T, N, D), (T, D, D), max |·| in [0.5, 1)
+    Y = Xh @ Wh.transpose(-1, -2)  # (T, N, D) @ (T, D, D) -> (T, N, D), rows Ŵ x̂_j
+    Z = Xh @ Wh  # rows Ŵᵀ x̂_i
+    h = torch.maximum(_pow2_exponent(Y), _pow2_exponent(Z))
+    Y, Z = _mul_pow2(Y, -h).to(dt), _mul_pow2(Z, -h).to(dt)
+    return _Scaled(K=Xh.to(dt), Zs=Z, Y=Y, Z=Z, es=2 * a + b + h, ey=a + b + h)
+
+
+def _scaled_paper(A: torch.Tensor, B: torch.Tensor, dt: torch.dtype) -> _Scaled:
+    """S = A Bᵀ with A = 2^a Â, B = 2^b B̂; the Jacobian factors (B, A) share 2^max(a, b)."""
+    a, b = _pow2_exponent(A), _pow2_exponent(B)
+    Ah, Bh = _mul_pow2(A, -a), _mul_pow2(B, -b)
+    g = torch.maximum(a, b)
+    return _Scaled(K=Bh.to(dt), Zs=Ah.to(dt), Y=_mul_pow2(Bh, b - g).to(dt), Z=_mul_pow2(Ah, a - g).to(dt),
+                   es=a + b, ey=g)
 
 
 def _norms_core(
-    K: torch.Tensor,  # (T, N, D) columns: S_ij = z_i · k_j
-    Y: torch.Tensor,  # (T, N, D) rows y_j = ∂S_ij/∂(row-variable i)
-    Z: torch.Tensor,  # (T, N, D) rows z_i = ∂S_ij/∂(column-variable j)
+    sc: _Scaled,
     act: Activation,
     mask: str,
-    row_scale: torch.Tensor | None,  # (T, N) or None
+    lrs: torch.Tensor | None,  # (T, N) log₂|row scale| or None
     tied: bool,
     chunk: int | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row (‖φ(S)_i‖², ‖∂φ(S)_i‖², max_j |φ(S)_ij|), each (T, N) float64 on K's device."""
-    T, N, _ = K.shape
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-row log₂ (‖φ(S)_i‖², ‖∂φ(S)_i/∂X‖², ‖∂φ(S)_i/∂S_i‖², max_j |φ(S)_ij|), each (T, N) float64.
+
+    log₂ of the scales is added per row: poly 2p·es + 2 log₂ c (and 2 ey for the X-Jacobian),
+    softmax 2 log₂ τ + 2 ey; the row scale adds 2 log₂|c_i| (log₂|c_i| to the maximum).
+    """
+    K, Y, Z = sc.K, sc.Y, sc.Z
+    T, N, D = K.shape
     dev = K.device
     B = _rows_per_chunk(chunk, N, N, T, K.dtype)
     ynorm2 = Y.to(torch.float64).square().sum(-1)  # (T, N)
     if act.kind == "softmax":
         ynorm2 = ynorm2.to(K.dtype)
-    fro2 = torch.empty(T, N, dtype=torch.float64, device=dev)
-    jac2 = torch.empty_like(fro2)
-    maxabs = torch.empty_like(fro2)
+    out = [torch.empty(T, N, dtype=torch.float64, device=dev) for _ in range(4)]
+    lc = math.log2(act.scale)
+    mt, et = math.frexp(act.scale)  # τ = mt·2^et exactly
+    es = sc.es.to(dev)[:, None]  # (T, 1)
+    ey = sc.ey.to(dev)[:, None]
     for r0 in range(0, N, B):
         r1 = min(N, r0 + B)
         M = r1 if mask == "causal" else N  # causal rows r0..r1−1 see columns < r1 only
+        Sc = sc.Zs[:, r0:r1] @ K[:, :M].transpose(-1, -2)  # (T, B, D) @ (T, D, M) -> (T, B, M), Ŝ
         Zc = Z[:, r0:r1]  # (T, B, D)
-        Sc = Zc @ K[:, :M].transpose(-1, -2)  # (T, B, D) @ (T, D, M) -> (T, B, M)
         vis = None
         if mask == "causal":
             vis = torch.arange(M, device=dev)[None, :] <= torch.arange(r0, r1, device=dev)[:, None]  # (B, M)
         if act.kind == "softmax":
-            f2, j2, mx = _softmax_rows(Sc, Y[:, :M], ynorm2[:, :M], Zc, vis, act.scale, r0, tied)
-            f2, j2, mx = f2.to(torch.float64), j2.to(torch.float64), mx.to(torch.float64)
+            top = (Sc if vis is None else Sc.masked_fill(~vis, -math.inf)).amax(-1, keepdim=True)  # (T, B, 1)
+            logits = _mul_pow2(Sc.sub_(top).mul_(mt), sc.es.to(dev) + et)  # τ(S_ij − max_j S_ij) ≤ 0: no +inf
+            f2, j2, mx, s2 = (v.to(torch.float64) for v in _softmax_rows(logits, Y[:, :M], ynorm2[:, :M], Zc, vis, r0, tied))
+            rows = [torch.log2(f2), torch.log2(j2) + 2 * lc + 2 * ey, torch.log2(s2) + 2 * lc, torch.log2(mx)]
         else:
-            f2, j2, mx = _poly_rows(Sc, Y[:, :M], ynorm2[:, :M], Zc, vis, act.p, r0, tied)
-            c2 = act.scale * act.scale
-            f2, j2, mx = f2 * c2, j2 * c2, mx * act.scale
-        if row_scale is not None:
-            rs = row_scale[:, r0:r1].to(torch.float64)  # (T, B)
-            f2, j2, mx = f2 * rs * rs, j2 * rs * rs, mx * rs.abs()
-        if not (bool(torch.isfinite(f2).all()) and bool(torch.isfinite(j2).all())):
-            raise _overflow(act, N, K.shape[-1], K.dtype, Sc)
-        fro2[:, r0:r1], jac2[:, r0:r1], maxabs[:, r0:r1] = f2, j2, mx
-    return fro2, jac2, maxabs
+            f2, j2, s2, mx = _poly_rows(Sc, Y[:, :M], ynorm2[:, :M], Zc, vis, act.p, r0, tied)
+            p = float(act.p)
+            rows = [f2 + 2 * p * es + 2 * lc, j2 + (2 * p - 2) * es + 2 * ey + 2 * lc, s2 + (2 * p - 2) * es + 2 * lc,
+                    mx + p * es + lc]
+        if lrs is not None:
+            lr = lrs[:, r0:r1]  # (T, B)
+            rows = [r + w * lr for r, w in zip(rows, (2.0, 2.0, 2.0, 1.0))]
+        if any(bool(torch.isnan(r).any() | (r == math.inf).any()) for r in rows):
+            raise _overflow(act, N, D, K.dtype, "a non-finite intermediate")
+        for o, r in zip(out, rows):
+            o[:, r0:r1] = r
+    return tuple(out)
 
 
-def _overflow(act: Activation, N: int, D: int, dtype: torch.dtype, Sc: torch.Tensor) -> NormOverflowError:
-    """The error raised when a chunk gives a non-finite norm."""
+def _overflow(act: Activation, N: int, D: int, dtype: torch.dtype, detail: str) -> NormOverflowError:
+    """The error raised when a norm (or softmax's scores) exceeds the range of ``dtype``."""
     name = str(dtype).removeprefix("torch.")
-    smax = Sc.abs().max().item()
     if act.kind == "poly":
         what = f"x^{act.p} (p={act.p}, c={act.scale:g}) or its derivative"
     else:
         what = f"softmax(τ={act.scale:g}) attention (S = X W Xᵀ or ‖W x‖²)"
     hint = "use dtype=torch.float64 or rescale X, W" if dtype != torch.float64 else "rescale X, W or the scale"
-    return NormOverflowError(f"{what} overflows {name} at N={N}, D={D} (max |S| = {smax:.3g}); {hint}")
+    return NormOverflowError(f"{what} overflows {name} at N={N}, D={D} ({detail}); {hint}")
 
 
-def _finish(fro2: torch.Tensor, jac2: torch.Tensor, maxabs: torch.Tensor, with_rows: bool, dtype: torch.dtype) -> NormResult:
-    """Sum per-row results (N,) into a NormResult."""
-    fro2 = fro2.cpu()
+def _exp2(L: torch.Tensor) -> torch.Tensor:
+    """2^L in float64 without spurious under/overflow: 2^{L − ⌊L⌋} · 2^{⌊L⌋} (±inf map to inf and 0)."""
+    fin = torch.isfinite(L)
+    Lf = torch.where(fin, L, torch.zeros_like(L))
+    n = torch.floor(Lf).clamp(-1100.0, 1100.0)
+    v = torch.exp2(Lf - n) * torch.exp2(n)
+    return torch.where(fin, v, torch.where(L > 0, math.inf, 0.0))
+
+
+def _log2_sum(L: torch.Tensor) -> torch.Tensor:
+    """log₂ Σ 2^L over the last axis (log-sum-exp in base 2; −inf when every term is 0)."""
+    M = L.amax(-1, keepdim=True)
+    M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
+    return (M + torch.log2(torch.exp2(L - M).sum(-1, keepdim=True))).squeeze(-1)
+
+
+def _norm_from_log2(L2: torch.Tensor, act: Activation, N: int, D: int, what: str) -> torch.Tensor:
+    """‖·‖ = 2^{L2/2} from log₂ of a squared norm; NormOverflowError if it exceeds float64."""
+    if bool((L2 / 2 >= 1024.0).any()):
+        raise _overflow(act, N, D, torch.float64, f"{what} ≈ 10^{float(L2.max()) / 2 * math.log10(2):.1f}")
+    return _exp2(L2 / 2)
+
+
+def _finish(rows: tuple[torch.Tensor, ...], with_rows: bool, dtype: torch.dtype, act: Activation, D: int) -> NormResult:
+    """Combine per-row log₂ values (each (1, N)) into a NormResult."""
+    lf2, lj2, ls2, lmx = (r[0].cpu() for r in rows)
+    N = lf2.shape[0]
+    tot = [_log2_sum(v) for v in (lf2, lj2, ls2)]
+    fro, jac, jac_s = (_norm_from_log2(v, act, N, D, name) for v, name in zip(tot, ("‖φ(S)‖_F", "‖∂φ/∂X‖_F", "‖∂φ/∂S‖_F")))
+    lg = [float(v) / 2 * math.log10(2) for v in tot]
     return NormResult(
-        fro=math.sqrt(float(fro2.sum())),
-        jac_fro=math.sqrt(float(jac2.sum())),
-        max_abs=float(maxabs.max()),
-        row_fro=fro2.sqrt().numpy() if with_rows else None,
+        fro=float(fro),
+        jac_fro=float(jac),
+        max_abs=float(_exp2(lmx.max())),
+        row_fro=_exp2(lf2 / 2).numpy() if with_rows else None,
         dtype=str(dtype).removeprefix("torch."),
+        jac_s_fro=float(jac_s),
+        log10_fro=lg[0],
+        log10_jac_fro=lg[1],
+        log10_jac_s_fro=lg[2],
     )
+
+
+def _log2_abs(rs: torch.Tensor) -> torch.Tensor:
+    """log₂|c_i| of row scales (−inf for 0)."""
+    return torch.log2(rs.abs())
 
 
 def _check_activation(activation: object) -> Activation:
@@ -396,14 +517,12 @@ def attention_norms(
     act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
-    Xt = _tensor("X", X, (None, None), dev, dt)
+    Xt = _tensor("X", X, (None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     N, D = Xt.shape
-    Wt = _tensor("W", W, (D, D), dev, dt)
-    rs = None if row_scale is None else _tensor("row_scale", row_scale, (N,), dev, dt)[None]
-    Y = (Xt @ Wt.T)[None]  # (N, D) @ (D, D) -> (1, N, D), rows W x_j
-    Z = (Xt @ Wt)[None]  # rows Wᵀ x_i
-    f2, j2, mx = _norms_core(Xt[None], Y, Z, act, mask, rs, tied=True, chunk=ch)
-    return _finish(f2[0], j2[0], mx[0], with_rows, dt)
+    Wt = _tensor("W", W, (D, D), dev, torch.float64)
+    lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64))[None]
+    rows = _norms_core(_scaled_shared(Xt[None], Wt[None], dt), act, mask, lrs, tied=True, chunk=ch)
+    return _finish(rows, with_rows, dt, act, D)
 
 
 def attention_norms_batched(
@@ -430,29 +549,29 @@ def attention_norms_batched(
     act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
-    Xt = _tensor("X", X, (None, None, None), dev, dt)
+    f64 = torch.float64  # inputs are validated and scaled in float64, then cast to dt
+    Xt = _tensor("X", X, (None, None, None), dev, f64)
     T, N, D = Xt.shape
     if (W.ndim if isinstance(W, torch.Tensor) else np.ndim(W)) == 2:  # one W shared by all trials
-        Wt = _tensor("W", W, (D, D), dev, dt).expand(T, D, D)
+        Wt = _tensor("W", W, (D, D), dev, f64).expand(T, D, D)
     else:
-        Wt = _tensor("W", W, (T, D, D), dev, dt)
-    rs = None
+        Wt = _tensor("W", W, (T, D, D), dev, f64)
+    lrs = None
     if row_scale is not None:
         if (row_scale.ndim if isinstance(row_scale, torch.Tensor) else np.ndim(row_scale)) == 2:
-            rs = _tensor("row_scale", row_scale, (T, N), dev, dt)
+            lrs = _log2_abs(_tensor("row_scale", row_scale, (T, N), dev, f64))
         else:
-            rs = _tensor("row_scale", row_scale, (N,), dev, dt).expand(T, N)
+            lrs = _log2_abs(_tensor("row_scale", row_scale, (N,), dev, f64)).expand(T, N)
     G = _trials_per_group(T, N, dt)
     parts = []
     for t0 in range(0, T, G):
-        Xg, Wg = Xt[t0 : t0 + G], Wt[t0 : t0 + G]
-        Y = Xg @ Wg.transpose(-1, -2)  # (G, N, D) @ (G, D, D) -> (G, N, D)
-        Z = Xg @ Wg
-        parts.append(_norms_core(Xg, Y, Z, act, mask, None if rs is None else rs[t0 : t0 + G], True, ch))
-    f2, j2, mx = (torch.cat([p[k] for p in parts]).cpu() for k in range(3))
-    out = {"fro": f2.sum(-1).sqrt(), "jac_fro": j2.sum(-1).sqrt(), "max_abs": mx.amax(-1)}
+        sc = _scaled_shared(Xt[t0 : t0 + G], Wt[t0 : t0 + G], dt)
+        parts.append(_norms_core(sc, act, mask, None if lrs is None else lrs[t0 : t0 + G], True, ch))
+    lf2, lj2, _, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
+    out = {"fro": _norm_from_log2(_log2_sum(lf2), act, N, D, "‖φ(S)‖_F"),
+           "jac_fro": _norm_from_log2(_log2_sum(lj2), act, N, D, "‖∂φ/∂X‖_F"), "max_abs": _exp2(lmx.amax(-1))}
     if with_rows:
-        out["row_fro"] = f2.sqrt()
+        out["row_fro"] = _exp2(lf2 / 2)
     return out
 
 
@@ -478,12 +597,12 @@ def paper_model_norms(
     act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
-    At = _tensor("A", A, (None, None), dev, dt)
+    At = _tensor("A", A, (None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     N, d = At.shape
-    Bt = _tensor("B", B, (N, d), dev, dt)
-    rs = None if row_scale is None else _tensor("row_scale", row_scale, (N,), dev, dt)[None]
-    f2, j2, mx = _norms_core(Bt[None], Bt[None], At[None], act, mask, rs, tied=False, chunk=ch)
-    return _finish(f2[0], j2[0], mx[0], with_rows, dt)
+    Bt = _tensor("B", B, (N, d), dev, torch.float64)
+    lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64))[None]
+    rows = _norms_core(_scaled_paper(At[None], Bt[None], dt), act, mask, lrs, tied=False, chunk=ch)
+    return _finish(rows, with_rows, dt, act, d)
 
 
 def linear_fro_gram(X, W, c: float = 1.0, *, device=None) -> float:
@@ -499,9 +618,15 @@ def linear_fro_gram(X, W, c: float = 1.0, *, device=None) -> float:
     Xt = _tensor("X", X, (None, None), dev, torch.float64)
     D = Xt.shape[1]
     Wt = _tensor("W", W, (D, D), dev, torch.float64)
+    ea, eb = _pow2_exponent(Xt[None]), _pow2_exponent(Wt[None])  # X = 2^a X̂, W = 2^b Ŵ exactly
+    Xt, Wt = _mul_pow2(Xt[None], -ea)[0], _mul_pow2(Wt[None], -eb)[0]
     G = Xt.T @ Xt  # (D, N) @ (N, D) -> (D, D)
-    t = float(((G @ Wt @ G) * Wt).sum())  # tr(G W G Wᵀ) = Σ_ab (G W G)_ab W_ab
-    return c * math.sqrt(max(t, 0.0))
+    t = float(((G @ Wt @ G) * Wt).sum())  # tr(Ĝ Ŵ Ĝ Ŵᵀ) = Σ_ab (Ĝ Ŵ Ĝ)_ab Ŵ_ab
+    mc, ec = math.frexp(c)
+    try:  # ‖c X W Xᵀ‖_F = c 2^{2a+b} ‖X̂ Ŵ X̂ᵀ‖_F
+        return math.ldexp(mc * math.sqrt(max(t, 0.0)), ec + int(2 * ea + eb))
+    except OverflowError:
+        raise NormOverflowError(f"‖c X W Xᵀ‖_F (c={c:g}) overflows float64") from None
 
 
 def _phi(S: torch.Tensor, act: Activation, mask: str, rs: torch.Tensor | None) -> torch.Tensor:
@@ -557,3 +682,14 @@ def paper_jacobian_autograd(A, B, activation: Activation, mask: str = "none", ro
 
     ja, jb = torch.func.jacrev(f, argnums=(0, 1))(At, Bt)
     return torch.cat([ja.reshape(N * N, N * d), jb.reshape(N * N, N * d)], dim=1)
+
+
+def jacobian_s_autograd(X, W, activation: Activation, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
+    """∂ vec φ(S) / ∂ vec S at S = X W Xᵀ by ``torch.func.jacrev``: (N·N, N·N) float64 reference, small sizes only.
+
+    Its Frobenius norm is ``NormResult.jac_s_fro`` (masked entries of S carry no derivative).
+    """
+    act, mask, Xt, Wt, rs = _autograd_args("X", X, "W", W, activation, mask, row_scale, device, True)
+    N = Xt.shape[0]
+    S = Xt @ Wt @ Xt.T  # (N, D) @ (D, D) @ (D, N)
+    return torch.func.jacrev(lambda s: _phi(s, act, mask, rs).reshape(-1))(S).reshape(N * N, N * N)

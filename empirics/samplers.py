@@ -71,6 +71,14 @@ def seed_sequence(seed: int, key: object, trial: int | None = None) -> np.random
     return np.random.SeedSequence(entropy=int(seed), spawn_key=sk)
 
 
+def rng_for(seed: int, *key: object) -> np.random.Generator:
+    """``default_rng(SeedSequence(seed, spawn_key=sha256(key)))``: the one way sapa derives a named stream.
+
+    The same ``(seed, *key)`` gives the same stream in any process, on any worker, in any order.
+    """
+    return np.random.default_rng(seed_sequence(seed, list(key)))
+
+
 def torch_generator(ss: np.random.SeedSequence) -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with 64 bits drawn from ``ss``."""
     g = torch.Generator(device="cpu")

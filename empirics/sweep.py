@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 
 from empirics.atomic import atomic_write, atomic_write_json
+from empirics.integrity import seal_table, warn_recompute
 from empirics.samplers import (
     INPUT_MODELS,
     WEIGHT_MODELS,
@@ -107,6 +108,7 @@ class SweepConfig:
     spikes: int = 4
     spike_strength: float = 10.0
     memory_gib: float = 3.0  # working-set budget used to pick trials per batch (one trial must fit)
+    tail_trials_max: int = 0  # > 0: heavy-tailed cells (poly, p ≥ 2) get design_trials(N) ≤ this (see cell_trials)
     threads: int = 1  # torch intra-op threads while a cell runs (0: leave torch's setting)
     name: str = ""
 
@@ -246,6 +248,7 @@ def config_from_dict(raw: dict) -> SweepConfig:
         "aniso_alpha": _nonneg_float,
         "memory_gib": positive_float,
         "threads": _nonneg_int,
+        "tail_trials_max": _nonneg_int,
     }
     for key, check in checks.items():
         if key in raw:
@@ -380,7 +383,7 @@ def cell_id(config: SweepConfig, cell: Cell) -> str:
             "cell": cell.key(),
             "sampling": sampling_key(config, cell),
             "seed": config.seed,
-            "trials": config.trials,
+            "trials": cell_trials(config, cell),
             "with_rows": config.with_rows,
         }
     )[:24]
@@ -408,6 +411,20 @@ def trials_per_batch(N: int, D: int, T: int, *, itemsize: int = 8, budget_bytes:
     per_trial = (2 * 8 + 10 * itemsize) * N * D + 8 * D * D * 4
     free = max(budget_bytes - 768 * 2**20, per_trial)
     return int(max(1, min(T, free // per_trial)))
+
+
+def cell_trials(config: SweepConfig, cell: Cell) -> int:
+    """Trials of a cell, fixed in advance: ``config.trials``, or for heavy-tailed cells T(N) = design_trials(N).
+
+    Heavy-tailed cells are c·x^p with p ≥ 2 (squared norms are degree-4p Gaussian polynomials);
+    with ``tail_trials_max > 0`` they get min(tail_trials_max, ⌈trials·max(N)/N⌉) trials
+    (:func:`empirics.stats.design_trials`): equal precision of log mean(‖·‖²) at every N.
+    """
+    if config.tail_trials_max <= 0 or cell.activation != "poly" or cell.p < 2:
+        return config.trials
+    from empirics.stats import design_trials
+
+    return design_trials(cell.N, config.N, base=config.trials, cap=max(config.trials, config.tail_trials_max))
 
 
 def _cell_cost(cell: Cell, trials: int) -> float:
@@ -454,7 +471,7 @@ def _run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
     model = model_config(config, cell)
     skey = sampling_key(config, cell)
     act, row_scale, mask = resolve_activation(cell)
-    N, D, d, T = cell.N, cell.D, cell.d, config.trials
+    N, D, d, T = cell.N, cell.D, cell.d, cell_trials(config, cell)
     itemsize = torch.empty((), dtype=dtype).element_size()
     batch = trials_per_batch(N, D, T, itemsize=itemsize, budget_bytes=config.memory_gib * 2**30)
     opts = {"chunk": None, "device": config.device, "dtype": dtype, "with_rows": config.with_rows}
@@ -557,6 +574,7 @@ def _write_parquet(path: Path, df: pd.DataFrame, meta: dict) -> None:
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"sapa": json.dumps(meta, sort_keys=True).encode()})
+    table = seal_table(table)  # content checksum, verified when the file is read back
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
@@ -573,9 +591,34 @@ def _part_done(path: Path, cid: str) -> bool:
     if not path.is_file():
         return False
     try:
-        return read_metadata(path).get("cell_id") == cid
+        ours = read_metadata(path).get("cell_id") == cid
     except Exception:  # not Parquet, truncated, not ours: recompute the cell
         return False
+    return ours and _part_intact(path)
+
+
+def _part_intact(path: Path) -> bool:
+    """True if the part file's content matches its checksum; else warn (one line) so that it is recomputed."""
+    from empirics.integrity import CorruptResult, read_parquet_verified
+
+    try:
+        read_parquet_verified(path)
+    except CorruptResult as exc:
+        warn_recompute(exc)
+        return False
+    except Exception:  # unreadable beyond its footer: recompute the cell
+        return False
+    return True
+
+
+def _read_part(path: Path) -> pd.DataFrame:
+    """A finished part file, checksum verified; a file damaged since the start of this run is an error naming it."""
+    from empirics.integrity import CorruptResult, read_parquet_verified
+
+    try:
+        return read_parquet_verified(path)
+    except CorruptResult as exc:
+        raise InputError(f"{exc}; run the sweep again to recompute it") from None
 
 
 def _submit_all(executor, config: SweepConfig, pending: list[Cell]) -> dict:
@@ -632,6 +675,16 @@ def _remove_stale_tmp(parts: Path) -> None:
                 tmp.unlink()
 
 
+def _big(n: int) -> str:
+    """An integer for a message: as is up to 12 digits, else ``~1e<digits>`` (10**200 stays one short line)."""
+    return str(n) if n < 10**12 else f"~1e{len(str(n)) - 1}"
+
+
+def _gib(nbytes: int) -> str:
+    """``nbytes`` in GiB, 3 significant digits, for any size (a float cannot hold 10**400)."""
+    return f"{nbytes / 2**30:.3g}" if nbytes < 2**1000 else _big(nbytes // 2**30)
+
+
 def check_memory(config: SweepConfig, all_cells: Sequence[Cell]) -> None:
     """InputError if one trial of the largest cell does not fit in ``memory_gib`` (names N, D)."""
     if not all_cells:
@@ -641,7 +694,7 @@ def check_memory(config: SweepConfig, all_cells: Sequence[Cell]) -> None:
     need = (2 * 8 + 10 * itemsize) * big.N * big.D + 8 * big.D * big.D * 4  # as in trials_per_batch
     if need > config.memory_gib * 2**30:
         raise InputError(
-            f"cell N={big.N}, D={big.D} needs ≈{need / 2**30:.3g} GiB for one trial, more than "
+            f"cell N={_big(big.N)}, D={_big(big.D)} needs ≈{_gib(need)} GiB for one trial, more than "
             f"memory_gib={config.memory_gib:g}; raise memory_gib or shrink N, D"
         )
 
@@ -707,7 +760,7 @@ def run_sweep(
     _remove_stale_tmp(parts)
     done = {c for c in all_cells if _part_done(parts / f"{ids[c]}.parquet", ids[c])}
     pending = [c for c in run_order if c not in done]
-    cost = {c: _cell_cost(c, config.trials) for c in all_cells}
+    cost = {c: _cell_cost(c, cell_trials(config, c)) for c in all_cells}
     bar = _progress_bar(sum(cost.values()), sum(cost[c] for c in done), len(all_cells), len(done), progress)
     if _is_dask(executor) and pending:
         from empirics.distributed import describe
@@ -739,7 +792,7 @@ def run_sweep(
                 raise
     finally:
         bar.close()
-    frames = [pd.read_parquet(parts / f"{ids[c]}.parquet") for c in all_cells]
+    frames = [_read_part(parts / f"{ids[c]}.parquet") for c in all_cells]
     df = pd.concat(frames, ignore_index=True)
     _write_parquet(out / "results.parquet", df, {**prov, "cells": len(all_cells)})
     atomic_write_json(out / "provenance.json", {**prov, "cells": len(all_cells), "rows": len(df)})

@@ -34,6 +34,7 @@ import contextlib
 import json
 import math
 import multiprocessing as mp
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -45,7 +46,9 @@ import torch
 import torch.nn.functional as F
 
 from empirics.atomic import atomic_write, atomic_write_json
+from empirics.integrity import CorruptResult, check_record, seal_record, warn_recompute
 from empirics.norms import NormOverflowError, attention_norms_batched
+from empirics.numerics import PINNED, pin_kernel_dispatch
 from empirics.samplers import seed_sequence, stable_hash
 from empirics.tiny_models import ARMS, ModelConfig, build_model, head_W, w_invariants
 from empirics.train_data import digits_batch, load_digits, load_text, text_batch, text_probe
@@ -170,11 +173,14 @@ def run_keys(cfg: TrainConfig) -> list[RunKey]:
 
 @contextlib.contextmanager
 def _one_thread():
-    before = torch.get_num_threads()
+    """One torch thread and ``torch.use_deterministic_algorithms(True)`` for the run; both restored after."""
+    before, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
     try:
         yield
     finally:
+        torch.use_deterministic_algorithms(det)
         torch.set_num_threads(before)
 
 
@@ -284,6 +290,7 @@ def run_one(task: str, arm: str, weight_decay: float, seed: int, cfg: TrainConfi
         out = _train(task, ARMS[arm], float(weight_decay), int(seed), cfg)
     out["wall_s"] = round(time.perf_counter() - t0, 3)
     out["cpu_s"] = round(time.process_time() - c0, 3)  # this process's CPU time: the cost without contention
+    out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # kernel path used (AVX2 in pinned workers)
     return out
 
 
@@ -365,6 +372,12 @@ def _run_file_ok(path: Path, key: RunKey, chash: str) -> bool:
         return False
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
+        if not _record_intact(path, rec):
+            return False
+        problem = _run_record_problem(rec)
+        if problem is not None:  # parses, but would crash load_results: recompute, and say so
+            print(f"sapa: warning: run file {path} is invalid ({problem}); recomputing it", file=sys.stderr)
+            return False
         k = rec["key"]
         return (rec.get("config_hash") == chash and k["task"] == key.task and k["arm"] == key.arm
                 and float(k["weight_decay"]) == key.weight_decay and int(k["seed"]) == key.seed)
@@ -372,8 +385,129 @@ def _run_file_ok(path: Path, key: RunKey, chash: str) -> bool:
         return False
 
 
-def _worker_init() -> None:
+_HISTORY_TYPES = {"step": int, "layer": int, "head": int, "quantity": str, "value": (int, float)}
+
+
+def _is(v: object, types) -> bool:
+    """isinstance, with bool never counting as a number."""
+    return isinstance(v, types) and not isinstance(v, bool)
+
+
+def _run_record_problem(rec: object) -> str | None:
+    """What makes ``rec`` not a complete run record (schema, key, final, history columns and types), or None."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    if rec.get("schema") != SCHEMA:
+        return f"schema {rec.get('schema')!r}, expected {SCHEMA}"
+    key, final, hist = rec.get("key"), rec.get("final"), rec.get("history")
+    if not isinstance(key, dict) or not all(k in key for k in ("task", "arm", "weight_decay", "seed")):
+        return "no valid 'key'"
+    if not isinstance(final, dict):
+        return "no 'final' object"
+    for q in ("task", "arm"):
+        if not _is(final.get(q), str):
+            return f"final[{q!r}] is not a string"
+    if not isinstance(final.get("diverged"), bool):
+        return "final['diverged'] is not true/false"
+    for q in ("weight_decay", "seed", *RUN_QUANTITIES, *HEAD_QUANTITIES):
+        if not _is(final.get(q), (int, float)):
+            return f"final[{q!r}] is missing or not a number"
+    if not isinstance(hist, dict):
+        return "no 'history' object"
+    cols = [hist.get(c) for c in _HISTORY_TYPES]
+    if not all(isinstance(c, list) for c in cols):
+        return f"history lacks one of the columns {', '.join(_HISTORY_TYPES)}"
+    if not cols[0] or len({len(c) for c in cols}) != 1:
+        return "history columns are empty or of different lengths"
+    for (name, types), col in zip(_HISTORY_TYPES.items(), cols):
+        if not all(_is(v, types) for v in col):
+            return f"history column {name!r} holds a value of the wrong type"
+    return None
+
+
+def _record_intact(path: Path, rec: object) -> bool:
+    """True if the run record matches its checksum; else one warning line, and the run is recomputed."""
+    try:
+        check_record(rec, path)
+    except CorruptResult as exc:
+        warn_recompute(exc)
+        return False
+    return True
+
+
+def _read_run(path: Path) -> dict:
+    """A finished run record, checksum verified; one damaged since the start of this run is an error naming it."""
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        check_record(rec, path)
+    except CorruptResult as exc:
+        raise InputError(f"{exc}; run again to recompute it") from None
+    return rec
+
+
+PINNED_NUMERICS = PINNED  # kernel dispatch pinned for the whole process tree (empirics.numerics)
+
+
+def _worker_init(parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
+    pin_kernel_dispatch()  # inherited from the parent already; kept in case a caller cleared it
     torch.set_num_threads(1)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCHDOG_S = 1.0  # how often a worker checks that its parent is alive
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker die with ``parent_pid``: PR_SET_PDEATHSIG(SIGKILL) on Linux, and a getppid() watchdog.
+
+    A killed ``sapa train`` (SIGKILL or SIGTERM) must not leave workers computing, then sleeping forever
+    reparented to PID 1 with the parent's stdout open (issue 15).
+    """
+    import ctypes
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(WATCHDOG_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="sapa-parent-watchdog", daemon=True).start()
+
+
+def _terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
+    """Stop the pool's worker processes now (SIGTERM), so an interrupted run does not wait for runs in flight."""
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within: SIGTERM raises KeyboardInterrupt, so it takes Ctrl-C's clean path (finished runs kept)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _progress(total: int, done: int, progress: bool | str):
@@ -415,7 +549,7 @@ def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: in
     bar = _progress(len(keys), len(keys) - len(pending), progress)
 
     def finish(k: RunKey, rec: dict) -> None:
-        atomic_write_json(runs_dir / k.file_name, rec)
+        atomic_write_json(runs_dir / k.file_name, seal_record(rec))  # checksum, verified when read back
         bar.update(1)
 
     try:
@@ -427,7 +561,7 @@ def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: in
             order = sorted(pending, key=lambda k: (k.task != "text", keys.index(k)))
             ctx = mp.get_context("spawn")
             with cf.ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=ctx,
-                                        initializer=_worker_init) as ex:
+                                        initializer=_worker_init, initargs=(os.getpid(),)) as ex:
                 futs = {ex.submit(run_one, k.task, k.arm, k.weight_decay, k.seed, cfg): k for k in order}
                 try:
                     for fut in cf.as_completed(futs):
@@ -435,6 +569,7 @@ def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: in
                 except BaseException:
                     for f in futs:
                         f.cancel()
+                    _terminate_workers(ex)  # runs in flight are lost; finished ones are on disk
                     raise
     finally:
         bar.close()
@@ -442,6 +577,8 @@ def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: in
     prov = {"config": cfg.as_dict(), "config_hash": chash, "schema": SCHEMA, "runs": len(keys),
             "ran_now": len(pending), "wall_s_now": round(time.perf_counter() - t0, 3), "workers": workers,
             "dtype": "training float32; norms float64", "torch": torch.__version__,
+            "numerics": {"threads_per_run": 1, "deterministic_algorithms": True,
+                         "pinned_kernel_dispatch": {k: os.environ.get(k) for k in PINNED_NUMERICS}},
             "text_source": _text_source(cfg)}
     _write_parquet(out / "history.parquet", res["history"])
     _write_parquet(out / "final.parquet", res["final"])
@@ -470,7 +607,7 @@ def load_results(out_dir: str | Path, cfg: TrainConfig) -> dict[str, pd.DataFram
     runs_dir = Path(out_dir) / "runs"
     finals, hists = [], []
     for k in run_keys(cfg):
-        rec = json.loads((runs_dir / k.file_name).read_text(encoding="utf-8"))
+        rec = _read_run(runs_dir / k.file_name)
         finals.append(rec["final"] | {"wall_s": rec.get("wall_s", math.nan), "cpu_s": rec.get("cpu_s", math.nan)})
         h = pd.DataFrame(rec["history"])
         for col, v in (("task", k.task), ("arm", k.arm), ("weight_decay", k.weight_decay), ("seed", k.seed)):
@@ -496,7 +633,8 @@ def summary_table(final: pd.DataFrame) -> pd.DataFrame:
 def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True) -> int:
     """``sapa train``: run (or resume) the experiment into ``out``, print a per-arm summary; exit code 0."""
     t0 = time.perf_counter()
-    res = run_experiment(budget, out, seed=seed, workers=workers, progress=progress)
+    with sigterm_as_interrupt():
+        res = run_experiment(budget, out, seed=seed, workers=workers, progress=progress)
     tab = summary_table(res["final"])
     print(f"{'task':7s} {'arm':8s} {'wd':>5s} {'runs':>4s} {'div':>3s} {'acc med':>8s} {'acc range':>13s} "
           f"{'‖φ(S)‖ med':>11s} {'‖∂φ/∂X‖ med':>12s}")

@@ -9,6 +9,9 @@ ViT-like random-weight heads (D = 768, d = 64, N = 196) for reference. Right: th
 measured on the model's own hidden states (prefixes of real text, N = 8 … 256, 90% paired
 bootstrap interval over texts) against N* of the matched Gaussian proxy (bias and mean
 included), with the exact curve that a Gaussian head with that N* would follow.
+A second figure (:func:`draw_protocols`) shows every head's exponent under each protocol of
+``empirics.real`` (special tokens in/out × re-encoded prefixes / one fixed-context pass) for
+softmax, x/√N and x³/√N, with the O(√N) edge ½ + 0.05 and the fraction of heads consistent with it.
 Data: :func:`empirics.real.analyse` (optional extra ``real``).
 """
 
@@ -186,6 +189,61 @@ def draw(res: dict, out_dir: str | Path, file_stem: str | None = None) -> list[P
                      fontsize=10.5)
         cfg = res["meta"]["config"]
         name = file_stem or style.stem("real_heads_minilm", p=(1, 3), N=f"{Ns_fit[0]}-{Ns_fit[-1]}",
+                                       texts=len(res["meta"]["passages"]), budget=cfg["name"])
+        paths = style.save(fig, out_dir, name)
+    if "fits" in res:
+        paths += draw_protocols(res, out_dir, None if file_stem is None else file_stem + "_protocols")
+    return paths
+
+
+PROTOCOL_COLORS = {"prefix": "#0072B2", "prefix-content": "#56B4E9", "fixed": "#D55E00", "fixed-content": "#E69F00"}
+ACT_TITLES = {"softmax": "softmax (baseline)", "x/sqrt(N)": r"$x/\sqrt{N}$", "x^3/sqrt(N)": r"$x^3/\sqrt{N}$"}
+
+
+def draw_protocols(res: dict, out_dir: str | Path, file_stem: str | None = None, edge: float = 0.55) -> list[Path]:
+    """Per-head exponent ± 90 % interval for each protocol (columns: softmax, x/√N, x³/√N); save PNG + PDF."""
+    from empirics.real import ACTIVATIONS, head_fits
+
+    fits = [f for f in head_fits(res) if f.kind == "fro"]
+    protocols = list(dict.fromkeys(f.protocol for f in fits))
+    Ns_fit = res["Ns_real"]
+    with plt.rc_context(style.RC):
+        fig, axes = plt.subplots(1, 3, figsize=(12.0, 4.4), sharey=True)
+        for ax, act in zip(axes, ACTIVATIONS):
+            ax.axhspan(0.45, 0.55, color="0.88", lw=0, zorder=0)
+            ax.axhline(edge, color="black", lw=0.9, ls="--", zorder=1)
+            ax.axhline(0.5, color="black", lw=0.6, ls=":", zorder=1)
+            for i, pr in enumerate(protocols):
+                sel = sorted((f for f in fits if f.protocol == pr and f.activation == act), key=lambda f: f.slope)
+                if not sel:
+                    continue
+                y = np.array([f.slope for f in sel])
+                lo, hi = np.array([f.lo for f in sel]), np.array([f.hi for f in sel])
+                x = i + np.linspace(-0.32, 0.32, len(sel))
+                consistent = lo <= edge
+                col = PROTOCOL_COLORS.get(pr, "0.4")
+                ax.vlines(x, lo, hi, color=col, lw=0.8, alpha=0.7, zorder=2)
+                ax.scatter(x[consistent], y[consistent], s=9, color=col, zorder=3)
+                ax.scatter(x[~consistent], y[~consistent], s=9, facecolors="white", edgecolors=col, linewidths=0.7,
+                           zorder=3)
+                ax.text(i, 1.0, f"{consistent.mean():.0%}", transform=ax.get_xaxis_transform(), ha="center",
+                        va="bottom", fontsize=8, color=col)
+            ax.set_xticks(range(len(protocols)), [p.replace("-", "-\n") for p in protocols], fontsize=8)
+            ax.set_xlim(-0.6, len(protocols) - 0.4)
+            ax.set_title(ACT_TITLES.get(act, act), loc="left", pad=14)
+            ax.grid(True, axis="y", alpha=0.3)
+        axes[0].set_ylabel(f"growth exponent of RMS norm, N = {Ns_fit[0]}–{Ns_fit[-1]}")
+        handles = [Line2D([], [], color="black", lw=0.9, ls="--", label=f"O(√N) edge {edge:g}"),
+                   Line2D([], [], color="0.6", lw=6, alpha=0.5, label="two-sided 0.5 ± 0.05"),
+                   Line2D([], [], marker="o", color="0.3", ls="none", ms=4, label="interval reaches the edge"),
+                   Line2D([], [], marker="o", color="0.3", mfc="white", ls="none", ms=4,
+                          label="wholly above the edge")]
+        fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+        fig.suptitle("all-MiniLM-L6-v2, 72 heads: growth exponent per head under each protocol (percent: heads "
+                     "consistent with O(√N))", fontsize=10)
+        fig.subplots_adjust(left=0.07, right=0.99, bottom=0.2, top=0.83, wspace=0.08)
+        cfg = res["meta"]["config"]
+        name = file_stem or style.stem("real_heads_protocols", N=f"{Ns_fit[0]}-{Ns_fit[-1]}",
                                        texts=len(res["meta"]["passages"]), budget=cfg["name"])
         return style.save(fig, out_dir, name)
 

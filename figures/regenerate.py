@@ -45,15 +45,15 @@ def _regime(results: Path, out: Path) -> list[Path]:
 
 
 def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
-    """Redraw a figure from the data its ledger check stored under RESULTS/data/<module>.pkl."""
+    """Redraw a figure from the data its ledger check stored under RESULTS/data/<module>.json (never pickle)."""
 
     def draw(results: Path, out: Path) -> list[Path]:
         import importlib
-        import pickle
 
-        with open(results / "data" / f"{module}.pkl", "rb") as fh:  # written by sapa verify itself
-            stored = pickle.load(fh)
-        return importlib.import_module(f"figures.{module}").draw(stored["res"], out, stored["stem"])
+        from empirics import figdata
+
+        res, stem = figdata.read(results / "data" / f"{module}.json")
+        return importlib.import_module(f"figures.{module}").draw(res, out, stem)
 
     return draw
 
@@ -68,13 +68,15 @@ JOBS = [
 ]
 # Figures drawn by their ledger checks during ``sapa verify``; ``sapa figures`` redraws them from stored data.
 STORED_JOBS = [
-    FigureJob("scale direction", ("fig1-scale-direction",), _stored("scale_direction"), ("data/scale_direction.pkl",)),
-    FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.pkl",)),
+    FigureJob("scale direction", ("fig1-scale-direction",), _stored("scale_direction"), ("data/scale_direction.json",)),
+    FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.json",)),
     FigureJob("real heads", ("real-model-regime",), lambda results, out: _real(results, out), ("real",)),
-    FigureJob("overhead", ("overhead",), _stored("overhead"), ("data/overhead.pkl",)),
-    FigureJob("training norms", ("norm-vs-accuracy",), _stored("training_norms"), ("data/training_norms.pkl",)),
+    FigureJob("overhead", ("overhead",), _stored("overhead"), ("data/overhead.json",)),
+    FigureJob("training norms", ("norm-vs-accuracy",), _stored("training_norms"), ("data/training_norms.json",)),
     FigureJob("worst case", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
-              _stored("worst_case"), ("data/worst_case.pkl",)),
+              _stored("worst_case"), ("data/worst_case.json",)),
+    FigureJob("audit compare", ("relu-over-n", "sigmoid-bias-logn", "poly4-normalised"), _stored("audit_compare"),
+              ("data/audit_compare.json",)),
 ]
 
 
@@ -91,21 +93,24 @@ def regenerate(results: str | Path, out: str | Path | None = None, *, jobs: list
     return [p for paths, _ in run_jobs(results, out, jobs=jobs).values() for p in paths]
 
 
-def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None
-             ) -> dict[str, tuple[list[Path], str | None]]:
-    """Run each figure job; map its name to (paths, error). A figure that fails is reported, not fatal."""
+def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None,
+             report: bool = True) -> dict[str, tuple[list[Path], str | None]]:
+    """Run each figure job; map its name to (paths, error). A figure that fails is reported (stderr), not fatal."""
     results = Path(results)
     out = Path(out) if out is not None else results / "figures"
     done: dict[str, tuple[list[Path], str | None]] = {}
     for job in jobs if jobs is not None else JOBS:
         missing = [n for n in job.needs if not (results / n).exists()]
         if missing:
-            done[job.name] = ([], f"missing stored results: {', '.join(missing)}")
+            old = [n for n in missing if n.endswith(".json") and (results / n).with_suffix(".pkl").exists()]
+            hint = "; an old .pkl beside it is never read (unpickling can run code): rerun sapa verify" if old else ""
+            done[job.name] = ([], f"missing stored results: {', '.join(missing)}{hint}")
             continue
         try:
             done[job.name] = (job.draw(results, out), None)
         except Exception as exc:  # a figure's own claim check failing is a finding: report it
             msg = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-            print(f"figure {job.name!r} failed: {msg}", file=sys.stderr)
+            if report:
+                print(f"figure {job.name!r} failed: {msg}", file=sys.stderr)
             done[job.name] = ([], msg)
     return done

@@ -9,12 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # the backend is the caller's: `sapa` uses Agg (MPLBACKEND), notebooks keep theirs
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from empirics.atomic import atomic_write  # noqa: E402
+from empirics.atomic import atomic_write
 
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]

@@ -112,11 +112,15 @@ def _scatter_panel(ax, res: dict, task: str, q: str) -> None:
     an = res["analysis"]
     cor = an["tasks"][task]["correlations"][q]
     s, p = cor["stratified"], cor["pooled"]
-    fk = an.get("family_key")
     pct = lambda v: f"{100 * v:.3g}%"  # noqa: E731
-    fam = f", {pct(an['family_level'])}: {_fmt_ci(s, fk)} (verdict)" if fk in s else ""
-    line2 = f"within-wd ρ = {s['rho']:+.2f}; {pct(an['level'])}: {_fmt_ci(s)}{fam}"
-    line3 = f"pooled ρ = {p['rho']:+.2f} {_fmt_ci(p)}"
+    arm = an.get("arm_level", {}).get(task, {}).get("association", {}).get(q)
+    if arm is not None and arm["rho"] is not None:  # the inference: arms are the units (runs are not independent)
+        line2 = (f"arm-level ρ̄ = {arm['rho']:+.2f}, exact p(<0) = {arm['p_less']:.3g}, "
+                 f"p(>0) = {arm['p_greater']:.3g}, "
+                 f"{pct(arm['level'])} arms [{arm['ci'][0]:+.2f}, {arm['ci'][1]:+.2f}]")
+    else:
+        line2 = f"within-wd ρ = {s['rho']:+.2f}; {pct(an['level'])}: {_fmt_ci(s)}"
+    line3 = f"runs (descriptive): within-wd ρ = {s['rho']:+.2f}, pooled ρ = {p['rho']:+.2f} {_fmt_ci(p)}"
     fs = cor.get("finite_stratified")
     if fs is not None and fs["n"] != s["n"]:
         line3 += f"; finite runs only {fs['rho']:+.2f} {_fmt_ci(fs)}"

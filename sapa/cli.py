@@ -7,6 +7,7 @@ User errors (bad sizes, non-finite input, unknown options, missing files) print 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -55,16 +56,27 @@ def _finite_float(text: str) -> float:
     return v
 
 
+def _positive_seconds(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``sapa`` argument parser."""
+    import sapa
+
     p = _Parser(prog="sapa", description="Check the claims of arXiv 2410.18613 with exact theory and numerics.")
+    p.add_argument("--version", action="version", version=f"sapa {sapa.__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    v = sub.add_parser("verify", help="run every claim of the ledger; write ledger.json, report.md, figures")
-    v.add_argument("--budget", choices=("quick", "full"), default="quick")
-    v.add_argument("--out", type=Path, default=Path("results"))
-    v.add_argument("--seed", type=_int_nonneg, default=0)
-    v.add_argument("--only", nargs="+", metavar="CLAIM", help="run only these claim ids")
+    v = sub.add_parser("verify", help="run every claim of the ledger; write ledger.json, report.md, figures",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    v.add_argument("--budget", choices=("quick", "full"), default="quick", help="how hard every check samples")
+    v.add_argument("--out", type=Path, default=Path("results"), help="results directory")
+    v.add_argument("--seed", type=_int_nonneg, default=0, help="seed of every random stream")
+    v.add_argument("--only", nargs="+", metavar="ID", help="run only these entries: " + ", ".join(_claim_ids()))
 
     n = sub.add_parser("norms", help="exact ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F for given X (N×D) and W (D×D)")
     n.add_argument("--x", type=Path, required=True, help="X as a .npy file, shape (N, D)")
@@ -83,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--N", type=_positive_int, required=True, help="sequence length")
     e.add_argument("--D", type=_positive_int, help="token dimension (inferred from --w for shared)")
     e.add_argument("--d", type=_positive_int, help="head dimension (paper, iid, tied, corr)")
-    e.add_argument("--rho", type=_finite_float, default=0.5, help="weight correlation for --model corr")
+    e.add_argument("--rho", type=_finite_float, help="weight correlation for --model corr (default 0.5)")
     e.add_argument("--sigma", type=_finite_float, help="weight std (default 1/√D; paper model: 1)")
     e.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as .npy (D, D), for --model shared")
     e.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
@@ -97,8 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (K > 1: Dask)")
     group.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--force", action="store_true",
+                   help="run even beyond the work limits (empirics.workload: 100 000 cells, 1e16 flops)")
+    s.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
+                   help="with --scheduler: give up (exit 2) if no worker has joined within SECONDS (default: wait)")
 
-    t = sub.add_parser("train", help="train tiny softmax / polynomial transformers; track attention norms (resumable)")
+    t = sub.add_parser("train", help="train tiny softmax / polynomial transformers; track attention norms (resumable)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
     t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
@@ -117,14 +134,46 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
     f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
     f.add_argument("--out", type=Path, help="figure directory (default RESULTS/figures)")
+    c = sub.add_parser("calibrate", help="measure every verdict rule's error rates on synthetic evidence with a known truth",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    c.add_argument("--rule", nargs="+", metavar="NAME", help="only these rules (default: all)")
+    c.add_argument("--trials", type=_positive_int, help="synthetic evidences per truth (default: each rule's own)")
+    c.add_argument("--seed", type=_int_nonneg, default=0)
+    c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
+    a = sub.add_parser("audit", help="N-scaling of any attention activation φ(x, N, i): exact, quadrature or Monte Carlo")
+    a.add_argument("expr", help='sympy expression in x (logit), N (tokens), i (row index), e.g. "x**3/sqrt(N)"')
+    a.add_argument("--normalize", choices=("none", "row"), default="none", help="row: divide each row by its sum")
+    a.add_argument("--mask", choices=("none", "causal"), default="none")
+    a.add_argument("--model", choices=("paper", "shared", "iid", "tied", "corr"), default="iid")
+    a.add_argument("--N", type=_positive_int, default=196, help="sequence length")
+    a.add_argument("--D", type=_positive_int, help="token dimension (default 768; inferred from --w for shared)")
+    a.add_argument("--d", type=_positive_int, default=64, help="head dimension")
+    a.add_argument("--rho", type=_finite_float, default=0.5, help="weight correlation for --model corr")
+    a.add_argument("--sigma", type=_finite_float, help="weight std (default 1/√D; paper model: 1)")
+    a.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as .npy (D, D), for --model shared")
+    a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
+    a.add_argument("--trials", type=_positive_int, default=200, help="Monte Carlo draws per N (row-normalised φ)")
+    a.add_argument("--seed", type=_int_nonneg, default=0)
+    a.add_argument("--json", action="store_true", help="print a flat JSON object")
     return p
+
+
+def _claim_ids() -> list[str]:
+    """The ids ``verify --only`` accepts, in ledger order (claims, then questions)."""
+    from sapa.claims import ORDER
+
+    return list(ORDER)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sapa`` command; returns the exit code."""
+    import os
+
+    os.environ.setdefault("MPLBACKEND", "Agg")  # the command draws files, never windows (a user's setting wins)
     try:
         args = build_parser().parse_args(argv)
-        return _COMMANDS[args.command](args)
+        with _output_guard(args):
+            return _COMMANDS[args.command](args)
     except InputError as exc:
         print(f"sapa: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -144,15 +193,39 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _load_npy(path: Path, name: str):
-    import numpy as np
+def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """Check where the command writes before any work starts; hold its results directories (one run at a time).
 
-    if not path.is_file():
-        raise InputError(f"{name}: file not found: {path}")
-    try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise InputError(f"{name}: cannot read {path} as .npy ({_one_line(exc)})") from None
+    verify / sweep / train: ``--out`` locked (verify also its ``sweep`` and ``train`` subdirectories, which
+    ``sapa sweep`` / ``sapa train`` may target); bench: ``--out`` a writable file; figures: the figure directory.
+    """
+    from empirics.outdir import check_dir, check_file, exclusive
+
+    stack = contextlib.ExitStack()
+    if args.command in ("verify", "sweep", "train"):
+        with contextlib.ExitStack() as taking:  # a refused sub-lock releases what was taken
+            taking.enter_context(exclusive(args.out, "--out"))
+            for sub in ("sweep", "train") if args.command == "verify" else ():
+                taking.enter_context(exclusive(args.out / sub, "--out"))
+            stack = taking.pop_all()
+    elif args.command == "bench" and args.out is not None:
+        check_file(args.out, "--out")
+    elif args.command == "figures" and args.results.is_dir():  # else cmd_figures says what --results lacks
+        check_dir(args.out or args.results / "figures", "--out" if args.out else "figure directory")
+    return stack
+
+def _load_npy(path: Path, name: str):
+    """A numeric array from a user's .npy: header, dtype and size are checked before loading (sapa.npyfile)."""
+    from sapa.npyfile import load_npy
+
+    return load_npy(path, name)
+
+
+def _finite_or_none(v: float) -> float | None:
+    """``v``, or None for ±inf/NaN (log₁₀ 0 = −inf is not valid JSON)."""
+    import math
+
+    return v if math.isfinite(v) else None
 
 
 def cmd_norms(args: argparse.Namespace) -> int:
@@ -174,6 +247,10 @@ def cmd_norms(args: argparse.Namespace) -> int:
         "d_model": int(X.shape[1]),
         "fro_norm": r.fro,
         "jac_fro_norm": r.jac_fro,
+        "jac_s_fro_norm": r.jac_s_fro,
+        "log10_fro_norm": _finite_or_none(r.log10_fro),  # exact even where the norm is below float64's range
+        "log10_jac_fro_norm": _finite_or_none(r.log10_jac_fro),
+        "log10_jac_s_fro_norm": _finite_or_none(r.log10_jac_s_fro),
         "max_abs": r.max_abs,
         "dtype": "float64",
     }
@@ -191,7 +268,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
+    from sapa.claims.mc import monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
+    from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
 
     budget = budget_named(args.budget, args.seed)
     claims = all_claims()
@@ -205,6 +284,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
+    prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
     started = time.time()
     entries = []
@@ -215,10 +295,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         entries.append(entry)
     _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
-    atomic_write_json(out_dir / "ledger.json", ledger_dict(entries, prov))
-    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov))
-    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir))
-    print(report.table(entries))
+    mc_summary = monte_carlo_summary(ctx)
+    ledger = merge_into(prior, ledger_dict(entries, prov, mc_summary))
+    if prior is not None:  # the report and the table show the whole merged ledger
+        entries, prov = ledger_entries(ledger), ledger["provenance"]
+    atomic_write_json(out_dir / "ledger.json", ledger)
+    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_summary))
+    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_summary))
+    print(report.table(entries, mc=mc_summary))
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
@@ -263,16 +347,20 @@ def cmd_exact(args: argparse.Namespace) -> int:
             raise InputError(f"--model {args.model} needs --D")
         if args.d is None:
             raise InputError(f"--model {args.model} needs --d")
+    if args.rho is not None and args.model != "corr":
+        raise InputError(f"--rho applies to --model corr only, not {args.model}")
+    rho = 0.5 if args.rho is None else args.rho
     if args.sigma is not None and args.sigma <= 0:
         raise InputError(f"--sigma must be positive, got {args.sigma}")
     sigma = args.sigma if args.sigma is not None else (1.0 if args.model in ("paper", "shared") else 1 / math.sqrt(args.D))
-    m = exact_moments(args.p, args.model, args.N, args.D, args.d, rho=args.rho, sigma=sigma, W=W, sigma_x=sigma_x)
+    m = exact_moments(args.p, args.model, args.N, args.D, args.d, rho=rho, sigma=sigma, W=W, sigma_x=sigma_x)
     out = {
         "p": m.p, "model": m.model, "n": m.N, "d_model": m.D, "d_head": m.d,
-        "rho": args.rho if args.model == "corr" else None, "sigma": sigma if args.model != "shared" else None,
+        "rho": rho if args.model == "corr" else None, "sigma": sigma if args.model != "shared" else None,
         "expected_fro2": float(m.expected_fro2), "expected_jac_fro2": float(m.expected_jac_fro2),
         "crossover_n": float(m.crossover_n), "crossover_n_jac": float(m.crossover_n_jac),
         "growth_exponent": float(m.growth_exponent), "growth_exponent_jac": float(m.growth_exponent_jac),
+        "growth_exponent_of": "d log √E‖x^p/√N‖²_F / d log N at N (the 1/√N-scaled norm; _jac: its Jacobian w.r.t. X)",
         "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
         "formula": m.formula,
     }
@@ -294,6 +382,22 @@ def finite_matrix_arg(name: str, a):
     return arr
 
 
+def _sweep_guards(args: argparse.Namespace, cfg) -> int:
+    """Refuse a blank --scheduler and absurd work (unless --force); return --workers capped by cores and memory."""
+    from empirics.workload import SWEEP_WORKER_BYTES, cap_workers, check_sweep_work
+
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786, "
+                         "or leave --scheduler out to run here")
+    if args.timeout is not None and args.scheduler is None:
+        raise InputError("--timeout applies to --scheduler only")
+    work = check_sweep_work(cfg, force=args.force)
+    workers, note = cap_workers(args.workers, work.cells, SWEEP_WORKER_BYTES)
+    if note:
+        print(f"sapa: note: {note}", file=sys.stderr)
+    return workers
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sapa sweep``: run or resume a Monte Carlo sweep; serial, local Dask workers, or a remote scheduler."""
     from empirics.sweep import builtin_config, load_config, run_sweep, with_overrides
@@ -308,14 +412,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cfg = with_overrides(cfg, seed=args.seed)
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
+    workers = _sweep_guards(args, cfg)
     progress = False if args.no_progress else True
     t0 = time.time()
-    if args.workers == 1 and not args.scheduler:
+    if workers == 1 and args.scheduler is None:
         df = run_sweep(cfg, args.out, progress=progress)
     else:
-        from empirics.distributed import executor_for
+        from empirics.distributed import executor_for, wait_for_workers
 
-        with executor_for(workers=args.workers, scheduler=args.scheduler) as ex:
+        with executor_for(workers=workers, scheduler=args.scheduler) as ex:
+            if args.scheduler is not None and args.timeout is not None:
+                wait_for_workers(ex, args.timeout)
             df = run_sweep(cfg, args.out, progress=progress, executor=ex)
     print(f"{len(df)} rows in {args.out / 'results.parquet'} ({time.time() - t0:.1f} s)")
     return 0
@@ -371,23 +478,75 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
-    return main_cli(args.budget, args.out, seed=args.seed, workers=args.workers, progress=not args.no_progress)
+    from empirics.training import config_named, run_keys
+    from empirics.workload import TRAIN_WORKER_BYTES, cap_workers
+
+    runs = len(run_keys(config_named(args.budget, args.seed)))
+    workers, note = cap_workers(args.workers, runs, TRAIN_WORKER_BYTES)
+    if note:
+        print(f"sapa: note: {note}", file=sys.stderr)
+    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
     """``sapa figures``: redraw every figure from a results directory, without recomputing."""
-    from figures.regenerate import regenerate
+    from figures.regenerate import JOBS, STORED_JOBS, run_jobs
 
     if not args.results.is_dir():
         raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
-    paths = regenerate(args.results, args.out or args.results / "figures")
+    done = run_jobs(args.results, args.out or args.results / "figures", jobs=JOBS + STORED_JOBS, report=False)
+    paths = [p for drawn, _ in done.values() for p in drawn]
     for p in paths:
         print(p)
+    skipped = {name: why for name, (_, why) in done.items() if why}
+    for name, why in skipped.items():
+        print(f"sapa: skipped figure {name!r}: {why}", file=sys.stderr)
+    if not paths:
+        raise InputError(f"no figure could be written ({len(skipped)} skipped: see above)")
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``sapa calibrate``: false-FAILS / false-HOLDS rates and power of every verdict rule on synthetic truth."""
+    from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate
+
+    rules = all_rules()
+    if args.rule:
+        known = {r.name for r in rules}
+        unknown = [n for n in args.rule if n not in known]
+        if unknown:
+            raise InputError(f"unknown rule {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        rules = tuple(r for r in rules if r.name in args.rule)
+    results = []
+    for i, rule in enumerate(rules, 1):
+        print(f"[{i}/{len(rules)}] calibrating {rule.name} ...", file=sys.stderr, flush=True)
+        results.append(calibrate(rule, trials=args.trials, seed=args.seed))
+    if args.json:
+        print(json.dumps({"rules": [c.as_dict() for c in results],
+                          "targets": {"false_fails_rate": FALSE_FAILS_TARGET, "false_holds_rate": FALSE_HOLDS_TARGET}}))
+        return 0
+    w = max(len(c.rule) for c in results)
+    print(f"{'rule':<{w}}  false FAILS  false HOLDS   power  undetermined (null)  trials  targets")
+    for c in results:
+        print(f"{c.rule:<{w}}  {c.false_fails_rate:>11.2%}  {c.false_holds_rate:>11.2%}  {c.power:>6.1%}  "
+              f"{c.undetermined_rate_null:>19.1%}  {c.trials:>6}  {'met' if c.meets_targets else 'MISSED'}")
+    print(f"targets: false FAILS ≤ {FALSE_FAILS_TARGET:.0%} (statement true, least favourable case), "
+          f"false HOLDS ≤ {FALSE_HOLDS_TARGET:.0%} (designed effect)")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``sapa audit EXPR``: growth, crossover, constant vs softmax and worst case of any activation (sapa.audit)."""
+    from sapa.audit import cmd
+
+    if args.model not in ("paper", "shared") and args.D is None:
+        args.D = 768
+    return cmd(args)
+
+
 _COMMANDS = {"verify": cmd_verify, "norms": cmd_norms, "exact": cmd_exact, "sweep": cmd_sweep,
-             "train": cmd_train, "bench": cmd_bench, "figures": cmd_figures}
+             "train": cmd_train, "bench": cmd_bench, "figures": cmd_figures, "calibrate": cmd_calibrate,
+             "audit": lambda args: cmd_audit(args)}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,10 @@ from typing import Callable
 
 from sapa.budget import Budget
 
-VERDICTS = ("HOLDS", "HOLDS_LOOSE", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED")
+from sapa.rules.base import CLAIM_VERDICTS, QUESTION_VERDICTS
+
+VERDICTS = CLAIM_VERDICTS + tuple(v for v in QUESTION_VERDICTS if v not in CLAIM_VERDICTS)
+KINDS = ("claim", "question")  # what the paper states / what only the reviews ask
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,31 @@ class Context:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One reading of a claim (or one finding of a question) with the verdict its rule gives.
+
+    The first reading of a claim is its most defensible one (the paper's notation and quantifier);
+    the entry's verdict is that reading's. ``rule`` names the :mod:`sapa.rules` rule that decided it.
+    """
+
+    name: str        # e.g. "upper bound O(√N), in expectation"
+    statement: str   # the precise statement judged
+    verdict: str     # one of CLAIM_VERDICTS
+    rule: str        # a rule name from sapa.rules (its calibration: `sapa calibrate --rule NAME`)
+    why: str = ""    # the decisive numbers, in one line
+
+    def __post_init__(self) -> None:
+        if self.verdict not in CLAIM_VERDICTS:
+            raise ValueError(f"unknown reading verdict {self.verdict!r}")
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """The result of one check: verdict, evidence and (when not HOLDS) the corrected claim."""
+    """The result of one check: verdict, readings, evidence and (when not HOLDS) the corrected claim.
+
+    Claims: ``verdict`` is the first reading's. Questions: ``ANSWERED`` when every reading the
+    ``answer`` relies on is decided (not UNDETERMINED), else ``UNDETERMINED``.
+    """
 
     verdict: str
     evidence: dict
@@ -52,6 +78,10 @@ class Outcome:
     headline: str = ""                     # the key numbers in one line, for the table
     corrected_claim: str | None = None
     figures: tuple[str, ...] = ()
+    readings: tuple[Reading, ...] = ()
+    rule: str = ""                         # the rule of the verdict-giving reading (claims)
+    answer: str | None = None              # questions: the answer in a few sentences
+    findings: tuple[str, ...] = ()         # stated findings that are not verdicts (constants, sizes)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -67,6 +97,11 @@ class Claim:
     contract: Contract | None = None
     check: Callable[[Context], Outcome] | None = None
     owner: str = ""                        # the issue that builds the check, while none exists
+    kind: str = "claim"                    # "claim": the paper states it; "question": only the reviews ask
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kind {self.kind!r}")
 
 
 @dataclass
@@ -83,6 +118,11 @@ class Entry:
     contract: dict | None = None
     corrected_claim: str | None = None
     seconds: float = 0.0
+    kind: str = "claim"
+    readings: list[dict] = field(default_factory=list)
+    rule: dict | None = None
+    answer: str | None = None
+    findings: list[str] = field(default_factory=list)
 
 
 def run_claim(claim: Claim, ctx: Context) -> Entry:
@@ -107,20 +147,44 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         contract=asdict(claim.contract) if claim.contract else None,
         corrected_claim=outcome.corrected_claim,
         seconds=round(time.perf_counter() - t0, 3),
+        kind=claim.kind,
+        readings=[_reading_dict(r) for r in outcome.readings],
+        rule=_rule_dict(outcome.rule),
+        answer=outcome.answer,
+        findings=list(outcome.findings),
     )
 
 
+def _reading_dict(r: Reading) -> dict:
+    from sapa.rules import rule_named
+
+    return {**asdict(r), "calibration": calibration_note(rule_named(r.rule))}
+
+
+def _rule_dict(name: str) -> dict | None:
+    from sapa.rules import rule_named
+
+    if not name:
+        return None
+    rule = rule_named(name)
+    return {"name": rule.name, "summary": rule.summary, "thresholds": dict(rule.thresholds),
+            "calibration": calibration_note(rule)}
+
+
+def calibration_note(rule) -> dict:
+    """The rule's calibration as cited in the ledger: measured rates from ``sapa calibrate`` (cached per run)."""
+    from sapa.rules import cached_calibration
+
+    c = cached_calibration(rule.name)
+    return {"false_fails_rate": c.false_fails_rate, "false_holds_rate": c.false_holds_rate, "power": c.power,
+            "trials": c.trials, "meets_targets": c.meets_targets, "command": f"sapa calibrate --rule {rule.name}"}
+
+
 def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
-    """Keep a figure's computed data (OUT/data/NAME.pkl, atomic) so ``sapa figures`` redraws it without recomputing."""
-    import pickle
+    """Keep a figure's computed data (OUT/data/NAME.json, atomic, no pickle) so ``sapa figures`` redraws it."""
+    from empirics import figdata
 
-    from empirics.atomic import atomic_write
-
-    def _write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            pickle.dump({"res": res, "stem": stem}, fh)
-
-    atomic_write(ctx.out_dir / "data" / f"{name}.pkl", _write)
+    figdata.write(ctx.out_dir / "data" / f"{name}.json", res, stem)
 
 
 def provenance(budget: Budget, started: float) -> dict:
@@ -163,6 +227,9 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def ledger_dict(entries: list[Entry], prov: dict) -> dict:
-    """The ``ledger.json`` object: ``{"claims": [...], "provenance": {...}}``."""
-    return {"claims": [asdict(e) for e in entries], "provenance": prov}
+def ledger_dict(entries: list[Entry], prov: dict, monte_carlo: dict | None = None) -> dict:
+    """The ``ledger.json`` object: ``{"claims": [...], "monte_carlo": {...}, "provenance": {...}}``.
+
+    ``claims`` holds every entry, claims (``kind: "claim"``) and reviewers' questions (``kind: "question"``).
+    """
+    return {"claims": [asdict(e) for e in entries], "monte_carlo": monte_carlo or {}, "provenance": prov}

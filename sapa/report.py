@@ -12,25 +12,59 @@ _LEGEND = {
     "HOLDS_LOOSE": "true, but the constant or rate is not sharp",
     "HOLDS_IN_REGIME": "true only under the conditions the evidence names",
     "FAILS": "refuted by the evidence",
-    "UNDETERMINED": "not settled (see evidence: not yet examined, or inconclusive)",
+    "UNDETERMINED": "not settled (see evidence: not yet examined, inconclusive, or the kinds of evidence disagree)",
+    "ANSWERED": "a reviewers' question, answered by decided readings",
 }
+_GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
 
 
-def table(entries: list[Entry], width: int = 110) -> str:
-    """Fixed-width text table: id, verdict, key numbers (wrapped)."""
+def groups(entries: list[Entry]) -> list[tuple[str, list[Entry]]]:
+    """[(title, entries of that kind)] for claims, then questions (empty groups left out)."""
+    return [(title, [e for e in entries if e.kind == kind]) for kind, title in _GROUPS
+            if any(e.kind == kind for e in entries)]
+
+
+def table(entries: list[Entry], width: int = 110, mc: dict | None = None) -> str:
+    """Fixed-width text table, claims and questions apart: id, verdict, key numbers (wrapped)."""
     id_w = max(len(e.id) for e in entries)
     v_w = max(len(e.verdict) for e in entries)
     rest = max(width - id_w - v_w - 6, 30)
-    lines = [f"{'claim':<{id_w}}  {'verdict':<{v_w}}  key numbers", "-" * min(width, id_w + v_w + 4 + rest)]
-    for e in entries:
-        wrapped = textwrap.wrap(e.headline or "-", rest) or ["-"]
-        lines.append(f"{e.id:<{id_w}}  {e.verdict:<{v_w}}  {wrapped[0]}")
-        lines += [f"{'':<{id_w}}  {'':<{v_w}}  {w}" for w in wrapped[1:]]
-    return "\n".join(lines)
+    lines = []
+    for title, group in groups(entries):
+        lines += ["" if lines else None, title.upper(), f"{'id':<{id_w}}  {'verdict':<{v_w}}  key numbers",
+                  "-" * min(width, id_w + v_w + 4 + rest)]
+        for e in group:
+            wrapped = textwrap.wrap(e.headline or "-", rest) or ["-"]
+            lines.append(f"{e.id:<{id_w}}  {e.verdict:<{v_w}}  {wrapped[0]}")
+            lines += [f"{'':<{id_w}}  {'':<{v_w}}  {w}" for w in wrapped[1:]]
+    if mc:
+        lines += ["", mc_line(mc)]
+    return "\n".join(x for x in lines if x is not None)
 
 
-def markdown(entries: list[Entry], prov: dict) -> str:
-    """The ``report.md`` text: ledger table, then one section per claim with its contract and evidence."""
+def mc_line(mc: dict) -> str:
+    """One line: first-pass coverage of the ledger's Monte Carlo intervals against exact values."""
+    cov = mc.get("first_pass_coverage")
+    if cov is None:
+        return "Monte Carlo: no interval was compared with an exact value in this run"
+    return (f"Monte Carlo first-pass coverage: {cov:.1%} of {mc.get('series', 0)} nominal-{mc.get('nominal', 0.99):.0%} "
+            f"intervals contain the exact value (no reruns)")
+
+
+def _readings_md(e: Entry) -> list[str]:
+    if not e.readings:
+        return []
+    out = ["| reading | verdict | why | rule (false FAILS / false HOLDS / power) |", "|---|---|---|---|"]
+    for r in e.readings:
+        c = r.get("calibration") or {}
+        cal = (f"`{r['rule']}` ({c.get('false_fails_rate', float('nan')):.1%} / {c.get('false_holds_rate', float('nan')):.1%}"
+               f" / {c.get('power', float('nan')):.0%})")
+        out.append(f"| {_md_cell(r['name'])} | **{r['verdict']}** | {_md_cell(r.get('why', ''))} | {cal} |")
+    return out + [""]
+
+
+def markdown(entries: list[Entry], prov: dict, mc: dict | None = None) -> str:
+    """The ``report.md`` text: claims and questions apart, then one section per entry with its readings."""
     out = [
         "# sapa report — arXiv 2410.18613, *Rethinking Softmax: Self-Attention with Polynomial Activations*",
         "",
@@ -38,15 +72,23 @@ def markdown(entries: list[Entry], prov: dict) -> str:
         f"sapa {prov['sapa_version']} (commit `{prov.get('git_commit') or 'n/a'}`), "
         f"{prov['wall_seconds']:.1f} s, started {prov['started_utc']}.",
         "",
-        "| claim | verdict | key numbers |",
-        "|---|---|---|",
     ]
-    for e in entries:
-        out.append(f"| [`{e.id}`](#{_anchor(e.id)}) | **{e.verdict}** | {_md_cell(e.headline)} |")
-    out += ["", "Verdicts: " + "; ".join(f"**{k}** — {v}" for k, v in _LEGEND.items()) + ".", ""]
+    for title, group in groups(entries):
+        out += [f"### {title}", "", "| id | verdict | key numbers |", "|---|---|---|"]
+        out += [f"| [`{e.id}`](#{_anchor(e.id)}) | **{e.verdict}** | {_md_cell(e.headline)} |" for e in group]
+        out.append("")
+    if mc:
+        out += [mc_line(mc) + ".", ""]
+    out += ["Verdicts: " + "; ".join(f"**{k}** — {v}" for k, v in _LEGEND.items()) + ". Each reading names the rule "
+            "that decided it and that rule's error rates on synthetic truth (`sapa calibrate`).", ""]
     out += review_section(entries)
     for e in entries:
-        out += [f"## {e.id}", "", f"**Paper's claim.** {e.statement}", "", f"**Verdict: {e.verdict}.** {e.headline}", ""]
+        label = "Paper's claim" if e.kind == "claim" else "Reviewers' question"
+        out += [f"## {e.id}", "", f"**{label}.** {e.statement}", "", f"**Verdict: {e.verdict}.** {e.headline}", ""]
+        if e.answer:
+            out += [f"**Answer.** {e.answer}", ""]
+        out += _readings_md(e)
+        out += [f"- {_md_cell(f)}" for f in e.findings] + ([""] if e.findings else [])
         if e.tested_statement:
             out += [f"**Tested statement.** {e.tested_statement}", ""]
         if e.contract:
@@ -90,7 +132,7 @@ def review_section(entries: list[Entry]) -> list[str]:
         out.append(f"**{question}**")
         out.append("")
         for e in found:
-            answer = e.corrected_claim if e.corrected_claim else e.headline
+            answer = e.answer or e.corrected_claim or e.headline
             out.append(f"- [`{e.id}`](#{_anchor(e.id)}) **{e.verdict}** — {_md_cell(answer)}")
         out.append("")
     return out
@@ -104,7 +146,7 @@ def _md_cell(s: str) -> str:
     return (s or "-").replace("|", "\\|").replace("\n", " ")
 
 
-def html(entries: list[Entry], prov: dict, base_dir) -> str:
+def html(entries: list[Entry], prov: dict, base_dir, mc: dict | None = None) -> str:
     """A self-contained HTML report (figures embedded as base64 PNG) with the same content as report.md."""
     import base64
     import html as h
@@ -114,11 +156,13 @@ def html(entries: list[Entry], prov: dict, base_dir) -> str:
         return h.escape(str(x if x is not None else "-"))
 
     colours = {"HOLDS": "#1b7837", "HOLDS_LOOSE": "#5aae61", "HOLDS_IN_REGIME": "#b8860b", "FAILS": "#b2182b",
-               "UNDETERMINED": "#666666"}
-    rows = "".join(
-        f"<tr><td><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a></td>"
-        f"<td style='color:{colours[e.verdict]};font-weight:bold'>{esc(e.verdict)}</td><td>{esc(e.headline)}</td></tr>"
-        for e in entries)
+               "UNDETERMINED": "#666666", "ANSWERED": "#2166ac"}
+    rows = ""
+    for title, group in groups(entries):
+        rows += f"<tr><th colspan='3'>{esc(title)}</th></tr>" + "".join(
+            f"<tr><td><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a></td>"
+            f"<td style='color:{colours[e.verdict]};font-weight:bold'>{esc(e.verdict)}</td><td>{esc(e.headline)}</td></tr>"
+            for e in group)
     by_id = {e.id: e for e in entries}
     review = ""
     for question, ids in REVIEW_POINTS:
@@ -126,7 +170,7 @@ def html(entries: list[Entry], prov: dict, base_dir) -> str:
         if found:
             items = "".join(f"<li><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a> "
                             f"<b style='color:{colours[e.verdict]}'>{esc(e.verdict)}</b> — "
-                            f"{esc(e.corrected_claim or e.headline)}</li>" for e in found)
+                            f"{esc(e.answer or e.corrected_claim or e.headline)}</li>" for e in found)
             review += f"<p><b>{esc(question)}</b></p><ul>{items}</ul>"
     sections = ""
     for e in entries:
@@ -137,9 +181,19 @@ def html(entries: list[Entry], prov: dict, base_dir) -> str:
                 data = base64.b64encode(path.read_bytes()).decode()
                 figs += f"<figure><img src='data:image/png;base64,{data}' style='max-width:100%'><figcaption>{esc(fig)}</figcaption></figure>"
         contract = "".join(f"<tr><th>{esc(k.replace('_', ' '))}</th><td>{esc(v)}</td></tr>" for k, v in (e.contract or {}).items())
+        readings = "".join(
+            f"<tr><td>{esc(r['name'])}</td><td style='color:{colours[r['verdict']]};font-weight:bold'>{esc(r['verdict'])}"
+            f"</td><td>{esc(r.get('why'))}</td><td><code>{esc(r['rule'])}</code> "
+            f"{(r.get('calibration') or {}).get('false_fails_rate', float('nan')):.1%} / "
+            f"{(r.get('calibration') or {}).get('false_holds_rate', float('nan')):.1%}</td></tr>" for r in e.readings)
+        label = "Paper's claim" if e.kind == "claim" else "Reviewers' question"
         sections += (
-            f"<h2 id='{_anchor(e.id)}'>{esc(e.id)}</h2><p><b>Paper's claim.</b> {esc(e.statement)}</p>"
+            f"<h2 id='{_anchor(e.id)}'>{esc(e.id)}</h2><p><b>{label}.</b> {esc(e.statement)}</p>"
             f"<p><b style='color:{colours[e.verdict]}'>Verdict: {esc(e.verdict)}.</b> {esc(e.headline)}</p>"
+            + (f"<p><b>Answer.</b> {esc(e.answer)}</p>" if e.answer else "")
+            + (f"<table><tr><th>reading</th><th>verdict</th><th>why</th><th>rule: false FAILS / false HOLDS</th></tr>"
+               f"{readings}</table>" if readings else "")
+            + ("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in e.findings) + "</ul>" if e.findings else "")
             + (f"<p><b>Tested statement.</b> {esc(e.tested_statement)}</p>" if e.tested_statement else "")
             + (f"<table class='c'>{contract}</table>" if contract else "")
             + (f"<p><b>Corrected claim.</b> {esc(e.corrected_claim)}</p>" if e.corrected_claim else "")
@@ -155,8 +209,9 @@ def html(entries: list[Entry], prov: dict, base_dir) -> str:
         "<h1>sapa report — arXiv 2410.18613, <i>Rethinking Softmax: Self-Attention with Polynomial Activations</i></h1>"
         f"<p>Budget <code>{esc(prov['budget']['name'])}</code>, seed {esc(prov['seed'])}, {esc(prov['dtype'])} on "
         f"{esc(prov['device'])}, sapa {esc(prov['sapa_version'])}, {prov['wall_seconds']:.1f} s.</p>"
-        f"<table><tr><th>claim</th><th>verdict</th><th>key numbers</th></tr>{rows}</table>"
-        f"<p>" + "; ".join(f"<b>{k}</b> — {esc(v)}" for k, v in _LEGEND.items()) + "</p>"
+        f"<table><tr><th>id</th><th>verdict</th><th>key numbers</th></tr>{rows}</table>"
+        + (f"<p>{esc(mc_line(mc))}.</p>" if mc else "") +
+        "<p>" + "; ".join(f"<b>{k}</b> — {esc(v)}" for k, v in _LEGEND.items()) + "</p>"
         f"<h2>What the reviews asked, what sapa found</h2>{review}{sections}"
         f"<h2>Provenance</h2><pre>{esc(json.dumps(prov, indent=1, default=str))}</pre></body></html>"
     )

@@ -6,6 +6,8 @@ import socket
 
 import pytest
 
+import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
+
 
 @pytest.fixture
 def no_network(monkeypatch):

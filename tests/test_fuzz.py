@@ -102,6 +102,18 @@ def pool(tmp_path_factory):
     paths["text"] = str(d / "text.npy")
     (d / "trunc.npy").write_bytes((d / "x53.npy").read_bytes()[:90])
     paths["trunc"] = str(d / "trunc.npy")
+    (d / "zero.npy").write_bytes(b"")  # 0 bytes: EOFError inside numpy (issue 15)
+    paths["zero"] = str(d / "zero.npy")
+    from numpy.lib import format as npf
+
+    with open(d / "hugehdr.npy", "wb") as f:  # claims ~93 GiB in a 200-byte file: MemoryError inside numpy
+        npf.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (111111, 111111)})
+        f.write(b"\0" * 64)
+    paths["hugehdr"] = str(d / "hugehdr.npy")
+    for k, a in {"dt64": np.zeros((3, 3), "datetime64[s]"), "td64": np.ones((3, 3), "timedelta64[s]"),
+                 "numstr": np.array([["1", "2", "3"]] * 3), "rec1": np.zeros((3, 3), [("a", "f8")])}.items():
+        np.save(d / f"{k}.npy", a)  # non-numeric dtypes that numpy would convert silently
+        paths[k] = str(d / f"{k}.npy")
     np.savez(d / "arch.npz", a=np.ones((3, 3)))
     paths["npz"] = str(d / "arch.npz")
     paths["dir"] = str(d)
@@ -150,7 +162,8 @@ def norms_argv(draw, paths):
 def exact_argv(draw, paths):
     model = draw(rarely(st.sampled_from(["paper", "shared", "iid", "tied", "corr"]), st.just("x")))
     files = st.sampled_from([paths[k] for k in ("w33", "w22", "eye3", "spd3", "neg3", "wbig", "xnan", "rect",
-                                                "vec", "empty", "complex", "text", "missing", "dir")])
+                                                "vec", "empty", "complex", "text", "missing", "dir", "zero", "hugehdr",
+                                                "dt64", "numstr")])
     good_w = st.sampled_from([paths["w33"], paths["eye3"], paths["spd3"]])
     def size(hi, huge=(str(10**400), str(2**53 + 1))):
         return rarely(st.integers(1, hi).map(str), st.one_of(BAD_INTS, st.sampled_from(huge)))
@@ -631,3 +644,15 @@ def test_fuzz_found_regressions(pool, cli_dir):
 def test_exact_huge_D_with_default_sigma_is_one_line(cli_dir):
     code, out, err, _ = run_cli(["exact", "--p", "1", "--model", "iid", "--N", "4", "--D", str(10**400), "--d", "2"])
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("bad", ["zero", "hugehdr", "dt64", "td64", "numstr", "rec1", "bool"])
+def test_hostile_npy_files_are_one_line(pool, cli_dir, bad):
+    """Empty, huge-header and non-numeric .npy files: one line naming the file, exit 2 (issue 15, items 4, 10)."""
+    paths = pool["paths"]
+    for argv in (["norms", "--x", paths[bad], "--w", paths["eye3"], "--activation", "poly"],
+                 ["norms", "--x", paths["x53"], "--w", paths[bad], "--activation", "softmax"],
+                 ["exact", "--p", "1", "--model", "shared", "--N", "4", "--w", paths[bad]]):
+        code, out, err, caught = run_cli(argv)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and not caught, (argv, err)
+        assert paths[bad] in err, err

@@ -11,19 +11,26 @@ so the RMS of the 1/√N-scaled norm has local exponent e(N) = ½·N/(N−1+r), 
 it reaches ½ (within ``TOL``) only for N ≥ N_reg = ⌈1 − r + |1 − r|/(2·TOL)⌉. The unscaled
 exponent is e(N) + ½. Monte Carlo (``sapa.claims.mc``) measures the same exponents.
 
-Verdict rule (same for all four claims): FAILS if some model's asymptotic exponent differs
-from the prediction; HOLDS if the local exponent is within TOL of the prediction at every N ≥ 2
-under every model; HOLDS_IN_REGIME if that is true only for N ≥ N_reg under some model (the
-evidence lists N_reg); UNDETERMINED if the Monte Carlo and the exact prediction disagree or
-the negative control (the opposite scaling) is not detected.
+Verdict (same for all four claims; rules in ``sapa.rules.growth``): the paper writes O(·), an
+upper bound, and its quantifier is an expectation, so the headline reading is "the local exponent
+never exceeds the prediction (+TOL)" under every weight model (``growth-upper-exact``). Beside it:
+the tight rate at every N (``growth-tight``: HOLDS_IN_REGIME with shared X, N ≥ N_reg), the
+paper's own model, the Jacobian w.r.t. S (like-for-like with Eq. 4.2) and the two worst cases.
+The constant against softmax's √N at ViT sizes is a stated finding, not a verdict. The entry is
+UNDETERMINED if the Monte Carlo disagrees with the exact exponents (``mc-agreement`` on first-pass
+intervals), the negative control (the opposite scaling) is not detected, or the worst-case theory
+and numerics disagree.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from empirics.samplers import rng_for
 from sapa.claims import mc
-from sapa.ledger import Claim, Context, Contract, Outcome
+from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
 TOL = 0.05  # "grows like N^e": the local exponent within 0.05 of e
 MODELS = (("paper", 0.0), ("iid", 0.0), ("tied", 1.0), ("corr", 0.5))
@@ -53,9 +60,84 @@ def exact_profile(p: int, model: str, rho: float, D: int, d: int) -> dict:
     }
 
 
+def _mc_gate(series: list[dict]) -> tuple[str, int, int]:
+    """mc-agreement over independent draws: x^p/√N and c·x^p of one (model, ρ, D, d, quantity) share their draws.
+
+    Returns (verdict, independent comparisons, missed). A shared draw counts once (covered if every series on it is).
+    """
+    from sapa.rules.agreement import AgreementEvidence
+    from sapa.rules.agreement import decide as decide_agreement
+
+    draws: dict[tuple, bool] = {}
+    for s in series:
+        if s["agree"] is None:
+            continue
+        key = (s["weight_model"], s["rho"], s["D"], s["d"], s["quantity"])
+        draws[key] = draws.get(key, True) and bool(s["agree"])
+    if not draws:
+        return "UNDETERMINED", 0, 0
+    missed = sum(not v for v in draws.values())
+    return decide_agreement(AgreementEvidence(n=len(draws), missed=missed, nominal=mc.LEVEL)), len(draws), missed
+
+
+def sup_local_exponent(r: float, shift: float) -> float:
+    """sup over N ≥ 2 of the exact local exponent ½N/(N−1+r) + shift: ½ + shift if r ≥ 1, else its value at N = 2."""
+    return 0.5 + shift if r >= 1 else 1.0 / (1.0 + r) + shift
+
+
+def _upper(pred: float, value: float) -> str:
+    from sapa.rules.growth import UpperEvidence, decide_upper
+
+    return decide_upper(UpperEvidence(predicted=pred, lo=value, hi=value, exact=True))
+
+
+def _tight(pred: float, r: float, shift: float) -> tuple[str, float]:
+    """growth-tight verdict for e(N) = ½N/(N−1+r) + shift on N = 2…2²⁰, and the regime start."""
+    from sapa.rules.growth import TightEvidence, decide_tight
+
+    N = np.geomspace(2, 2**20, 200)
+    local = 0.5 * N / (N - 1 + r) + shift
+    ev = TightEvidence(predicted=pred, N=tuple(N), local=tuple(local), asymptotic=0.5 + shift)
+    return decide_tight(ev), float(regime_start(r))
+
+
+def jac_s_moments(p: int, model: str, rho: float, D: int, d: int, N: int, sigma: float) -> float:
+    """E‖∂(S^{∘p})/∂S‖²_F = p²·Σ E S_ij^{2p−2} = p²[N(N−1)·m_off(p−1) + N·m_diag(p−1)] (= N² for p = 1)."""
+    from theory.moments import exact_moments
+
+    if p == 1:
+        return float(N * N)
+    e = exact_moments(p - 1, model, N, D, d, rho=rho, sigma=sigma)
+    return p * p * e.expected_fro2
+
+
+def constants(p: int, scaled: bool) -> dict:
+    """E-RMS ‖c·S^{∘p}‖_F at ViT sizes (N = 196) per weight model, and its ratio to softmax's bound √N.
+
+    Weights W_Q, W_K entries N(0, 1/D) (shared X, rows N(0, I_D)); the paper's model with A, B entries
+    N(0, 1), the same per-entry scale as A = XW_Q.
+    """
+    from theory.moments import exact_moments
+
+    out = {}
+    for name, (D, d, N) in VIT.items():
+        c2 = 1 / N if scaled else 1.0
+        row = {}
+        for m, rho in MODELS:
+            sig = 1.0 if m == "paper" else 1 / math.sqrt(D)
+            e = exact_moments(p, m, N, D, d, rho=rho, sigma=sig)
+            rms = math.sqrt(c2 * e.expected_fro2)
+            row[m] = {"rms_fro": float(f"{rms:.4g}"), "ratio_to_softmax_bound_sqrtN": float(f"{rms / math.sqrt(N):.4g}"),
+                      "rms_jac_s": float(f"{math.sqrt(c2 * jac_s_moments(p, m, rho, D, d, N, sig)):.4g}")}
+        out[name] = {"D": D, "d": d, "N": N, "softmax_bound_sqrtN": math.sqrt(N), "models": row}
+    return out
+
+
 def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
-    """Shared logic of the four growth claims: exact profiles, Monte Carlo, negative control, verdict."""
+    """Shared logic of the four growth claims: exact profiles, readings, Monte Carlo gate, constants."""
     from theory.moments import matrix_power_growth
+
+    from sapa.claims import worst as worst_side
 
     shift = 0.0 if scaled else 0.5
     pred = 0.5 + shift
@@ -64,6 +146,28 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
     asym_ok = all(pr["asymptotic_scaled_exponent"] == 0.5 == pr["asymptotic_scaled_exponent_jac"] for pr in profiles)
     everywhere = all(pr["regime_start_n"] <= 2 and pr["regime_start_n_jac"] <= 2 for pr in profiles)
     paper_everywhere = all(pr["regime_start_n"] <= 2 for pr in profiles if pr["model"] == "paper")
+
+    # Exact readings: sup over N of the local exponent, every model and setting (norm and Jacobian w.r.t. X).
+    r_all = [pr["crossover_n"] - 1 for pr in profiles] + [pr["crossover_n_jac"] - 1 for pr in profiles]
+    sup_e = max(sup_local_exponent(r, shift) for r in r_all)
+    v_upper = _upper(pred, sup_e)
+    tight = [_tight(pred, pr["crossover_n"] - 1, shift) for pr in profiles]
+    order = {"HOLDS": 0, "HOLDS_IN_REGIME": 1, "UNDETERMINED": 2, "FAILS": 3}
+    v_tight = max((t[0] for t in tight), key=order.get)
+    paper_pr = [pr for pr in profiles if pr["model"] == "paper"]
+    v_tight_paper = max((_tight(pred, pr["crossover_n"] - 1, shift)[0] for pr in paper_pr), key=order.get)
+    # Jacobian w.r.t. S, like-for-like with Eq. 4.2: E‖∂(c S^{∘p})/∂S‖²_F = c²p²[N(N−1) m_off(p−1) + N m_diag(p−1)].
+    jac_s_r = []
+    for m, rho in MODELS:
+        for D, d in SETTINGS:
+            sig = 1 / math.sqrt(D)
+            if p == 1:
+                jac_s_r.append(1.0)  # ‖∂S/∂S‖²_F = N² for every input: r = 1, exponent exactly ½ + shift
+            else:
+                from theory.moments import exact_moments
+                e = exact_moments(p - 1, m, 196, D, d, rho=rho, sigma=sig)
+                jac_s_r.append(e.crossover_n - 1)
+    v_jac_s = _upper(pred, max(sup_local_exponent(r, shift) for r in jac_s_r))
 
     # Monte Carlo: the claimed activation, and the opposite scaling as negative control.
     if scaled:
@@ -75,9 +179,9 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
         control = mc.series(ctx, p=p, scale_policy="inv_sqrt_n")
         control_pred = 0.5
     disagree = [s for s in claimed + control if s["agree"] is False]
-    n_series = len(claimed) + len(control)
-    # 99% intervals: about 1% of honest series miss by chance; allow that many (at least one).
-    mc_agrees = n_series > 0 and len(disagree) <= max(1, round(0.01 * n_series) + 1)
+    judged = [s for s in claimed + control if s["agree"] is not None]
+    gate, n_indep, miss_indep = _mc_gate(claimed + control)
+    mc_agrees = bool(judged) and gate == "HOLDS"
     # Negative control: where exact theory says the model is in its asymptotic regime (paper, iid),
     # the MC interval of the opposite scaling must exclude the claimed exponent.
     ctrl = [s for s in control if s["weight_model"] in ("paper", "iid")]
@@ -85,70 +189,113 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
 
     mp = {}
     if p > 1:
-        import numpy as np
-
-        W = np.random.default_rng([ctx.budget.seed, p]).standard_normal((16, 16)) / 4.0
+        W = rng_for(ctx.budget.seed, "matrix-power-reading", p).standard_normal((16, 16)) / 4.0
         g = matrix_power_growth(p, W)
         mp = {"reading": "x^p as matrix power (XWXᵀ)^p", "asymptotic_exponent_scaled": g.asymptotic_exponent,
               "asymptotic_exponent_unscaled": g.asymptotic_exponent + 0.5, "formula": g.formula}
 
-    from sapa.claims import worst as worst_side
-
     wc, wc_figures = worst_side.evidence(ctx, p, scaled)
-    if not mc_agrees or not control_detected or not wc["theory_and_numerics_agree"]:
-        verdict = "UNDETERMINED"
-    elif not asym_ok:
-        verdict = "FAILS"
-    elif everywhere:
-        verdict = "HOLDS"
-    else:
-        verdict = "HOLDS_IN_REGIME"
-
-    worst = max(profiles, key=lambda pr: pr["regime_start_n"])
-    vb = vit["ViT-Base"]
     word = "x/√N" if p == 1 else f"x^{p}/√N"
     if not scaled:
         word = "x" if p == 1 else f"x^{p}"
+    rate = "√N" if scaled else "N"
+    e_tok, e_fro = wc["exact_exponents"]["token"], wc["exact_exponents"]["fro"]
+    worst_pr = max(profiles, key=lambda pr: pr["regime_start_n"])
+    readings = (
+        Reading(name=f"upper bound O({rate}), in expectation (the paper's O(·))", rule="growth-upper-exact",
+                verdict=v_upper,
+                statement=f"for every N ≥ 2 and every weight model (paper's independent A, B; shared X with iid, tied, "
+                          f"ρ = 0.5 weights), the local growth exponent of E-RMS ‖{word}‖_F and of its Jacobian w.r.t. X "
+                          f"does not exceed {pred:g} (+{TOL})",
+                why=f"sup over N and models of the exact local exponent = {sup_e:.4f}"),
+        Reading(name=f"tight rate Θ({rate}) at every N, shared X", rule="growth-tight", verdict=v_tight,
+                statement=f"the local exponent of E-RMS ‖{word}‖_F is within ±{TOL} of {pred:g} at every N ≥ 2, every model",
+                why=f"only for N ≥ N_reg; largest N_reg = {worst_pr['regime_start_n']} ({worst_pr['model']}, "
+                    f"D={worst_pr['D']}, d={worst_pr['d']}); below N* the diagonal dominates and the growth is slower"),
+        Reading(name=f"tight rate Θ({rate}) at every N, paper's independent A, B", rule="growth-tight",
+                verdict=v_tight_paper,
+                statement=f"under the paper's model the local exponent is {pred:g} ± {TOL} at every N",
+                why="m_diag = m_off exactly, so e(N) = ½ + shift at every N"),
+        Reading(name="Jacobian w.r.t. S (like-for-like with Eq. 4.2), upper bound", rule="growth-upper-exact",
+                verdict=v_jac_s,
+                statement=f"E-RMS ‖∂({word})/∂S‖_F grows no faster than N^{pred:g}",
+                why=("‖∂(x/√N)/∂S‖_F = √N exactly for every input" if (p == 1 and scaled) else
+                     "‖∂x/∂S‖_F = N exactly for every input" if p == 1 else
+                     f"E‖·‖² = c²p²[N(N−1)m_off(p−1) + N·m_diag(p−1)]: sup local exponent "
+                     f"{max(sup_local_exponent(r, shift) for r in jac_s_r):.4f}")),
+        Reading(name="worst case, every token ‖x_i‖ = r (LayerNorm)", rule="growth-upper-exact",
+                verdict=_upper(pred, max(e_tok["fro"], e_tok["jac_fro"])),
+                statement=f"max over inputs with ‖x_i‖ = r of ‖{word}‖_F and ‖J_X‖_F grows no faster than N^{pred:g}",
+                why=f"exact worst-case exponents N^{e_tok['fro']:g} / N^{e_tok['jac_fro']:g} (checked by ascent)"),
+        Reading(name="worst case, only ‖X‖_F = r√N", rule="growth-upper-exact",
+                verdict=_upper(pred, max(e_fro["fro"], e_fro["jac_fro"])),
+                statement=f"max over inputs with ‖X‖_F = r√N of ‖{word}‖_F and ‖J_X‖_F grows no faster than N^{pred:g}",
+                why=f"exact worst-case exponents N^{e_fro['fro']:g} / N^{e_fro['jac_fro']:g} (energy on one or two tokens)"),
+    )
+    if not mc_agrees or not control_detected or not wc["theory_and_numerics_agree"]:
+        verdict = "UNDETERMINED"  # the three kinds of evidence must agree before any reading is reported as settled
+    else:
+        verdict = readings[0].verdict
+
+    consts = constants(p, scaled)
+    vb = vit["ViT-Base"]
+    cb = consts["ViT-Base"]["models"]
+    const_str = ", ".join(f"{m} {cb[m]['rms_fro']:.3g}" for m, _ in MODELS)
+    ratio_str = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN']:.3g}" for m, _ in MODELS)
+    findings = (
+        f"Constant, not rate: at ViT-Base (D=768, d=64, N=196) E-RMS ‖{word}‖_F = {const_str} against softmax's "
+        f"bound √196 = 14 (ratio {ratio_str}).",
+        "N* = 1 + m_diag/m_off at ViT-Base: " + ", ".join(f"{m} {vb[m]['crossover_n']:.4g}" for m, _ in MODELS)
+        + "; below N* the scaled norm grows slower than the rate, above it at the rate.",
+    )
     vit_str = ", ".join(f"{m} {vb[m]['scaled_exponent_at_196'] + shift:.3f}" for m, _ in MODELS)
-    headline = (f"exponent of E-RMS ‖{word}‖: paper model exactly {pred:g}; shared X reaches {pred:g}±{TOL} only "
-                f"for N ≥ N_reg (up to {worst['regime_start_n']} for {worst['model']}, D={worst['D']}, d={worst['d']}); "
-                f"at ViT-Base N=196: {vit_str}; MC agrees on {n_series - len(disagree)}/{n_series} series; "
-                + worst_side.headline(wc))
+    headline = (f"O({rate}) as an upper bound holds for every weight model (sup exponent {sup_e:.3f}); the tight rate "
+                f"only for N ≥ N_reg (up to {worst_pr['regime_start_n']}, {worst_pr['model']}); exponent at ViT-Base "
+                f"N=196: {vit_str}; constant vs softmax's √N at ViT-Base: {cb['tied']['ratio_to_softmax_bound_sqrtN']:.3g}× "
+                f"(tied), {cb['iid']['ratio_to_softmax_bound_sqrtN']:.3g}× (iid); MC agrees on "
+                f"{len(judged) - len(disagree)}/{len(judged)} first-pass series; " + worst_side.headline(wc))
     corrected = (
         f"E‖{word}‖²_F = c(N)²[N(N−1)·m_off + N·m_diag] exactly (m_off = E S_12^{2 * p}, m_diag = E S_11^{2 * p}); "
-        f"the growth exponent is {pred:g} at every N only when m_diag = m_off (the paper's independent A, B). "
-        f"With shared X it is {pred:g} ± {TOL} only for N ≥ N_reg = ⌈1 − r + |1 − r|/{2 * TOL:g}⌉, r = N* − 1 = m_diag/m_off; "
-        f"below N* the diagonal dominates and the scaled norm is nearly flat. N* at ViT-Base (D=768, d=64): "
+        f"read as an upper bound O({rate}) it holds for every model and N. The growth exponent equals {pred:g} at every N "
+        f"only when m_diag = m_off (the paper's independent A, B); with shared X it is {pred:g} ± {TOL} only for N ≥ N_reg "
+        f"= ⌈1 − r + |1 − r|/{2 * TOL:g}⌉, r = N* − 1 = m_diag/m_off, and slower below. N* at ViT-Base (D=768, d=64): "
         + ", ".join(f"{m} {vb[m]['crossover_n']:.4g}" for m, _ in MODELS) + ". "
         + _worst_sentence(wc, word)
     )
     return Outcome(
         verdict=verdict,
+        readings=readings,
+        rule="growth-upper-exact",
+        findings=findings,
         headline=headline,
         tested_statement=(
-            f"The expected squared Frobenius norm of φ(S) = {word} (element-wise; and of its Jacobian w.r.t. X, or "
-            f"w.r.t. (A, B) in the paper's model) grows so that its root has local exponent d log/d log N within {TOL} "
-            f"of {pred:g}, for every N ≥ 2, under the paper's independent A, B and under shared-X models "
-            f"(i.i.d., tied, ρ = 0.5-correlated W_Q, W_K; σ_w² = 1/D). The verdict is for this quantifier (in "
-            f"expectation); the worst case over inputs of equal energy (every ‖x_i‖ = r, or only ‖X‖_F = r√N) is "
-            f"judged beside it (evidence 'worst_case': exact exponents, checked by gradient ascent)."
+            f"Headline reading (the paper's O(·) is an upper bound, its quantifier an expectation): the expected squared "
+            f"Frobenius norm of φ(S) = {word} (element-wise; and of its Jacobian w.r.t. X, or w.r.t. (A, B) in the "
+            f"paper's model) grows so that its root has local exponent d log/d log N ≤ {pred:g} + {TOL} at every N ≥ 2, "
+            f"under the paper's independent A, B and under shared-X models (iid, tied, ρ = 0.5-correlated W_Q, W_K; "
+            f"σ_w² = 1/D). Other readings (tight rate, Jacobian w.r.t. S, worst cases) stand beside it with their verdicts."
         ),
-        corrected_claim=None if verdict == "HOLDS" else corrected,
+        corrected_claim=None if all(rd.verdict == "HOLDS" for rd in readings) else corrected,
         figures=wc_figures,
         evidence={
             "predicted_exponent": pred,
             "tolerance": TOL,
+            "sup_local_exponent_all_models": sup_e,
             "exact_profiles": profiles,
             "vit": vit,
+            "constants_vs_softmax": consts,
             "asymptotic_exponent_matches_all_models": asym_ok,
             "holds_at_every_N_all_models": everywhere,
             "holds_at_every_N_paper_model": paper_everywhere,
+            "jacobian_wrt_S_crossover_minus_1": jac_s_r,
             "monte_carlo": {"claimed": claimed, "negative_control": control, "control_prediction": control_pred,
-                            "series": n_series, "disagreeing": len(disagree), "agrees": mc_agrees,
-                            "negative_control_detected": control_detected, "interval_level": mc.LEVEL},
+                            "series": len(judged), "disagreeing": len(disagree), "agrees": mc_agrees,
+                            "gate": {"rule": "mc-agreement", "verdict": gate, "independent_draws": n_indep,
+                                     "missed": miss_indep},
+                            "negative_control_detected": control_detected, "interval_level": mc.LEVEL,
+                            "first_pass": True},
             "worst_case": wc,
             "other_reading": mp or "p = 1: element-wise and matrix power coincide",
-            "note": "O(N) read as an upper bound holds at every N, with the D-, d-dependent constant √(m_off + m_diag).",
         },
     )
 
@@ -175,11 +322,13 @@ def _contract(p: int, scaled: bool) -> Contract:
                "(w.r.t. (A, B) in the paper's model)",
         norm="Frobenius, root of the expected square (E-RMS)",
         randomness="paper: A, B iid N(0, σ²) independent; shared X: rows N(0, I_D), W_Q, W_K N(0, 1/D) iid / tied / ρ=0.5",
-        quantifier="in expectation (the verdict); the worst case over ‖x_i‖ = r and over ‖X‖_F = r√N is judged beside it",
+        quantifier="in expectation, O(·) as an upper bound (the verdict); tight rate, Jacobian w.r.t. S and the worst "
+                   "case over ‖x_i‖ = r and over ‖X‖_F = r√N are readings judged beside it",
         n_range="N ≥ 2 (exact); Monte Carlo N = 8…512 (quick) or …4096 (full); D ∈ {64, 384, 768}, d ∈ {32, 64}",
         predicted_exponent=pred,
-        refuted_by="a local exponent outside ±0.05 of the prediction at some N (regime), or a different asymptotic "
-                   "exponent (FAILS); Monte Carlo intervals excluding the exact exponent",
+        refuted_by="(headline, upper bound) a local exponent above the prediction + 0.05 at some N; (tight reading) a "
+                   "local exponent outside ±0.05 at some N (regime) or a different asymptotic exponent; Monte Carlo "
+                   "whose first-pass intervals miss the exact exponents more often than their level allows",
     )
 
 
@@ -200,7 +349,9 @@ def check_cor45(ctx: Context) -> Outcome:
 
 
 def check_other_powers(ctx: Context) -> Outcome:
-    """x^p/√N for p = 1…5: N* grows with p under tied/correlated weights; exponent ½ only for N ≫ N*."""
+    """The reviewers' question: what of other powers p? x^p/√N for p = 1…5 from exact moments (MC for p = 1, 3)."""
+    from theory.worst_case import worst_case_exponent
+
     table = []
     for p in range(1, 6):
         for m, rho in MODELS:
@@ -208,31 +359,47 @@ def check_other_powers(ctx: Context) -> Outcome:
                 pr = exact_profile(p, m, rho, D, d)
                 table.append({"p": p, "setting": name, **pr})
     asym_ok = all(t["asymptotic_scaled_exponent"] == 0.5 for t in table)
-    everywhere = all(t["regime_start_n"] <= 2 for t in table)
     base = {(t["p"], t["model"]): t for t in table if t["setting"] == "ViT-Base"}
     grows = all(base[(p + 1, "tied")]["crossover_n"] > base[(p, "tied")]["crossover_n"] for p in range(1, 5))
-    claims = mc.series(ctx, p=3, scale_policy="inv_sqrt_n") + mc.series(ctx, p=1, scale_policy="inv_sqrt_n")
-    agree = sum(1 for s in claims if s["agree"])
-    verdict = "FAILS" if not asym_ok else ("HOLDS" if everywhere else "HOLDS_IN_REGIME")
-    if not claims or agree < len(claims) - max(1, round(0.01 * len(claims)) + 1):
-        verdict = "UNDETERMINED"
+    series = mc.series(ctx, p=3, scale_policy="inv_sqrt_n") + mc.series(ctx, p=1, scale_policy="inv_sqrt_n")
+    judged = [s for s in series if s["agree"] is not None]
+    missed = sum(1 for s in judged if s["agree"] is False)
+    gate, _, _ = _mc_gate(series)
+    readings = []
+    for p in range(1, 6):
+        rows = [t for t in table if t["p"] == p]
+        sup_e = max(sup_local_exponent(t["crossover_n"] - 1, 0.0) for t in rows)
+        v_tight = max((_tight(0.5, t["crossover_n"] - 1, 0.0)[0] for t in rows),
+                      key={"HOLDS": 0, "HOLDS_IN_REGIME": 1, "UNDETERMINED": 2, "FAILS": 3}.get)
+        readings.append(Reading(name=f"p = {p}: O(√N) upper bound", rule="growth-upper-exact", verdict=_upper(0.5, sup_e),
+                                statement=f"E-RMS ‖x^{p}/√N‖_F grows no faster than √N (every model, every N ≥ 2)",
+                                why=f"sup local exponent {sup_e:.4f}"))
+        readings.append(Reading(name=f"p = {p}: tight √N at every N", rule="growth-tight", verdict=v_tight,
+                                statement=f"E-RMS ‖x^{p}/√N‖_F has local exponent ½ ± {TOL} at every N ≥ 2, every model",
+                                why=f"N* at ViT-Base: tied {base[(p, 'tied')]['crossover_n']:.3g}, "
+                                    f"ρ=.5 {base[(p, 'corr')]['crossover_n']:.3g}, iid {base[(p, 'iid')]['crossover_n']:.3g}"))
+    decided = all(r.verdict != "UNDETERMINED" for r in readings)
+    verdict = "ANSWERED" if decided and gate == "HOLDS" and asym_ok else "UNDETERMINED"
     nstar = "; ".join(f"p={p}: tied {base[(p, 'tied')]['crossover_n']:.3g}, ρ=.5 {base[(p, 'corr')]['crossover_n']:.3g}, "
                       f"iid {base[(p, 'iid')]['crossover_n']:.3g}" for p in range(1, 6))
-    from theory.worst_case import worst_case_exponent
-
     worst_table = {p: {c: {q: worst_case_exponent(p, q, c, 0.5) for q in ("fro", "jac_fro", "jac_spec")}
                        for c in ("token", "fro")} for p in range(1, 6)}
+    answer = ("For every p = 1…5, x^p/√N is O(√N) in expectation under every weight model (never faster), and its "
+              "local exponent tends to ½; but the size N* = 1 + m_diag/m_off beyond which it actually grows like √N "
+              f"rises steeply with p under tied or correlated W_Q, W_K (ViT-Base: {nstar}). Under independent W_Q, W_K "
+              "N* ≈ 2 for every p. Worst case with token norms bounded: √N for every p; with only ‖X‖_F bounded: "
+              "N^(p−½). Even p give non-negative attention entries, odd p signed ones.")
     return Outcome(
         verdict=verdict,
-        headline=f"x^p/√N → exponent ½ for every p as N → ∞, but N* at ViT-Base grows with p: {nstar}",
-        tested_statement="For every integer p ≥ 1 (checked p = 1…5), E-RMS ‖x^p/√N‖_F (element-wise, shared X) has local "
-                         f"growth exponent within {TOL} of ½ at every N ≥ 2.",
-        corrected_claim="x^p/√N grows like √N for every p, but only for N ≫ N*(p), and N* rises steeply with p under "
-                        "tied or correlated W_Q, W_K (the diagonal S_ii = x_iᵀWx_i is a quadratic form with mean tr W); "
-                        "under independent W_Q, W_K the diagonal is not special and N* ≈ 2 for every p. For even p the "
-                        "attention entries are non-negative, for odd p signed." if verdict != "HOLDS" else None,
+        readings=tuple(readings),
+        answer=answer,
+        findings=(f"N* at ViT-Base: {nstar}", f"crossover grows with p under tied weights: {grows}"),
+        headline=f"O(√N) for every p; tight √N only beyond N*(p), rising with p: {nstar}",
+        tested_statement="For p = 1…5: E-RMS ‖x^p/√N‖_F (element-wise; paper's model and shared X with iid, tied, "
+                         f"ρ = 0.5 weights) as an upper bound O(√N), and as a tight rate (±{TOL}) at every N ≥ 2.",
         evidence={"table": table, "crossover_increases_with_p_tied": grows, "asymptotic_exponent_half_all": asym_ok,
-                  "monte_carlo_series_agreeing": f"{agree}/{len(claims)} (p = 1, 3 from the sweep)",
+                  "monte_carlo": {"series": len(judged), "missed_first_pass": missed,
+                                  "gate": {"rule": "mc-agreement", "verdict": gate}, "note": "p = 1, 3 from the sweep"},
                   "worst_case_exponents_scaled": worst_table,
                   "worst_case_note": "exact (theory.worst_case): with every ‖x_i‖ = r the worst case of x^p/√N grows "
                                      "like √N for every p; with only ‖X‖_F = r√N like N^(p−½) (‖φ‖_F) and "
@@ -246,10 +413,10 @@ CLAIMS = [
     Claim("cor4.3-linear-scaled", "φ(x) = x/√N grows like O(√N), like softmax.", _contract(1, True), check_cor43),
     Claim("thm4.4-cubic", "For φ(x) = x³, ‖φ(S)‖_F (and its Jacobian) grows like O(N).", _contract(3, False), check_thm44),
     Claim("cor4.5-cubic-scaled", "φ(x) = x³/√N grows like O(√N).", _contract(3, True), check_cor45),
-    Claim("other-powers", "(silent) Only x and x³ are tried; what of other powers p?",
+    Claim("other-powers", "(reviewers) Only x and x³ are tried; what of other powers p?",
           Contract(object="φ(S) = x^p/√N element-wise, p = 1…5", norm="Frobenius, E-RMS",
                    randomness="paper model; shared X with iid / tied / ρ = 0.5 weights", quantifier="in expectation",
                    n_range="N ≥ 2 at ViT-Base (D=768, d=64) and ViT-Small (D=384, d=64)",
                    predicted_exponent="0.5", refuted_by="a different asymptotic exponent; a regime that depends on p"),
-          check_other_powers),
+          check_other_powers, kind="question"),
 ]

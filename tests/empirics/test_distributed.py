@@ -205,11 +205,11 @@ def test_results_stream_back_as_cells_finish(tmp_path, client, monkeypatch):
 
 
 def test_cell_input_error_is_raised_once_not_retried(tmp_path, client):
-    """A deterministic InputError (here float32 overflow of x^3) comes back as itself, first time."""
-    cfg = config_from_dict({**SMALL, "N": [8], "weight_model": ["tied"], "dtype": "float32", "sigma_x": 1e12,
+    """A deterministic InputError (here a true float64 overflow of x^3: |S| ≈ 1e120) comes back as itself, first time."""
+    cfg = config_from_dict({**SMALL, "N": [8], "weight_model": ["tied"], "sigma_x": 1e60,
                             "activation": [{"kind": "poly", "p": 3, "scale": "const", "c": 1.0}]})
     t0 = time.monotonic()
-    with pytest.raises(InputError, match=r"x\^3 .*overflows float32 at N=8, D=6"):
+    with pytest.raises(InputError, match=r"x\^3 .*overflows float64 at N=8, D=6"):
         run_sweep(cfg, tmp_path / "o", progress=False, executor=client)
     assert time.monotonic() - t0 < 30
     assert not (tmp_path / "o" / "results.parquet").exists()

@@ -1,8 +1,11 @@
-"""Tests for `empirics/norm_accuracy.py`: Spearman intervals recover a monotone relation, cover 0 at about the
-nominal rate for independent data, respect strata; the paired contrast sees the reviewer's pattern."""
+"""Tests for `empirics/norm_accuracy.py`: arm-level ρ̄ with exact permutation p (checked against brute-force
+enumeration) and arm bootstrap; replicate-level pair contrasts; the bigram plateau; training determinism per seed.
+Run-level (descriptive) Spearman intervals recover a monotone relation, cover 0 at about the nominal rate for
+independent data, respect strata; the run-paired contrast sees the reviewer's pattern."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,7 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.norm_accuracy import _rho_rows, analyse, contrast_reproduced, paired_contrast, spearman_ci
+from empirics.norm_accuracy import (_rho_rows, analyse, arm_association, arm_cube, arm_level, bigram_accuracy,
+                                   contrast_reproduced, paired_contrast, paired_seed_test, seed_contrast, spearman_ci)
 from theory.validate import InputError
 
 
@@ -133,3 +137,137 @@ def test_analyse_shapes():
     assert set(cor) == {"pooled", "stratified", "wd=0", "wd=0.05", "finite_stratified"}
     assert cor["finite_stratified"]["n"] == 35 and a["family_key"] in cor["stratified"]
     assert len(t["arms"]) == 6 and t["contrast"]["reproduced"]
+    arm = a["arm_level"]["digits"]
+    assert arm["n_arms"] == 3 and arm["n_strata"] == 2 and arm["n_replicates"] == 6
+    assert set(arm["association"]) == {"attn_fro", "jac_fro"} and arm["association"]["attn_fro"]["n_perm"] == 6
+    assert arm["contrast"]["test_acc"]["n"] == 6 and arm["contrast"]["test_acc"]["p_less"] == pytest.approx(1 / 64)
+
+
+# --------------------------------------------------------------------------- arm level (issue 12)
+
+
+def _brute_p(nm, am):
+    """Exact one-sided p-values by enumerating every arm order, the same order in every stratum."""
+    obs = np.mean([stats.spearmanr(nm[s], am[s]).statistic for s in range(len(nm))])
+    null = np.array([np.mean([stats.spearmanr(nm[s], np.asarray(am[s])[list(perm)]).statistic
+                              for s in range(len(nm))]) for perm in itertools.permutations(range(len(nm[0])))])
+    tol = 1e-12
+    return obs, float(np.mean(null <= obs + tol)), float(np.mean(null >= obs - tol)), len(null)
+
+
+def test_permutation_p_by_hand_on_three_arms():
+    """3 arms, 1 stratum, reversed order: ρ = −1; of the 3! = 6 orders ρ ∈ {1, ½, ½, −½, −½, −1}, so p(ρ < 0) = 1/6."""
+    r = arm_association([[1.0, 2.0, 3.0]], [[0.9, 0.8, 0.7]], n_boot=200)
+    assert r.rho == pytest.approx(-1.0) and r.p_less == pytest.approx(1 / 6) and r.p_greater == pytest.approx(1.0)
+    assert r.n_perm == 6 and r.exact
+
+
+@pytest.mark.parametrize("arms", [4, 5, 6])
+def test_permutation_p_is_exact_against_brute_force(arms):
+    rng = np.random.default_rng(arms)
+    nm, am = rng.normal(size=(2, arms)), rng.normal(size=(2, arms))
+    am[1] = np.round(am[1])  # ties
+    obs, p_less, p_greater, n = _brute_p(nm, am)
+    r = arm_association(nm, am, n_boot=200)
+    assert r.rho == pytest.approx(obs, abs=1e-12) and r.n_perm == n == math.factorial(arms)
+    assert r.p_less == pytest.approx(p_less, abs=1e-12) and r.p_greater == pytest.approx(p_greater, abs=1e-12)
+    assert r.strata == pytest.approx([stats.spearmanr(nm[s], am[s]).statistic for s in range(2)])
+
+
+def test_strata_are_permuted_jointly():
+    """Opposite orders in the two strata: ρ_2(π) = −ρ_1(π) for every joint order π, so the null is identically 0
+    and both p-values are 1 (permuting each stratum on its own would spread the null and give p < 1)."""
+    nm = [[1, 2, 3, 4], [1, 2, 3, 4]]
+    am = [[1, 2, 3, 4], [4, 3, 2, 1]]
+    r = arm_association(nm, am, n_boot=200)
+    assert r.rho == 0.0 and r.strata == (1.0, -1.0) and r.p_less == 1.0 and r.p_greater == 1.0
+
+
+def test_arm_bootstrap_resamples_arms_and_is_seeded():
+    nm = [np.arange(6.0), np.arange(6.0) + 0.3]
+    am = [-np.arange(6.0), -np.arange(6.0)]
+    r = arm_association(nm, am, level=0.98, n_boot=500, seed=3)
+    assert r.lo == pytest.approx(-1.0) and r.hi <= 0.0 and r.p_less == pytest.approx(1 / 720)
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(2, 6)), rng.normal(size=(2, 6))
+    a, b = arm_association(x, y, n_boot=500, seed=5), arm_association(x, y, n_boot=500, seed=5)
+    assert (a.lo, a.hi) == (b.lo, b.hi) and a.lo <= a.rho <= a.hi
+
+
+def test_arm_association_undefined_and_bad_inputs():
+    r = arm_association([[1.0, 2.0, 3.0]], [[0.5, 0.5, 0.5]], n_boot=100)
+    assert math.isnan(r.rho) and math.isnan(r.p_less) and r.as_dict()["rho"] is None
+    with pytest.raises(InputError):
+        arm_association([[1.0, 2.0]], [[1.0, 2.0]])
+    with pytest.raises(InputError):
+        arm_association([[1.0, np.nan, 3.0]], [[1.0, 2.0, 3.0]])
+
+
+def test_diverged_arm_ranks_last():
+    r = arm_association([[1.0, 2.0, 3.0, np.inf]], [[0.9, 0.8, 0.7, 0.1]], n_boot=100)
+    assert r.rho == pytest.approx(-1.0) and r.as_dict()["log10_norm_means"][0][3] == "inf"
+
+
+def test_paired_seed_test_against_sign_flips():
+    d = np.array([-0.03, -0.01, 0.02, -0.04])
+    flips = np.array([np.mean(d * s) for s in itertools.product((-1, 1), repeat=4)])
+    r = paired_seed_test(d, level=0.9)
+    assert r.p_less == pytest.approx(np.mean(flips <= d.mean() + 1e-15))
+    assert r.p_greater == pytest.approx(np.mean(flips >= d.mean() - 1e-15))
+    lo, hi = stats.t.interval(0.9, 3, loc=d.mean(), scale=d.std(ddof=1) / 2)
+    assert (r.lo, r.hi) == pytest.approx((lo, hi)) and r.n == 4
+    assert math.isnan(paired_seed_test([0.1]).p_less)  # one replicate: nothing to test
+
+
+def test_seed_contrast_averages_the_paired_strata():
+    f = _final(np.random.default_rng(10), n_seeds=3)
+    c = seed_contrast(f, "digits")  # x3 − x_16 accuracy, ≈ 0.5 − 0.9
+    cube, arms, wds, reps = arm_cube(f, "digits", "test_acc", arms=["x3", "x_16"])
+    assert cube.shape == (2, 2, 3) and wds == [0.0, 0.05] and reps == [0, 1, 2]
+    np.testing.assert_allclose(c.diffs, (cube[0] - cube[1]).mean(axis=0))
+    assert c.n == 3 and c.mean == pytest.approx(-0.4, abs=0.03) and c.p_less == pytest.approx(1 / 8)
+    n = seed_contrast(f, "digits", q="attn_fro")  # log10 norms
+    assert n.mean == pytest.approx(-2, abs=0.2)
+
+
+def test_arm_level_on_a_table():
+    f = _final(np.random.default_rng(11), n_seeds=3)
+    out = arm_level(f, level=0.98, n_boot=300)
+    a = out["digits"]["association"]["attn_fro"]
+    # arm means: x_16 (1, 0.9), x3 (0.01, 0.5), softmax (2, 0.95): norm and accuracy in the same order
+    assert a["rho"] == pytest.approx(1.0) and a["p_greater"] == pytest.approx(1 / 6, abs=1e-6)
+    assert a["arms"] == ["x_16", "x3", "softmax"]
+    import json
+
+    json.dumps(out, allow_nan=False)
+
+
+def test_bigram_accuracy_by_hand():
+    train = [0, 1, 0, 1, 0, 2]  # after 0: 1 (twice) beats 2; after 1: 0; 2 never precedes: most frequent (0)
+    x = [[0, 1, 2]]
+    y = [[1, 1, 0]]
+    assert bigram_accuracy(train, x, y) == pytest.approx(2 / 3)
+
+
+def test_training_is_deterministic_per_seed(monkeypatch):
+    """The same run twice gives identical final metrics; workers pin threads and the kernel dispatch."""
+    import os
+
+    import torch
+
+    from empirics import training as T
+
+    det = torch.are_deterministic_algorithms_enabled()
+    a = T.run_one("digits", "x3", 0.05, 0, T.TINY)
+    b = T.run_one("digits", "x3", 0.05, 0, T.TINY)
+    keep = lambda r: {k: v for k, v in r["final"].items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
+    assert keep(a) == keep(b) and a["history"] == b["history"]
+    assert torch.are_deterministic_algorithms_enabled() == det  # restored after the run
+    threads = torch.get_num_threads()
+    for k in T.PINNED_NUMERICS:
+        monkeypatch.delenv(k, raising=False)  # restored by monkeypatch after the test
+    T._worker_init()
+    try:
+        assert all(os.environ[k] == v for k, v in T.PINNED_NUMERICS.items()) and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)

@@ -151,6 +151,79 @@ def test_ab_correlation_sees_shared_x():
     assert out["canonical_top"] == pytest.approx(out["identity_canonical_top"], abs=0.05)
 
 
+CLS, SEP = 101, 102
+
+
+@pytest.mark.parametrize("N", [4, 8, 13, 24])
+def test_protocol_token_sets_are_the_documented_ones(N):
+    """The table of the module docstring, on a synthetic encoding [CLS] 1..30 [SEP] with longest grid prefix M = 24."""
+    ids = np.array([CLS, *range(1, 31), SEP])
+    M = 24
+    got = {pr.name: list(pr.token_ids(ids, N, M)) for pr in real.PROTOCOLS}
+    assert got["prefix"] == [CLS, *range(1, N - 1), SEP]
+    assert got["prefix-content"] == list(range(1, N - 1))
+    assert got["fixed"] == ([CLS, *range(1, N)] if N < M else [CLS, *range(1, M - 1), SEP])
+    assert got["fixed-content"] == list(range(1, N - 1))
+    for pr in real.PROTOCOLS:
+        assert len(got[pr.name]) == pr.size(N) == (N if pr.specials else N - 2)
+        assert pr.pass_length(N, M) == (N if pr.context == "prefix" else M)
+    assert real.PROTOCOL_NAMES == ("prefix", "prefix-content", "fixed", "fixed-content")
+    with pytest.raises(real.InputError):
+        real.protocol_named("first-n")
+    with pytest.raises(real.InputError):
+        real.PROTOCOLS[0].token_ids(ids, M + 1, M)
+
+
+def test_paired_rms_exponents_vectorised_equals_per_head():
+    rng = np.random.default_rng(8)
+    Ns = np.array([8, 16, 32, 64])
+    V = rng.uniform(0.5, 2.0, size=(3, 5, 1)) * Ns ** np.array([0.2, 0.5, 0.9])[:, None, None] \
+        * np.exp(0.05 * rng.standard_normal((3, 5, 4)))  # (H, T, K)
+    f = real.paired_rms_exponents(Ns, V, n_boot=300, level=0.9, rng=np.random.default_rng(3))
+    assert f["slope"].shape == f["lo"].shape == (3,) and f["local"].shape == (3, 3)
+    assert np.all(f["lo"] <= f["slope"]) and np.all(f["slope"] <= f["hi"])
+    assert f["slope"] == pytest.approx([0.2, 0.5, 0.9], abs=0.08)
+    for h in range(3):
+        one = real.paired_rms_exponent(Ns, V[h], n_boot=300)
+        assert one["slope"] == pytest.approx(f["slope"][h], rel=1e-12)  # the point estimate has no randomness
+    with pytest.raises(real.InputError):
+        real.paired_rms_exponents(Ns, V[0], rng=rng)
+
+
+def test_participation_ratio():
+    assert real.participation_ratio(np.eye(40)) == pytest.approx(40.0)
+    v = np.arange(1.0, 6.0)
+    assert real.participation_ratio(np.outer(v, v)) == pytest.approx(1.0)
+    assert real.participation_ratio(np.diag([1.0, 1.0, 0.0])) == pytest.approx(2.0)
+
+
+def test_random_weight_canonical_draws_independent_weights():
+    """W_Q, W_K are two separate draws; tied weights would give 1, isotropic tokens give ≈ 0.52 at d = 32, D = 384."""
+    D, d = 384, 32
+    Sigma = np.eye(D)
+    rng = np.random.default_rng(9)
+    r = real.random_weight_canonical(Sigma, d, np.random.default_rng(9))
+    W_Q = rng.standard_normal((D, d)) / math.sqrt(D)  # the same stream: first W_Q, then W_K
+    W_K = rng.standard_normal((D, d)) / math.sqrt(D)
+    assert r == pytest.approx(real.top_canonical(Sigma, W_Q, W_K), rel=1e-12)
+    assert real.top_canonical(Sigma, W_Q, W_Q) == pytest.approx(1.0)
+    iso = [real.random_weight_canonical(Sigma, d, np.random.default_rng(k)) for k in range(10)]
+    assert 0.4 < np.mean(iso) < 0.65
+    # anisotropic tokens (a few dominant directions): independent projections share them
+    lam = np.r_[np.full(4, 100.0), np.full(D - 4, 0.1)]
+    aniso = [real.random_weight_canonical(np.diag(lam), d, np.random.default_rng(k)) for k in range(10)]
+    assert np.mean(aniso) > 0.9 > np.mean(iso)
+
+
+def test_top_canonical_matches_sample_canonical():
+    """From Σ̂ it is the sample canonical correlation of A = XW_Q + b_Q, B = XW_K + b_K (biases drop out)."""
+    rng = np.random.default_rng(10)
+    qk = _synthetic_qk(rng, D=20, d=3)
+    X = rng.standard_normal((500, 20)) @ rng.standard_normal((20, 20))
+    assert real.top_canonical(np.cov(X.T), qk.W_Q, qk.W_K) == pytest.approx(
+        real.ab_correlation(X, qk)["canonical_top"], rel=1e-9)
+
+
 # --------------------------------------------------------------------------- the real model
 
 
@@ -263,8 +336,29 @@ def test_analyse_small(small_result):
                 "meas_p1_fro_slope", "meas_softmax_jac_ci", "inv_sym_share"):
         assert key in h
     assert all(r["identity_p1_n_star"] == pytest.approx(r["inv_n_star_p1_identity"], rel=1e-9) for r in res["heads"])
-    fro = np.array(res["norms"]["rerun:softmax"]["fro"])  # (L, H, T, K)
+    fro = np.array(res["norms"]["prefix:softmax"]["fro"])  # (L, H, T, K)
     assert fro.shape == (6, 12, 2, 3) and np.all(fro <= np.sqrt([8, 16, 32]) * (1 + 1e-6))
+    assert set(res["meta"]["protocols"]) == set(real.PROTOCOL_NAMES)
+    assert res["meta"]["protocols"]["prefix-content"]["n"] == [6, 14, 30]
+    fits = real.head_fits(res)
+    assert len(fits) == 72 * (4 * 3 + 3)  # ‖φ‖ under 4 protocols, the Jacobian under "prefix" only (quick)
+    assert {f.protocol for f in fits if f.kind == "jac"} == {"prefix"}
+    by = {(f.protocol, f.activation, f.kind, f.layer, f.head): f for f in fits}
+    assert by["prefix", "x/sqrt(N)", "fro", 2, 3].slope == res["heads"][2 * 12 + 3]["meas_p1_fro_slope"]
+    assert all(f.lo <= f.hi and math.isfinite(f.slope) for f in fits)
+    # at the longest N the fixed-context pass is the prefix pass: identical rows, identical norms
+    for a in real.ACTIVATIONS:
+        for pair in (("fixed", "prefix"), ("fixed-content", "prefix-content")):
+            x, y = (np.array(res["norms"][f"{m}:{a}"]["fro"])[..., -1] for m in pair)
+            np.testing.assert_allclose(x, y, rtol=1e-12)
+        # shorter N: a different context, different numbers
+        assert not np.allclose(np.array(res["norms"][f"fixed:{a}"]["fro"])[..., 0],
+                               np.array(res["norms"][f"prefix:{a}"]["fro"])[..., 0])
+    canon = real.canonical_records(res)
+    assert len(canon) == 2 * 72 and {c.tokens for c in canon} == {"all", "content"}
+    assert all(0 < c.random_top < 1 and 0 < c.real_top <= 1 + 1e-9 and 1 < c.participation_ratio < 384 for c in canon)
+    assert {c.n_tokens for c in canon if c.tokens == "content"} == {res["meta"]["n_tokens_content"]}
+    assert res["meta"]["n_tokens_content"] < res["meta"]["n_tokens_covariance"]
     again = real.analyse(cfg, cache_dir=cache)  # from the cache, identical numbers
     assert again["meta"]["from_cache"] and again["heads"] == res["heads"]
     tab = real.layer_table(res)
@@ -280,7 +374,11 @@ def test_analyse_norms_match_direct_computation(small_result, weights, tok):
     qk = real.head_qk(weights, 4, 7)
     t = torch.from_numpy
     S = (X @ t(qk.W_Q) + t(qk.b_Q)) @ (X @ t(qk.W_K) + t(qk.b_K)).T / math.sqrt(32)  # (N, d) @ (d, N)
-    stored = res["norms"]["rerun:x^3/sqrt(N)"]["fro"][4][7][1][1]  # layer 4, head 7, text 1, N = 16
-    assert stored == pytest.approx(float((S**3 / 4.0).norm()), rel=1e-5)  # float32 kernel in the quick config
-    stored_sm = res["norms"]["rerun:softmax"]["fro"][4][7][1][1]
-    assert stored_sm == pytest.approx(float(torch.softmax(S, -1).norm()), rel=1e-5)
+    stored = res["norms"]["prefix:x^3/sqrt(N)"]["fro"][4][7][1][1]  # layer 4, head 7, text 1, N = 16
+    assert stored == pytest.approx(float((S**3 / 4.0).norm()), rel=1e-9)
+    stored_sm = res["norms"]["prefix:softmax"]["fro"][4][7][1][1]
+    assert stored_sm == pytest.approx(float(torch.softmax(S, -1).norm()), rel=1e-9)
+    # the same head without [CLS]/[SEP]: the content rows of the same pass, scale 1/√(N − 2)
+    Sc = S[1:-1, 1:-1]
+    stored_c = res["norms"]["prefix-content:x/sqrt(N)"]["fro"][4][7][1][1]
+    assert stored_c == pytest.approx(float((Sc / math.sqrt(14)).norm()), rel=1e-9)

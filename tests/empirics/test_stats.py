@@ -11,9 +11,11 @@ from scipy import stats
 from empirics.stats import (
     ExponentFit,
     classify_regime,
+    design_trials,
     fit_exponent,
     local_slopes,
     ols_slopes,
+    rms_exponent_interval,
     summarise_values,
     z_score,
 )
@@ -131,3 +133,95 @@ def test_classify_synthetic_sqrt_n_and_flat_series():
     assert classify_regime(fit_exponent(N_GRID, _power_law_samples(rng, 0.5, 100), seed=0))[0] == "sqrt_n"
     assert classify_regime(fit_exponent(N_GRID, _power_law_samples(rng, 0.0, 100), seed=0))[0] == "flat"
     assert classify_regime(fit_exponent(N_GRID, _power_law_samples(rng, 1.0, 100), seed=0))[0] == "other"
+
+
+# --------------------------------------------------------------------------- heavy-tailed RMS exponent interval
+
+QUICK_GRID = (8, 16, 32, 64, 128, 256, 512)  # the quick sweep's N grid
+
+
+def _x3_like_squares(rng, N, trials, exponent):
+    """E Y = N^{2e}; Y = N^{2e}·mean of N/4 i.i.d. z⁶/15 · (χ²_64/64)³/E(·): x³-like tails (CV² ≈ 30 at N = 8, 0.8 at 512).
+
+    The same family as ``sapa.rules.growth.heavy_tailed_squares`` (restated here so that this test
+    of ``empirics`` does not import ``sapa``); it sits at the heavy end of the quick sweep's x³ cells.
+    """
+    n = max(1, N // 4)
+    z6 = (rng.standard_normal((trials, n)) ** 6).mean(axis=1) / 15.0
+    g = rng.chisquare(64, size=trials) / 64
+    return N ** (2 * exponent) * z6 * g**3 / (66 * 68 / 64**2)
+
+
+def test_rms_exponent_interval_covers_heavy_tailed_series_at_its_nominal_level():
+    # 300 seeded replications of an x³-like series under the quick design (design_trials). With a
+    # true coverage of 99 %, misses ~ Binom(300, 0.01): P(misses ≥ 10) = 0.001, so "≥ 97 %"
+    # (≤ 9 misses) fails an honest interval with probability 0.1 %. Misses above the truth are
+    # the false-FAILS side of growth-upper: ≤ 6 of 300 (P(Binom(300, 0.005) ≥ 7) = 0.0009).
+    # The former percentile bootstrap with 48 trials per N missed 8 % here, all above the truth.
+    reps, e = 300, 0.55
+    above = below = 0
+    for r in range(reps):
+        rng = np.random.default_rng([2410, 18613, r])
+        sq = [_x3_like_squares(rng, n, design_trials(n, QUICK_GRID), e) for n in QUICK_GRID]
+        f = rms_exponent_interval(QUICK_GRID, sq, level=0.99)
+        above += f.lo > e
+        below += f.hi < e
+    assert stats.binom.sf(9, reps, 0.01) < 1.1e-3
+    assert (above + below) <= 9, (above, below)
+    assert above <= 6
+    # precise enough to be useful: the interval is narrower than the growth rules' tolerance pair (± 0.1)
+    assert (f.hi - f.lo) / 2 < 0.1
+
+
+def test_rms_exponent_interval_exact_without_noise_and_analytic():
+    N = [8, 16, 32, 64]
+    sq = [np.full(5, 3.0 * n**1.4) for n in N]  # zero variance: the interval is the exact slope
+    f = rms_exponent_interval(N, sq, level=0.99)
+    assert f.estimate == pytest.approx(0.7, abs=1e-12) and f.lo == pytest.approx(f.hi, abs=1e-12) and f.level == 0.99
+    rng = np.random.default_rng(0)
+    noisy = [n * rng.chisquare(5, 50) / 5 for n in N]
+    a = rms_exponent_interval(N, noisy, level=0.9)
+    b = rms_exponent_interval(N, noisy, level=0.9, rng=np.random.default_rng(123))
+    assert a == b  # analytic: no resampling, same samples → same interval
+    wide = rms_exponent_interval(N, noisy, level=0.99)
+    assert wide.lo < a.lo <= a.estimate <= a.hi < wide.hi
+
+
+def test_rms_exponent_interval_pools_the_variance_of_a_cell_that_missed_its_tail():
+    # A small-N cell whose draws happen to be nearly constant cannot shrink its own interval below
+    # the pooled 1/N variance model of the other cells.
+    rng = np.random.default_rng(1)
+    N = [8, 16, 32, 64]
+    sq = [n * (1 + rng.normal(0, 2 / math.sqrt(n), 400).clip(-0.9)) for n in N]
+    lucky = [np.full(400, 8.0) * (1 + 1e-6 * rng.standard_normal(400))] + sq[1:]
+    assert rms_exponent_interval(N, lucky, level=0.99).hi - rms_exponent_interval(N, lucky, level=0.99).lo > 0.02
+
+
+@pytest.mark.parametrize("bad", [
+    {"N": [8], "sq": [[1.0, 2.0]]},  # one grid point
+    {"N": [8, 8], "sq": [[1.0, 2.0]] * 2},  # repeated N
+    {"N": [8, 16], "sq": [[1.0], [1.0, 2.0]]},  # a cell with one trial has no variance
+    {"N": [8, 16], "sq": [[1.0, -2.0], [1.0, 2.0]]},  # squared norms are positive
+    {"N": [8, 16], "sq": [[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]]},  # one sample per N
+])
+def test_rms_exponent_interval_rejects_bad_input(bad):
+    with pytest.raises(InputError):
+        rms_exponent_interval(bad["N"], bad["sq"], level=0.99)
+    with pytest.raises(InputError):
+        rms_exponent_interval([8, 16], [[1.0, 2.0], [1.0, 2.0]], level=1.5)
+
+
+def test_design_trials_is_fixed_in_advance_and_equalises_precision():
+    T = [design_trials(n, QUICK_GRID) for n in QUICK_GRID]
+    assert T == [768, 768, 768, 384, 192, 96, 48]  # min(768, ⌈48·512/N⌉)
+    assert all(a >= b for a, b in zip(T, T[1:]))  # more trials where tails are worst and trials cheapest
+    assert T[-1] == 48  # the largest N keeps the base count
+    uncapped = [t * n for t, n in zip(T, QUICK_GRID) if t < 768]
+    assert len(set(uncapped)) == 1  # T·N constant: equal CV²/T when CV² ∝ 1/N
+    assert design_trials(100, [8, 100], base=10, cap=1000) == 10
+    assert design_trials(8, [8, 4096], base=128, cap=2048) == 2048
+    assert design_trials(3, [8, 16], base=5, cap=2) == 5  # never below the base
+    with pytest.raises(InputError):
+        design_trials(0, QUICK_GRID)
+    with pytest.raises(InputError):
+        design_trials(8, [])

@@ -27,9 +27,10 @@ def test_main_small(tmp_path):
     pytest.importorskip("safetensors")
     pytest.importorskip("tokenizers")
     paths = real_heads.main(tmp_path / "figures", small=True)
-    assert {p.suffix for p in paths} == {".png", ".pdf"}
+    assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
     assert all(p.stat().st_size > 10_000 for p in paths)
     assert "budgetsmall" in paths[0].name and "N8-128" in paths[0].name
+    assert "real_heads_protocols" in paths[2].name  # the per-protocol exponents beside the regime map
     assert list((tmp_path / "real").glob("real_heads_*.json"))  # the analysis is cached beside the figures
 
 
@@ -43,3 +44,21 @@ def test_draw_stored_reads_the_newest_analysis(tmp_path, monkeypatch):
     os.utime(newest, (2e9, 2e9))
     monkeypatch.setattr(real_heads, "draw", lambda res, out: [res["tag"], out])  # nothing recomputed, only drawn
     assert real_heads.draw_stored(tmp_path, tmp_path / "f") == ["new", tmp_path / "f"]
+
+
+def test_draw_protocols_from_synthetic_fits(tmp_path):
+    """The per-protocol figure needs only the typed fits (no model): 4 protocols × 3 activations × 72 heads."""
+    from dataclasses import asdict
+
+    from empirics import real
+
+    rng = np.random.default_rng(2)
+    fits = []
+    for pr in real.PROTOCOL_NAMES:
+        for a, centre in zip(real.ACTIVATIONS, (0.25, 0.6, 0.8)):
+            for i in range(72):
+                e = centre + 0.2 * rng.standard_normal()
+                fits.append(asdict(real.HeadFit(pr, a, "fro", i // 12, i % 12, e, e - 0.03, e + 0.03)))
+    res = {"fits": fits, "Ns_real": [8, 256], "meta": {"config": {"name": "synthetic"}, "passages": ["a"] * 8}}
+    paths = real_heads.draw_protocols(res, tmp_path)
+    assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 10_000 for p in paths)

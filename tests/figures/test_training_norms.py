@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
-import pickle
 
 import numpy as np
 import pandas as pd
 
+from empirics import figdata
 from empirics.norm_accuracy import analyse
 from empirics.training import HEAD_QUANTITIES, RUN_QUANTITIES
 from figures import training_norms
@@ -51,7 +52,7 @@ def test_draw_from_stored_data(tmp_path):
     c = res["curves"]
     one = c[(c["task"] == "digits") & (c["arm"] == "x3") & (c["weight_decay"] == 0.0) & (c["quantity"] == "attn_fro")]
     assert list(one["n"]) == [3] * 5  # median over 3 seeds of the layer/head mean
-    res = pickle.loads(pickle.dumps(res))  # what ``sapa figures`` reads back
+    res = figdata.decode(json.loads(json.dumps(figdata.encode(res))))  # what ``sapa figures`` reads back
     stem = training_norms.file_stem(res["config"])
     assert stem == "training_norms_budgetsynthetic_seeds3_steps200-200_seed0"
     paths = training_norms.draw(res, tmp_path, stem)

@@ -101,6 +101,9 @@ def _bad_files(tmp_path):
     ["verify", "--budget", "huge"],
     ["verify", "--seed", "-3"],
     ["verify", "--only", "no-such-claim"],
+    ["calibrate", "--rule", "no-such-rule"],
+    ["exact", "--p", "1", "--model", "iid", "--N", "8", "--D", "4", "--d", "2", "--rho", "0.3"],  # ignored option
+    ["calibrate", "--trials", "0"],
     ["frobnicate"],
     [],
 ])
@@ -123,13 +126,36 @@ def test_verify_writes_ledger_and_report(tmp_path, capsys):
     ids = [c["id"] for c in ledger["claims"]]
     assert ids == ["thm4.1-norm", "thm4.1-jacobian"]
     for c in ledger["claims"]:
-        assert set(c) >= {"id", "statement", "verdict", "evidence", "figures"}
+        assert set(c) >= {"id", "statement", "verdict", "evidence", "figures", "kind", "readings", "rule"}
+    assert set(ledger["monte_carlo"]) >= {"first_pass_coverage", "nominal", "series"}
+    assert "CLAIMS OF THE PAPER" in out
     jac = ledger["claims"][1]
     assert jac["evidence"]["sharp_constant"] == 0.5  # the sharp constant, stated as a number
     assert "thm4.1-jacobian" in out and jac["verdict"] in out
     assert (out_dir / "report.md").read_text().startswith("# sapa report")
     assert ledger["provenance"]["seed"] == 0 and ledger["provenance"]["dtype"] == "float64"
     assert not list(out_dir.glob("*.tmp"))
+
+
+def test_calibrate_json_prints_every_rules_rates(capsys):
+    code, out, err = _run(["calibrate", "--json", "--trials", "50", "--rule", "bound", "direction", "mc-agreement"],
+                          capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["rule"] for r in data["rules"]] == ["bound", "direction", "mc-agreement"]
+    for r in data["rules"]:
+        assert {"rule", "false_fails_rate", "false_holds_rate", "power", "trials"} <= set(r) and r["trials"] == 50
+        assert 0 <= r["false_fails_rate"] <= 1 and 0 <= r["power"] <= 1
+    code, text, _ = _run(["calibrate", "--trials", "50", "--rule", "bound"], capsys)
+    assert code == 0 and "false FAILS" in text and "bound" in text
+
+
+def test_version(capsys):
+    import sapa
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"sapa {sapa.__version__}"
 
 
 def test_console_script_entry_point():

@@ -81,5 +81,62 @@ def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
     assert ev["theory_and_numerics_agree"] is True
     assert ev["predicted_exponent"] == (0.5 if scaled else 1.0)
     assert figs and all((worst_ctx.out_dir / f).exists() for f in figs)
-    assert (worst_ctx.out_dir / "data" / "worst_case.pkl").exists()
+    assert (worst_ctx.out_dir / "data" / "worst_case.json").exists()
     assert "N^" in worst.headline(ev)
+
+
+# ----------------------------------------------------------------------------- readings (issue 12)
+
+
+@pytest.mark.parametrize("r,shift", [(1.0, 0.0), (19673.0, 0.0), (1.3, 0.5), (0.5, 0.0)])
+def test_sup_local_exponent_is_the_supremum_over_n(r, shift):
+    from sapa.claims.growth_claims import sup_local_exponent
+
+    N = np.geomspace(2, 1e9, 4000)
+    e = 0.5 * N / (N - 1 + r) + shift
+    s = sup_local_exponent(r, shift)
+    assert e.max() <= s + 1e-12  # nothing on the grid exceeds it
+    if r >= 1:  # approached as N → ∞: the gap at the last grid point is ½(r−1)/(N−1+r) < ½r/N
+        assert s - e.max() <= 0.5 * r / N[-1]
+    if r < 1:
+        assert s == pytest.approx(e[0], abs=1e-12)
+
+
+def test_upper_bound_reading_holds_where_the_tight_reading_is_a_regime():
+    from sapa.claims.growth_claims import _tight, _upper, sup_local_exponent
+
+    r_tied = 19673.0  # tied x³ at ViT-Base
+    assert _upper(0.5, sup_local_exponent(r_tied, 0.0)) == "HOLDS"
+    verdict, start = _tight(0.5, r_tied, 0.0)
+    assert verdict == "HOLDS_IN_REGIME" and start > 1e5
+    assert _tight(0.5, 1.0, 0.0)[0] == "HOLDS"  # the paper's model: m_diag = m_off
+
+
+def test_constants_against_softmax_match_exact_moments():
+    """‖x³/√N‖ at ViT-Base, tied weights: √(E‖S^{∘3}‖²/N) from exact_moments, and its ratio to √N."""
+    from sapa.claims.growth_claims import constants
+
+    c = constants(3, scaled=True)["ViT-Base"]
+    e = exact_moments(3, "tied", 196, 768, 64, rho=1.0, sigma=1 / math.sqrt(768))
+    want = math.sqrt(e.expected_fro2 / 196)
+    got = c["models"]["tied"]
+    assert got["rms_fro"] == pytest.approx(want, rel=1e-3)  # stored to 4 significant digits
+    assert got["ratio_to_softmax_bound_sqrtN"] == pytest.approx(want / 14.0, rel=1e-3)
+    assert c["softmax_bound_sqrtN"] == 14.0
+
+
+def test_jacobian_wrt_s_moment_against_monte_carlo():
+    """E‖∂(S^{∘3})/∂S‖²_F = 9·E‖S^{∘2}‖²_F: exact vs a seeded Monte Carlo (iid weights, small sizes)."""
+    from empirics.samplers import rng_for
+    from sapa.claims.growth_claims import jac_s_moments
+
+    N, D, d, T = 6, 4, 3, 20_000
+    rng = rng_for(0, "test-jac-s")
+    X = rng.standard_normal((T, N, D))  # (T, N, D)
+    WQ, WK = rng.standard_normal((2, T, D, d)) / math.sqrt(D)  # (T, D, d) each
+    S = X @ WQ @ np.swapaxes(X @ WK, 1, 2)  # (T, N, d) @ (T, d, N) -> (T, N, N)
+    vals = (9 * S**4).sum(axis=(1, 2))  # ‖3 S^{∘2}‖²_F per trial
+    exact = jac_s_moments(3, "iid", 0.0, D, d, N, 1 / math.sqrt(D))
+    z = (vals.mean() - exact) / (vals.std(ddof=1) / math.sqrt(T))
+    assert abs(z) < 4  # heavy tails (degree-8 Gaussian polynomial): a 4σ two-sided bound, fixed seed
+    assert jac_s_moments(1, "iid", 0.0, D, d, N, 1.0) == N * N  # ∂S/∂S = identity: N² for every input

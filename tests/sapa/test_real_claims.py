@@ -1,14 +1,15 @@
-"""Tests for `sapa/claims/real_claims.py`: the verdict rule of ``real-model-regime`` and its plumbing.
+"""Tests for `sapa/claims/real_claims.py`: the question ``real-model-regime`` — its protocol logic and plumbing.
 
-The rule is tested on synthetic analysis results (no extra needed); one end-to-end run on a
-small configuration needs the optional extra ``real`` (``pytest.importorskip``). Nothing may
-touch the network.
+The judgement is tested on synthetic analysis results (no extra needed): ANSWERED only when every
+protocol agrees and the softmax baseline passes, UNDETERMINED (naming the protocols) when the
+verdict flips. No verdict on today's data is locked in. One end-to-end run on a small
+configuration needs the optional extra ``real`` (``pytest.importorskip``). Nothing may touch the network.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -16,87 +17,123 @@ from empirics import real
 from sapa.budget import QUICK
 from sapa.claims import real_claims
 from sapa.ledger import Context, run_claim
-
+from sapa.rules import heads as rule
+from sapa.rules.base import QUESTION_VERDICTS
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
 
-
-def _head(layer, head, slope_ci=(0.48, 0.52), n_reg=10, n_star=3.0, jac_ci=None):
-    h = {"layer": layer, "head": head}
-    for t in ("softmax", "p1", "p3"):
-        for k in ("fro", "jac"):
-            ci = list(jac_ci if (k == "jac" and jac_ci) else slope_ci)
-            h[f"meas_{t}_{k}_slope"] = sum(ci) / 2
-            h[f"meas_{t}_{k}_ci"] = ci
-    for p in (1, 3):
-        h[f"matched_p{p}_n_reg"] = n_reg
-        for proxy in ("identity", "measured", "matched"):
-            h[f"{proxy}_p{p}_n_star"] = n_star
-    return h
+SLOW = (0.10, 0.30)     # softmax-like: well inside O(√N), outside 0.5 ± 0.05
+ON = (0.46, 0.52)       # in the band
+FAST = (0.70, 0.80)     # demonstrably above the edge 0.55
 
 
-def _res(heads, softmax_ok=True, residual=1e-15):
-    return {"heads": heads, "meta": {"config": {"N_real": 128}, "softmax_norm_le_sqrt_n": softmax_ok,
-                                     "max_shift_residual": residual}}
+def _fits(pattern):
+    """pattern: {(protocol, activation): [interval per head]} → HeadFit dicts (10 heads)."""
+    out = []
+    for (pr, act), cis in pattern.items():
+        for i, (lo, hi) in enumerate(cis):
+            out.append(asdict(real.HeadFit(pr, act, "fro", i // 5, i % 5, (lo + hi) / 2, lo, hi)))
+    return out
 
 
-def test_rule_holds_when_every_head_grows_like_sqrt_n():
-    verdict, ev = real_claims.judge(_res([_head(0, h) for h in range(10)]))
-    assert verdict == "HOLDS"
-    assert ev["fraction_consistent_with_half"]["p3_jac"] == 1.0
-    assert ev["fraction_n_star_below_N_real"]["p1_measured"] == 1.0
+def _res(p1, p3, softmax=None, protocols=real.PROTOCOL_NAMES, softmax_ok=True, residual=1e-15, level=rule.LEVEL):
+    """A minimal analysis result: per protocol, the heads' intervals of each activation (callable: protocol → list)."""
+    pat = {}
+    for pr in protocols:
+        pat[pr, "softmax"] = (softmax or (lambda _: [SLOW] * 10))(pr)
+        pat[pr, "x/sqrt(N)"] = p1(pr)
+        pat[pr, "x^3/sqrt(N)"] = p3(pr)
+    return {"fits": _fits(pat), "meta": {"config": {"N_real": 128, "level": level}, "softmax_norm_le_sqrt_n": softmax_ok,
+                                         "max_shift_residual": residual}}
 
 
-def test_rule_fails_when_most_heads_do_not():
-    heads = [_head(0, h, slope_ci=(0.7, 0.8)) for h in range(6)] + [_head(1, h) for h in range(4)]
-    verdict, ev = real_claims.judge(_res(heads))
-    assert verdict == "FAILS" and ev["fraction_consistent_with_half"]["p1_fro"] == 0.4
-    assert ev["heads_consistent_with_half"]["p1_fro"] == [[1, h] for h in range(4)]
+def _mix(n_on, n_fast):
+    return lambda _: [ON] * n_on + [FAST] * n_fast
 
 
-def test_rule_in_regime_between_the_thresholds():
-    heads = [_head(0, h, slope_ci=(0.1, 0.2)) for h in range(3)] + [_head(1, h) for h in range(7)]
-    assert real_claims.judge(_res(heads))[0] == "HOLDS_IN_REGIME"
-    # measured √N everywhere, but the Gaussian proxy puts the regime beyond N_real for half the heads
-    heads = [_head(0, h, n_reg=1000) for h in range(5)] + [_head(1, h) for h in range(5)]
-    assert real_claims.judge(_res(heads))[0] == "HOLDS_IN_REGIME"
-    # the Jacobian counts too
-    heads = [_head(0, h, jac_ci=(0.9, 1.0)) for h in range(6)] + [_head(1, h) for h in range(4)]
-    assert real_claims.judge(_res(heads))[0] == "FAILS"
+def test_answered_when_every_protocol_agrees():
+    j = real_claims.judge(_res(_mix(3, 7), _mix(2, 8)))
+    assert j.verdict == "ANSWERED" and j.agreed == {"x/sqrt(N)": "FAILS", "x^3/sqrt(N)": "FAILS"}
+    assert j.baseline_holds and len(j.cells) == 12
+    c = j.cell("fixed", "x/sqrt(N)")
+    assert (c.consistent_upper, c.within_upper, c.verdict_upper) == (0.3, 0.3, "FAILS")
+    assert c.heads_above == tuple((i // 5, i % 5) for i in range(3, 10))
+    s = j.cell("prefix", "softmax")
+    assert s.verdict_upper == "HOLDS" and s.verdict_band == "FAILS"  # the two-sided band rejects softmax itself
+    text = real_claims.answer_text(j, {})
+    assert "under every protocol" in text and "30%" in text and "softmax itself" in text.lower()
 
 
-def test_rule_undetermined_on_failed_sanity():
-    assert real_claims.judge(_res([_head(0, 0)], softmax_ok=False))[0] == "UNDETERMINED"
-    assert real_claims.judge(_res([_head(0, 0)], residual=1e-3))[0] == "UNDETERMINED"
+def test_answered_yes_when_every_protocol_holds():
+    j = real_claims.judge(_res(_mix(10, 0), _mix(10, 0)))
+    assert j.verdict == "ANSWERED" and set(j.agreed.values()) == {"HOLDS"}
+    assert "yes" in real_claims.answer_text(j, {})
+
+
+def test_undetermined_when_the_protocol_flips_the_conclusion():
+    def p1(pr):
+        return [ON] * 10 if pr.startswith("fixed") else [ON] * 3 + [FAST] * 7
+
+    j = real_claims.judge(_res(p1, _mix(2, 8)))
+    assert j.verdict == "UNDETERMINED" and j.agreed["x/sqrt(N)"] is None and j.agreed["x^3/sqrt(N)"] == "FAILS"
+    text = real_claims.answer_text(j, {})
+    assert "protocol" in text and "HOLDS under fixed" in text and "FAILS under prefix" in text
+
+
+def test_undetermined_when_a_protocol_is_undetermined_or_the_baseline_fails():
+    mid = _mix(7, 3)  # 70 % consistent: neither ≥ 90 % within nor < 60 % consistent
+    assert real_claims.judge(_res(mid, mid)).verdict == "UNDETERMINED"
+    j = real_claims.judge(_res(_mix(2, 8), _mix(2, 8), softmax=lambda pr: [FAST] * 10 if pr == "fixed" else [SLOW] * 10))
+    assert j.verdict == "UNDETERMINED" and not j.baseline_holds
+    assert "not a fair test" in real_claims.answer_text(j, {})
+
+
+def test_undetermined_on_failed_sanity():
+    ok = (_mix(2, 8), _mix(2, 8))
+    assert real_claims.judge(_res(*ok)).verdict == "ANSWERED"
+    assert real_claims.judge(_res(*ok, softmax_ok=False)).verdict == "UNDETERMINED"
+    assert real_claims.judge(_res(*ok, residual=1e-3)).verdict == "UNDETERMINED"
+    assert real_claims.judge(_res(*ok, level=0.5)).verdict == "UNDETERMINED"  # intervals at another level than the rule's
+
+
+def test_readings_cite_the_rule():
+    j = real_claims.judge(_res(_mix(3, 7), _mix(2, 8)))
+    rs = [real_claims.reading_of(c) for c in j.cells]
+    assert len(rs) == 12 and {r.rule for r in rs} == {"head-fraction"}
+    assert {r.verdict for r in rs if "softmax" in r.name} == {"HOLDS"}
+    assert all("two-sided" in r.why for r in rs)
 
 
 def test_not_installed_is_undetermined(monkeypatch, tmp_path):
     monkeypatch.setattr(real, "available", lambda: False)
     entry = run_claim(real_claims.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
-    assert entry.verdict == "UNDETERMINED"
+    assert entry.verdict == "UNDETERMINED" and entry.kind == "question"
     assert entry.evidence == {"status": "optional extra 'real' not installed"}
-    assert entry.contract["predicted_exponent"].startswith("0.5")
 
 
-def test_claim_is_registered_with_a_contract():
+def test_registered_as_a_question():
     (claim,) = real_claims.CLAIMS
-    assert claim.id == "real-model-regime" and claim.check is real_claims.check_real_model_regime
-    assert "0.45, 0.55" in claim.contract.refuted_by
+    assert claim.id == "real-model-regime" and claim.kind == "question"
+    assert claim.check is real_claims.check_real_model_regime and "all-MiniLM-L6-v2" in claim.statement
 
 
 def test_end_to_end_small(monkeypatch, tmp_path):
-    """The check on a small configuration (2 texts, N = 8, 16, 32): a verdict, evidence, a figure, JSON-ready."""
+    """The check on a small configuration (2 texts, N = 8, 16, 32): a question verdict, 12 readings, a figure, JSON."""
     for m in real.REQUIRED_MODULES:
         pytest.importorskip(m)
     monkeypatch.setattr(real, "QUICK", replace(real.QUICK, name="test", Ns=(8, 16, 32), n_texts=2, n_boot=100))
     entry = run_claim(real_claims.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
-    assert entry.verdict in ("HOLDS", "HOLDS_IN_REGIME", "FAILS")
+    assert entry.verdict in QUESTION_VERDICTS and entry.kind == "question" and entry.answer
+    assert entry.rule["name"] == "head-fraction" and len(entry.readings) == 12
+    assert {r["name"].split(" · ")[0] for r in entry.readings} == set(real.PROTOCOL_NAMES)
     ev = entry.evidence
-    assert ev["sanity"] == {"softmax_norm_le_sqrt_n": True, "bias_is_token_shift": True, "fits_finite": True}
-    assert set(ev["per_layer"]) == {str(l) for l in range(6)}
-    assert {"n_star_p3_measured_median", "n_star_p1_identity_max", "canonical_top_median"} <= set(ev["per_layer"]["0"])
+    assert ev["sanity"] == {"softmax_norm_le_sqrt_n": True, "bias_is_token_shift": True, "fits_finite": True,
+                            "interval_level_is_the_rule's": True, "every_cell_present": True}
+    assert set(ev["canonical_correlation"]) == {"all", "content"}
+    assert any("random independent" in f for f in entry.findings)
+    assert any("N* per head" in f for f in entry.findings)
     assert len(ev["vit_references"]) == 12 and "figure_assertion_failed" not in ev
     assert entry.figures and all((tmp_path / f).is_file() for f in entry.figures)
+    assert any("protocols" in f for f in entry.figures)
     json.dumps(ev)  # the ledger writes it as JSON
-    assert (entry.corrected_claim is None) == (entry.verdict == "HOLDS")
     assert list((tmp_path / "real").glob("real_heads_*.json"))  # cached under OUT/real for the next run

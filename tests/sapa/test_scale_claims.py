@@ -1,4 +1,8 @@
-"""Tests for `sapa/claims/scale_claims.py`: both checks run with the quick budget; verdicts are computed by rule."""
+"""Tests for `sapa/claims/scale_claims.py`: both checks run with the quick budget; verdicts follow the rules.
+
+No verdict is locked to today's data: each test recomputes the rule from the stored evidence and
+checks the mathematics that does not depend on sampling (exact exponents, exact row formulas).
+"""
 
 from __future__ import annotations
 
@@ -7,62 +11,69 @@ import json
 import pytest
 
 from sapa.budget import budget_named
-from sapa.claims.scale_claims import CLAIMS, _direction, _uniformity
+from sapa.claims.scale_claims import CLAIMS
 from sapa.ledger import Context, run_claim
+from sapa.rules.direction import case_direction
 
 
 @pytest.fixture(scope="module")
 def entries(tmp_path_factory):
     out = tmp_path_factory.mktemp("ledger")
     ctx = Context(budget_named("quick", seed=0), out)
-    return out, {c.id: run_claim(c, ctx) for c in CLAIMS}
+    return out, {c.id: run_claim(c, ctx) for c in CLAIMS}, ctx
 
 
-def test_ids_and_contracts():
-    assert [c.id for c in CLAIMS] == ["fig1-scale-direction", "causal-masking"]
+def test_ids_kinds_and_contracts():
+    assert [(c.id, c.kind) for c in CLAIMS] == [("fig1-scale-direction", "claim"), ("causal-masking", "question")]
     assert all(c.contract is not None and c.check is not None for c in CLAIMS)
 
 
-def test_scale_direction_verdict(entries):
-    out, es = entries
+def test_scale_direction_readings_follow_the_direction_rule(entries):
+    out, es, _ = entries
     e = es["fig1-scale-direction"]
     ev = e.evidence
-    # The rule, recomputed from the evidence: every case increases as N decreases ⇒ FAILS.
-    dirs = [d for v in ev["directions_as_N_decreases"].values() for d in v.values()]
-    assert dirs and all(d == "increases" for d in dirs)
-    assert all(a["agree"] for v in ev["monte_carlo_agreement"].values() for a in v.values())
-    assert e.verdict == "FAILS"
-    assert ev["exponents"]["iid/p1"]["bound"]["slope"] == pytest.approx(-0.5, abs=0.01)
-    assert ev["exponents"]["iid/p1"]["typical"]["ci"][1] < -0.9
+    names = [r["name"] for r in e.readings]
+    assert "paper's notation" in names[0] and "coefficient" in names[-1]
+    assert all(r["rule"] == "direction" and "calibration" in r for r in e.readings)
+    # Headline reading, exact: under the paper's model the bound-matching coefficient is ∝ N^{−1/2} at every N,
+    # so the divisor α = 1/c has exponent +½ > TOL and "decreases as N decreases".
+    for p in (1, 3):
+        b = ev["bound_exponent_exact_all_models"][f"paper/p{p}"]
+        assert b == pytest.approx(-0.5, abs=1e-9)
+        assert case_direction(-b, -b) == "decreases"
+    gate = ev["monte_carlo_gate"]["verdict"]
+    assert e.verdict == (e.readings[0]["verdict"] if gate == "HOLDS" else "UNDETERMINED")
+    # The reviewer's reading: every coefficient case rises as N falls (c exponent < −TOL) or is flat.
+    for key, dirs in ev["directions_as_N_decreases"].items():
+        for crit, d in dirs.items():
+            assert d["c"] in ("increases", "flat") and d["alpha"] in ("decreases", "flat"), (key, crit, d)
     assert ev["reviewer_numbers"]["inv_sqrt_n"] == [0.0625, 0.125, 0.25, 0.3536]
-    assert ev["bound_exponent_exact_all_models"]["paper/p3"] == pytest.approx(-0.5, abs=1e-9)
-    assert "INCREASE" in e.corrected_claim
     assert all((out / f).is_file() for f in e.figures) and len(e.figures) == 2
     json.dumps(ev)  # ledger.json-serialisable
 
 
-def test_causal_verdict(entries):
-    out, es = entries
+def test_causal_question_readings_and_answer(entries):
+    out, es, _ = entries
     e = es["causal-masking"]
     ev = e.evidence
-    cases = [v for c in ev["cases_global_inv_sqrt_n"].values() for v in c.values()]
-    assert cases and all(v == "non-uniform" for v in cases)
-    assert all(a["agree"] for a in ev["monte_carlo_agreement"].values())
-    assert e.verdict == "FAILS"
-    assert ev["corrected_claim_holds_in_iid_model"] is True
+    assert e.kind == "question" and e.verdict in ("ANSWERED", "UNDETERMINED") and e.answer
+    by = {r["name"]: r for r in e.readings}
+    whole = next(r for n, r in by.items() if n.startswith("whole matrix"))
+    assert whole["rule"] == "growth-upper-exact" and whole["verdict"] == "HOLDS"  # exact: the mask does not change the rate
+    for w in ev["whole_matrix_under_mask"].values():
+        assert w["sup_local_exponent"] <= 0.5 + 1e-12
+    decided = all(r["verdict"] != "UNDETERMINED" for r in e.readings)
+    assert e.verdict == ("ANSWERED" if decided and ev["monte_carlo_gate"]["verdict"] == "HOLDS" else "UNDETERMINED")
     prof = ev["profile_exponents"]["N1024/p1"]
-    assert prof["inv_sqrt_n/bound"]["slope"] == pytest.approx(0.5, abs=0.05)
-    assert abs(prof["inv_sqrt_i/bound"]["slope"]) < 0.05
+    assert prof["inv_sqrt_n/bound"]["exact_slope"] == pytest.approx(0.5, abs=0.01)  # rows ∝ √i: exact
     assert ev["exact_per_model"]["tied/p3"]["per_row_flat_from_row"] > 10_000
-    assert "1/√i" in e.corrected_claim
     assert all((out / f).is_file() for f in e.figures) and len(e.figures) == 2
     json.dumps(ev)
 
 
-def test_rule_helpers():
-    assert _direction(-0.5, -0.6, -0.4) == "increases"
-    assert _direction(0.5, 0.4, 0.6) == "decreases"
-    assert _direction(-0.01, -0.1, 0.05) == "flat"
-    assert _uniformity(-0.05, 0.05) == "uniform"
-    assert _uniformity(0.4, 0.6) == "non-uniform"
-    assert _uniformity(0.05, 0.2) == "inconclusive"
+def test_first_pass_comparisons_are_recorded_without_reruns(entries):
+    _, _, ctx = entries
+    checks = ctx.cache["mc_checks"]
+    names = {c["name"].split("/")[0] for c in checks}
+    assert names == {"fig1-scale-direction", "causal-masking"}
+    assert all(0 < c["nominal"] < 1 for c in checks)

@@ -1,0 +1,95 @@
+"""Content checksums of stored results: sha256 of a canonical payload, written with it, verified on read.
+
+A flipped bit or an edited value in a stored result (a sweep cell's Parquet, a training run's JSON)
+must never flow silently into the results. Writers seal the payload (Parquet: key-value metadata
+``sapa_sha256``; JSON: a top-level ``"sha256"`` field); readers recompute it, and a mismatch or a
+missing checksum makes the file corrupt: the caller recomputes it, with one warning line on stderr.
+This guards against damage (disk, copies, hand edits), not against someone who rewrites the checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+PARQUET_KEY = b"sapa_sha256"  # Parquet key-value metadata entry
+JSON_FIELD = "sha256"         # top-level field of a sealed JSON record
+_NUMERIC = ("int", "uint", "float", "double", "bool", "halffloat")
+
+
+class CorruptResult(ValueError):
+    """A stored result whose content does not match its checksum (or has none)."""
+
+
+def table_sha256(table) -> str:
+    """sha256 over the table's ``sapa`` metadata, then each column's name, kind and values (numbers as raw bytes)."""
+    import numpy as np
+
+    h = hashlib.sha256((table.schema.metadata or {}).get(b"sapa", b""))
+    for name, col in zip(table.column_names, table.columns):
+        kind = str(col.type)
+        numeric = kind.startswith(_NUMERIC) and col.null_count == 0
+        kind = kind if numeric else ("string" if "string" in kind else kind)
+        h.update(json.dumps([name, kind, len(col)]).encode())
+        if numeric:
+            vals = np.ascontiguousarray(col.to_numpy())
+            h.update(vals.astype(vals.dtype.newbyteorder("<")).tobytes())
+        else:
+            h.update(json.dumps(col.to_pylist(), default=str).encode())
+    return h.hexdigest()
+
+
+def seal_table(table):
+    """``table`` with its content checksum in the Parquet key-value metadata (:data:`PARQUET_KEY`)."""
+    meta = {k: v for k, v in (table.schema.metadata or {}).items() if k != PARQUET_KEY}
+    return table.replace_schema_metadata({**meta, PARQUET_KEY: table_sha256(table).encode()})
+
+
+def check_table(table, path: str | Path) -> None:
+    """Raise :class:`CorruptResult` (naming ``path``) unless the table's stored checksum matches its content."""
+    stored = (table.schema.metadata or {}).get(PARQUET_KEY)
+    if stored is None:
+        raise CorruptResult(f"{path}: no content checksum")
+    if stored.decode("ascii", "replace") != table_sha256(table):
+        raise CorruptResult(f"{path}: content does not match its checksum (corrupt file)")
+
+
+def read_parquet_verified(path: str | Path):
+    """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    check_table(table, path)
+    return table.to_pandas()
+
+
+def record_sha256(rec: dict) -> str:
+    """sha256 of the canonical JSON of ``rec`` (sorted keys, no spaces) without its own checksum field."""
+    body = {k: v for k, v in json.loads(json.dumps(rec, default=_plain)).items() if k != JSON_FIELD}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def seal_record(rec: dict) -> dict:
+    """``rec`` with its content checksum in the field :data:`JSON_FIELD`."""
+    return {**{k: v for k, v in rec.items() if k != JSON_FIELD}, JSON_FIELD: record_sha256(rec)}
+
+
+def check_record(rec: object, path: str | Path) -> None:
+    """Raise :class:`CorruptResult` (naming ``path``) unless ``rec`` is a dict whose checksum matches."""
+    if not isinstance(rec, dict) or not isinstance(rec.get(JSON_FIELD), str):
+        raise CorruptResult(f"{path}: no content checksum")
+    if rec[JSON_FIELD] != record_sha256(rec):
+        raise CorruptResult(f"{path}: content does not match its checksum (corrupt file)")
+
+
+def warn_recompute(exc: CorruptResult) -> None:
+    """One warning line on stderr: this stored result is not used, it is recomputed."""
+    print(f"sapa: warning: {' '.join(str(exc).split())}; recomputing it", file=sys.stderr, flush=True)
+
+
+def _plain(o: object) -> object:
+    from empirics.atomic import _jsonable
+
+    return _jsonable(o)

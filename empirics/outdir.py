@@ -1,0 +1,108 @@
+"""Where a command writes: checked before any work starts, and held by one run at a time.
+
+A results location that cannot be written (read-only, ``/proc/x``, ``/dev/null/x``, an existing
+file given as a directory) is refused up front with :class:`theory.validate.InputError` (one line,
+exit 2 in the CLI), not after minutes of work. The check creates nothing: it probes the directory,
+or the nearest existing ancestor of one still to be made, by creating and removing a temporary file.
+:func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
+(non-blocking: a second run is refused, it does not wait).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from theory.validate import InputError
+
+LOCK_NAME = ".sapa.lock"
+
+
+def check_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """``path`` as a directory a run can write into (existing or creatable); InputError naming ``flag`` otherwise."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path} exists and is not a directory")
+    _probe(_nearest_existing(path, path, flag), path, flag)
+    return path
+
+
+def check_file(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """``path`` as a file a run can (atomically) write; InputError naming ``flag`` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{flag} {path} is a directory; give a file name")
+    _probe(_nearest_existing(path.parent, path, flag), path, flag)
+    return path
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
+    """Hold ``path/.sapa.lock`` (flock, non-blocking) for the block; a second holder gets InputError at once.
+
+    The directory is created if needed; if it was created here and holds nothing but the lock when
+    the block ends, both are removed again (a refused run leaves nothing behind).
+    """
+    path = check_dir(path, flag)
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"{flag} {path} is in use by another sapa run{_holder(fd)}; wait for it to finish "
+                             f"or choose another {flag}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
+        if created:
+            _remove_if_only_lock(path)
+
+
+def _nearest_existing(start: Path, path: Path, flag: str) -> Path:
+    """The deepest existing ancestor of ``start`` (itself included); it must be a directory (errors name ``path``)."""
+    p = start.absolute()
+    while not p.exists():
+        if p.is_symlink():  # a dangling link: mkdir would fail on it
+            raise InputError(f"{flag} {path}: {p} is a broken symbolic link")
+        p = p.parent
+    if not p.is_dir():
+        raise InputError(f"{flag} {path}: {p} is not a directory")
+    return p
+
+
+def _probe(where: Path, path: Path, flag: str) -> None:
+    """Create and remove a temporary file in ``where``; InputError (about ``path``) if that fails."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".sapa-probe-"):
+            pass
+    except OSError as exc:
+        why = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        raise InputError(f"{flag} {path}: cannot write in {where} ({why})") from None
+
+
+def _holder(fd: int) -> str:
+    """`` (pid N)`` from the lock file, if it names one."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _remove_if_only_lock(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if [p.name for p in path.iterdir()] == [LOCK_NAME]:
+            (path / LOCK_NAME).unlink()
+            path.rmdir()

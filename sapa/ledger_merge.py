@@ -1,0 +1,82 @@
+"""``sapa verify --only ID ... --out DIR`` into an existing ledger: replace the rerun entries, keep the rest.
+
+A partial rerun must never silently drop the other verdicts. The rerun entries replace their old
+versions in place (new ids are appended), each marked ``"rerun": true`` with ``"rerun_utc"``. The
+provenance is this run's, with ``"reran"`` (its ids) and ``"earlier_runs"`` (the provenance of every
+run before it, oldest first): nothing is lost. Entries of a different budget or seed are not mixed:
+such a ledger is refused before any work starts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from sapa.budget import Budget
+from theory.validate import InputError
+
+
+def prior_ledger(out_dir: Path, budget: Budget) -> dict | None:
+    """The ledger already in ``out_dir`` (None if none) when it can take a rerun of ``budget``; else InputError."""
+    path = Path(out_dir) / "ledger.json"
+    if not path.exists():
+        return None
+    try:
+        prior = json.loads(path.read_text(encoding="utf-8"))
+        claims, prov = prior["claims"], prior["provenance"]
+        if not isinstance(claims, list) or not all(isinstance(c, dict) and "id" in c for c in claims):
+            raise ValueError("claims are not a list of entries")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"--only would merge into {path}, which cannot be read ({why}); rerun without --only "
+                         "or choose another --out") from None
+    theirs = _budget_of(prov)
+    ours = json.loads(json.dumps(asdict(budget)))
+    if theirs != ours:
+        raise InputError(f"--only would mix budgets: {path} is from {_describe(theirs, ours)}, this run is "
+                         f"{_describe(ours, None)}; rerun without --only or choose another --out")
+    return prior
+
+
+def merge_into(prior: dict | None, fresh: dict) -> dict:
+    """``fresh`` (a ledger of the rerun claims) merged into ``prior`` (returned as is when there is none)."""
+    if prior is None:
+        return fresh
+    prov = fresh["provenance"]
+    rerun = {c["id"]: {**c, "rerun": True, "rerun_utc": prov.get("started_utc")} for c in fresh["claims"]}
+    claims = [rerun.pop(c["id"], c) for c in prior["claims"]]
+    claims += list(rerun.values())  # ids the old ledger did not have
+    old = prior["provenance"]
+    earlier = [*old.get("earlier_runs", []), {k: v for k, v in old.items() if k != "earlier_runs"}]
+    # other top-level summaries (e.g. "monte_carlo") describe the whole ledger: the old ones stay, and this run's
+    # own are kept in its provenance
+    extra = {k: v for k, v in fresh.items() if k not in ("claims", "provenance")}
+    return {**extra, **prior, "claims": claims,
+            "provenance": {**prov, "reran": [c["id"] for c in fresh["claims"]], "rerun_summaries": extra,
+                           "earlier_runs": earlier}}
+
+
+def ledger_entries(ledger: dict) -> list:
+    """The ledger's claims as :class:`sapa.ledger.Entry` objects (for the report); unknown keys are dropped."""
+    from sapa.ledger import Entry
+
+    names = {f.name for f in fields(Entry)}
+    return [Entry(**{k: v for k, v in c.items() if k in names}) for c in ledger["claims"]]
+
+
+def _budget_of(prov: object) -> dict | None:
+    if not isinstance(prov, dict) or not isinstance(prov.get("budget"), dict):
+        return None
+    return {**prov["budget"], "seed": prov.get("seed", prov["budget"].get("seed"))}
+
+
+def _describe(b: dict | None, other: dict | None) -> str:
+    """``budget 'quick', seed 0`` (plus the parameters that differ from ``other`` when name and seed agree)."""
+    if b is None:
+        return "an unknown budget"
+    text = f"budget {b.get('name')!r}, seed {b.get('seed')}"
+    if other is not None and (b.get("name"), b.get("seed")) == (other.get("name"), other.get("seed")):
+        diff = sorted(k for k in set(b) | set(other) if b.get(k) != other.get(k))
+        text += f" with other parameters ({', '.join(diff)})"
+    return text

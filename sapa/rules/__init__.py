@@ -1,0 +1,53 @@
+"""Verdict rules of the claims ledger: pure ``decide(evidence)`` functions, each calibrated on synthetic truth.
+
+Every reading of every ledger entry names the rule that decided it; ``sapa calibrate`` measures
+each rule's false-FAILS and false-HOLDS rates and its power (targets: ≤ 1 %, ≤ 5 %).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sapa.rules.base import (CLAIM_VERDICTS, FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, HOLDING, QUESTION_VERDICTS,
+                             Calibration, Rule, calibrate)
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """Every rule, in the order ``sapa calibrate`` prints them."""
+    from sapa.rules import growth
+
+    rules = [growth.UPPER, growth.UPPER_EXACT, growth.TIGHT]
+    for mod in _optional_modules():
+        rules.extend(mod.RULES)
+    return tuple(rules)
+
+
+def _optional_modules() -> list:
+    import importlib
+
+    out = []
+    for name in ("bound", "direction", "profile", "agreement", "timing", "association", "heads", "audit"):
+        try:
+            out.append(importlib.import_module(f"sapa.rules.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"sapa.rules.{name}":
+                raise
+    return out
+
+
+def rule_named(name: str) -> Rule:
+    """The rule called ``name`` (KeyError with the known names otherwise)."""
+    for r in all_rules():
+        if r.name == name:
+            return r
+    raise KeyError(f"unknown rule {name!r}; known: {', '.join(r.name for r in all_rules())}")
+
+
+@lru_cache(maxsize=None)
+def cached_calibration(name: str, seed: int = 0) -> Calibration:
+    """``calibrate(rule_named(name))`` at its default trial count, computed once per process."""
+    return calibrate(rule_named(name), seed=seed)
+
+
+__all__ = ["CLAIM_VERDICTS", "QUESTION_VERDICTS", "HOLDING", "FALSE_FAILS_TARGET", "FALSE_HOLDS_TARGET", "Rule",
+           "Calibration", "calibrate", "all_rules", "rule_named", "cached_calibration"]

@@ -1,0 +1,110 @@
+"""``audit-like-softmax``: does an activation's attention norm "grow like softmax's" — O(√N), constant within K×?
+
+The scale rules of arXiv 2410.18613 (x^p/√N) and of the other softmax alternatives (ReLU/N, sigmoid
+with bias −log N, normalised polynomials) all claim that, with their scale, the attention norm grows
+like softmax's. Read charitably, as softmax's own Theorem 4.1: ‖φ(S)‖_F = O(√N) *and* of the same
+size as softmax's bound √N within a declared factor K (a rate alone says nothing about a 10⁴× larger
+norm at the sizes people train at).
+
+Evidence: an interval for the largest local growth exponent of the E-RMS norm (exact or quadrature:
+zero width; Monte Carlo: a fitted interval), the asymptotic exponent, and an interval for the
+constant ratio = E-RMS ‖φ‖_F / √N at the audited N.
+
+* ``FAILS`` if the exponent interval lies wholly above ½ + TOL, or the ratio interval wholly above K;
+* ``HOLDS`` if the exponent interval lies at or below ½ + TOL and the ratio interval at or below K;
+* ``HOLDS_IN_REGIME`` if the ratio is within K and only the asymptotic exponent (large N) is within
+  ½ + TOL (the local exponent exceeds it at small N);
+* ``UNDETERMINED`` otherwise (an interval straddles a threshold).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sapa.rules.base import Rule
+
+TOL = 0.05        # practical tolerance on the exponent (as growth-upper)
+K = 10.0          # "within K× of softmax's √N": an order of magnitude
+LEVEL = 0.99      # Monte Carlo interval level
+A = 0.5           # softmax's exponent (Thm 4.1)
+SIM_N = (64, 128, 256)   # the ledger's Monte Carlo grid for row-normalised activations
+SIM_TRIALS = 48
+
+
+@dataclass(frozen=True)
+class LikeSoftmaxEvidence:
+    """Exponent interval (sup over N), asymptotic exponent, ratio interval at the audited N."""
+
+    exp_lo: float
+    exp_hi: float
+    asymptotic: float     # NaN if unknown (Monte Carlo)
+    ratio_lo: float
+    ratio_hi: float
+    exact: bool
+
+
+def decide(ev: LikeSoftmaxEvidence) -> str:
+    """FAILS / HOLDS / HOLDS_IN_REGIME / UNDETERMINED as the module docstring says."""
+    vals = (ev.exp_lo, ev.exp_hi, ev.ratio_lo, ev.ratio_hi)
+    if not all(math.isfinite(v) for v in vals):
+        return "UNDETERMINED"
+    edge = A + TOL
+    if ev.exp_lo > edge and not (math.isfinite(ev.asymptotic) and ev.asymptotic <= edge):
+        return "FAILS"
+    if ev.ratio_lo > K:
+        return "FAILS"
+    if ev.ratio_hi <= K:
+        if ev.exp_hi <= edge:
+            return "HOLDS"
+        if math.isfinite(ev.asymptotic) and ev.asymptotic <= edge:
+            return "HOLDS_IN_REGIME"
+    return "UNDETERMINED"
+
+
+def mc_evidence(N, sq_samples, N_ref: int, rng: np.random.Generator, asymptotic: float = math.nan
+                ) -> LikeSoftmaxEvidence:
+    """Evidence from Monte Carlo squared norms over a grid: bootstrap exponent interval and a t-interval for the ratio at N_ref."""
+    from scipy import stats
+
+    from empirics.stats import rms_exponent_interval
+
+    fit = rms_exponent_interval(N, sq_samples, level=LEVEL, rng=rng)
+    k = list(N).index(N_ref)
+    v = np.asarray(sq_samples[k], dtype=np.float64)
+    t = float(stats.t.ppf(0.5 + LEVEL / 2, v.size - 1))
+    m, se = float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+    lo, hi = max(m - t * se, 0.0), m + t * se
+    return LikeSoftmaxEvidence(fit.lo, fit.hi, asymptotic, math.sqrt(lo / N_ref), math.sqrt(hi / N_ref), False)
+
+
+def simulate(truth: str, rng: np.random.Generator) -> LikeSoftmaxEvidence:
+    """Monte Carlo evidence of the ledger's shape (x³-like heavy tails, 48 trials per N).
+
+    holds: exponent exactly ½ + TOL and ratio exactly K at N_ref (both edges at once);
+    fails: the designed effect, exponent ½ + 2·TOL with the ratio at 2K.
+    """
+    from sapa.rules.growth import heavy_tailed_squares
+
+    e, ratio = (A + TOL, K) if truth == "holds" else (A + 2 * TOL, 2 * K)
+    n_ref = SIM_N[-1]
+    # E‖·‖² = c²N^{2e} with c chosen so that √(E/N_ref) = ratio at N_ref
+    c2 = ratio**2 * n_ref / n_ref ** (2 * e)
+    sq = [c2 * heavy_tailed_squares(rng, n, SIM_TRIALS, e) for n in SIM_N]
+    return mc_evidence(SIM_N, sq, n_ref, rng)
+
+
+RULES = (Rule(
+    name="audit-like-softmax",
+    summary=f"grows like softmax: FAILS if the exponent interval is above ½ + {TOL} or the E-RMS/√N ratio interval "
+            f"above K = {K:g}; HOLDS if both are at or below; HOLDS_IN_REGIME if only the asymptotic exponent is; "
+            f"else UNDETERMINED (Monte Carlo intervals at {LEVEL:.0%}; exact = zero width)",
+    thresholds={"tolerance": TOL, "K": K, "interval_level": LEVEL},
+    decide=decide,
+    simulate=simulate,
+    design={"holds": f"exponent ½ + {TOL} and ratio {K:g} (both edges), heavy-tailed series, N = {SIM_N}, "
+                     f"{SIM_TRIALS} trials", "fails": f"exponent ½ + {2 * TOL}, ratio {2 * K:g}"},
+    trials=300,
+),)

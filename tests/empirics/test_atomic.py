@@ -1,0 +1,81 @@
+"""Tests for `empirics/atomic.py`: permissions like a plain open(), a directory in the way named by its own path."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from empirics.atomic import atomic_write, atomic_write_json, atomic_write_text
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+@pytest.fixture
+def umask():
+    """Set a umask for one test and restore the old one."""
+    old = os.umask(0o022)
+    try:
+        yield os.umask
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077, 0o027])
+def test_new_file_gets_plain_open_permissions(tmp_path, umask, mask):
+    umask(mask)
+    with open(tmp_path / "plain.txt", "w") as fh:
+        fh.write("x")
+    atomic_write_text(tmp_path / "atomic.txt", "x")
+    assert _mode(tmp_path / "atomic.txt") == _mode(tmp_path / "plain.txt") == 0o666 & ~mask
+
+
+def test_replacing_a_file_keeps_its_mode(tmp_path, umask):
+    umask(0o077)  # would give 0600 to a new file
+    p = tmp_path / "ledger.json"
+    p.write_text("{}")
+    os.chmod(p, 0o644)
+    atomic_write_json(p, {"a": 1})
+    assert _mode(p) == 0o644 and p.read_text().strip().startswith("{")
+    os.chmod(p, 0o640)
+    atomic_write_text(p, "again")
+    assert _mode(p) == 0o640 and p.read_text() == "again"
+
+
+def test_no_temporary_file_is_left(tmp_path):
+    atomic_write_text(tmp_path / "a.txt", "x")
+
+    def boom(tmp: str) -> None:
+        raise RuntimeError("writer failed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(tmp_path / "b.txt", boom)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_a_directory_in_the_way_is_named(tmp_path):
+    """A result file replaced by a directory: the error names that path, never a temporary file."""
+    target = tmp_path / "cells" / "abc.parquet"
+    target.mkdir(parents=True)
+    called = []
+    with pytest.raises(IsADirectoryError) as info:
+        atomic_write(target, lambda tmp: called.append(tmp))
+    assert info.value.filename == str(target) and ".tmp" not in str(info.value)
+    assert not called and [p.name for p in target.parent.iterdir()] == ["abc.parquet"]
+
+
+def test_a_failed_replace_names_the_target(tmp_path, monkeypatch):
+    """If os.replace itself fails (e.g. a directory appears meanwhile), the error names the target."""
+
+    def fail(src, dst):
+        raise IsADirectoryError(21, "Is a directory", src, None, dst)
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(IsADirectoryError) as info:
+        atomic_write_text(tmp_path / "x.json", "{}")
+    assert info.value.filename == str(tmp_path / "x.json")
+    assert not list(tmp_path.iterdir())

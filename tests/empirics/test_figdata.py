@@ -1,0 +1,165 @@
+"""Tests for `empirics/figdata.py`: every stored figure's data round-trips exactly and redraws; hostile files
+(pickles, object arrays, edited content) are refused without running anything."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from empirics import figdata
+from empirics.figdata import FigureDataError
+
+
+class _Payload:
+    """Unpickling this creates the directory ``marker`` (a stand-in for running ``id``)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def _compute(name: str) -> dict:
+    """Small real data of each figure that ``sapa verify`` stores (what its ``compute()`` returns)."""
+    if name == "scale_direction":
+        from figures import scale_direction
+
+        res = scale_direction.compute([64, 128, 256], trials=2, max_trials=8, n_boot=50)  # N_REF = 256
+        return {**res, "models": [m for m in res["models"] if m != "paper"]}
+    if name == "causal_masking":
+        from figures import causal_masking
+
+        return causal_masking.compute(Ns=(16, 32), trials=(2, 2), max_trials=8, N_train=16, transfer_trials=2,
+                                      transfer_max_trials=8, n_boot=50)
+    if name == "worst_case":
+        from figures import worst_case
+
+        return worst_case.compute(ps=(1, 3), Ns=(3, 6), D=3, steps=2, restarts=1)
+    if name == "overhead":
+        from empirics.overhead import OverheadGrid, bench_overhead
+
+        g = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4,),
+                         crossover_masks=("none",), time_cap_s=1.0)
+        return bench_overhead(grid=g, device="cpu", threads=1)
+    from empirics.norm_accuracy import analyse
+    from tests.figures.test_training_norms import _results
+
+    r = _results(2)
+    from figures import training_norms
+
+    return training_norms.compute(r, analyse(r["final"], n_boot=100))
+
+
+STORED = ("scale_direction", "causal_masking", "worst_case", "overhead", "training_norms")
+
+
+def assert_same(a, b, where: str = "data") -> None:
+    """Exact equality, types included (tuples stay tuples, int keys stay ints, arrays keep dtype and shape)."""
+    assert type(a) is type(b) or (isinstance(a, str) and type(b) is str), (where, type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True), where
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b), where
+    else:
+        assert a == b, (where, a, b)
+
+
+@pytest.fixture(scope="module")
+def computed() -> dict:
+    return {name: _compute(name) for name in STORED}
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_each_figures_data_round_trips_exactly(name, computed, tmp_path):
+    res = computed[name]
+    path = figdata.write(tmp_path / "data" / f"{name}.json", res, f"{name}_tiny")
+    json.loads(path.read_text())  # plain JSON: readable without sapa
+    got, stem = figdata.read(path)
+    assert stem == f"{name}_tiny"
+    assert_same(res, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STORED)
+def test_each_figure_redraws_from_its_stored_data(name, computed, tmp_path):
+    import importlib
+
+    got, stem = figdata.read(figdata.write(tmp_path / f"{name}.json", computed[name], f"{name}_tiny"))
+    paths = importlib.import_module(f"figures.{name}").draw(got, tmp_path / "figures", stem)
+    assert paths and all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_what_json_lacks_round_trips(tmp_path):
+    df = pd.DataFrame({"a": [1.0, np.nan, np.inf], "s": ["x", "y", "z"], "b": [True, False, True]}, index=[3, 1, 2])
+    data = {(1, "iid"): df, 3: (1.5, -np.inf, np.nan, None), "arr": np.arange(6, dtype=np.int32).reshape(2, 3),
+            "bools": np.array([True, False]), "nested": {"__tuple__": [1]}, "np": np.float64(2.5), "i": np.int64(7),
+            "empty": {}, "cplx": np.array([1 + 2j])}
+    got, _ = figdata.read(figdata.write(tmp_path / "x.json", data, "s"))
+    assert list(got) == list(data) and isinstance(next(iter(got)), tuple)
+    pd.testing.assert_frame_equal(got[(1, "iid")], df)
+    assert got[3][:2] == (1.5, -np.inf) and np.isnan(got[3][2]) and got[3][3] is None
+    assert got["arr"].dtype == np.int32 and got["arr"].shape == (2, 3)
+    assert got["nested"] == {"__tuple__": [1]} and got["np"] == 2.5 and got["i"] == 7 and got["empty"] == {}
+    assert "NaN" not in (tmp_path / "x.json").read_text()  # strict JSON
+
+
+def test_unsupported_values_are_refused_when_writing(tmp_path):
+    with pytest.raises(FigureDataError, match="dtype object"):
+        figdata.write(tmp_path / "x.json", {"a": np.array([{"x": 1}], dtype=object)}, "s")
+    with pytest.raises(FigureDataError, match=r"data\['f'\]: cannot store a set"):
+        figdata.write(tmp_path / "x.json", {"f": {1, 2}}, "s")
+    assert not (tmp_path / "x.json").exists()
+
+
+def _doc(data_tree) -> str:
+    return json.dumps({"format": figdata.FORMAT, "stem": "s", "sha256": figdata._sha256(data_tree), "data": data_tree})
+
+
+def test_a_pickle_is_never_unpickled(tmp_path):
+    """A pickle under the .json name, or smuggled inside an array entry, is refused and leaves no side effect."""
+    marker = tmp_path / "pwned"
+    (tmp_path / "a.json").write_bytes(pickle.dumps(_Payload(str(marker))))
+    with pytest.raises(FigureDataError, match="not a figure-data JSON"):
+        figdata.read(tmp_path / "a.json")
+    buf = io.BytesIO()
+    np.save(buf, np.array([_Payload(str(marker))], dtype=object), allow_pickle=True)  # an object .npy: a pickle
+    (tmp_path / "b.json").write_text(_doc({"x": {"__ndarray__": base64.b64encode(buf.getvalue()).decode()}}))
+    with pytest.raises(FigureDataError, match="not a numeric .npy"):
+        figdata.read(tmp_path / "b.json")
+    assert not marker.exists()
+
+
+def test_damaged_or_foreign_files_are_refused(tmp_path):
+    good = figdata.write(tmp_path / "g.json", {"a": [1.0, 2.0]}, "s")
+    doc = json.loads(good.read_text())
+    doc["data"]["a"][1] = 2.5  # an edited value
+    (tmp_path / "e.json").write_text(json.dumps(doc))
+    with pytest.raises(FigureDataError, match="does not match its checksum"):
+        figdata.read(tmp_path / "e.json")
+    bad = {"f.json": json.dumps({"format": "other", "stem": "s", "data": {}}),
+           "t.json": _doc({"x": {"__tuple__": "no"}}),
+           "d.json": _doc({"x": {"__dataframe__": base64.b64encode(b"PAR1junk").decode()}}),
+           "k.json": _doc({"__dict__": [[[1, 2], 3]]}),
+           "l.json": _doc([1, 2])}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(FigureDataError):
+            figdata.read(tmp_path / name)

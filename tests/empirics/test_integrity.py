@@ -1,0 +1,186 @@
+"""Tests for `empirics/integrity.py` and its use by the sweep and training stores: a flipped bit in a stored
+float, or an edited value in a run's JSON, is detected and recomputed (one warning line), never used."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import replace
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import empirics.sweep as sw
+from empirics import training
+from empirics.integrity import (
+    CorruptResult,
+    check_record,
+    check_table,
+    read_parquet_verified,
+    seal_record,
+    seal_table,
+)
+from empirics.sweep import config_from_dict, run_sweep
+
+TINY = {"seed": 3, "trials": 4, "N": [4, 8], "D": [4], "d": ["D"], "weight_model": ["iid"],
+        "activation": [{"kind": "softmax"}]}
+RUNS = replace(training.TINY, digits_arms=("softmax",), text_arms=("softmax",), weight_decays=(0.0,))
+
+
+def _flip_float_bit(path, value: float) -> None:
+    """Flip the lowest mantissa bit of ``value`` where its 8 bytes sit in the (uncompressed-literal) Parquet page."""
+    raw = bytearray(path.read_bytes())
+    at = raw.find(struct.pack("<d", value))
+    assert at >= 0, "value not found verbatim in the file"
+    raw[at] ^= 1
+    path.write_bytes(bytes(raw))
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_table_checksum_detects_one_changed_value():
+    t = seal_table(pa.table({"a": [1.0, 2.0, 3.0], "s": ["x", "y", "z"]}))
+    check_table(t, "t")
+    changed = pa.table({"a": [1.0, 2.0000000000000004, 3.0], "s": ["x", "y", "z"]}).replace_schema_metadata(
+        t.schema.metadata)
+    with pytest.raises(CorruptResult, match="does not match"):
+        check_table(changed, "t.parquet")
+    with pytest.raises(CorruptResult, match="no content checksum"):
+        check_table(pa.table({"a": [1.0]}), "t.parquet")
+
+
+def test_record_checksum_detects_an_edit():
+    rec = seal_record({"key": {"seed": 1}, "final": {"test_acc": 0.5, "attn_fro": float("inf")}, "history": [1, 2]})
+    check_record(json.loads(json.dumps(rec)), "r.json")  # survives a JSON round trip
+    edited = json.loads(json.dumps(rec))
+    edited["final"]["test_acc"] = 0.51
+    with pytest.raises(CorruptResult, match="r.json: content does not match"):
+        check_record(edited, "r.json")
+    with pytest.raises(CorruptResult, match="no content checksum"):
+        check_record({"final": {}}, "r.json")
+
+
+# --------------------------------------------------------------------------- the sweep store
+
+
+def test_flipped_bit_in_a_cell_is_detected_and_recomputed(tmp_path, capsys):
+    cfg = config_from_dict(TINY)
+    ref = run_sweep(cfg, tmp_path, progress=False)
+    part = min((tmp_path / "cells").glob("*.parquet"))
+    good = pd.read_parquet(part)
+    _flip_float_bit(part, float(good["value"].iloc[1]))
+    bad = pd.read_parquet(part)  # still valid Parquet: only the content check can tell
+    assert (bad["value"] != good["value"]).sum() == 1
+    with pytest.raises(CorruptResult):
+        read_parquet_verified(part)
+    capsys.readouterr()
+    got = run_sweep(cfg, tmp_path, progress=False)
+    assert f"sapa: warning: {part}: content does not match its checksum" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(got, ref)
+    pd.testing.assert_frame_equal(pd.read_parquet(part), good)  # the cell was recomputed and rewritten
+
+
+def test_clean_resume_recomputes_nothing_and_warns_nothing(tmp_path, capsys, monkeypatch):
+    cfg = config_from_dict(TINY)
+    run_sweep(cfg, tmp_path, progress=False)
+    capsys.readouterr()
+    monkeypatch.setattr(sw, "run_cell", lambda *a: pytest.fail("a sealed, intact cell was recomputed"))
+    run_sweep(cfg, tmp_path, progress=False)
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_cell_without_checksum_is_recomputed(tmp_path, capsys):
+    cfg = config_from_dict(TINY)
+    ref = run_sweep(cfg, tmp_path, progress=False)
+    part = min((tmp_path / "cells").glob("*.parquet"))
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(part)
+    pq.write_table(t.replace_schema_metadata({k: v for k, v in t.schema.metadata.items() if k != b"sapa_sha256"}), part)
+    got = run_sweep(cfg, tmp_path, progress=False)
+    assert "no content checksum; recomputing it" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(got, ref)
+
+
+def test_cell_damaged_during_the_run_is_an_error_naming_it(tmp_path, monkeypatch):
+    """A cell that passed the resume check but fails at assembly is never used: an error names the file."""
+    from theory.validate import InputError
+
+    cfg = config_from_dict(TINY)
+    run_sweep(cfg, tmp_path, progress=False)
+    part = min((tmp_path / "cells").glob("*.parquet"))
+    _flip_float_bit(part, float(pd.read_parquet(part)["value"].iloc[0]))
+    monkeypatch.setattr(sw, "_part_done", lambda path, cid: True)
+    with pytest.raises(InputError, match=f"{part.name}: content does not match"):
+        run_sweep(cfg, tmp_path, progress=False)
+
+
+# --------------------------------------------------------------------------- the training store
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    return out, training.run_experiment(RUNS, out, seed=0, workers=1, progress=False)
+
+
+def test_run_files_are_sealed(trained):
+    out, _ = trained
+    for p in (out / "runs").glob("*.json"):
+        check_record(json.loads(p.read_text()), p)
+
+
+def test_edited_run_file_is_detected_and_recomputed(trained, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    out, res = trained
+    shutil.copytree(out / "runs", tmp_path / "runs")
+    path = min((tmp_path / "runs").glob("digits_*.json"))
+    rec = json.loads(path.read_text())
+    rec["final"]["test_acc"] = 0.999
+    path.write_text(json.dumps(rec, indent=2))
+    real, calls = training.run_one, []
+    monkeypatch.setattr(training, "run_one", lambda *a: (calls.append(a[:4]), real(*a))[1])
+    got = training.run_experiment(RUNS, tmp_path, seed=0, workers=1, progress=False)
+    assert f"sapa: warning: {path}: content does not match its checksum" in capsys.readouterr().err
+    assert len(calls) == 1 and calls[0][0] == "digits"
+    drop = ["wall_s", "cpu_s"]
+    pd.testing.assert_frame_equal(got["final"].drop(columns=drop), res["final"].drop(columns=drop))
+    assert 0.999 not in set(got["final"]["test_acc"])
+
+
+def test_run_damaged_during_the_run_is_an_error_naming_it(trained, tmp_path, monkeypatch):
+    """A run file that passed the resume check but fails when the tables are assembled is never used."""
+    import shutil
+
+    from theory.validate import InputError
+
+    out, _ = trained
+    shutil.copytree(out / "runs", tmp_path / "runs")
+    path = min((tmp_path / "runs").glob("text_*.json"))
+    rec = json.loads(path.read_text())
+    rec["final"]["attn_fro"] = 1.0
+    path.write_text(json.dumps(rec))
+    monkeypatch.setattr(training, "_run_file_ok", lambda *a: True)
+    with pytest.raises(InputError, match=f"{path.name}: content does not match"):
+        training.run_experiment(RUNS, tmp_path, seed=0, workers=1, progress=False)
+
+
+def test_a_cell_replaced_by_a_directory_is_named(tmp_path, capsys):
+    """`sapa sweep` stops with one line naming the cell path, not a temporary file."""
+    from sapa.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text('seed = 3\ntrials = 4\nN = [4, 8]\nD = [4]\nd = ["D"]\nweight_model = ["iid"]\n'
+                   '[[activation]]\nkind = "softmax"\n')
+    out = tmp_path / "res"
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    part = min((out / "cells").glob("*.parquet"))
+    part.unlink()
+    part.mkdir()
+    capsys.readouterr()
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sapa: error: ") and err[0].endswith(str(part)) and ".tmp" not in err[0]

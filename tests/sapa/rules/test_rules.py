@@ -1,0 +1,129 @@
+"""Tests for `sapa/rules/`: every verdict rule is pure, reads declared thresholds, and meets its calibration targets.
+
+Calibration is measured on synthetic evidence with a known truth (``Rule.simulate``); the targets are
+false FAILS ≤ 1 % (statement true, least favourable case) and false HOLDS ≤ 5 % (designed effect).
+The tolerance on a measured rate comes from its sample size: with n trials and a true rate at the
+target t, the count of wrong verdicts is Binomial(n, t); we require the measured count to stay
+below the 99.9 % binomial quantile so a rule exactly at its target fails this test with prob. ≤ 0.1 %.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats
+
+from empirics.samplers import rng_for
+from sapa.rules import CLAIM_VERDICTS, FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate, rule_named
+from sapa.rules import bound, direction, growth, profile, timing
+from sapa.rules.agreement import AgreementEvidence, tail_p
+from sapa.rules.agreement import decide as decide_agreement
+
+FAST = {r.name: min(r.trials, 400) for r in all_rules()}  # default run; `sapa calibrate` uses each rule's own count
+
+
+def _ceiling(rate: float, n: int) -> float:
+    """Largest measured rate consistent with a true rate ``rate`` at the 99.9 % binomial quantile."""
+    return stats.binom.ppf(0.999, n, rate) / n
+
+
+def test_every_rule_is_named_once_and_declares_its_thresholds():
+    names = [r.name for r in all_rules()]
+    assert len(names) == len(set(names))
+    for r in all_rules():
+        assert r.thresholds and r.summary and {"holds", "fails"} <= set(r.design)
+
+
+@pytest.mark.parametrize("name", [r.name for r in all_rules() if r.name != "growth-upper"])
+def test_calibration_meets_targets(name):
+    rule = rule_named(name)
+    c = calibrate(rule, trials=FAST[name], seed=0)
+    assert c.false_fails_rate <= _ceiling(FALSE_FAILS_TARGET, c.trials)
+    assert c.false_holds_rate <= _ceiling(FALSE_HOLDS_TARGET, c.trials)
+
+
+@pytest.mark.slow
+def test_growth_upper_calibration_meets_targets():
+    c = calibrate(rule_named("growth-upper"), trials=400, seed=0)
+    assert c.false_fails_rate <= _ceiling(FALSE_FAILS_TARGET, c.trials)
+    assert c.false_holds_rate <= _ceiling(FALSE_HOLDS_TARGET, c.trials)
+
+
+@pytest.mark.parametrize("name", [r.name for r in all_rules() if r.name != "growth-upper"])
+def test_decide_is_pure_and_speaks_the_vocabulary(name):
+    rule = rule_named(name)
+    for truth in ("holds", "fails"):
+        ev = rule.simulate(truth, rng_for(3, "purity", name, truth))
+        v = rule.decide(ev)
+        assert v in CLAIM_VERDICTS and rule.decide(ev) == v  # same evidence, same verdict
+
+
+def test_calibration_is_reproducible():
+    a = calibrate(rule_named("direction"), trials=200, seed=7)
+    b = calibrate(rule_named("direction"), trials=200, seed=7)
+    assert a == b
+
+
+def test_growth_upper_reads_the_interval_against_the_tolerance():
+    ev = lambda lo, hi: growth.UpperEvidence(predicted=0.5, lo=lo, hi=hi, exact=lo == hi)  # noqa: E731
+    assert growth.decide_upper(ev(0.5 + 1e-12, 0.5 + 1e-12)) == "HOLDS"  # a zero-width interval is not read by its sign
+    assert growth.decide_upper(ev(0.5 + growth.TOL, 0.5 + growth.TOL)) == "HOLDS"
+    assert growth.decide_upper(ev(0.62, 0.62)) == "FAILS"
+    assert growth.decide_upper(ev(0.50, 0.60)) == "UNDETERMINED"
+    assert growth.decide_upper(ev(math.nan, 0.5)) == "UNDETERMINED"
+
+
+def test_growth_tight_distinguishes_regime_from_failure():
+    N = (2.0, 16.0, 1024.0)
+    tight = lambda local, asym: growth.TightEvidence(0.5, N, local, asym)  # noqa: E731
+    assert growth.decide_tight(tight((0.5, 0.5, 0.5), 0.5)) == "HOLDS"
+    assert growth.decide_tight(tight((0.02, 0.2, 0.49), 0.5)) == "HOLDS_IN_REGIME"
+    assert growth.decide_tight(tight((0.5, 0.7, 0.9), 1.0)) == "FAILS"
+    assert growth.regime_start(tight((0.02, 0.46, 0.49), 0.5)) == 16.0
+
+
+def test_bound_rule_cases():
+    E = bound.BoundEvidence
+    assert bound.decide(E(claimed=2.0, sharp=0.5, found=0.5)) == "HOLDS_LOOSE"
+    assert bound.decide(E(claimed=1.0, sharp=1.0, found=1.0 - 1e-15)) == "HOLDS"
+    assert bound.decide(E(claimed=1.0, sharp=1.0, found=1.0 + 1e-12)) == "HOLDS"  # round-off
+    assert bound.decide(E(claimed=1.0, sharp=1.0, found=1.01)) == "FAILS"
+    assert bound.decide(E(claimed=2.0, sharp=0.5, found=0.7)) == "UNDETERMINED"  # numerics beat the proof
+
+
+def test_direction_and_profile_case_labels():
+    assert direction.case_direction(0.4, 0.6) == "decreases"
+    assert direction.case_direction(-0.6, -0.4) == "increases"
+    assert direction.case_direction(-0.021, -0.021) == "flat"  # the tied x³ case: flat, not "increases"
+    assert direction.case_direction(0.05, 0.2) == "unresolved"
+    D = direction.DirectionEvidence
+    assert direction.decide(D((("a", 0.5, 0.5), ("b", -0.02, -0.02)))) == "HOLDS_IN_REGIME"
+    assert direction.decide(D((("a", 0.5, 0.5), ("b", -0.5, -0.5)))) == "FAILS"
+    assert profile.case_shape(-0.05, 0.05) == "uniform"
+    assert profile.case_shape(0.4, 0.6) == "non-uniform"
+    assert profile.case_shape(0.05, 0.2) == "inconclusive"
+    P = profile.ProfileEvidence
+    assert profile.decide(P((("a", 0.45, 0.55), ("b", 0.4, 0.6)))) == "FAILS"
+    assert profile.decide(P((("a", -0.01, 0.01), ("b", 0.4, 0.6)))) == "HOLDS_IN_REGIME"
+
+
+def test_agreement_gate_uses_the_binomial_tail():
+    assert tail_p(AgreementEvidence(100, 0, 0.99)) == 1.0
+    assert tail_p(AgreementEvidence(28, 10, 0.99)) < 1e-10  # the old x³ first pass: 10 of 28 missed
+    assert decide_agreement(AgreementEvidence(28, 10, 0.99)) == "FAILS"
+    assert decide_agreement(AgreementEvidence(28, 1, 0.99)) == "HOLDS"
+    p = tail_p(AgreementEvidence(64, 3, 0.99))
+    assert p == pytest.approx(1 - stats.binom.cdf(2, 64, 0.01), rel=1e-12)
+
+
+def test_timing_cells_have_a_noise_band():
+    assert timing.cell_class(None) == "unmeasured"
+    assert timing.cell_class(timing.FACTOR / (1 + timing.NOISE)) == "within"
+    assert timing.cell_class(timing.FACTOR) == "marginal"
+    assert timing.cell_class(timing.FACTOR * (1 + timing.NOISE) * 1.01) == "outside"
+    T = timing.TimingEvidence
+    assert timing.decide(T((("a", 0.2), ("b", 0.5)))) == "HOLDS"
+    assert timing.decide(T((("a", 0.2), ("b", 5.0)))) == "HOLDS_IN_REGIME"
+    assert timing.decide(T((("a", 5.0), ("b", 1.5)))) == "FAILS"
+    assert timing.decide(T((("a", 1.5), ("b", None)))) == "UNDETERMINED"

@@ -1,0 +1,273 @@
+"""Tests for where `sapa` writes (sapa/cli.py): unwritable locations refused before any work, one run per
+results directory, `sapa figures` exit 2 when it drew nothing, `verify --only` merged into the ledger, and no
+pickle read from a results folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sapa.cli import main
+
+# ids no figure job of `verify` draws for (so a faked verify draws nothing)
+A, B = "thm4.1-norm", "causal-masking"
+
+
+def _run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error_line(code, out, err, needle: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sapa: error: ") and needle in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Every command's work fails the test if it starts."""
+    import empirics.bench
+    import empirics.overhead
+    import empirics.sweep
+    import empirics.training
+    import figures.regenerate
+    import sapa.ledger
+
+    def fail(*a, **k):
+        pytest.fail("work started before the output location was checked")
+
+    for mod, name in [(sapa.ledger, "run_claim"), (empirics.sweep, "run_sweep"), (empirics.training, "main_cli"),
+                      (empirics.bench, "bench_all"), (empirics.overhead, "bench_overhead"),
+                      (figures.regenerate, "run_jobs")]:
+        monkeypatch.setattr(mod, name, fail)
+
+
+def _commands(where: str, tmp_path) -> list[list[str]]:
+    return [["verify", "--only", A, "--out", where], ["sweep", "quick", "--out", where], ["train", "--out", where],
+            ["bench", "--out", f"{where}/bench.json"], ["figures", "--results", tmp_path, "--out", where]]
+
+
+@pytest.mark.parametrize("where, needle", [("/proc/x", "cannot write in /proc"), ("/proc", "cannot write in /proc"),
+                                           ("/dev/null/x", "/dev/null is not a directory")])
+@pytest.mark.parametrize("k", range(5))
+def test_unwritable_output_is_refused_before_any_work(tmp_path, capsys, no_work, where, needle, k):
+    argv = _commands(where, tmp_path)[k]
+    _one_error_line(*_run(argv, capsys), needle)
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_an_existing_file_as_output_directory(tmp_path, capsys, no_work, k):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _one_error_line(*_run(_commands(str(f), tmp_path)[k], capsys), str(f))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+@pytest.mark.parametrize("k", range(5))
+def test_a_read_only_output_directory(tmp_path, capsys, no_work, k):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        _one_error_line(*_run(_commands(str(ro), tmp_path)[k], capsys), "cannot write in")
+    finally:
+        ro.chmod(0o755)
+
+
+def test_figures_from_proc_is_refused(capsys, no_work):
+    _one_error_line(*_run(["figures", "--results", "/proc"], capsys), "figure directory /proc/figures")
+
+
+def test_figures_exit_2_when_no_figure_was_written(tmp_path, capsys, monkeypatch):
+    import figures.regenerate as rg
+
+    monkeypatch.setattr(rg, "JOBS", [])
+    code, out, err = _run(["figures", "--results", tmp_path], capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == len(rg.STORED_JOBS) + 1
+    assert "sapa: skipped figure 'scale direction': missing stored results: data/scale_direction.json" in lines
+    assert lines[-1] == f"sapa: error: no figure could be written ({len(rg.STORED_JOBS)} skipped: see above)"
+
+
+def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
+    import figures.regenerate as rg
+    from empirics import figdata
+    from empirics.overhead import OverheadGrid, bench_overhead
+
+    monkeypatch.setattr(rg, "JOBS", [])
+    g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
+                     crossover_masks=("none",), time_cap_s=1.0)
+    figdata.write(tmp_path / "data" / "overhead.json", bench_overhead(grid=g, device="cpu", threads=1), "ov_tiny")
+    code, out, err = _run(["figures", "--results", tmp_path], capsys)
+    assert code == 0, err
+    assert out.split() == [str(tmp_path / "figures" / f"ov_tiny{s}") for s in
+                           (".png", ".pdf", "_crossover.png", "_crossover.pdf")]
+    assert "sapa: skipped figure 'worst case'" in err
+
+
+# --------------------------------------------------------------------------- no pickle from a results folder
+
+
+class _Payload:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def test_a_malicious_pickle_in_a_results_folder_does_nothing(tmp_path, capsys, monkeypatch):
+    """Pickles as the old ``.pkl`` files and under the new ``.json`` names: nothing is unpickled, nothing runs."""
+    import figures.regenerate as rg
+
+    monkeypatch.setattr(rg, "JOBS", [])
+    calls = []
+    for name in ("load", "loads"):
+        monkeypatch.setattr(pickle, name, lambda *a, _n=name, **k: calls.append(_n))
+    marker = tmp_path / "pwned"
+    data = tmp_path / "res" / "data"
+    data.mkdir(parents=True)
+    evil = pickle.dumps({"res": _Payload(str(marker)), "stem": "x"})
+    for name in ("scale_direction", "causal_masking", "overhead", "training_norms", "worst_case"):
+        (data / f"{name}.pkl").write_bytes(evil)
+    (data / "overhead.json").write_bytes(evil)
+    code, _, err = _run(["figures", "--results", tmp_path / "res"], capsys)
+    assert code == 2 and not marker.exists() and calls == []
+    assert "an old .pkl beside it is never read" in err and "not a figure-data JSON file" in err
+
+
+def _unpickling_calls(tree) -> list[tuple[int, str]]:
+    """Calls in a module's AST that can unpickle: ``pickle/dill/cloudpickle/joblib.load(s)``, ``Unpickler``,
+    ``read_pickle``, ``shelve.open``, any ``allow_pickle=True``, ``torch.load`` without ``weights_only=True``."""
+    import ast
+
+    hits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+        kw = {k.arg: k.value for k in node.keywords}
+        true = lambda v: isinstance(v, ast.Constant) and v.value is True
+        if (owner in ("pickle", "dill", "cloudpickle", "joblib", "_pickle") and name in ("load", "loads")
+                or name in ("Unpickler", "read_pickle") or (owner, name) == ("shelve", "open")
+                or "allow_pickle" in kw and not (isinstance(kw["allow_pickle"], ast.Constant)
+                                                 and kw["allow_pickle"].value is False)
+                or (owner, name) == ("torch", "load") and not true(kw.get("weights_only"))):
+            hits.append((node.lineno, f"{owner}.{name}" if owner else name))
+    return hits
+
+
+def test_no_source_can_unpickle():
+    """No module of sapa reads pickle: checked on the syntax tree of every source file (not on comments)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    hits = [f"{path.relative_to(root)}:{line}: {what}"
+            for pkg in ("sapa", "empirics", "figures", "theory", "notebooks")
+            for path in sorted((root / pkg).rglob("*.py"))
+            for line, what in _unpickling_calls(ast.parse(path.read_text(encoding="utf-8")))]
+    assert hits == []
+
+
+def test_the_source_check_sees_each_way_to_unpickle():
+    import ast
+
+    bad = ["pickle.load(f)", "pickle.loads(b)", "pickle.Unpickler(f).load()", "np.load(p, allow_pickle=True)",
+           "np.load(p, allow_pickle=flag)", "torch.load(p)", "torch.load(p, weights_only=False)",
+           "pd.read_pickle(p)", "joblib.load(p)", "shelve.open(p)"]
+    good = ["np.load(p, allow_pickle=False)", "np.load(p)", "torch.load(p, weights_only=True)", "json.loads(s)",
+            "'pickle.load(f)'"]
+    assert all(_unpickling_calls(ast.parse(c)) for c in bad)
+    assert not any(_unpickling_calls(ast.parse(c)) for c in good)
+
+
+# --------------------------------------------------------------------------- one run per results directory
+
+
+def _holder(out) -> subprocess.Popen:
+    code = textwrap.dedent(f"""
+        import time
+        from empirics.outdir import exclusive
+        with exclusive({str(out)!r}):
+            print("held", flush=True)
+            time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize("argv, held", [
+    (["verify", "--only", A], ""), (["sweep", "quick"], ""), (["train"], ""), (["verify", "--only", A], "train"),
+    (["verify", "--only", A], "sweep"),
+])
+def test_a_second_run_into_one_out_is_refused(tmp_path, capsys, no_work, argv, held):
+    out = tmp_path / "res"
+    proc = _holder(out / held if held else out)
+    try:
+        _one_error_line(*_run([*argv, "--out", out], capsys), "is in use by another sapa run")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- verify --only merges
+
+
+@pytest.fixture
+def fake_claims(monkeypatch):
+    """``run_claim`` made instant: evidence {"run": k} counts the calls."""
+    import sapa.ledger
+    from sapa.ledger import Entry
+
+    calls = []
+
+    def run_claim(claim, ctx):
+        calls.append(claim.id)
+        return Entry(id=claim.id, statement=claim.statement, verdict="HOLDS", evidence={"run": len(calls)})
+
+    monkeypatch.setattr(sapa.ledger, "run_claim", run_claim)
+    return calls
+
+
+def test_verify_only_merges_into_the_existing_ledger(tmp_path, capsys, fake_claims):
+    out = tmp_path / "res"
+    assert _run(["verify", "--only", A, B, "--out", out], capsys)[0] == 0
+    first = json.loads((out / "ledger.json").read_text())
+    assert _run(["verify", "--only", B, "--out", out], capsys)[0] == 0
+    led = json.loads((out / "ledger.json").read_text())
+    assert [c["id"] for c in led["claims"]] == [A, B]
+    a, b = led["claims"]
+    assert a == first["claims"][0] and "rerun" not in a  # kept as it was
+    assert b["evidence"] == {"run": 3} and b["rerun"] is True and b["rerun_utc"] == led["provenance"]["started_utc"]
+    prov = led["provenance"]
+    assert prov["reran"] == [B] and prov["earlier_runs"] == [first["provenance"]]
+    report = (out / "report.md").read_text()
+    assert A in report and B in report
+
+
+def test_verify_only_refuses_a_ledger_of_another_budget_or_seed(tmp_path, capsys, fake_claims):
+    out = tmp_path / "res"
+    assert _run(["verify", "--only", A, "--out", out], capsys)[0] == 0
+    before = (out / "ledger.json").read_bytes()
+    fake_claims.clear()
+    _one_error_line(*_run(["verify", "--only", A, "--seed", "1", "--out", out], capsys),
+                    "is from budget 'quick', seed 0, this run is budget 'quick', seed 1")
+    _one_error_line(*_run(["verify", "--only", A, "--budget", "full", "--out", out], capsys), "would mix budgets")
+    assert fake_claims == [] and (out / "ledger.json").read_bytes() == before
+    (out / "ledger.json").write_text('{"claims": [')
+    _one_error_line(*_run(["verify", "--only", A, "--out", out], capsys), "cannot be read")
+    assert fake_claims == []

@@ -1,0 +1,85 @@
+"""Tests for `sapa/claims/mc.py`: first-pass Monte Carlo checks are recorded once each, never rerun, and summarised."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sapa.budget import QUICK
+from sapa.claims import mc
+from sapa.ledger import Context
+
+
+@pytest.fixture()
+def ctx(tmp_path):
+    return Context(budget=QUICK, out_dir=tmp_path)
+
+
+def test_there_is_no_rerun_path():
+    assert not any(n.startswith(("_rerun", "RERUN")) for n in dir(mc))
+
+
+def test_summary_of_no_checks(ctx):
+    s = mc.monte_carlo_summary(ctx)
+    assert s["series"] == 0 and s["first_pass_coverage"] is None and s["missed"] == [] and s["nominal"] == 0.99
+
+
+def test_record_and_summary_count_each_comparison_once(ctx):
+    for k in range(10):
+        mc.record(ctx, f"growth/x^3/m{k}", covered=k != 3, nominal=mc.LEVEL, detail={"draws": f"d{k}"})
+        mc.record(ctx, f"growth/1*x^3/m{k}", covered=k != 3, nominal=mc.LEVEL, detail={"draws": f"d{k}"})  # same draws
+    mc.record(ctx, "causal-masking/p1", True, mc.LEVEL, {"z": 0.3})  # positional form
+    mc.record(ctx, "causal-masking/p1", True, mc.LEVEL)  # asked again by a second claim: replaces, not appends
+    s = mc.monte_carlo_summary(ctx)
+    assert s["series"] == 21 and s["missed"] == ["growth/x^3/m3", "growth/1*x^3/m3"]
+    assert s["first_pass_coverage"] == pytest.approx(19 / 21)
+    assert s["by_family"]["growth"] == {"series": 20, "missed": 2, "coverage": 0.9, "nominal": 0.99}
+    assert s["by_family"]["causal-masking"]["series"] == 1
+    assert s["independent"] == {"series": 11, "missed": 1, "coverage": pytest.approx(10 / 11)}
+    assert s["reruns"] == 0 and "nominal_levels" not in s
+    mc.record(ctx, "fig1-scale-direction/a", covered=True, nominal=0.995)
+    assert mc.monte_carlo_summary(ctx)["nominal_levels"] == [0.995]
+
+
+def test_rms_exponent_is_the_analytic_interval():
+    rng = np.random.default_rng(5)
+    N = [8, 16, 32, 64, 128]
+    sq = [n * rng.chisquare(20, size=400) / 20 for n in N]
+    a, b = mc.rms_exponent(N, sq), mc.rms_exponent(N, sq, (1, 2))
+    assert a == b and a["ci"][0] <= 0.5 <= a["ci"][1] and a["level"] == mc.LEVEL and len(a["local"]) == 4
+
+
+def _fake_sweep(ctx, slope_shift=0.0):
+    """A tiny sweep frame and summary for one x³ series (paper model), planted in the context's cache."""
+    import pandas as pd
+
+    from theory.moments import exact_moments
+
+    rows, summ = [], []
+    rng = np.random.default_rng(0)
+    for N in (8, 16, 32, 64):
+        E = exact_moments(3, "paper", N, None, 4).expected_fro2 / N
+        vals = np.sqrt(E * N ** (2 * slope_shift) * rng.chisquare(50, 200) / 50)
+        for t, v in enumerate(vals):
+            rows.append({"activation": "poly", "p": 3, "scale_policy": "inv_sqrt_n", "row": -1, "mask": "none",
+                         "x_model": "iso", "weight_model": "paper", "rho": 0.0, "D": 4, "d": 4, "c": np.nan,
+                         "quantity": "fro", "N": N, "trial": t, "value": v})
+        summ.append({"activation": "poly", "p": 3, "scale_policy": "inv_sqrt_n", "weight_model": "paper", "rho": 0.0,
+                     "D": 4, "d": 4, "quantity": "fro", "row": -1, "mask": "none", "c": np.nan, "N": N,
+                     "expected_sq": E, "z": 0.0})
+    ctx.cache["sweep"] = (pd.DataFrame(rows), None)
+    ctx.cache["summary"] = pd.DataFrame(summ)
+
+
+@pytest.mark.parametrize("shift,covered", [(0.0, True), (0.3, False)])
+def test_series_judges_the_first_pass_and_records_it(ctx, shift, covered):
+    _fake_sweep(ctx, shift)
+    (rec,) = mc.series(ctx, p=3, scale_policy="inv_sqrt_n")
+    assert rec["agree"] is covered and "rerun" not in rec
+    assert {"weight_model", "rho", "D", "d", "quantity", "mc_exponent", "mc_ci", "exact_exponent_on_grid", "agree",
+            "trials", "N", "max_abs_z", "cells", "cells_abs_z_gt_4"} <= set(rec)
+    assert rec["trials"] == [200] * 4
+    (chk,) = ctx.cache["mc_checks"]
+    assert chk["name"] == "growth/x^3/sqrt(N)/paper/rho=0/D=4/d=4/fro" and chk["covered"] is covered
+    mc.series(ctx, p=3, scale_policy="inv_sqrt_n")  # asked again (theorem and corollary): still one check
+    assert mc.monte_carlo_summary(ctx)["series"] == 1

@@ -1,0 +1,244 @@
+"""Tests for `theory/audit.py`: parsing, exact moments of every order, Gauss rules, quadrature, worst case.
+
+The exact path must reproduce `theory.moments` (the numbers behind `sapa exact` and the growth
+claims of arXiv 2410.18613) as exact rationals; the quadrature path must reproduce the exact path on
+polynomials; closed forms that need no moments (ReLU under symmetric laws) check the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+from scipy.special import roots_hermite
+
+from theory import audit as A
+from theory.gaussian import double_factorial
+from theory.moments import _rw_m_off, exact_moments
+from theory.validate import InputError
+from theory.worst_case import worst_case_exponent
+
+VIT = (768, 64, 196)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def test_parse_polynomial_coefficients_and_aliases():
+    a = A.parse_activation("x**3/sqrt(N)")
+    assert a.polynomial and a.coeffs[3] == 1 / sp.sqrt(A.N_) and all(c == 0 for c in a.coeffs[:3])
+    assert A.parse_activation("(1 + x)^4").coeffs == (1, 4, 6, 4, 1)
+    r = A.parse_activation("relu(x)/N")
+    assert not r.polynomial and r.expr == sp.Max(A.x_, 0) / A.N_
+    s = A.parse_activation("sigmoid(x - log(N))")
+    assert s.uses_N and not s.polynomial
+
+
+def test_parse_row_index_separable_and_not():
+    a = A.parse_activation("x/sqrt(i)", mask="causal")
+    assert a.separable and a.uses_i and sp.simplify(a.row_factor - 1 / A.i_) == 0
+    b = A.parse_activation("Max(x - i, 0)")
+    assert not b.separable
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("x*d", "unknown symbol 'd'"),
+    ("foo(x)", "unknown function foo"),
+    ("softmax(x)", "--normalize row"),
+    ("exp(x)", "overflows"),
+    ("cosh(x)/N", "overflows"),
+    ("sqrt(x)", "undefined or infinite"),
+    ("log(x)", "undefined or infinite"),
+    ("1/x", "undefined or infinite"),
+    ("Abs(x)**0.5", "∂φ/∂x is undefined"),
+    ("__import__('os')", "only names"),
+    ("x.T", "only names"),
+    ("x > 0", "only names"),
+    ("Eq(x, 1)", "unknown function Eq"),
+    ("", "non-empty"),
+    ("x +", "cannot parse"),
+    ("x + I", "unknown symbol 'I'"),
+])
+def test_bad_expressions_are_one_line_input_errors(text, msg):
+    with pytest.raises(InputError) as e:
+        A.parse_activation(text)
+    assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_row_normalisation_needs_nonnegative_phi():
+    with pytest.raises(InputError, match="φ ≥ 0"):
+        A.parse_activation("x**3", normalize="row")
+    A.parse_activation("exp(x)", normalize="row")  # softmax: allowed (bounded ratios)
+
+
+# ----------------------------------------------------------------------------- exact moments
+
+
+@pytest.mark.parametrize("rho", [Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 3)])
+def test_v_moments_match_the_bilinear_cgf(rho):
+    # (2k−1)!! E v^k = E S_12^{2k}, the latter from theory.moments' conditional CGF (independent derivation)
+    vm = A._corr_v_moments(7, 3, rho, 4)
+    for k in range(1, 5):
+        assert double_factorial(2 * k - 1) * vm[k] == _rw_m_off(k, 7, 3, rho)
+
+
+def _spec(model):
+    if model == "shared":
+        W = np.array([[1, 2, 0], [-1, 1, 3], [0, 1, -2]], dtype=float) / 2
+        return A.model_spec("shared", W=W), {"W": W}
+    if model == "shared_sigma":
+        W = np.array([[1, 2], [0, -1]], dtype=float)
+        Sx = np.array([[2.0, 0.5], [0.5, 1.0]])
+        return A.model_spec("shared", W=W, sigma_x=Sx), {"W": W, "sigma_x": Sx}
+    if model == "paper":
+        return A.model_spec("paper", None, 3), {}
+    return A.model_spec(model, 5, 3, rho=0.5), {}
+
+
+@pytest.mark.parametrize("model", ["paper", "iid", "tied", "corr", "shared", "shared_sigma"])
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_entry_moments_reproduce_theory_moments_exactly(model, p):
+    spec, kw = _spec(model)
+    em = A.entry_moments(spec, 2 * p)
+    name = "shared" if model.startswith("shared") else model
+    ex = exact_moments(p, name, 10, spec.D if name != "paper" else None, spec.d, rho=0.5,
+                       sigma=float(spec.sigma) if name != "shared" else 1.0, **kw)
+    assert A._rat(em.off[2 * p]) == ex.m_off
+    assert A._rat(em.diag[2 * p]) == ex.m_diag
+    assert A._rat(em.joff[2 * p - 2]) == ex.j_off
+    assert A._rat(em.jdiag[2 * p - 2]) == ex.j_diag
+    assert all(em.off[k] == 0 for k in range(1, 2 * p + 1, 2))  # S_12 is symmetric in law
+
+
+@pytest.mark.parametrize("model", ["paper", "iid", "tied", "corr"])
+def test_x3_over_sqrt_n_reproduces_sapa_exact(model):
+    D, d, N = VIT
+    spec = A.model_spec(model, None if model == "paper" else D, d, rho=0.5)
+    a = A.audit(A.parse_activation("x**3/sqrt(N)"), spec, N)
+    sig = 1.0 if model == "paper" else 1 / math.sqrt(D)
+    ex = exact_moments(3, model, N, None if model == "paper" else D, d, rho=0.5, sigma=sig)
+    exact_fro2 = (N * N * ex.m_off if model == "paper" else N * (N - 1) * ex.m_off + N * ex.m_diag) / N
+    assert sp.nsimplify(a.exact_fro2) == sp.nsimplify(exact_fro2)  # exact rationals
+    assert a.expected_fro2 == float(exact_fro2)
+    assert a.growth_exponent == ex.growth_exponent  # identical floats: the same code path
+    assert a.growth_exponent_jac == ex.growth_exponent_jac
+    assert a.crossover_n == ex.crossover_n
+    assert a.expected_jac_fro2 == pytest.approx(ex.expected_jac_fro2 / N, rel=1e-15)
+
+
+def test_general_polynomial_matches_monomial_sums():
+    spec = A.model_spec("tied", 6, 2)
+    a = A.audit(A.parse_activation("(1 + x)**2"), spec, 9)
+    em = A.entry_moments(spec, 4)
+    # E(1 + S)^4 = Σ C(4,k) E S^k; the off-diagonal has no odd moments, the diagonal does
+    m_off = sum(math.comb(4, k) * em.off[k] for k in range(5))
+    m_diag = sum(math.comb(4, k) * em.diag[k] for k in range(5))
+    assert em.diag[1] != 0 and em.diag[3] != 0
+    assert a.exact_fro2 == A._rat(9 * 8 * m_off + 9 * m_diag)
+
+
+# ----------------------------------------------------------------------------- Gauss rules and quadrature
+
+
+def test_gauss_rule_from_gaussian_moments_is_gauss_hermite():
+    mom = [double_factorial(k - 1) if k % 2 == 0 else 0 for k in range(40)]
+    t, w = A.gauss_rule(mom, 20)
+    th, wh = roots_hermite(20)
+    assert np.allclose(np.sort(t), np.sqrt(2) * th, atol=1e-12)
+    assert np.allclose(w[np.argsort(t)], wh / np.sqrt(np.pi), atol=1e-14)
+
+
+def test_gauss_rule_point_mass_and_scaling():
+    t, w = A.gauss_rule([2, 6, 18, 54], 2)  # twice a point mass at 3
+    assert t.tolist() == [3.0] and w.tolist() == [2.0]
+
+
+@pytest.mark.parametrize("model", ["paper", "iid", "tied", "corr", "shared"])
+def test_quadrature_reproduces_exact_polynomials(model):
+    spec, _ = _spec(model)
+    act = A.parse_activation("(1 + x/2)**3/N")
+    ex, qu = A.profile(act, spec), A.profile(act, spec, quadrature=True)
+    assert ex.method == "exact" and qu.method == "quadrature"
+    N = np.array([2.0, 17.0, 300.0])
+    te, tq = ex.totals(N), qu.totals(N)
+    for q in te:  # v-laws compressed by interpolation in v: exact for polynomial h(v) up to round-off
+        assert np.allclose(tq[q], te[q], rtol=1e-9), q
+    ee, eq = ex.exponents(N), qu.exponents(N)
+    for q in ee:
+        assert np.allclose(eq[q], ee[q], atol=1e-9), q
+    assert max(qu.errors(N).values()) < 1e-9
+
+
+@pytest.mark.parametrize("model", ["paper", "iid", "tied"])
+def test_relu_is_half_the_linear_moment_where_the_law_is_symmetric(model):
+    # off the diagonal S_12 is symmetric in every model: E relu(S)² = ½ E S²; the iid and paper diagonals too
+    spec = A.model_spec(model, None if model == "paper" else 16, 4)
+    q = A.profile(A.parse_activation("Max(x, 0)"), spec)
+    lin = A.profile(A.parse_activation("x"), spec)
+    eq, el = q.entries([5.0]), lin.entries([5.0])
+    assert eq["fro_off"][0] == pytest.approx(0.5 * el["fro_off"][0], rel=1e-12)
+    assert eq["jac_s_off"][0] == pytest.approx(0.5, rel=1e-12)
+    if model != "tied":
+        assert eq["fro_diag"][0] == pytest.approx(0.5 * el["fro_diag"][0], rel=1e-12)
+    else:  # tied: S_11 = σ²‖x‖²‖α‖² > 0, so relu is the identity on the diagonal
+        assert eq["fro_diag"][0] == pytest.approx(el["fro_diag"][0], rel=1e-12)
+
+
+def test_crossover_definitions():
+    spec = A.model_spec("tied", 32, 8)
+    base = A.audit(A.parse_activation("x**2"), spec, 64)
+    r = base.m_diag / base.m_off
+    assert base.crossover_n == pytest.approx(1 + r, rel=1e-12)
+    causal = A.profile(A.parse_activation("x**2", mask="causal"), spec)
+    assert causal.crossover() == pytest.approx(1 + 2 * r, rel=1e-12)
+    q = A.profile(A.parse_activation("tanh(x/4)"), spec)  # generic root finding
+    n = q.crossover()
+    e = q.entries([n])
+    assert (n - 1) * e["fro_off"][0] == pytest.approx(e["fro_diag"][0], rel=1e-9)
+
+
+def test_row_index_sums_match_a_direct_sum():
+    spec = A.model_spec("iid", 8, 4)
+    act = A.parse_activation("x/sqrt(i)", mask="causal")
+    prof = A.profile(act, spec)
+    lin = A.profile(A.parse_activation("x"), spec).entries([12.0])
+    direct = sum((1 / i) * ((i - 1) * lin["fro_off"][0] + lin["fro_diag"][0]) for i in range(1, 13))
+    assert prof.totals([12.0])["fro"][0] == pytest.approx(direct, rel=1e-13)
+
+
+# ----------------------------------------------------------------------------- worst case
+
+
+@pytest.mark.parametrize("p", [1, 3])
+def test_worst_case_matches_theory_worst_case(p):
+    wc = A.worst_case(A.parse_activation(f"x**{p}/sqrt(N)"))
+    assert wc["exponent"] == pytest.approx(worst_case_exponent(p, "fro", "token", 0.5), abs=1e-9)
+    assert wc["jac"]["exponent"] == pytest.approx(worst_case_exponent(p, "jac_fro", "token", 0.5), abs=1e-9)
+    assert wc["fro"]["witness_attains_rate"]
+
+
+@pytest.mark.parametrize("text,norm,expected,exact", [
+    ("Max(x, 0)/N", "none", 0.0, True),
+    ("1/(1 + exp(-(x - log(N))))", "none", 0.0, True),
+    ("x", "none", 1.0, True),
+    ("exp(x)", "row", 0.0, True),
+    ("x**4", "row", 0.5, False),
+])
+def test_worst_case_exponents(text, norm, expected, exact):
+    wc = A.worst_case(A.parse_activation(text, norm))
+    assert wc["exponent"] == pytest.approx(expected, abs=1e-6)
+    assert wc["exponent_is_exact"] is exact
+
+
+def test_model_spec_validation():
+    with pytest.raises(InputError, match="needs d"):
+        A.model_spec("iid", 8)
+    with pytest.raises(InputError, match="needs W"):
+        A.model_spec("shared")
+    with pytest.raises(InputError, match="only to model 'shared'"):
+        A.model_spec("iid", 8, 4, W=np.eye(8))
+    with pytest.raises(InputError):
+        A.model_spec("corr", 8, 4, rho=2.0)
