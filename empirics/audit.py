@@ -24,11 +24,21 @@ import numpy as np
 import sympy as sp
 
 from empirics.samplers import rng_for
-from theory.audit import Activation, ModelSpec, i_, x_
+from theory.audit import Activation, ModelSpec, x_
 from theory.validate import InputError, positive_int
 
-__all__ = ["MCNorms", "Geometry", "geometry", "geometry_qk", "geometry_paper", "activation_functions", "draw_norms",
-           "sample_norms", "z_scores", "trials_for"]
+__all__ = [
+    "Geometry",
+    "MCNorms",
+    "activation_functions",
+    "draw_norms",
+    "geometry",
+    "geometry_paper",
+    "geometry_qk",
+    "sample_norms",
+    "trials_for",
+    "z_scores",
+]
 
 CHUNK_ELEMS = 2**24  # one (T, N, D) block of normals ≈ 128 MB
 
@@ -162,7 +172,7 @@ def _draw(spec: ModelSpec, N: int, T: int, rng: np.random.Generator, gram: bool)
 def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact (fro², jac_s², jac²) for each of T draws (see the module docstring). Returns three (T,) arrays."""
     S = geo.S
-    T, N, _ = S.shape
+    N = S.shape[1]  # S: (T, N, N)
     i = np.arange(1, N + 1, dtype=np.float64)[None, :, None]  # (1, N, 1) row index
     vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
     eye = np.eye(N, dtype=bool)
@@ -251,4 +261,4 @@ def z_scores(mc: MCNorms, expected: dict) -> dict:
 
 def trials_for(rel_se: float, cv: float) -> int:
     """Trials that give a relative standard error ``rel_se`` for a quantity with coefficient of variation ``cv``."""
-    return max(16, int(math.ceil((cv / rel_se) ** 2)))
+    return max(16, math.ceil((cv / rel_se) ** 2))

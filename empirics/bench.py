@@ -10,15 +10,19 @@ The paper is silent on the overhead of polynomial against softmax attention (led
   with the peak memory of each, measured in a fresh subprocess per N: the rise of peak RSS
   (Linux VmHWM, reset before each kernel) on CPU, ``torch.cuda.max_memory_allocated`` on GPU.
 
-Timings are wall-clock medians of ``repeats`` runs after one warm-up run
-(``time.perf_counter``, CUDA synchronised). These are measurements, not tests: nothing here
-asserts a speed.
+Timings: one warm-up run of each function, then ``repeats`` rounds in which the compared functions
+run in turn (interleaved), so a burst of load on a shared machine hits both sides of a ratio
+alike; medians are reported, and the ratios (``speedup_vs_autograd``, ``cost_vs_gemm``) are
+ratios of the minima — the least disturbed runs — which a loaded machine cannot push below what
+the two computations really cost (``time.perf_counter``, CUDA synchronised). These are
+measurements, not tests: nothing here asserts a speed.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import platform
 import re
@@ -54,7 +58,7 @@ def _sync(device: torch.device) -> None:
 
 
 def _time(fn: Callable[[], object], repeats: int, device: torch.device) -> tuple[float, float, list[float]]:
-    """(first-run seconds, median of ``repeats`` later runs, all later runs) of ``fn()``."""
+    """(first-run seconds, median of ``repeats`` later runs (nan if none), all later runs) of ``fn()``."""
     times = []
     for _ in range(repeats + 1):
         _sync(device)
@@ -62,7 +66,21 @@ def _time(fn: Callable[[], object], repeats: int, device: torch.device) -> tuple
         fn()
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return times[0], statistics.median(times[1:]), times[1:]
+    return times[0], statistics.median(times[1:]) if repeats else math.nan, times[1:]
+
+
+def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
+                      device: torch.device) -> dict[str, tuple[float, list[float]]]:
+    """{name: (first-run seconds, ``repeats`` later runs)}: one warm-up each, then rounds of every fn in turn."""
+    out = {name: (_time(fn, 0, device)[0], []) for name, fn in fns.items()}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            out[name][1].append(time.perf_counter() - t0)
+    return out
 
 
 def _inputs(N: int, D: int, seed: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,16 +151,16 @@ def _bench_vs_autograd(Ns, D, activations, repeats, seed, dev) -> list[dict]:
             def autograd() -> None:
                 res["autograd"] = float(jacobian_autograd(X, W, act, device=dev).norm())
 
-            _, t_kernel, runs_kernel = _time(kernel, repeats, dev)
-            _, t_auto, runs_auto = _time(autograd, repeats, dev)
+            t = _time_interleaved({"kernel": kernel, "autograd": autograd}, repeats, dev)
+            runs_kernel, runs_auto = t["kernel"][1], t["autograd"][1]
             rows.append(
                 {
                     "N": N,
                     "D": D,
                     "activation": act.label,
-                    "kernel_s": t_kernel,
-                    "autograd_s": t_auto,
-                    "speedup_vs_autograd": t_auto / t_kernel,
+                    "kernel_s": statistics.median(runs_kernel),
+                    "autograd_s": statistics.median(runs_auto),
+                    "speedup_vs_autograd": min(runs_auto) / min(runs_kernel),  # interleaved minima
                     "kernel_min_s": min(runs_kernel),  # the least disturbed run, on a shared machine
                     "autograd_min_s": min(runs_auto),
                     "rel_err": abs(res["kernel"] - res["autograd"]) / max(abs(res["autograd"]), 1e-300),
@@ -202,8 +220,8 @@ def _worker(spec: dict) -> list[dict]:
     dev, dtype = torch.device(spec["device"]), getattr(torch, spec["dtype"])
     X, W = _inputs(N, D, spec["seed"], dev, dtype)
     chunk = _rows_per_chunk(spec.get("chunk"), N, N, 1, dtype)
-    out = []
-    for k in spec["kernels"]:
+    fns, mem = {}, {}
+    for k in spec["kernels"]:  # pass 1: each kernel alone (its warm-up run), for its peak memory
         if k["kind"] == "gemm":
             label, fn = "gemm", (lambda: _form_scores(X, W, chunk))
         else:
@@ -217,18 +235,23 @@ def _worker(spec: dict) -> list[dict]:
         else:
             source = "rss_hwm" if _reset_peak_rss() else "ru_maxrss"
             base = _rss_now()
-        first, med, runs = _time(fn, repeats, dev)
+        first = _time(fn, 0, dev)[0]
         peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else _peak_rss()
+        fns[label], mem[label] = fn, (first, max(0, peak - base), source)
+    timed = _time_interleaved(fns, repeats, dev)  # pass 2: rounds of every kernel in turn
+    out = []
+    for label, (first, peak, source) in mem.items():
+        runs = timed[label][1]
         out.append(
             {
                 "N": N,
                 "D": D,
                 "kernel": label,
-                "seconds": med,
+                "seconds": statistics.median(runs),
                 "seconds_first": first,
                 "seconds_all": runs,
                 "seconds_min": min(runs),
-                "peak_mem_bytes": max(0, peak - base),
+                "peak_mem_bytes": peak,
                 "peak_mem_source": source,
                 "input_bytes": 2 * X.numel() * X.element_size() + W.numel() * W.element_size(),
                 "chunk_rows": chunk,
@@ -265,7 +288,7 @@ def bench_vs_gemm(
         ...}, ...]; kernel "gemm" is the baseline (cost_vs_gemm = 1).
     """
     if quick:
-        Ns, D, repeats = (256,), 16, 1
+        Ns, D, repeats = (256,), 16, 3  # 3 interleaved rounds: the minima need more than one run
     D, repeats = positive_int("D", D), positive_int("repeats", repeats)
     Ns = tuple(positive_int("N", n) for n in Ns)
     if chunk is not None:
@@ -279,9 +302,9 @@ def bench_vs_gemm(
         spec = {"N": N, "D": D, "repeats": repeats, "seed": seed, "device": str(dev),
                 "dtype": str(dtype).removeprefix("torch."), "chunk": chunk, "kernels": kernels}
         got = _run_isolated(spec, timeout_s) if isolate else _worker(spec)
-        gemm_s = got[0]["seconds"]
+        gemm_s = got[0]["seconds_min"]  # ratio of interleaved minima: load cannot push it below the true cost
         for r in got:
-            r["cost_vs_gemm"] = r["seconds"] / gemm_s
+            r["cost_vs_gemm"] = r["seconds_min"] / gemm_s
         rows.extend(got)
     return rows
 

@@ -16,8 +16,9 @@ head dim d = d_v = 64, float32, forward and forward+backward, masks none and cau
 
 The polynomial's scale is c = 1/√N without a mask and the per-row 1/√i under the causal mask (the
 scale the ``causal-masking`` check recommends); it costs N·d_v multiplies. Q, K, V are seeded
-N(0, 1/√d)-entry draws (S = O(1)). Timings are medians of ``repeats`` calls after one warm-up
-(``empirics.bench._time``, CUDA synchronised), torch threads as the caller set them. A cell is
+N(0, 1/√d)-entry draws (S = O(1)). Per N, every method gets one warm-up call, then ``repeats``
+rounds in which the methods run in turn (interleaved, so a burst of load hits all alike); medians and
+minima are reported, ratios against softmax of both (CUDA synchronised), torch threads as the caller set them. A cell is
 skipped, and says why, when its estimated memory exceeds ``mem_cap_bytes`` or its time predicted
 from the fastest run at the previous N of its series (∝ N² quadratic, ∝ N linearised)
 exceeds ``time_cap_s`` (softmax, the baseline, is always timed). Measurements, not tests: nothing here asserts a speed.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import platform
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -284,8 +286,8 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
     for N in g.Ns:
         Q, K, V, G = _inputs(N, d, g.heads, g.seed + N, dev, pas != "fwd")
         args = (Q, K, V, _poly_scale(N, causal, dev))
-        soft_s = soft_min = None
-        for method, p in keys:
+        rows, runners = {}, {}
+        for method, p in keys:  # phase 1: skip checks, compile checks and one warm-up call per method
             row = {"method": method, "p": p, "mask": mask, "N": N, "d": d, "d_v": d, "heads": g.heads, "pass": pas,
                    "seconds": None, "seconds_min": None, "first_call_s": None, "ratio_vs_softmax": None,
                    "ratio_min_vs_softmax": None,
@@ -302,25 +304,56 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
                         if f"p{p}/{mask}/{pas}" not in compile_info:  # the compile: check it once
                             _same_as_naive(fn, args, p, causal)
                             compile_info[f"p{p}/{mask}/{pas}"] = {"N": N, "first_call_s": row["first_call_s"]}
-                    _, med, runs = _time(_call(fn, args, G, pas), g.repeats, dev)
-                    row["seconds"], row["seconds_min"] = med, min(runs)
-                    last[(method, p)] = (N, min(runs))  # the least disturbed run predicts the next N
+                    runners[(method, p)] = _call(fn, args, G, pas)
+                    _time(runners[(method, p)], 0, dev)  # warm-up
                 except Exception as exc:  # a failed method is recorded, never fatal
-                    word = "unavailable" if method == "compiled" else "failed"
-                    row["status"] = f"{word}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                    stopped[(method, p)] = row["status"]
-            if method == "softmax":
-                soft_s, soft_min = row["seconds"], row["seconds_min"]
-            elif row["seconds"] is not None and soft_s:
-                row["ratio_vs_softmax"] = row["seconds"] / soft_s
-                row["ratio_min_vs_softmax"] = row["seconds_min"] / soft_min  # least disturbed runs: a noise check
+                    _fail(row, method, exc, stopped, (method, p))
+                    runners.pop((method, p), None)
+            rows[(method, p)] = row
+        runs = _rounds(runners, g.repeats, dev, rows, stopped)  # phase 2: interleaved rounds
+        soft = rows[("softmax", None)]
+        for key, row in rows.items():  # medians and minima; ratios of interleaved minima against softmax
+            if key in runs and runs[key]:
+                row["seconds"], row["seconds_min"] = statistics.median(runs[key]), min(runs[key])
+                last[key] = (N, min(runs[key]))  # the least disturbed run predicts the next N
+            if key[0] != "softmax" and row["seconds"] is not None and soft["seconds"]:
+                row["ratio_vs_softmax"] = row["seconds"] / soft["seconds"]
+                row["ratio_min_vs_softmax"] = row["seconds_min"] / soft["seconds_min"]
             if progress:
                 t = "—" if row["seconds"] is None else f"{row['seconds']:.4g} s"
-                print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {method:<10} p={p} {t} {row['status'][:60]}",
+                print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {key[0]:<10} p={key[1]} {t} {row['status'][:60]}",
                       file=sys.stderr, flush=True)
             out.append(row)
         del Q, K, V, G, args
     return out
+
+
+def _fail(row: dict, method: str, exc: Exception, stopped: dict, key) -> None:
+    """Record a failed method in its row and stop it for later N (never fatal)."""
+    word = "unavailable" if method == "compiled" else "failed"
+    row["status"] = f"{word}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    stopped[key] = row["status"]
+
+
+def _rounds(runners: dict, repeats: int, dev: torch.device, rows: dict, stopped: dict) -> dict:
+    """{key: seconds of each round}: ``repeats`` rounds in which every method runs once, in turn.
+
+    Interleaving puts a burst of machine load on every method alike, so ratios of minima stay steady.
+    """
+    runs: dict = {k: [] for k in runners}
+    for _ in range(repeats):
+        for key, run in list(runners.items()):
+            try:
+                _sync(dev)
+                t0 = time.perf_counter()
+                run()
+                _sync(dev)
+                runs[key].append(time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 (recorded in the row, never fatal)
+                _fail(rows[key], key[0], exc, stopped, key)
+                runners.pop(key)
+                runs[key] = []
+    return runs
 
 
 def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, causal: bool, last, stopped) -> str:

@@ -25,7 +25,6 @@ import concurrent.futures as cf
 import contextlib
 import json
 import math
-import sys
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -700,17 +699,10 @@ def check_memory(config: SweepConfig, all_cells: Sequence[Cell]) -> None:
 
 
 def _progress_bar(total: float, initial: float, n_cells: int, n_done: int, progress: bool | str):
-    from tqdm import tqdm
+    from empirics.progress import progress_bar
 
-    show = progress == "force" or (progress is True and sys.stderr.isatty())
-    bar = tqdm(
-        total=total,
-        initial=initial,
-        disable=not show,
-        file=sys.stderr,
-        desc="sweep",
-        bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}] {postfix}",
-    )
+    bar = progress_bar(total, initial, desc="sweep", progress=progress,
+                       bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}] {postfix}")
     bar.set_postfix_str(f"cells {n_done}/{n_cells}")
     return bar
 
@@ -729,7 +721,7 @@ def run_sweep(
       config: a :class:`SweepConfig` or the path of a TOML config.
       out_dir: ``cells/<cell_id>.parquet`` per finished cell, then ``results.parquet`` and
         ``provenance.json``.
-      progress: ``True`` shows a tqdm bar (ETA, cost-weighted) on stderr if it is a TTY;
+      progress: ``True`` shows a tqdm bar (ETA, cost-weighted) on stderr if it is a TTY, else periodic lines;
         ``"force"`` always; ``False`` never.
       executor: ``None`` runs cells serially here; otherwise anything with
         ``submit(fn, *args) -> future`` (``concurrent.futures``) gets ``submit(run_cell, config,

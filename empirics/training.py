@@ -511,10 +511,9 @@ def sigterm_as_interrupt():
 
 
 def _progress(total: int, done: int, progress: bool | str):
-    from tqdm import tqdm
+    from empirics.progress import progress_bar
 
-    show = progress == "force" or (progress is True and sys.stderr.isatty())
-    return tqdm(total=total, initial=done, disable=not show, file=sys.stderr, desc="train runs", unit="run")
+    return progress_bar(total, done, desc="train runs", unit="run", progress=progress)
 
 
 def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
@@ -527,7 +526,7 @@ def run_experiment(budget_name: str | TrainConfig, out_dir: str | Path, seed: in
         ``provenance.json``, all written atomically.
       seed: the experiment seed.
       workers: 1 runs here, K > 1 in a spawn-context pool of K processes (identical numbers).
-      progress: tqdm bar on stderr when it is a TTY (``"force"``: always; ``False``: never).
+      progress: tqdm bar on stderr when it is a TTY, periodic lines otherwise (``"force"``: bar; ``False``: none).
     """
     if isinstance(budget_name, TrainConfig):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:

@@ -13,9 +13,18 @@ import time
 
 import numpy as np
 
-from theory.audit import N_GRID, Activation, ModelSpec, audit, model_spec, parse_activation, profile, worst_case
+from theory.audit import (
+    N_GRID,
+    Activation,
+    ModelSpec,
+    audit,
+    model_spec,
+    parse_activation,
+    profile,
+    worst_case,
+)
 
-__all__ = ["run_audit", "NAMED_SIZES", "RANGE_N", "mc_grid"]
+__all__ = ["NAMED_SIZES", "RANGE_N", "mc_grid", "run_audit"]
 
 # Named sizes (token width D, head width d, tokens N): ViT-Base/Small at 224² with 16² patches, and
 # all-MiniLM-L6-v2's heads (D = 384, d = 32) at the ledger's longest real-text prefix.
@@ -42,7 +51,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
               sizes: bool = True) -> dict:
     """Flat result of one audit (the ``--json`` object of ``sapa audit``)."""
     t0 = time.perf_counter()
-    from sapa.rules.audit import K, TOL
+    from sapa.rules.audit import TOL, K
 
     out: dict = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
@@ -66,7 +75,9 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             "expected_jac_fro2": a.expected_jac_fro2,
             "growth_exponent": a.growth_exponent, "growth_exponent_jac_s": a.growth_exponent_jac_s,
             "growth_exponent_jac": a.growth_exponent_jac,
-            "sup_growth_exponent": a.sup_growth_exponent, "asymptotic_exponent": a.asymptotic_exponent,
+            "sup_growth_exponent": a.sup_growth_exponent, "sup_growth_at": {"quantity": a.sup_growth_at[0],
+                                                                               "n": a.sup_growth_at[1]},
+            "asymptotic_exponent": a.asymptotic_exponent,
             "crossover_n": a.crossover_n,
             "m_off": a.m_off, "m_diag": a.m_diag,
             "constant_vs_softmax": a.constant_vs_softmax, "constant_jac_s_vs_softmax": a.constant_jac_s_vs_softmax,

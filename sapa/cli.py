@@ -546,7 +546,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 _COMMANDS = {"verify": cmd_verify, "norms": cmd_norms, "exact": cmd_exact, "sweep": cmd_sweep,
              "train": cmd_train, "bench": cmd_bench, "figures": cmd_figures, "calibrate": cmd_calibrate,
-             "audit": lambda args: cmd_audit(args)}
+             "audit": cmd_audit}
 
 
 if __name__ == "__main__":  # pragma: no cover

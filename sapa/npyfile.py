@@ -23,6 +23,11 @@ from numpy.lib import format as npf
 
 from theory.validate import InputError
 
+try:  # numpy >= 2 keeps the private reader (needed for version-3.0 headers) in _format_impl
+    from numpy.lib._format_impl import _read_array_header
+except ImportError:  # pragma: no cover - numpy 1.x
+    _read_array_header = npf._read_array_header
+
 __all__ = ["NUMERIC_KINDS", "read_npy_header", "check_numeric_dtype", "load_npy"]
 
 NUMERIC_KINDS = {"i": "signed integer", "u": "unsigned integer", "f": "floating"}
@@ -39,7 +44,7 @@ def read_npy_header(path: Path, name: str) -> tuple[tuple[int, ...], bool, np.dt
                 shape, fortran, dtype = npf.read_array_header_1_0(f)
             elif version in ((2, 0), (3, 0)):
                 shape, fortran, dtype = npf.read_array_header_2_0(f) if version == (2, 0) else \
-                    npf._read_array_header(f, version)  # 3.0 differs from 2.0 only by a UTF-8 header
+                    _read_array_header(f, version)  # 3.0 differs from 2.0 only by a UTF-8 header
             else:  # pragma: no cover - read_magic refuses other versions already
                 raise ValueError(f"unsupported .npy version {version}")
             return tuple(int(n) for n in shape), bool(fortran), dtype, f.tell()

@@ -1,10 +1,20 @@
-"""Render the claims ledger: a terminal table and ``report.md`` (arXiv 2410.18613)."""
+"""Render the claims ledger: a terminal table, and ``report.md`` / ``report.html`` from Jinja2 templates.
+
+Reader order of both reports: title and provenance; the verdict tables (claims and questions apart);
+the Monte Carlo first-pass coverage; what each review point asked and which entries answer it (one
+line each); then one section per entry. Each figure is shown once (in the first entry citing it) and
+linked from the others (:mod:`sapa.report_figures`); templates live in ``sapa/templates/``.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+from functools import lru_cache
+from pathlib import Path
 
+from sapa import report_figures
 from sapa.ledger import Entry
 
 _LEGEND = {
@@ -51,58 +61,16 @@ def mc_line(mc: dict) -> str:
             f"intervals contain the exact value (no reruns)")
 
 
-def _readings_md(e: Entry) -> list[str]:
-    if not e.readings:
-        return []
-    out = ["| reading | verdict | why | rule (false FAILS / false HOLDS / power) |", "|---|---|---|---|"]
-    for r in e.readings:
-        c = r.get("calibration") or {}
-        cal = (f"`{r['rule']}` ({c.get('false_fails_rate', float('nan')):.1%} / {c.get('false_holds_rate', float('nan')):.1%}"
-               f" / {c.get('power', float('nan')):.0%})")
-        out.append(f"| {_md_cell(r['name'])} | **{r['verdict']}** | {_md_cell(r.get('why', ''))} | {cal} |")
-    return out + [""]
-
-
 def markdown(entries: list[Entry], prov: dict, mc: dict | None = None) -> str:
-    """The ``report.md`` text: claims and questions apart, then one section per entry with its readings."""
-    out = [
-        "# sapa report — arXiv 2410.18613, *Rethinking Softmax: Self-Attention with Polynomial Activations*",
-        "",
-        f"Budget `{prov['budget']['name']}`, seed {prov['seed']}, {prov['dtype']} on {prov['device']}, "
-        f"sapa {prov['sapa_version']} (commit `{prov.get('git_commit') or 'n/a'}`), "
-        f"{prov['wall_seconds']:.1f} s, started {prov['started_utc']}.",
-        "",
-    ]
-    for title, group in groups(entries):
-        out += [f"### {title}", "", "| id | verdict | key numbers |", "|---|---|---|"]
-        out += [f"| [`{e.id}`](#{_anchor(e.id)}) | **{e.verdict}** | {_md_cell(e.headline)} |" for e in group]
-        out.append("")
-    if mc:
-        out += [mc_line(mc) + ".", ""]
-    out += ["Verdicts: " + "; ".join(f"**{k}** — {v}" for k, v in _LEGEND.items()) + ". Each reading names the rule "
-            "that decided it and that rule's error rates on synthetic truth (`sapa calibrate`).", ""]
-    out += review_section(entries)
-    for e in entries:
-        label = "Paper's claim" if e.kind == "claim" else "Reviewers' question"
-        out += [f"## {e.id}", "", f"**{label}.** {e.statement}", "", f"**Verdict: {e.verdict}.** {e.headline}", ""]
-        if e.answer:
-            out += [f"**Answer.** {e.answer}", ""]
-        out += _readings_md(e)
-        out += [f"- {_md_cell(f)}" for f in e.findings] + ([""] if e.findings else [])
-        if e.tested_statement:
-            out += [f"**Tested statement.** {e.tested_statement}", ""]
-        if e.contract:
-            out += ["| contract | |", "|---|---|"]
-            out += [f"| {k.replace('_', ' ')} | {_md_cell(str(v))} |" for k, v in e.contract.items()]
-            out.append("")
-        if e.corrected_claim:
-            out += [f"**Corrected claim.** {e.corrected_claim}", ""]
-        for fig in e.figures:
-            out += [f"![{e.id}]({fig})", ""]
-        out += ["<details><summary>evidence</summary>", "", "```json",
-                json.dumps(e.evidence, indent=1, default=str)[:20_000], "```", "</details>", ""]
-    out += ["## Provenance", "", "```json", json.dumps(prov, indent=1, default=str), "```", ""]
-    return "\n".join(out)
+    """The ``report.md`` text (figures as relative PNG paths, PDFs linked as files, never as images)."""
+    return _env().get_template("report.md.j2").render(_context(entries, prov, mc))
+
+
+def html(entries: list[Entry], prov: dict, base_dir, mc: dict | None = None) -> str:
+    """A self-contained ``report.html``: each PNG under ``base_dir`` embedded once (base64), linked elsewhere."""
+    ctx = _context(entries, prov, mc)
+    ctx["data_uri"] = {f.anchor: report_figures.png_data_uri(base_dir, f) for f in ctx["figures"]}
+    return _env().get_template("report.html.j2").render(ctx)
 
 
 # The review points of ../shared/seeds/000_*.txt and the ledger entries that answer them.
@@ -121,21 +89,101 @@ REVIEW_POINTS = [
 ]
 
 
-def review_section(entries: list[Entry]) -> list[str]:
-    """Markdown lines: each review point, then the verdicts and key numbers of the entries answering it."""
+def review_points(entries: list[Entry]) -> list[tuple[str, list[dict]]]:
+    """[(review point, [{id, verdict, line}])]: the entries answering each point, each with ONE line.
+
+    The line is the entry's headline (its key numbers), or the first sentence of its answer when it has no
+    headline; the long answers and corrected claims stay in the entry's own section.
+    """
     by_id = {e.id: e for e in entries}
-    out = ["## What the reviews asked, what sapa found", ""]
+    out = []
     for question, ids in REVIEW_POINTS:
         found = [by_id[i] for i in ids if i in by_id]
-        if not found:
-            continue
-        out.append(f"**{question}**")
-        out.append("")
-        for e in found:
-            answer = e.answer or e.corrected_claim or e.headline
-            out.append(f"- [`{e.id}`](#{_anchor(e.id)}) **{e.verdict}** — {_md_cell(answer)}")
-        out.append("")
+        if found:
+            out.append((question, [{"id": e.id, "verdict": e.verdict,
+                                    "line": e.headline or first_sentence(e.answer or e.corrected_claim or "")}
+                                   for e in found]))
     return out
+
+
+def review_section(entries: list[Entry]) -> list[str]:
+    """Markdown lines: each review point, then the verdict and one line of every entry answering it."""
+    return _env().get_template("review.md.j2").render(points=review_points(entries)).splitlines()
+
+
+def first_sentence(text: str) -> str:
+    """Text up to its first sentence end ('. ', '! ', '? ' before a capital or bracket), on one line."""
+    one = " ".join((text or "").split())
+    m = re.search(r"[.!?](?=\s+[A-Z(\[])", one)
+    return one[: m.end()] if m else one
+
+
+_EVIDENCE_CHARS = 20_000  # evidence JSON shown per entry; the full evidence is in ledger.json
+
+
+def _context(entries: list[Entry], prov: dict, mc: dict | None) -> dict:
+    """What both templates render: provenance, groups, MC line, legend, review points, entry sections."""
+    figures = report_figures.plan(entries)
+    return {
+        "prov": _prov_view(prov),
+        "prov_json": json.dumps(prov, indent=1, default=str),
+        "groups": groups(entries),
+        "mc_line": mc_line(mc) if mc else None,
+        "legend": _LEGEND,
+        "points": review_points(entries),
+        "figures": figures,
+        "sections": [_section(e, figures) for e in entries],
+    }
+
+
+def _prov_view(prov: dict) -> dict:
+    """The provenance line's fields, with 'n/a' where a (merged or old) ledger lacks one."""
+    wall = prov.get("wall_seconds")
+    return {"budget": (prov.get("budget") or {}).get("name", "n/a"), "seed": prov.get("seed", "n/a"),
+            "dtype": prov.get("dtype", "n/a"), "device": prov.get("device", "n/a"),
+            "version": prov.get("sapa_version", "n/a"), "commit": prov.get("git_commit") or "n/a",
+            "wall": f"{wall:.1f} s" if isinstance(wall, (int, float)) else "n/a",
+            "started": prov.get("started_utc", "n/a")}
+
+
+def _section(e: Entry, figures: list) -> dict:
+    text = json.dumps(e.evidence, indent=1, default=str)
+    return {
+        "e": e,
+        "label": "Paper's claim" if e.kind == "claim" else "Reviewers' question",
+        "readings": [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings],
+        "contract": [(k.replace("_", " "), str(v)) for k, v in (e.contract or {}).items()],
+        "figures": [(f, f.owner == e.id) for f in report_figures.cited_in(figures, e.id)],
+        "evidence": text[:_EVIDENCE_CHARS],
+        "truncated": len(text) > _EVIDENCE_CHARS,
+    }
+
+
+def _calibration_text(c: dict | None) -> str:
+    """'false FAILS / false HOLDS / power' as '0.4% / 1.2% / 97%' ('not calibrated' without rates)."""
+    if not c:
+        return "not calibrated"
+
+    def pct(key: str, digits: int) -> str:
+        x = c.get(key)
+        return f"{x:.{digits}%}" if isinstance(x, (int, float)) else "n/a"
+
+    return f"{pct('false_fails_rate', 1)} / {pct('false_holds_rate', 1)} / {pct('power', 0)}"
+
+
+@lru_cache(maxsize=1)
+def _env():
+    """The Jinja2 environment of ``sapa/templates``: autoescape for ``*.html.j2``, none for Markdown."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False, default=False),
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["anchor"] = _anchor
+    env.filters["cell"] = _md_cell
+    env.filters["suffix"] = lambda p: (Path(p).suffix.lstrip(".") or "file").upper()
+    return env
 
 
 def _anchor(cid: str) -> str:
@@ -144,74 +192,3 @@ def _anchor(cid: str) -> str:
 
 def _md_cell(s: str) -> str:
     return (s or "-").replace("|", "\\|").replace("\n", " ")
-
-
-def html(entries: list[Entry], prov: dict, base_dir, mc: dict | None = None) -> str:
-    """A self-contained HTML report (figures embedded as base64 PNG) with the same content as report.md."""
-    import base64
-    import html as h
-    from pathlib import Path
-
-    def esc(x: object) -> str:
-        return h.escape(str(x if x is not None else "-"))
-
-    colours = {"HOLDS": "#1b7837", "HOLDS_LOOSE": "#5aae61", "HOLDS_IN_REGIME": "#b8860b", "FAILS": "#b2182b",
-               "UNDETERMINED": "#666666", "ANSWERED": "#2166ac"}
-    rows = ""
-    for title, group in groups(entries):
-        rows += f"<tr><th colspan='3'>{esc(title)}</th></tr>" + "".join(
-            f"<tr><td><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a></td>"
-            f"<td style='color:{colours[e.verdict]};font-weight:bold'>{esc(e.verdict)}</td><td>{esc(e.headline)}</td></tr>"
-            for e in group)
-    by_id = {e.id: e for e in entries}
-    review = ""
-    for question, ids in REVIEW_POINTS:
-        found = [by_id[i] for i in ids if i in by_id]
-        if found:
-            items = "".join(f"<li><a href='#{_anchor(e.id)}'><code>{esc(e.id)}</code></a> "
-                            f"<b style='color:{colours[e.verdict]}'>{esc(e.verdict)}</b> — "
-                            f"{esc(e.answer or e.corrected_claim or e.headline)}</li>" for e in found)
-            review += f"<p><b>{esc(question)}</b></p><ul>{items}</ul>"
-    sections = ""
-    for e in entries:
-        figs = ""
-        for fig in e.figures:
-            path = Path(base_dir) / fig
-            if path.suffix == ".png" and path.is_file():
-                data = base64.b64encode(path.read_bytes()).decode()
-                figs += f"<figure><img src='data:image/png;base64,{data}' style='max-width:100%'><figcaption>{esc(fig)}</figcaption></figure>"
-        contract = "".join(f"<tr><th>{esc(k.replace('_', ' '))}</th><td>{esc(v)}</td></tr>" for k, v in (e.contract or {}).items())
-        readings = "".join(
-            f"<tr><td>{esc(r['name'])}</td><td style='color:{colours[r['verdict']]};font-weight:bold'>{esc(r['verdict'])}"
-            f"</td><td>{esc(r.get('why'))}</td><td><code>{esc(r['rule'])}</code> "
-            f"{(r.get('calibration') or {}).get('false_fails_rate', float('nan')):.1%} / "
-            f"{(r.get('calibration') or {}).get('false_holds_rate', float('nan')):.1%}</td></tr>" for r in e.readings)
-        label = "Paper's claim" if e.kind == "claim" else "Reviewers' question"
-        sections += (
-            f"<h2 id='{_anchor(e.id)}'>{esc(e.id)}</h2><p><b>{label}.</b> {esc(e.statement)}</p>"
-            f"<p><b style='color:{colours[e.verdict]}'>Verdict: {esc(e.verdict)}.</b> {esc(e.headline)}</p>"
-            + (f"<p><b>Answer.</b> {esc(e.answer)}</p>" if e.answer else "")
-            + (f"<table><tr><th>reading</th><th>verdict</th><th>why</th><th>rule: false FAILS / false HOLDS</th></tr>"
-               f"{readings}</table>" if readings else "")
-            + ("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in e.findings) + "</ul>" if e.findings else "")
-            + (f"<p><b>Tested statement.</b> {esc(e.tested_statement)}</p>" if e.tested_statement else "")
-            + (f"<table class='c'>{contract}</table>" if contract else "")
-            + (f"<p><b>Corrected claim.</b> {esc(e.corrected_claim)}</p>" if e.corrected_claim else "")
-            + figs
-            + f"<details><summary>evidence</summary><pre>{esc(json.dumps(e.evidence, indent=1, default=str)[:20_000])}</pre></details>"
-        )
-    style = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;line-height:1.45;padding:0 1em}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}"
-             "pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}code{font-size:90%}")
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>sapa report</title>"
-        f"<style>{style}</style></head><body>"
-        "<h1>sapa report — arXiv 2410.18613, <i>Rethinking Softmax: Self-Attention with Polynomial Activations</i></h1>"
-        f"<p>Budget <code>{esc(prov['budget']['name'])}</code>, seed {esc(prov['seed'])}, {esc(prov['dtype'])} on "
-        f"{esc(prov['device'])}, sapa {esc(prov['sapa_version'])}, {prov['wall_seconds']:.1f} s.</p>"
-        f"<table><tr><th>id</th><th>verdict</th><th>key numbers</th></tr>{rows}</table>"
-        + (f"<p>{esc(mc_line(mc))}.</p>" if mc else "") +
-        "<p>" + "; ".join(f"<b>{k}</b> — {esc(v)}" for k, v in _LEGEND.items()) + "</p>"
-        f"<h2>What the reviews asked, what sapa found</h2>{review}{sections}"
-        f"<h2>Provenance</h2><pre>{esc(json.dumps(prov, indent=1, default=str))}</pre></body></html>"
-    )

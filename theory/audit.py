@@ -39,7 +39,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import sympy as sp
@@ -55,24 +55,31 @@ from theory.gaussian import (
     qf_moments,
     to_exact,
 )
-from theory.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
+from theory.validate import (
+    InputError,
+    choice,
+    finite_matrix,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 
 __all__ = [
+    "MASKS",
     "MODELS",
     "NORMALIZE",
-    "MASKS",
     "POLY_MAX_DEGREE",
     "Activation",
-    "ModelSpec",
-    "EntryMoments",
     "Audit",
-    "parse_activation",
-    "model_spec",
-    "entry_moments",
-    "v_moments",
-    "gauss_rule",
+    "EntryMoments",
+    "ModelSpec",
     "audit",
+    "entry_moments",
+    "gauss_rule",
+    "model_spec",
+    "parse_activation",
     "profile",
+    "v_moments",
     "worst_case",
 ]
 
@@ -88,7 +95,7 @@ TAIL_X = (1e3, 1e6)  # polynomial-growth check of unnormalised φ: |φ(1e6)|/|φ
 TAIL_MAX_POWER = 2 * POLY_MAX_DEGREE
 V_LEVELS = (8, 16)            # fixed W: Gauss nodes for the law of v = ‖W x‖² (coarse, fine)
 DIAG_LEVELS = (16, 32)        # fixed W: Gauss nodes for the law of S_11
-RW_LEVELS = ((6, 24), (10, 48))  # random weights: (nodes per χ² factor, Chebyshev points in log v) (coarse, fine)
+RW_LEVELS = ((6, 16), (10, 32))  # random weights: (nodes per χ² factor, Gauss nodes of the product law) (coarse, fine)
 Z_LEVELS = (64, 128, 256, 512, 1024, 2048)  # Gauss–Hermite nodes in z, doubled until the change is below Z_RTOL
 Z_RTOL = 1e-10
 
@@ -108,7 +115,7 @@ _ALIASES = {
     "min": sp.Min,
     "ln": sp.log,
 }
-_ALLOWED_CHARS = re.compile(r"^[A-Za-z0-9_+\-*/^().,\s]*$")
+_ALLOWED_CHARS = re.compile(r"^[A-Za-z0-9_+\-*/^().,<>=\s]*$")
 
 
 # ----------------------------------------------------------------------------- the expression
@@ -153,14 +160,19 @@ class Activation:
 
 
 def _parse(text: str) -> sp.Expr:
-    from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+    from sympy.parsing.sympy_parser import (
+        convert_xor,
+        parse_expr,
+        standard_transformations,
+    )
 
     if not isinstance(text, str) or not text.strip():
         raise InputError("activation must be a non-empty expression in x (logit), N (length) and i (row index)")
     if len(text) > MAX_TEXT:
         raise InputError(f"activation expression is too long ({len(text)} characters, at most {MAX_TEXT})")
     if not _ALLOWED_CHARS.match(text) or "__" in text or re.search(r"\.\s*[A-Za-z_]", text):
-        raise InputError(f"activation {text!r}: only names, numbers, + - * / ** ^ ( ) , are allowed")
+        raise InputError(f"activation {text!r}: only names, numbers, + - * / ** ^ ( ) , and comparisons "
+                         "(inside Piecewise) are allowed")
     glob = {name: getattr(sp, name) for name in _FUNCS}
     glob.update({"Symbol": sp.Symbol, "Function": sp.Function, "pi": sp.pi, "E": sp.E, "__builtins__": {}})
     local = {"x": x_, "N": N_, "i": i_, **_ALIASES}
@@ -169,7 +181,7 @@ def _parse(text: str) -> sp.Expr:
                           transformations=standard_transformations + (convert_xor,), evaluate=True)
     except InputError:
         raise
-    except Exception as exc:  # SyntaxError, TypeError from a wrong call, ...
+    except Exception as exc:  # noqa: BLE001 - SyntaxError, TypeError from a wrong call, ...: one line for the user
         raise InputError(f"cannot parse activation {text!r} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
                          ) from None
     if not isinstance(expr, sp.Expr) or isinstance(expr, (sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction,
@@ -186,14 +198,45 @@ def _parse(text: str) -> sp.Expr:
                          "i (row index); write numbers for everything else (e.g. d = 64 → x/8)")
     if expr.has(sp.I) or expr.has(sp.zoo) or expr.has(sp.nan) or expr.has(sp.oo):
         raise InputError(f"activation {text!r} is not a finite real expression")
+    if sp.simplify(expr) == 0:
+        raise InputError(f"activation {text!r} is identically 0")
+    _check_piecewise_continuous(text, expr)
+    dphi = sp.diff(expr, x_)
+    if dphi.has(sp.DiracDelta) or dphi.has(sp.Derivative) or dphi.has(sp.Subs):
+        raise InputError(f"activation {text!r} jumps (∂φ/∂x = {dphi} is not a function): its Jacobian norm is "
+                         "infinite; use a continuous φ (e.g. Max(x, 0) rather than Heaviside(x))")
     return expr
+
+
+def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
+    """Piecewise φ must not jump at its breakpoints (sympy's derivative of a Piecewise ignores a jump)."""
+    if not expr.has(sp.Piecewise):
+        return
+    f = sp.lambdify((x_, N_, i_), expr, ["scipy", "numpy"])
+    for rel in expr.atoms(sp.core.relational.Relational):
+        try:
+            sols = sp.solve(sp.Eq(rel.lhs, rel.rhs), x_)
+        except (NotImplementedError, TypeError, ValueError):
+            continue
+        for sol in sols if isinstance(sols, list) else []:
+            for N in N_CHECK[:5]:
+                for i in (1.0, N):
+                    try:
+                        x0 = float(sol.subs({N_: N, i_: i}))
+                    except (TypeError, ValueError):
+                        continue
+                    with np.errstate(all="ignore"):
+                        lo, hi = (float(f(x0 + h, N, i)) for h in (-1e-9 * max(1.0, abs(x0)), 1e-9 * max(1.0, abs(x0))))
+                    if abs(hi - lo) > 1e-6 * max(1.0, abs(lo), abs(hi)):
+                        raise InputError(f"activation {text!r} jumps at x = {x0:.6g} (N = {N:g}): its Jacobian norm is "
+                                         "infinite; use a continuous φ")
 
 
 def _lam(expr: sp.Expr):
     """numpy function of (x, N, i) for ``expr`` (broadcasting). Points where float64 evaluation gives
     inf/NaN (e.g. exp(−y)/(1 + exp(−y))² at y → −∞: inf/inf) are re-evaluated in mpmath at 30 digits,
     so only values that are themselves out of float64's range stay non-finite."""
-    f = sp.lambdify((x_, N_, i_), expr, "numpy")
+    f = sp.lambdify((x_, N_, i_), expr, ["scipy", "numpy"])
     g = None
 
     def call(x, N, i=1.0):
@@ -236,7 +279,7 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
                 if bad.any():
                     at = float(np.broadcast_to(X, vals.shape)[bad][0])
                     raise InputError(f"activation {text!r}: {what} is undefined or infinite on the real line "
-                                     f"(at x = {at:.6g}, N = {N:g}{', i = %g' % i if i_ in expr.free_symbols else ''})")
+                                     f"(at x = {at:.6g}, N = {N:g}{f', i = {i:g}' if i_ in expr.free_symbols else ''})")
                 if normalize == "row" and what == "φ" and float(vals.min()) < 0:
                     at = float(X_CHECK[int(np.argmin(vals.ravel()))])
                     raise InputError(f"--normalize row needs φ ≥ 0 (a row sum could vanish): φ({at:.4g}) = "
@@ -374,7 +417,7 @@ def _corr_v_moments(D: int, d: int, rho: Fraction, K: int) -> tuple:
     mu_d1 = [_mu(d - 1, k) for k in range(K + 1)]
     mu_D1 = [_mu(D - 1, k) for k in range(K + 1)]
 
-    @lru_cache(maxsize=None)
+    @cache
     def F(a: int, m: int) -> int:  # q^{2m} E[s^{2a} w^{2m}]
         return sum(math.comb(2 * m, 2 * e) * p2**e * om ** (m - e) * double_factorial(2 * m - 2 * e - 1) * mu_d[a + e]
                    for e in range(m + 1))
@@ -604,10 +647,66 @@ def _shared_rules(spec: ModelSpec, nv: int, nd: int, nz: int) -> _Rules:
         jx, jw = gauss_rule([vm[k + 1] * 2 for k in range(2 * nv)], nv)
         joff = _offdiag_nodes(jx, jw, nz)
     off = _offdiag_nodes(vx, vw, nz)
-    em = entry_moments(spec, 2 * nd)
-    diag = _Nodes(*gauss_rule(em.diag[: 2 * nd], nd))
-    jx, jw = gauss_rule(em.jdiag[: 2 * nd], nd)
-    return _Rules(off, diag, joff, _Nodes(jx, jw))
+    diag, jdiag = _shared_diag_nodes(_spec_key(spec), nd, spec)
+    return _Rules(off, diag, joff, jdiag)
+
+
+TENSOR_RANK = 3  # S_11 with at most this many non-zero eigenvalues: tensor Gauss–Hermite (exact structure)
+
+
+@lru_cache(maxsize=32)
+def _shared_diag_nodes(spec_key, nd: int, spec: ModelSpec) -> tuple[_Nodes, _Nodes]:
+    """Nodes for E f(S_11) and E[f(S_11) R], S_11 = xᵀW_s x = Σ_k λ_k u_k², R = ‖(W+Wᵀ)x‖² ≡ Σ_k c_k u_k² in law.
+
+    u ~ N(0, I) in the eigenbasis of Σ^{½}W_sΣ^{½} (cross terms c_jk u_j u_k, j ≠ k, vanish: S_11 is even in each
+    u_j). A Gauss rule of this law built from its moments resolves a sharp φ badly (its nodes are O(sd) apart),
+    so: with at most TENSOR_RANK non-zero λ_k, tensor Gauss–Hermite in those u_k (nd nodes each, exact
+    structure; this also covers the singular densities of low rank); otherwise the density of S_11 and the
+    R-weighted density from the characteristic function, ψ(t) = Π_k (1 − 2iλ_k t)^{−½} and
+    E[R e^{itS}] = ψ(t) Σ_k c_k/(1 − 2iλ_k t), by FFT on 2^(10 + nd/8) points of [mean ± (14 sd + 60 max|λ|)]
+    (rectangle rule: spectrally accurate for the smooth densities of rank ≥ 4).
+    """
+    W = np.asarray(spec.W, dtype=np.float64)
+    Ws = 0.5 * (W + W.T)
+    if spec.sigma_x is None:
+        B, C = Ws, 4 * Ws @ Ws
+    else:
+        lam_s, U_s = np.linalg.eigh(spec.sigma_x)
+        L = (U_s * np.sqrt(np.maximum(lam_s, 0.0))) @ U_s.T  # Σ^{½}
+        B, C = L @ Ws @ L, 4 * L @ Ws @ Ws @ L
+    lam, U = np.linalg.eigh(0.5 * (B + B.T))
+    c = np.einsum("ik,ij,jk->k", U, C, U)  # diag(Uᵀ C U)
+    top = float(np.max(np.abs(lam))) if lam.size else 0.0
+    nz_mask = np.abs(lam) > 1e-12 * top if top > 0 else np.zeros(lam.size, dtype=bool)
+    if top == 0.0:
+        return _Nodes(np.zeros(1), np.ones(1)), _Nodes(np.zeros(1), np.array([float(np.sum(c))]))
+    lam_nz, c_nz, c_zero = lam[nz_mask], c[nz_mask], float(np.sum(c[~nz_mask]))
+    if lam_nz.size <= TENSOR_RANK:
+        z, g = _hermite(nd)
+        grids = np.meshgrid(*([z] * lam_nz.size), indexing="ij")
+        wz = np.ones_like(grids[0])
+        for gg in np.meshgrid(*([g] * lam_nz.size), indexing="ij"):
+            wz = wz * gg
+        sx = sum(l * G.ravel() ** 2 for l, G in zip(lam_nz, grids))
+        R = c_zero + sum(cc * G.ravel() ** 2 for cc, G in zip(c_nz, grids))
+        wz = wz.ravel()
+        return _Nodes(sx, wz), _Nodes(sx, wz * R)
+    mean, sd = float(np.sum(lam_nz)), math.sqrt(2.0 * float(np.sum(lam_nz**2)))
+    half = 14.0 * sd + 60.0 * top
+    a, b = mean - half, mean + half
+    n = 2 ** (10 + nd // 8)
+    ds = (b - a) / n
+    dt = 2 * math.pi / (n * ds)
+    k = np.fft.ifftshift(np.arange(-n // 2, n // 2))  # FFT order
+    t = k * dt  # (n,)
+    one = 1.0 - 2j * lam_nz[None, :] * t[:, None]  # (n, r)
+    psi = np.exp(-0.5 * np.sum(np.log(one), axis=1))
+    psi_r = psi * (c_zero + np.sum(c_nz[None, :] / one, axis=1))
+    sj = a + ds * np.arange(n)
+    phase = np.exp(-1j * t * a)
+    dens = (dt / (2 * math.pi)) * np.fft.fft(psi * phase).real  # p(s_j)
+    rdens = (dt / (2 * math.pi)) * np.fft.fft(psi_r * phase).real  # E[R | S = s_j] p(s_j)
+    return _Nodes(sj, dens * ds), _Nodes(sj, rdens * ds)
 
 
 @lru_cache(maxsize=64)
@@ -625,35 +724,54 @@ def _tensor(*rules) -> tuple[list, np.ndarray]:
     return [g.ravel() for g in grids], W.ravel()
 
 
-def _cheb_compress(v: np.ndarray, W: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Σ_a W_a h(v_a) ≈ Σ_j c_j h(t_j): h interpolated at m Chebyshev points of [min v, max v] (barycentric), c = Lᵀ W.
+def _gauss_of_discrete(v: np.ndarray, W: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The m-point Gauss rule of the discrete measure Σ_a W_a δ(v_a) (W ≥ 0): Lanczos on diag(v) from √W.
 
-    h(v) = E_z φ(√v z)² is a polynomial of degree p in v when φ is one of degree p (then the compression is exact
-    for m > p) and smooth in v for piecewise-smooth φ (a kink in x is averaged out by z).
+    Exact for polynomials of degree ≤ 2m − 1 in v (so polynomial φ stay exact); full reorthogonalisation keeps
+    the Lanczos vectors orthogonal in float64 (the RKPW / Gragg–Harrod reading of Golub–Welsch). Stops early
+    when the measure has fewer than m distinct atoms.
     """
-    a, b = float(v.min()), float(v.max())
-    if b - a <= 1e-14 * max(1.0, abs(b)):
-        return np.array([0.5 * (a + b)]), np.array([W.sum()])
-    j = np.arange(m)
-    t = 0.5 * (a + b) + 0.5 * (b - a) * np.cos(np.pi * j / (m - 1))  # (m,)
-    beta = (-1.0) ** j
-    beta[0] *= 0.5
-    beta[-1] *= 0.5
-    diff = v[:, None] - t[None, :]  # (n_atoms, m)
-    hit = np.abs(diff) <= 1e-15 * max(abs(a), abs(b))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        L = beta / diff
-        L = L / L.sum(axis=1, keepdims=True)
-    rows = hit.any(axis=1)
-    L[rows] = hit[rows].astype(np.float64)
-    return t, L.T @ W
+    from scipy.linalg import eigh_tridiagonal
+
+    W = np.asarray(W, dtype=np.float64)
+    keep = W > 0
+    v, W = np.asarray(v, dtype=np.float64)[keep], W[keep]
+    mass = float(W.sum())
+    scale = float(np.max(np.abs(v))) or 1.0
+    x = v / scale
+    q = np.sqrt(W / mass)
+    Q = [q]
+    alpha, beta = [], []
+    prev, b_prev = np.zeros_like(q), 0.0
+    for k in range(min(m, v.size)):
+        r = x * q
+        a = float(q @ r)
+        alpha.append(a)
+        r = r - a * q - b_prev * prev
+        for qq in Q:  # full reorthogonalisation (twice is enough)
+            r -= (qq @ r) * qq
+        for qq in Q:
+            r -= (qq @ r) * qq
+        b = float(np.linalg.norm(r))
+        if k == min(m, v.size) - 1 or b <= 1e-13 * max(1.0, abs(a)):
+            break
+        beta.append(b)
+        prev, q, b_prev = q, r / b, b
+        Q.append(q)
+    al = np.array(alpha)
+    if al.size == 1:
+        return np.array([al[0] * scale]), np.array([mass])
+    t, vec = eigh_tridiagonal(al, np.array(beta[: al.size - 1]))
+    return t * scale, mass * vec[0, :] ** 2
 
 
-def _random_rules(spec: ModelSpec, nb: int, m: int, nz: int) -> _Rules:
+@lru_cache(maxsize=32)
+def _random_laws(spec_key, nb: int, m: int, spec: ModelSpec) -> dict:
     """Random weights: v and S_11 as products of independent χ² (and normal) variables, each with its own Gauss rule.
 
     Moments of products of χ² grow like (3k)!: their moment problem is ill-conditioned and the Gauss rule of v's
-    law from its moments converges badly for small D; the factors' own rules do not have that problem.
+    law from its moments converges badly for small D; the factors' own rules do not have that problem. The tensor
+    rule of the factors is then compressed to an m-point Gauss rule of the product law (:func:`_gauss_of_discrete`).
     With σ² the weight variance (paper: the entry variance of A, B), all at σ = 1 and then scaled:
     paper v = χ²_d; iid v = χ²_D χ²_d χ²_D'; tied v = χ²_D χ²_d(χ²_d + χ²_{D−1}); corr (see _corr_v_moments)
     v = χ²_D [s²w² + (w² + (1−ρ²)χ²_{d−1})χ²_{D−1}], w = ρs + √(1−ρ²)t. Diagonal: paper = off; iid S_11 | ·
@@ -663,8 +781,8 @@ def _random_rules(spec: ModelSpec, nb: int, m: int, nz: int) -> _Rules:
     """
     s2 = float(spec.sigma) ** 2
     d = spec.d
-    z, g = _hermite(nz)
     name = spec.name
+    out = {}
     if name == "paper":
         (c,), W = _tensor(_chi2_rule(d, 4 * nb))
         v = s2 * s2 * c
@@ -681,30 +799,25 @@ def _random_rules(spec: ModelSpec, nb: int, m: int, nz: int) -> _Rules:
         else:
             rho = float(spec.rho)
             om = 1.0 - rho * rho
-            (a, sv, t, cr, cb), W = _tensor(cx, _chi2_rule(d, nb), _hermite(nb), _chi2_rule(d - 1, nb),
-                                           _chi2_rule(D - 1, nb))
+            nc = max(4, nb - 2)  # five factors: keep the tensor at ≤ 10⁵ atoms
+            (a, sv, t, cr, cb), W = _tensor(_chi2_rule(D, nc), _chi2_rule(d, nc), _hermite(nc),
+                                           _chi2_rule(d - 1, nc), _chi2_rule(D - 1, nc))
             w = rho * np.sqrt(sv) + math.sqrt(om) * t
             v = a * (sv * w * w + (w * w + om * cr) * cb)
         v = s2 * s2 * v
         jscale = 2.0
-    vx, vw = _cheb_compress(v, W, m)
-    off = _offdiag_nodes(vx, vw, nz)
-    jx, jw = _cheb_compress(v, W * jscale * v, m)
-    joff = _offdiag_nodes(jx, jw, nz)
+    out["off"] = _gauss_of_discrete(v, W, m)
+    out["joff"] = _gauss_of_discrete(v, W * jscale * v, m)
     if name == "paper":
-        return _Rules(off, off, joff, joff)
+        return out
     D = spec.D
     if name == "iid":
         (a, b), W2 = _tensor(cx, _chi2_rule(d, nb))
         u = s2 * s2 * a * a * b
-        dx, dw = _cheb_compress(u, W2, m)
-        diag = _offdiag_nodes(dx, dw, nz)
-        x2, w2 = _cheb_compress(u, W2 * s2 * s2 * a * (4 * b + D - 1), m)  # weight of z²
-        x0, w0 = _cheb_compress(u, W2 * s2 * s2 * a * (d - 1 + b) * (D - 1), m)  # weight of 1
-        n2, n0 = _offdiag_nodes(x2, w2, nz), _offdiag_nodes(x0, w0, nz)
-        zz = np.tile(z * z, x2.size)  # z² at each node of n2 (same layout: v-major, z-minor)
-        jdiag = _Nodes(np.concatenate([n2.x, n0.x]), np.concatenate([n2.w * zz, n0.w]))
-        return _Rules(off, diag, joff, jdiag)
+        out["diag_u"] = _gauss_of_discrete(u, W2, m)
+        out["jdiag_u2"] = _gauss_of_discrete(u, W2 * s2 * s2 * a * (4 * b + D - 1), m)  # weight of z²
+        out["jdiag_u0"] = _gauss_of_discrete(u, W2 * s2 * s2 * a * (d - 1 + b) * (D - 1), m)  # weight of 1
+        return out
     if name == "tied":
         (a, b), W2 = _tensor(cx, _chi2_rule(d, 2 * nb))
         sd = s2 * a * b
@@ -715,7 +828,25 @@ def _random_rules(spec: ModelSpec, nb: int, m: int, nz: int) -> _Rules:
         P = 0.5 * ((1 + rho) * cu - (1 - rho) * cw)
         sd = s2 * a * P
         R = s2 * s2 * a * (4 * P * P + ((1 + rho) * cu + (1 - rho) * cw + 2 * rho * P) * (D - 1))
-    return _Rules(off, _Nodes(sd, W2), joff, _Nodes(sd, W2 * R))
+    out["diag"] = (sd, W2)
+    out["jdiag"] = (sd, W2 * R)
+    return out
+
+
+def _random_rules(spec: ModelSpec, nb: int, m: int, nz: int) -> _Rules:
+    """Nodes of the six expectations for random weights (see :func:`_random_laws`), nz Hermite nodes in z."""
+    laws = _random_laws(_spec_key(spec), nb, m, spec)
+    off = _offdiag_nodes(*laws["off"], nz)
+    joff = _offdiag_nodes(*laws["joff"], nz)
+    if spec.name == "paper":
+        return _Rules(off, off, joff, joff)
+    if spec.name == "iid":
+        z, _ = _hermite(nz)
+        diag = _offdiag_nodes(*laws["diag_u"], nz)
+        n2, n0 = _offdiag_nodes(*laws["jdiag_u2"], nz), _offdiag_nodes(*laws["jdiag_u0"], nz)
+        zz = np.tile(z * z, laws["jdiag_u2"][0].size)  # z² at each node of n2 (v-major, z-minor)
+        return _Rules(off, diag, joff, _Nodes(np.concatenate([n2.x, n0.x]), np.concatenate([n2.w * zz, n0.w])))
+    return _Rules(off, _Nodes(*laws["diag"]), joff, _Nodes(*laws["jdiag"]))
 
 
 def _spec_key(spec: ModelSpec) -> tuple:
@@ -786,7 +917,7 @@ def _row_sums(act: Activation, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rf = _lam(act.row_factor)
     A, B = np.empty_like(N), np.empty_like(N)
     for k, n in enumerate(N):
-        n_int = int(round(n))
+        n_int = round(float(n))
         i = np.arange(1, n_int + 1, dtype=np.float64)
         c2 = np.asarray(rf(0.0, float(n_int), i), dtype=np.float64) * np.ones_like(i)
         A[k] = float(np.sum(c2 * ((i - 1) if causal else (n_int - 1))))
@@ -834,9 +965,10 @@ class Profile:
     def exponents(self, N) -> dict:
         """Local growth exponents ½ d log E‖·‖²/d log N at N, exact derivative (finite difference over rows if i or a mask)."""
         N = np.atleast_1d(np.asarray(N, dtype=np.float64))
-        if self.act.uses_i or self.act.mask == "causal":
-            k = np.maximum(1.0, np.round(0.02 * N))
-            lo, hi = np.maximum(N - k, 1.0), N + k
+        if self.act.uses_i or self.act.mask == "causal":  # sums over rows: integer N only, centred difference
+            Ni = np.round(N)
+            k = np.maximum(1.0, np.round(0.02 * Ni))
+            lo, hi = np.maximum(Ni - k, 1.0), Ni + k
             tl, th = self.totals(lo), self.totals(hi)
             with np.errstate(all="ignore"):
                 return {q: 0.5 * (np.log(th[q]) - np.log(tl[q])) / (np.log(hi) - np.log(lo)) for q in tl}
@@ -958,7 +1090,7 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 # ----------------------------------------------------------------------------- worst case
 
 
-WORST_N = (2.0**30, 2.0**31)  # where the asymptotic worst-case exponent is read (i-dependent: 2**20, 2**21)
+WORST_N = (2.0**30, 2.0**31)  # where the asymptotic worst-case exponent is read (i-dependent: 2**16, 2**17)
 
 
 def worst_case(act: Activation, B: float = 1.0, N=196) -> dict:
@@ -970,24 +1102,28 @@ def worst_case(act: Activation, B: float = 1.0, N=196) -> dict:
     the rate when |φ(s*, N)| / max|φ| stays bounded below as N grows, which is checked numerically.
     Row-normalised φ ≥ 0: each row is a probability vector, so ‖P‖_F ≤ √N (exponent ½) always; if
     min_{|s|≤B} φ > 0 then P_ij ≤ R/N (R = max φ / min φ) and ‖P‖_F ≤ √R: exponent 0, attained by equal
-    logits (‖P‖_F = 1). Exponents are asymptotic (N = 2³⁰ → 2³¹) and local at ``N``.
+    logits (‖P‖_F = 1). Exponents are asymptotic (N = 2³⁰ → 2³¹; with a row index 2¹⁶ → 2¹⁷) and local at ``N``.
     """
     B = positive_float("B", B)
     s = np.concatenate([np.linspace(-B, B, 4001), [0.0]])
     f = _lam(act.expr)
     fp = _lam(sp.diff(act.expr, x_))
-    big = (2.0**20, 2.0**21) if act.uses_i else WORST_N
+    big = (2.0**16, 2.0**17) if act.uses_i else WORST_N
+    rf = _lam(act.row_factor) if act.uses_i and act.separable else None
+    s_coarse = np.concatenate([np.linspace(-B, B, 201), [0.0]])
 
     def upper2(g, n):  # Σ_i n_i max_s g(s, n, i)²
         n = float(n)
         if act.uses_i:
             i = np.arange(1, int(n) + 1, dtype=np.float64)
-            # max over s for each i: evaluate on a coarse s grid per i block
-            m = np.zeros_like(i)
-            for blk in range(0, i.size, 4096):
-                ii = i[blk:blk + 4096]
-                m[blk:blk + 4096] = np.max(np.asarray(g(s[None, :], n, ii[:, None])) ** 2, axis=1)
-            cnt = (i - 1 + 1) if act.mask == "causal" else np.full_like(i, n)
+            if rf is not None:  # φ = c(N, i)·ψ(x, N): max over s once, times (c_i/c_1)²
+                m = float(np.max(np.asarray(g(s, n, 1.0)) ** 2)) * np.asarray(rf(0.0, n, i)) * np.ones_like(i)
+            else:
+                m = np.zeros_like(i)
+                for blk in range(0, i.size, 2048):
+                    ii = i[blk:blk + 2048]
+                    m[blk:blk + 2048] = np.max(np.asarray(g(s_coarse[None, :], n, ii[:, None])) ** 2, axis=1)
+            cnt = i if act.mask == "causal" else np.full_like(i, n)
             return float(np.sum(cnt * m))
         m = float(np.max(np.asarray(g(s, n, 1.0)) ** 2))
         cnt = n * (n + 1) / 2 if act.mask == "causal" else n * n
@@ -1023,12 +1159,12 @@ def worst_case(act: Activation, B: float = 1.0, N=196) -> dict:
         out["exponent_is_exact"] = positive
         return out
     for name, g in (("fro", f), ("jac_s", fp), ("jac", fp)):
-        e_up = exp_of(lambda n: upper2(g, n), *big)
-        e_loc = exp_of(lambda n: upper2(g, n), max(float(N) / 1.05, 1.0), float(N) * 1.05) if N > 1 else math.nan
+        e_up = exp_of(lambda n, g=g: upper2(g, n), *big)
+        e_loc = exp_of(lambda n, g=g: upper2(g, n), max(float(N) / 1.05, 1.0), float(N) * 1.05) if N > 1 else math.nan
         # witness: the s* that maximises |g| at the large N, held fixed as N grows
         gv = np.abs(np.asarray(g(s, big[0], 1.0)))
         s_star = float(s[int(np.argmax(gv))])
-        e_wit = exp_of(lambda n: witness2(g, n, s_star), *big)
+        e_wit = exp_of(lambda n, g=g, s_star=s_star: witness2(g, n, s_star), *big)
         attains = bool(math.isfinite(e_up) and math.isfinite(e_wit) and abs(e_wit - e_up) < 1e-3)
         out[name] = {"exponent": e_up, "local_exponent_at_N": e_loc, "witness_exponent": e_wit, "s_star": s_star,
                      "witness": f"aligned tokens x_i = r·u (uᵀW_s u·r² = s* = {s_star:.4g}): every S_ij = s*",
@@ -1071,6 +1207,7 @@ class Audit:
     growth_exponent_jac_s: float
     growth_exponent_jac: float
     sup_growth_exponent: float  # max over N ∈ [2, 2²⁰] of the local exponent (norm and both Jacobians)
+    sup_growth_at: tuple        # (quantity "fro" | "jac_s" | "jac", N) where that maximum is
     asymptotic_exponent: float  # local exponent at N = 2²⁰ (norm)
     crossover_n: float | None
     constant_vs_softmax: float  # √E‖φ‖² / √N (softmax's bound, Thm 4.1)
@@ -1102,7 +1239,10 @@ def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = No
     ex = prof.exponents([N])
     grid = np.array(N_GRID)
     eg = prof.exponents(grid)
-    sup = float(max(np.nanmax(eg[q]) for q in ("fro", "jac_s", "jac")))
+    finite = [q for q in ("fro", "jac_s", "jac") if np.any(np.isfinite(eg[q]))]  # a constant φ has no Jacobian
+    sup_q = max(finite, key=lambda q: float(np.nanmax(eg[q])))
+    sup = float(np.nanmax(eg[sup_q]))
+    sup_n = float(grid[int(np.nanargmax(eg[sup_q]))])
     fro2 = float(tot["fro"][0])
     exact = None
     if prof.exact_exprs is not None and not act.uses_i and act.mask == "none":
@@ -1138,7 +1278,7 @@ def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = No
         method=prof.method, error_bound=max(errs.values()), error_bounds=errs,
         expected_fro2=fro2, expected_jac_s_fro2=float(tot["jac_s"][0]), expected_jac_fro2=jac2,
         growth_exponent=e, growth_exponent_jac_s=e_s, growth_exponent_jac=e_j,
-        sup_growth_exponent=sup, asymptotic_exponent=float(eg["fro"][-1]), crossover_n=cross,
+        sup_growth_exponent=sup, sup_growth_at=(sup_q, sup_n), asymptotic_exponent=float(eg["fro"][-1]), crossover_n=cross,
         constant_vs_softmax=math.sqrt(fro2 / N), constant_jac_s_vs_softmax=math.sqrt(float(tot["jac_s"][0])) / (math.sqrt(N) / 2),
         matching_scale=math.sqrt(N / fro2) if fro2 > 0 else math.inf, matching_scale_exponent=0.5 - e,
         worst_case_exponent=wc["exponent"], worst_case=wc, exact_fro2=exact,

@@ -14,7 +14,6 @@ There is no rerun on disagreement: a miss stays a miss.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -30,7 +29,7 @@ def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
         from empirics.sweep import builtin_config, load_config, run_sweep, with_overrides
 
         cfg = with_overrides(load_config(builtin_config(ctx.budget.sweep)), seed=ctx.budget.seed)
-        df = run_sweep(cfg, ctx.out_dir / "sweep", progress=sys.stderr.isatty())
+        df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True)  # a bar on a terminal, periodic lines in a log
         ctx.cache["sweep"] = (df, cfg)
     return ctx.cache["sweep"]
 

@@ -61,7 +61,7 @@ def _check(cid: str, ctx: Context) -> Outcome:
     from empirics.samplers import rng_for
     from sapa.rules.agreement import AgreementEvidence
     from sapa.rules.agreement import decide as decide_agreement
-    from sapa.rules.audit import K, TOL, LikeSoftmaxEvidence, decide, mc_evidence
+    from sapa.rules.audit import TOL, K, LikeSoftmaxEvidence, decide, mc_evidence
     from sapa.rules.growth import UpperEvidence, decide_upper
     from theory.audit import audit, model_spec, parse_activation, profile, worst_case
 
@@ -75,7 +75,8 @@ def _check(cid: str, ctx: Context) -> Outcome:
             ev = LikeSoftmaxEvidence(a.sup_growth_exponent, a.sup_growth_exponent, a.asymptotic_exponent,
                                      a.constant_vs_softmax, a.constant_vs_softmax, a.method == "exact")
             per_model[m] = {"method": a.method, "error_bound": a.error_bound, "growth_exponent_at_196": a.growth_exponent,
-                            "sup_exponent": a.sup_growth_exponent, "asymptotic_exponent": a.asymptotic_exponent,
+                            "sup_exponent": a.sup_growth_exponent, "sup_at": list(a.sup_growth_at),
+                            "asymptotic_exponent": a.asymptotic_exponent,
                             "crossover_n": a.crossover_n, "constant_vs_softmax": a.constant_vs_softmax,
                             "growth_exponent_jac": a.growth_exponent_jac, "growth_exponent_jac_s": a.growth_exponent_jac_s,
                             "verdict": decide(ev), "evidence": ev.__dict__}
@@ -105,7 +106,8 @@ def _check(cid: str, ctx: Context) -> Outcome:
     if norm == "none":
         sup_all = max(pm["sup_exponent"] for pm in per_model.values())
         v_rate = decide_upper(UpperEvidence(0.5, sup_all, sup_all, True))
-        rate_why = f"sup over N = 2…2²⁰ of the local exponent: iid {per_model['iid']['sup_exponent']:.3f}, tied {per_model['tied']['sup_exponent']:.3f}"
+        rate_why = "sup over N = 2…2²⁰ of the local exponents (norm, Jacobians w.r.t. S and X): " + ", ".join(
+            f"{m} {pm['sup_exponent']:.3f} ({pm['sup_at'][0]} at N = {pm['sup_at'][1]:.3g})" for m, pm in per_model.items())
         rule_rate = "growth-upper-exact"
     else:
         lo = max(pm["exponent_interval"][0] for pm in per_model.values())
@@ -124,7 +126,8 @@ def _check(cid: str, ctx: Context) -> Outcome:
                     f"{pm['exponent_interval'][1]:.3f}], ‖P‖/√N at N=128 [{pm['constant_interval_at_128'][0]:.3g}, "
                     f"{pm['constant_interval_at_128'][1]:.3g}]")
         cn = pm["crossover_n"]
-        return (f"{pm['method']} at ViT-B: exponent {pm['growth_exponent_at_196']:.3f} (sup {pm['sup_exponent']:.3f}, "
+        return (f"{pm['method']} at ViT-B: exponent {pm['growth_exponent_at_196']:.3f} (sup {pm['sup_exponent']:.3f} "
+                f"[{pm['sup_at'][0]}, N={pm['sup_at'][1]:.3g}], "
                 f"N→∞ {pm['asymptotic_exponent']:.3f}), N* = {'none' if cn is None else f'{cn:.4g}'}, "
                 f"‖φ‖/√N = {pm['constant_vs_softmax']:.3g}")
 
@@ -145,12 +148,14 @@ def _check(cid: str, ctx: Context) -> Outcome:
     verdict = readings[0].verdict if gate == "HOLDS" else "UNDETERMINED"
     figures = _figure(ctx)
     zs = [abs(c["z"]) for c in comparisons if math.isfinite(c["z"])]
+    mc_words = (f"MC vs theory max |z| = {max(zs):.2f} over {len(comparisons)} comparisons ({missed} beyond 2.58)"
+                if norm == "none" else
+                f"every Monte Carlo draw within the theory's bound ‖P‖_F ≤ √N ({len(comparisons) - missed}/{len(comparisons)} series)")
     headline = (f"{source}: iid {readings[0].verdict} ({why('iid')}); tied {readings[1].verdict} ({why('tied')}); "
-                f"worst case (token-bounded) exponent {wc_e:.3g}; MC vs theory max |z| = {max(zs):.2f} over "
-                f"{len(comparisons)} comparisons")
+                f"worst case (token-bounded) exponent {wc_e:.3g}; {mc_words}")
     return Outcome(
         verdict=verdict, readings=readings, rule="audit-like-softmax", headline=headline, figures=figures,
-        findings=(f"constant vs softmax's √N at ViT-B (N=196): " + ", ".join(
+        findings=("constant vs softmax's √N at ViT-B (N=196): " + ", ".join(
             f"{m} {pm.get('constant_vs_softmax', float('nan')):.3g}" for m, pm in per_model.items()
             if "constant_vs_softmax" in pm) if norm == "none" else
             "normalised rows are probability vectors: ‖P‖_F ≤ √N for every input (the same bound as softmax)",),
@@ -168,7 +173,7 @@ def _check(cid: str, ctx: Context) -> Outcome:
 
 
 def _contract(cid: str) -> Contract:
-    text, norm, source, words = ENTRIES[cid]
+    text, norm, _, _ = ENTRIES[cid]
     return Contract(
         object=f"attention matrix φ(S) = {text}" + (" row-normalised" if norm == "row" else "") + " element-wise, and its "
                "Jacobians w.r.t. S and X",

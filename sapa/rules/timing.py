@@ -17,7 +17,7 @@ import numpy as np
 
 from sapa.rules.base import Rule
 
-FACTOR = 1.5
+FACTOR = 1.5        # the ledger's default factor (a reading may ask for another: TimingEvidence.factor)
 NOISE = 0.4         # a ratio of minima moves by < 40 % between runs (σ ≈ 0.1 log-normal, 3.4σ: family-safe over 16 cells)
 SIM_CELLS = 16      # (mask, pass, N) cells per p in the quick grid
 SIM_SPREAD = 0.10   # log-normal σ of a measured ratio around its true value
@@ -25,25 +25,26 @@ SIM_SPREAD = 0.10   # log-normal σ of a measured ratio around its true value
 
 @dataclass(frozen=True)
 class TimingEvidence:
-    """Per cell: (name, ratio or None when the cell could not be timed)."""
+    """Per cell: (name, ratio or None when the cell could not be timed); the factor the statement claims."""
 
     cells: tuple[tuple[str, float | None], ...]
+    factor: float = FACTOR
 
 
-def cell_class(ratio: float | None) -> str:
-    """'within', 'outside', 'marginal' or 'unmeasured'."""
+def cell_class(ratio: float | None, factor: float = FACTOR) -> str:
+    """'within', 'outside', 'marginal' or 'unmeasured' against ``factor`` with the NOISE band."""
     if ratio is None:
         return "unmeasured"
-    if ratio <= FACTOR / (1 + NOISE):
+    if ratio <= factor / (1 + NOISE):
         return "within"
-    if ratio > FACTOR * (1 + NOISE):
+    if ratio > factor * (1 + NOISE):
         return "outside"
     return "marginal"
 
 
 def decide(ev: TimingEvidence) -> str:
     """HOLDS all within; FAILS none within, some outside; HOLDS_IN_REGIME both; else UNDETERMINED."""
-    cls = [cell_class(r) for _, r in ev.cells]
+    cls = [cell_class(r, ev.factor) for _, r in ev.cells]
     measured = [c for c in cls if c != "unmeasured"]
     if measured and all(c == "within" for c in measured) and len(measured) == len(cls):
         return "HOLDS"

@@ -13,9 +13,17 @@ import pytest
 import sympy as sp
 import torch
 
-from empirics.audit import (activation_functions, draw_norms, geometry, geometry_paper, geometry_qk, sample_norms,
-                            z_scores)
+from empirics.audit import (
+    activation_functions,
+    draw_norms,
+    geometry,
+    geometry_paper,
+    geometry_qk,
+    sample_norms,
+    z_scores,
+)
 from theory.audit import N_, i_, model_spec, parse_activation, profile, x_
+
 
 def _tmax(a, b):
     return torch.maximum(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64))
@@ -116,3 +124,18 @@ def test_sampling_is_seeded_and_batch_independent():
     a, b = sample_norms(act, spec, 10, 20, seed=1), sample_norms(act, spec, 10, 20, seed=1)
     assert np.array_equal(a.fro2, b.fro2)
     assert not np.array_equal(a.fro2, sample_norms(act, spec, 10, 20, seed=2).fro2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", ["Max(x/8, 0)/N", "1/(1 + exp(-(x/8 - log(N))))", "tanh(x/8)/sqrt(N)"])
+@pytest.mark.parametrize("model", ["iid", "tied", "corr"])
+def test_monte_carlo_agrees_at_vit_base_sizes(text, model):
+    act = parse_activation(text)
+    spec = model_spec(model, 768, 64, rho=0.5)
+    prof = profile(act, spec)
+    tot, err = prof.totals([64]), prof.errors([64])
+    mc = sample_norms(act, spec, 64, 400, seed=21)
+    z = z_scores(mc, {"fro2": tot["fro"][0], "jac_s2": tot["jac_s"][0], "jac2": tot["jac"][0]})
+    for q, k in (("fro2", "fro"), ("jac_s2", "jac_s"), ("jac2", "jac")):
+        v = z[q]
+        assert abs(v["mean"] - v["expected"]) < 4 * v["se"] + err[k] * abs(v["expected"]), (q, v)

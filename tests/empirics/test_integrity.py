@@ -184,3 +184,17 @@ def test_a_cell_replaced_by_a_directory_is_named(tmp_path, capsys):
     assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sapa: error: ") and err[0].endswith(str(part)) and ".tmp" not in err[0]
+
+
+def test_record_checksum_takes_numpy_values_and_ignores_key_order():
+    """Run records hold numpy scalars, arrays and paths; a record whose keys were reordered is the same content."""
+    from pathlib import Path
+
+    import numpy as np
+
+    rec = seal_record({"loss": np.float64(0.25), "steps": np.int64(3), "curve": np.arange(3.0), "out": Path("r")})
+    stored = json.loads(json.dumps(rec, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+    check_record(stored, "run.json")
+    check_record(dict(reversed(list(stored.items()))), "run.json")
+    with pytest.raises(CorruptResult, match="run.json: content does not match"):
+        check_record({**stored, "steps": 4}, "run.json")

@@ -116,3 +116,13 @@ def test_a_second_process_is_refused_at_once(tmp_path):
         proc.wait()
     with exclusive(out):  # the lock died with its process
         pass
+
+
+def test_messages_name_the_flag_and_the_path_given(tmp_path):
+    """Each refusal names the flag (``--out`` by default) and the path the user gave, not an ancestor only."""
+    for check, given in ((check_dir, "/proc/x/res"), (check_file, "/proc/x/out.json"),
+                         (check_dir, "/dev/null/x/res"), (check_file, "/dev/null/x/out.json")):
+        with pytest.raises(InputError, match=rf"^--out {given}: "):
+            check(given)
+        with pytest.raises(InputError, match=rf"^--report {given}: "):
+            check(given, "--report")

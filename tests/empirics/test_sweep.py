@@ -254,12 +254,15 @@ def test_executor_path_matches_serial(tmp_path):
     pd.testing.assert_frame_equal(ref, got)
 
 
-def test_progress_bar_only_when_forced_or_tty(tmp_path, capsys):
+def test_progress_bar_when_forced_or_tty_and_lines_in_a_log(tmp_path, capsys):
     cfg = tiny(N=[4], weight_model=["iid"], d=["D"])
-    run_sweep(cfg, tmp_path / "a", progress=True)  # stderr is not a TTY under pytest
-    assert capsys.readouterr().err == ""
+    run_sweep(cfg, tmp_path / "a", progress=True)  # stderr is not a TTY under pytest: plain progress lines
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.strip().splitlines()[-1].startswith("sweep") and "elapsed" in err
     run_sweep(cfg, tmp_path / "b", progress="force")
     assert "cells" in capsys.readouterr().err
+    run_sweep(cfg, tmp_path / "c", progress=False)
+    assert capsys.readouterr().err == ""
 
 
 def test_float32_and_rows_are_recorded(tmp_path):

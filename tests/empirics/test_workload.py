@@ -115,3 +115,13 @@ def test_scheduler_without_workers_times_out(tmp_path, capsys):
         rc, cap = _run(["sweep", _toml(tmp_path / "c.toml"), "--out", tmp_path / "o", "--scheduler",
                         cluster.scheduler_address, "--timeout", "2", "--no-progress"], capsys)
     assert rc == 2 and "no Dask worker joined" in cap.err and time.monotonic() - t0 < 60
+
+
+def test_flop_counts_print_without_float_overflow():
+    """The refusal message's flop count: ``2.7e+32`` style, and ``~1e<digits>`` where a float would overflow."""
+    from empirics.workload import _sci
+
+    assert _sci(27 * 10**31) == "2.7e+32"
+    assert _sci(5000) == "5e+03"
+    assert _sci(10**305) == "~1e305"
+    assert _sci(3 * 10**400) == "~1e400"

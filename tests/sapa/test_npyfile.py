@@ -87,6 +87,13 @@ def test_truncated_data_is_refused(tmp_path):
         load_npy(path, "--x")
 
 
+def test_header_without_any_data_reports_zero_bytes(tmp_path):
+    """A header and nothing after it: the message says 0 bytes of data (not a negative or made-up count)."""
+    path = _forged(tmp_path / "hdr.npy", (3, 3), data=b"")
+    with pytest.raises(InputError, match=r"\(72 bytes\) but holds only 0 bytes of data"):
+        load_npy(path, "--x")
+
+
 def test_memory_error_while_loading_is_one_line(tmp_path, monkeypatch):
     path = tmp_path / "a.npy"
     np.save(path, np.ones((2, 2)))
@@ -118,3 +125,85 @@ def test_cli_gives_one_line_and_exit_2(tmp_path, capsys, which, cmd):
     assert main([str(a) for a in argv]) == 2
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and err.err.startswith("sapa: error:") and str(bad) in err.err
+
+
+# --------------------------------------------------------------------------- sharpened by mutation testing
+
+
+def _v3(path, shape, descr="<f8", data=None):
+    """A version-3.0 .npy (UTF-8 header; numpy writes it only for non-Latin-1 field names)."""
+    import struct
+
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape!r}, }}"
+    header += " " * (-(12 + len(header) + 1) % 64) + "\n"
+    body = b"\x93NUMPY\x03\x00" + struct.pack("<I", len(header)) + header.encode("utf-8")
+    path.write_bytes(body + (np.arange(6, dtype=descr).tobytes() if data is None else data))
+    return path
+
+
+def test_version_3_files_load_and_are_checked(tmp_path):
+    np.testing.assert_array_equal(load_npy(_v3(tmp_path / "v3.npy", (2, 3)), "--x"), np.arange(6.0).reshape(2, 3))
+    with pytest.raises(InputError, match=r"claims shape \(111111, 111111\)"):
+        load_npy(_v3(tmp_path / "huge3.npy", (111111, 111111), data=b"\0" * 64), "--x")
+
+
+@pytest.mark.parametrize("name", ["record1", "record2"])
+def test_structured_arrays_are_named_as_such(tmp_path, name):
+    path = tmp_path / f"{name}.npy"
+    np.save(path, NON_NUMERIC[name])
+    with pytest.raises(InputError, match=r"^--x: .*: a structured array \(dtype .*\) is not a matrix of numbers$"):
+        load_npy(path, "--x")
+    with pytest.raises(InputError, match="a structured array"):  # a sub-array dtype: no fields, but not a scalar
+        check_numeric_dtype("--x", np.dtype(("<f8", (2,))))
+
+
+@pytest.mark.parametrize("name, kind", [("str", "string"), ("bytes", "bytes"), ("datetime", "datetime64"),
+                                        ("timedelta", "timedelta64"), ("bool", "boolean"), ("complex", "complex")])
+def test_refused_dtypes_are_named_in_words(tmp_path, name, kind):
+    path = tmp_path / f"{name}.npy"
+    np.save(path, NON_NUMERIC[name])
+    with pytest.raises(InputError, match=rf"^--x: {path}: dtype \S+ \({kind}\) is not numeric; give an integer"):
+        load_npy(path, "--x")
+
+
+def test_messages_name_the_flag_the_file_and_the_cause(tmp_path):
+    missing = tmp_path / "missing.npy"
+    with pytest.raises(InputError, match=rf"^--w: file not found: {missing}$"):
+        load_npy(missing, "--w")
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match=rf"^--w: {empty} is empty$"):
+        load_npy(empty, "--w")
+    zip_ = tmp_path / "zip.npy"
+    zip_.write_bytes(b"PK\x03\x04" + b"\0" * 60)  # not empty: the header is what is wrong, with numpy's reason
+    with pytest.raises(InputError, match=rf"^--w: {zip_} has no valid \.npy header \(the magic string is not correct; "):
+        load_npy(zip_, "--w")
+    huge = _forged(tmp_path / "huge.npy", (3, 3), data=b"\0" * 8)
+    with pytest.raises(InputError, match=rf"^--w: {huge} claims shape \(3, 3\)"):
+        load_npy(huge, "--w")
+
+
+def test_a_file_swapped_for_a_pickle_after_the_checks_is_never_unpickled(tmp_path, monkeypatch):
+    """The header is checked, then the file is replaced by a pickle before it is loaded: it must not run."""
+    import pickle
+
+    import sapa.npyfile as npyfile
+
+    marker = tmp_path / "ran"
+    path = tmp_path / "a.npy"
+    np.save(path, np.ones((2, 2)))
+    check_size = npyfile._check_size
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    def swap(*a):
+        check_size(*a)
+        path.write_bytes(pickle.dumps(Payload()))
+
+    monkeypatch.setattr(npyfile, "_check_size", swap)
+    with pytest.raises(InputError, match=rf"^--x: cannot read {path} as \.npy \(This file contains pickled \(object\) "
+                                         r"data\. If you trust the file"):
+        load_npy(path, "--x")
+    assert not marker.exists()

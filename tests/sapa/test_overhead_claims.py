@@ -71,10 +71,12 @@ def test_verdict_follows_the_rule(entry):
     assert len(ratios) == 2 * 2 * 2 * 2  # p × mask × pass × N
     assert ev["cells"] == split_cells(ratios)
     # one reading per p, each decided by timing-ratio from that p's cells; ANSWERED once any is decided
+    assert len(e.readings) == 2 * 2  # factors 1.5 and 3, p = 1, 3 on the tiny grid
     for r in e.readings:
         p = int(r["name"].split("=")[1].split(":")[0])
+        factor = float(r["name"].split("within ")[1].split("×")[0])
         cells = tuple((k, v) for k, v in sorted(ratios.items()) if k.startswith(f"p{p}/"))
-        assert r["rule"] == "timing-ratio" and r["verdict"] == decide_timing(TimingEvidence(cells))
+        assert r["rule"] == "timing-ratio" and r["verdict"] == decide_timing(TimingEvidence(cells, factor))
     assert e.verdict == ("ANSWERED" if any(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
     assert e.answer and "load" in e.answer
     assert (e.corrected_claim is None) == (not ev["cells"]["outside"])

@@ -56,16 +56,33 @@ def test_parse_row_index_separable_and_not():
     ("Abs(x)**0.5", "∂φ/∂x is undefined"),
     ("__import__('os')", "only names"),
     ("x.T", "only names"),
-    ("x > 0", "only names"),
+    ("x > 0", "not a scalar expression"),
+    ("x; 1", "only names"),
     ("Eq(x, 1)", "unknown function Eq"),
     ("", "non-empty"),
     ("x +", "cannot parse"),
     ("x + I", "unknown symbol 'I'"),
+    ("0", "identically 0"),
+    ("x**2 - x**2", "identically 0"),
+    ("Heaviside(x)", "jumps"),
+    ("sign(x)/N", "jumps"),
+    ("floor(x)", "jumps"),
+    ("Piecewise((1, x > 0), (0, True))", "jumps at x = 0"),
+    ("Piecewise((x, x > log(N)), (0, True))", "jumps"),
 ])
 def test_bad_expressions_are_one_line_input_errors(text, msg):
     with pytest.raises(InputError) as e:
         A.parse_activation(text)
     assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_continuous_piecewise_and_scipy_functions_are_accepted():
+    a = A.parse_activation("Piecewise((x, x > 0), (0, True))")
+    b = A.parse_activation("relu(x)")
+    spec = A.model_spec("iid", 8, 4)
+    assert A.profile(a, spec).totals([6.0])["fro"][0] == pytest.approx(A.profile(b, spec).totals([6.0])["fro"][0])
+    g = A.profile(A.parse_activation("gelu(x/8)"), spec)  # erf through scipy.special
+    assert np.isfinite(g.totals([6.0])["jac"][0])
 
 
 def test_row_normalisation_needs_nonnegative_phi():

@@ -1,0 +1,74 @@
+"""Figure plan of the reports: each figure (PNG + PDF of one stem) shown once, in the first entry citing it.
+
+Every other entry that cites the figure links to it by its anchor (``fig-<name>``). Only PNG is ever
+shown as an image (embedded as base64 in ``report.html``, a relative path in ``report.md``); the PDF
+and any other file of the same stem are linked as files.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report: its files, anchor, number and the entries that cite it."""
+
+    number: int                   # 1, 2, ... in order of first citation
+    name: str                     # file name without suffix
+    anchor: str                   # HTML id / Markdown anchor, "fig-<name>"
+    png: str | None               # relative path of the PNG (the only file shown as an image)
+    files: tuple[str, ...]        # every other file of the stem (PDF, ...): linked, never shown
+    owner: str                    # id of the first entry that cites it (where it is shown)
+    cited_by: tuple[str, ...]     # ids of every entry that cites it, in ledger order
+
+
+def plan(entries) -> list[Figure]:
+    """The report's figures, grouped by stem, in order of first citation (ledger order, then listing order)."""
+    stems: dict[str, dict] = {}
+    for e in entries:
+        for path in e.figures:
+            p = PurePosixPath(path)
+            rec = stems.setdefault(str(p.with_suffix("")), {"name": p.stem, "png": None, "files": [], "cited": []})
+            if p.suffix.lower() == ".png":
+                rec["png"] = rec["png"] or path
+            elif path not in rec["files"]:
+                rec["files"].append(path)
+            if e.id not in rec["cited"]:
+                rec["cited"].append(e.id)
+    anchors: set[str] = set()
+    out = []
+    for k, rec in enumerate(stems.values(), 1):
+        anchor = _unique("fig-" + _slug(rec["name"]), anchors)
+        out.append(Figure(number=k, name=rec["name"], anchor=anchor, png=rec["png"], files=tuple(rec["files"]),
+                          owner=rec["cited"][0], cited_by=tuple(rec["cited"])))
+    return out
+
+
+def cited_in(figures: list[Figure], entry_id: str) -> list[Figure]:
+    """The figures an entry cites (shown there when it owns them, linked otherwise)."""
+    return [f for f in figures if entry_id in f.cited_by]
+
+
+def png_data_uri(base_dir, fig: Figure) -> str | None:
+    """``data:image/png;base64,...`` of the figure's PNG under ``base_dir`` (None when it has none on disk)."""
+    if fig.png is None:
+        return None
+    path = Path(base_dir) / fig.png
+    if not path.is_file():
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _slug(s: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s.lower())
+
+
+def _unique(anchor: str, taken: set[str]) -> str:
+    out, k = anchor, 2
+    while out in taken:
+        out, k = f"{anchor}-{k}", k + 1
+    taken.add(out)
+    return out

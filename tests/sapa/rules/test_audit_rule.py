@@ -1,0 +1,36 @@
+"""Tests for `sapa/rules/audit.py`: the "grows like softmax" rule, its thresholds and its calibration."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, calibrate, rule_named
+from sapa.rules import audit as R
+
+
+def ev(lo, hi, ratio, asym=math.nan, rlo=None):
+    return R.LikeSoftmaxEvidence(lo, hi, asym, ratio if rlo is None else rlo, ratio, True)
+
+
+@pytest.mark.parametrize("e,verdict", [
+    (ev(0.5, 0.5, 1.0), "HOLDS"),
+    (ev(0.55, 0.55, R.K), "HOLDS"),                       # both edges are still "like softmax"
+    (ev(0.5, 0.5, 2093.0), "FAILS"),                      # x³/√N at ViT-B, iid: right rate, 2·10³× the constant
+    (ev(1.0, 1.0, 1.0), "FAILS"),                         # unscaled x: rate N
+    (ev(1.3, 1.3, 0.9, asym=0.0), "HOLDS_IN_REGIME"),      # fast only at small N
+    (ev(0.4, 0.7, 1.0), "UNDETERMINED"),                  # a Monte Carlo interval straddling the edge
+    (ev(0.5, 0.5, 12.0, rlo=8.0), "UNDETERMINED"),
+    (ev(math.nan, 0.5, 1.0), "UNDETERMINED"),
+])
+def test_decide(e, verdict):
+    assert R.decide(e) == verdict
+
+
+def test_registered_and_calibrated():
+    rule = rule_named("audit-like-softmax")
+    c = calibrate(rule, trials=200, seed=1)
+    assert c.false_fails_rate <= FALSE_FAILS_TARGET + 0.01  # 200 trials: binomial slack
+    assert c.false_holds_rate <= FALSE_HOLDS_TARGET
+    assert c.power >= 0.9
