@@ -273,13 +273,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
 
     budget = budget_named(args.budget, args.seed)
-    claims = all_claims()
-    if args.only:
-        known = {c.id for c in claims}
-        unknown = [c for c in args.only if c not in known]
-        if unknown:
-            raise InputError(f"unknown claim id {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        claims = [c for c in claims if c.id in args.only]
+    claims = _select(all_claims(), args.only, lambda c: c.id, "claim id")
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
@@ -506,17 +500,23 @@ def cmd_figures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _select(items, wanted: list[str] | None, name_of, what: str) -> list:
+    """``items`` whose name is in ``wanted`` (all when None), in their own order; an unknown name is an InputError."""
+    items = list(items)
+    if not wanted:
+        return items
+    known = {name_of(x) for x in items}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise InputError(f"unknown {what} {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    return [x for x in items if name_of(x) in wanted]
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``sapa calibrate``: false-FAILS / false-HOLDS rates and power of every verdict rule on synthetic truth."""
     from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate
 
-    rules = all_rules()
-    if args.rule:
-        known = {r.name for r in rules}
-        unknown = [n for n in args.rule if n not in known]
-        if unknown:
-            raise InputError(f"unknown rule {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        rules = tuple(r for r in rules if r.name in args.rule)
+    rules = _select(all_rules(), args.rule, lambda r: r.name, "rule")
     results = []
     for i, rule in enumerate(rules, 1):
         print(f"[{i}/{len(rules)}] calibrating {rule.name} ...", file=sys.stderr, flush=True)

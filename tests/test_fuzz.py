@@ -18,6 +18,7 @@ import json
 import math
 import shutil
 import signal
+import struct
 import tempfile
 import warnings
 from pathlib import Path
@@ -110,6 +111,10 @@ def pool(tmp_path_factory):
         npf.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (111111, 111111)})
         f.write(b"\0" * 64)
     paths["hugehdr"] = str(d / "hugehdr.npy")
+    hdr3 = "{'descr': '<f8', 'fortran_order': False, 'shape': (111111, 111111), }"
+    hdr3 += " " * (-(12 + len(hdr3) + 1) % 64) + "\n"  # a version-3.0 (UTF-8) header: crashed the loader once
+    (d / "hugehdr3.npy").write_bytes(b"\x93NUMPY\x03\x00" + struct.pack("<I", len(hdr3)) + hdr3.encode() + b"\0" * 64)
+    paths["hugehdr3"] = str(d / "hugehdr3.npy")
     for k, a in {"dt64": np.zeros((3, 3), "datetime64[s]"), "td64": np.ones((3, 3), "timedelta64[s]"),
                  "numstr": np.array([["1", "2", "3"]] * 3), "rec1": np.zeros((3, 3), [("a", "f8")])}.items():
         np.save(d / f"{k}.npy", a)  # non-numeric dtypes that numpy would convert silently
@@ -646,7 +651,7 @@ def test_exact_huge_D_with_default_sigma_is_one_line(cli_dir):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("bad", ["zero", "hugehdr", "dt64", "td64", "numstr", "rec1", "bool"])
+@pytest.mark.parametrize("bad", ["zero", "hugehdr", "hugehdr3", "dt64", "td64", "numstr", "rec1", "bool"])
 def test_hostile_npy_files_are_one_line(pool, cli_dir, bad):
     """Empty, huge-header and non-numeric .npy files: one line naming the file, exit 2 (issue 15, items 4, 10)."""
     paths = pool["paths"]

@@ -1209,6 +1209,7 @@ class Audit:
     sup_growth_exponent: float  # max over N ∈ [2, 2²⁰] of the local exponent (norm and both Jacobians)
     sup_growth_at: tuple        # (quantity "fro" | "jac_s" | "jac", N) where that maximum is
     asymptotic_exponent: float  # local exponent at N = 2²⁰ (norm)
+    asymptotic_exponent_all: float  # the largest local exponent at N = 2²⁰ over the norm and both Jacobians (O(·))
     crossover_n: float | None
     constant_vs_softmax: float  # √E‖φ‖² / √N (softmax's bound, Thm 4.1)
     constant_jac_s_vs_softmax: float  # √E‖∂φ/∂S‖² / (√N/2) (softmax's sharp Jacobian bound w.r.t. S)
@@ -1278,7 +1279,8 @@ def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = No
         method=prof.method, error_bound=max(errs.values()), error_bounds=errs,
         expected_fro2=fro2, expected_jac_s_fro2=float(tot["jac_s"][0]), expected_jac_fro2=jac2,
         growth_exponent=e, growth_exponent_jac_s=e_s, growth_exponent_jac=e_j,
-        sup_growth_exponent=sup, sup_growth_at=(sup_q, sup_n), asymptotic_exponent=float(eg["fro"][-1]), crossover_n=cross,
+        sup_growth_exponent=sup, sup_growth_at=(sup_q, sup_n), asymptotic_exponent=float(eg["fro"][-1]),
+        asymptotic_exponent_all=max(float(eg[q][-1]) for q in finite), crossover_n=cross,
         constant_vs_softmax=math.sqrt(fro2 / N), constant_jac_s_vs_softmax=math.sqrt(float(tot["jac_s"][0])) / (math.sqrt(N) / 2),
         matching_scale=math.sqrt(N / fro2) if fro2 > 0 else math.inf, matching_scale_exponent=0.5 - e,
         worst_case_exponent=wc["exponent"], worst_case=wc, exact_fro2=exact,

@@ -1,9 +1,9 @@
 """Growth rules for "‖φ(S)‖ = O(N^a)" claims (arXiv 2410.18613, Thm 4.2 – Cor 4.5), read two ways.
 
 ``growth-upper`` — the paper's O(·) read as what it is, an upper bound: the statement holds when
-the growth exponent does not exceed ``a``. Evidence: an interval for the largest exponent (exact:
-the maximum local exponent over N, a zero-width interval; Monte Carlo: a fitted exponent with its
-interval). ``HOLDS`` if the interval's upper end ≤ a + TOL; ``FAILS`` if its lower end > a + TOL;
+the growth exponent does not exceed ``a``. Evidence: an interval for the exponent (exact: the
+exponent as N → ∞ for O(·), or the sup over N of the local exponent for the uniform reading "at every
+N", a zero-width interval either way; Monte Carlo: a fitted exponent with its interval). ``HOLDS`` if the interval's upper end ≤ a + TOL; ``FAILS`` if its lower end > a + TOL;
 ``UNDETERMINED`` otherwise. TOL is a practical-significance tolerance, so an exact exponent of
 a + 10⁻¹² is not a violation and a zero-width interval is never read by its sign.
 

@@ -198,3 +198,39 @@ def test_record_checksum_takes_numpy_values_and_ignores_key_order():
     check_record(dict(reversed(list(stored.items()))), "run.json")
     with pytest.raises(CorruptResult, match="run.json: content does not match"):
         check_record({**stored, "steps": 4}, "run.json")
+
+
+def test_table_checksum_covers_the_cell_metadata_column_types_and_nulls():
+    """Edits the value check alone would miss: the ``sapa`` metadata (the cell's key), a column's type, a null→NaN."""
+    t = seal_table(pa.table({"a": [1.0, 2.0], "n": [3, 4]}).replace_schema_metadata({b"sapa": b'{"N": 4}'}))
+    check_table(t, "t")
+    meta = dict(t.schema.metadata)
+    with pytest.raises(CorruptResult, match="does not match"):
+        check_table(t.replace_schema_metadata({**meta, b"sapa": b'{"N": 8}'}), "t.parquet")
+    with pytest.raises(CorruptResult, match="does not match"):
+        check_table(t.cast(pa.schema([("a", pa.float64()), ("n", pa.int32())])).replace_schema_metadata(meta), "t")
+    nulls = seal_table(pa.table({"a": pa.array([1.0, None, 3.0])}))
+    nan = pa.table({"a": pa.array([1.0, float("nan"), 3.0])}).replace_schema_metadata(nulls.schema.metadata)
+    with pytest.raises(CorruptResult, match="does not match"):
+        check_table(nan, "t.parquet")
+    mixed = seal_table(pa.table({"a": pa.array([1.0, None, float("nan")])}))  # a null and a NaN trade places
+    swapped = pa.table({"a": pa.array([1.0, float("nan"), None])}).replace_schema_metadata(mixed.schema.metadata)
+    with pytest.raises(CorruptResult, match="does not match"):
+        check_table(swapped, "t.parquet")
+
+
+def test_record_checksum_is_the_documented_canonical_json():
+    """sha256 of the JSON with sorted keys and no spaces, checksum field left out: stored checksums stay valid
+    across versions (a change of format would mark every stored run corrupt and recompute it)."""
+    import hashlib
+
+    rec = {"z": [1, 2.5], "a": {"y": "é", "b": None}, "sha256": "old"}
+    canon = json.dumps({"a": {"b": None, "y": "é"}, "z": [1, 2.5]}, sort_keys=True, separators=(",", ":"))
+    assert seal_record(rec)["sha256"] == hashlib.sha256(canon.encode()).hexdigest()
+
+
+def test_a_garbled_stored_checksum_is_corrupt_not_a_crash():
+    t = seal_table(pa.table({"a": [1.0]}))
+    garbled = t.replace_schema_metadata({**t.schema.metadata, b"sapa_sha256": b"\xff\xfe" + b"0" * 62})
+    with pytest.raises(CorruptResult, match="t.parquet: content does not match"):
+        check_table(garbled, "t.parquet")

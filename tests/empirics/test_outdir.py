@@ -126,3 +126,22 @@ def test_messages_name_the_flag_and_the_path_given(tmp_path):
             check(given)
         with pytest.raises(InputError, match=rf"^--report {given}: "):
             check(given, "--report")
+
+
+def test_the_holder_pid_is_read_only_when_it_is_one(tmp_path):
+    """The refusal names the holder's pid from the lock file; garbage (also non-ASCII) there is ignored, never raised."""
+    from empirics.outdir import _holder
+
+    lock = tmp_path / "lock"
+    for content, want in ((b"123\n", " (pid 123)"), (b"abc\n", ""), (b"\xff\xfe12\n", ""), (b"", "")):
+        lock.write_bytes(content)
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            assert _holder(fd) == want, content
+        finally:
+            os.close(fd)
+    fd = os.open(tmp_path, os.O_RDONLY)  # reading a directory fails: no pid, no error
+    try:
+        assert _holder(fd) == ""
+    finally:
+        os.close(fd)

@@ -125,3 +125,57 @@ def test_flop_counts_print_without_float_overflow():
     assert _sci(5000) == "5e+03"
     assert _sci(10**305) == "~1e305"
     assert _sci(3 * 10**400) == "~1e400"
+
+
+def test_the_limits_are_exclusive_and_the_message_says_what_was_counted(monkeypatch):
+    """Exactly MAX_CELLS cells or MAX_FLOPS flops still run; one more is refused. Enumerated grids are counted
+    exactly ("2 cells"), only grids too large to enumerate are an upper bound ("up to ...")."""
+    import empirics.workload as wl
+
+    cfg = _cfg(N=[4, 8], trials=2)
+    w = sweep_work(cfg)
+    assert (w.cells, w.bound) == (2, False)
+    monkeypatch.setattr(wl, "MAX_CELLS", 2)
+    assert sweep_work(cfg).bound is False and check_sweep_work(cfg) == w
+    monkeypatch.setattr(wl, "MAX_CELLS", 1)
+    assert sweep_work(cfg).bound is True  # beyond the limit: not enumerated
+    monkeypatch.setattr(wl, "MAX_CELLS", 10)
+    monkeypatch.setattr(wl, "MAX_FLOPS", w.flops)
+    assert check_sweep_work(cfg) == w
+    monkeypatch.setattr(wl, "MAX_FLOPS", w.flops - 1)
+    with pytest.raises(InputError, match=r"flops \(2 cells, trials=2\)"):
+        check_sweep_work(cfg)
+
+
+def test_usable_cores_falls_back_to_cpu_count(monkeypatch):
+    import os
+
+    from empirics.workload import usable_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert usable_cores() == 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    for count, want in ((None, 1), (1, 1), (3, 3)):
+        monkeypatch.setattr(os, "cpu_count", lambda: count)
+        assert usable_cores() == want
+
+
+def test_available_memory_falls_back_to_psutil(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    fake = types.SimpleNamespace(virtual_memory=lambda: types.SimpleNamespace(available=123 * 2**20))
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    assert available_memory(tmp_path / "no-meminfo") == 123 * 2**20
+
+
+def test_cap_workers_notes_and_default_memory(monkeypatch):
+    import empirics.workload as wl
+
+    assert cap_workers(8, 100, 400 * 2**20, cores=16, memory=2**30) == \
+        (2, "--workers 8 clamped to 2 (1.0 GiB available at ≈400 MiB per worker: 2)")
+    assert cap_workers(8, 3, 2**20, cores=2, memory=None) == (2, "--workers 8 clamped to 2 (cores: 2, pending tasks: 3)")
+    assert cap_workers(4, 2, 2**20, cores=4, memory=None) == (2, "--workers 4 clamped to 2 (pending tasks: 2)")
+    assert cap_workers(4, 1, 2**20, cores=4, memory=None)[0] == 1 and cap_workers(4, 0, 2**20, cores=4, memory=None)[0] == 1
+    monkeypatch.setattr(wl, "available_memory", lambda: 2**30)  # memory=-1 (the default) reads MemAvailable
+    assert cap_workers(8, 100, 400 * 2**20, cores=16)[0] == 2
