@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from empirics.atomic import atomic_write, atomic_write_json
 from empirics.integrity import CorruptResult, check_record, seal_record, warn_recompute
 from empirics.norms import NormOverflowError, attention_norms_batched
+from empirics.interrupt import sigterm_as_interrupt
 from empirics.numerics import PINNED, pin_kernel_dispatch
 from empirics.samplers import seed_sequence, stable_hash
 from empirics.tiny_models import ARMS, ModelConfig, build_model, head_W, w_invariants
@@ -488,26 +489,6 @@ def _terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
     for proc in list((getattr(ex, "_processes", None) or {}).values()):
         with contextlib.suppress(Exception):
             proc.terminate()
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """Within: SIGTERM raises KeyboardInterrupt, so it takes Ctrl-C's clean path (finished runs kept)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _progress(total: int, done: int, progress: bool | str):

@@ -170,9 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command draws files, never windows (a user's setting wins)
+    from empirics.interrupt import sigterm_as_interrupt
+
     try:
         args = build_parser().parse_args(argv)
-        with _output_guard(args):
+        with sigterm_as_interrupt(), _output_guard(args):  # SIGTERM: the same clean path as Ctrl-C
             return _COMMANDS[args.command](args)
     except InputError as exc:
         print(f"sapa: error: {_one_line(exc)}", file=sys.stderr)

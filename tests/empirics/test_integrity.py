@@ -234,3 +234,25 @@ def test_a_garbled_stored_checksum_is_corrupt_not_a_crash():
     garbled = t.replace_schema_metadata({**t.schema.metadata, b"sapa_sha256": b"\xff\xfe" + b"0" * 62})
     with pytest.raises(CorruptResult, match="t.parquet: content does not match"):
         check_table(garbled, "t.parquet")
+
+
+def test_table_checksum_covers_names_kinds_text_and_exact_integers():
+    """A renamed column, a changed kind with the same bytes, an edited string, a date passed off as text, an
+    integer beyond 2**53 changed by one: all detected. A string column read back as large_string is the same."""
+    import datetime
+
+    t = seal_table(pa.table({"n": pa.array([2**53, 1], pa.int64()), "s": ["x", "y"],
+                             "d": pa.array([datetime.date(2020, 1, 1)], pa.date32()).take([0, 0])}))
+    meta = t.schema.metadata
+    check_table(t, "t")
+    damaged = {
+        "renamed": t.rename_columns(["m", "s", "d"]),
+        "uint64": t.set_column(0, "n", t.column("n").cast(pa.uint64())),
+        "2**53+1": t.set_column(0, "n", pa.array([2**53 + 1, 1], pa.int64())),
+        "text": t.set_column(1, "s", pa.array(["x", "z"])),
+        "date as text": t.set_column(2, "d", pa.array(["2020-01-01", "2020-01-01"])),
+    }
+    for what, bad in damaged.items():
+        with pytest.raises(CorruptResult, match="does not match"):
+            check_table(bad.replace_schema_metadata(meta), f"{what}.parquet")
+    check_table(t.set_column(1, "s", t.column("s").cast(pa.large_string())).replace_schema_metadata(meta), "t")

@@ -145,3 +145,31 @@ def test_the_holder_pid_is_read_only_when_it_is_one(tmp_path):
         assert _holder(fd) == ""
     finally:
         os.close(fd)
+
+
+def test_a_dangling_symbolic_link_is_named(tmp_path):
+    link = tmp_path / "res"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError, match=rf"^--out {link}/sub: {link} is a broken symbolic link$"):
+        check_dir(link / "sub")
+
+
+@pytest.mark.parametrize("exc, why", [(OSError(30, ""), "EROFS"), (OSError("no reason given"), "no reason given")])
+def test_a_probe_error_without_text_is_still_explained(tmp_path, monkeypatch, exc, why):
+    import tempfile
+
+    def refuse(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
+    with pytest.raises(InputError, match=rf"^--out {tmp_path}: cannot write in {tmp_path} \({why}\)$"):
+        check_dir(tmp_path)
+
+
+def test_a_results_directory_removed_during_the_run_is_no_error(tmp_path):
+    import shutil
+
+    out = tmp_path / "res"
+    with exclusive(out):
+        shutil.rmtree(out)
+    assert not out.exists()

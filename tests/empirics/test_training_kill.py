@@ -30,7 +30,9 @@ import empirics.training as t
 t.QUICK = replace(t.TINY, digits_arms=("softmax", "x3"), text_arms=("softmax", "x3"),
                   digits=replace(t.TINY.digits, steps=10**6, eval_every=10**5))
 from sapa.cli import main
-sys.exit(main(["train", "--budget", "quick", "--out", sys.argv[1], "--workers", "2", "--no-progress"]))
+if sys.argv[2] == "train":
+    sys.exit(main(["train", "--budget", "quick", "--out", sys.argv[1], "--workers", "2", "--no-progress"]))
+sys.exit(main(["verify", "--only", "norm-vs-accuracy", "--out", sys.argv[1]]))  # trains into OUT/train
 """
 
 
@@ -81,12 +83,13 @@ def _wait(cond, timeout: float, step: float = 0.5) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process-tree checks use /proc")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, sig):
-    out = tmp_path / "train"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=Path(__file__).resolve().parents[2], start_new_session=True)
+@pytest.mark.parametrize("command", ["train", "verify"])
+def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, sig, command):
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out), command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2], start_new_session=True)
     try:
-        runs = out / "runs"
+        runs = (out if command == "train" else out / "train") / "runs"
         # text runs (first) finish in seconds; then both workers sit in never-ending digits runs
         assert _wait(lambda: len(list(runs.glob("*.json"))) >= 2, 240), proc.stderr.read1().decode() if proc.poll() else ""
         assert _wait(lambda: len(_children(proc.pid)) >= 2, 60)

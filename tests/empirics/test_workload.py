@@ -179,3 +179,24 @@ def test_cap_workers_notes_and_default_memory(monkeypatch):
     assert cap_workers(4, 1, 2**20, cores=4, memory=None)[0] == 1 and cap_workers(4, 0, 2**20, cores=4, memory=None)[0] == 1
     monkeypatch.setattr(wl, "available_memory", lambda: 2**30)  # memory=-1 (the default) reads MemAvailable
     assert cap_workers(8, 100, 400 * 2**20, cores=16)[0] == 2
+
+
+def test_a_grid_too_large_to_enumerate_gets_an_upper_bound_of_its_flops(monkeypatch):
+    import empirics.workload as wl
+
+    cfg = _cfg(N=[4, 8], D=[2, 3], trials=2)
+    exact = sweep_work(cfg)
+    monkeypatch.setattr(wl, "MAX_CELLS", 1)
+    bound = sweep_work(cfg)
+    assert bound.bound and bound.cells == exact.cells == 4 and bound.flops >= exact.flops
+    assert bound.flops == 4 * wl._cell_flops(8, 3, 3, 2)
+
+
+def test_available_memory_reads_proc_meminfo_by_default(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setitem(sys.modules, "psutil", None)  # no fallback: the figure must come from /proc/meminfo
+    line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemAvailable:"))
+    got = available_memory()
+    assert got is not None and abs(got - int(line.split()[1]) * 1024) < 2**30
