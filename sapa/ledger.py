@@ -136,6 +136,9 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         )
     else:
         outcome = claim.check(ctx)
+    allowed = QUESTION_VERDICTS if claim.kind == "question" else CLAIM_VERDICTS
+    if outcome.verdict not in allowed:  # a claim is judged; a question is answered
+        raise ValueError(f"{claim.id}: a {claim.kind} cannot have verdict {outcome.verdict!r}")
     return Entry(
         id=claim.id,
         statement=claim.statement,

@@ -87,9 +87,3 @@ def calibrate(rule: Rule, trials: int | None = None, seed: int = 0) -> Calibrati
         undetermined_rate_null=sum(v == "UNDETERMINED" for v in null) / n, trials=n, seed=seed,
         meets_targets=bool(ff <= FALSE_FAILS_TARGET and fh <= FALSE_HOLDS_TARGET), design=dict(rule.design),
     )
-
-
-def citation(rule: Rule) -> dict:
-    """What a ledger reading records about the rule it used (the calibration is in ``sapa calibrate``)."""
-    return {"name": rule.name, "summary": rule.summary, "thresholds": dict(rule.thresholds),
-            "calibration": f"sapa calibrate --rule {rule.name}"}

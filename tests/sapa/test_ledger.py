@@ -104,3 +104,14 @@ def test_question_and_reading_vocabularies():
     assert rule_named("bound").name == "bound"
     with pytest.raises(KeyError):
         rule_named("no-such-rule")
+
+
+def test_a_claim_is_judged_and_a_question_answered(tmp_path):
+    ctx = Context(QUICK, Path(tmp_path))
+    answered = Outcome(verdict="ANSWERED", evidence={}, tested_statement="")
+    holds = Outcome(verdict="HOLDS", evidence={}, tested_statement="")
+    with pytest.raises(ValueError):
+        run_claim(Claim(id="c", statement="s", check=lambda c: answered), ctx)
+    with pytest.raises(ValueError):
+        run_claim(Claim(id="q", statement="s", check=lambda c: holds, kind="question"), ctx)
+    assert run_claim(Claim(id="q", statement="s", check=lambda c: answered, kind="question"), ctx).verdict == "ANSWERED"
