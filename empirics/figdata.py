@@ -85,8 +85,11 @@ def write(path: str | Path, data: dict, stem: str) -> Path:
 
 def read(path: str | Path) -> tuple[dict, str]:
     """``(data, stem)`` stored at ``path`` by :func:`write`; :class:`FigureDataError` naming ``path`` otherwise."""
+    def no_constants(name: str):  # NaN / Infinity are never written (tagged instead): refuse them on reading
+        raise FigureDataError(f"{path}: not a figure-data JSON file (bare {name})")
+
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FigureDataError(f"{path}: not a figure-data JSON file ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("stem"), str):

@@ -163,3 +163,115 @@ def test_damaged_or_foreign_files_are_refused(tmp_path):
         (tmp_path / name).write_text(text)
         with pytest.raises(FigureDataError):
             figdata.read(tmp_path / name)
+
+
+# --------------------------------------------------------------------------- edge cases (mutation testing)
+
+
+def test_numpy_bools_and_positive_infinity_round_trip(tmp_path):
+    data = {"t": np.bool_(True), "f": np.bool_(False), "inf": np.inf, "ninf": np.float64(-np.inf)}
+    assert figdata.encode(np.bool_(True)) is True
+    assert figdata.encode(np.inf) == {"__float__": "inf"} and figdata.encode(-np.inf) == {"__float__": "-inf"}
+    got, _ = figdata.read(figdata.write(tmp_path / "x.json", data, "s"))
+    assert got == {"t": True, "f": False, "inf": np.inf, "ninf": -np.inf}
+    assert type(got["t"]) is bool
+
+
+def test_errors_name_where_in_a_list_and_why(tmp_path):
+    with pytest.raises(FigureDataError, match=r"^data\['a'\]\[1\]: cannot store a set"):
+        figdata.encode({"a": [1, {2}]})
+    with pytest.raises(FigureDataError, match=r"^data\['d'\]: cannot store this DataFrame as Parquet \(.+\)"):
+        figdata.encode({"d": pd.DataFrame({"a": [1, "x"]})})
+
+
+def _npy_b64(a) -> str:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_non_numeric_arrays_and_loose_base64_are_refused_when_reading(tmp_path):
+    """A string .npy (loadable without pickle) is refused; so is base64 with stray characters; errors say why."""
+    df = io.BytesIO()
+    pd.DataFrame({"a": [1.0]}).to_parquet(df, engine="pyarrow")
+    pq = base64.b64encode(df.getvalue()).decode()
+    npy = _npy_b64(np.arange(3))
+    cases = {"s": ({"x": {"__ndarray__": _npy_b64(np.array(["ab"]))}}, r"\['x'\]: not a numeric \.npy array$"),
+             "n": ({"x": {"__ndarray__": npy[:8] + "!" + npy[8:]}}, r"not a numeric \.npy array \(Error\)"),
+             "p": ({"x": {"__dataframe__": pq[:8] + "!" + pq[8:]}}, r"\['x'\]: not a Parquet table \(Error\)"),
+             "q": ({"x": {"__dataframe__": base64.b64encode(b"PAR1junk").decode()}},
+                   r"not a Parquet table \(ArrowInvalid\)")}
+    for name, (tree, pattern) in cases.items():
+        (tmp_path / f"{name}.json").write_text(_doc(tree))
+        with pytest.raises(FigureDataError, match=pattern):
+            figdata.read(tmp_path / f"{name}.json")
+    (tmp_path / "ok.json").write_text(_doc({"x": {"__ndarray__": npy}}))  # the same entries, intact, are read
+    assert figdata.read(tmp_path / "ok.json")[0]["x"].tolist() == [0, 1, 2]
+
+
+def test_errors_name_the_key_or_element_that_cannot_be_stored():
+    cases = [({frozenset(): 1}, r"^data key: cannot store a frozenset"),
+             ({"m": {frozenset(): 1}}, r"^data\['m'\] key: cannot store a frozenset"),
+             ({1: {2}}, r"^data\[1\]: cannot store a set"), ({"t": (1, {2})}, r"^data\['t'\]\[1\]: cannot store a set"),
+             ({"a": np.array(["x"], dtype=object)}, r"^data\['a'\]: arrays of dtype object")]
+    for obj, pattern in cases:
+        with pytest.raises(FigureDataError, match=pattern):
+            figdata.encode(obj)
+
+
+def test_decode_errors_name_where():
+    with pytest.raises(FigureDataError, match=r"^data\[1\]: malformed __float__ entry"):
+        figdata.decode([1, {"__float__": "x"}])
+    with pytest.raises(FigureDataError, match=r"^data: unexpected bytes$"):
+        figdata.decode(b"x")
+
+
+def test_malformed_tags_are_refused_and_named_where_nested():
+    for tree in ({"__ndarray__": []}, {"__float__": [[1, 2]]}, {"__dict__": "no"}, {"__dict__": [[1, 2, 3]]},
+                 {"__dict__": ["ab"]}):
+        with pytest.raises(FigureDataError, match=r"^data: malformed __\w+__ entry$"):
+            figdata.decode(tree)
+    with pytest.raises(FigureDataError, match=r"^data: not a numeric \.npy array"):
+        figdata.decode({"__ndarray__": "inf"})
+    bad = {"__float__": "x"}
+    cases = [({"a": {"__tuple__": [1, bad]}}, r"^data\['a'\]\[1\]: malformed __float__"),
+             ({"__dict__": [[bad, 1]]}, r"^data key: malformed __float__"),
+             ({"__dict__": [[1, bad]]}, r"^data\[1\]: malformed __float__"),
+             ({"__dict__": [[[1], 2]]}, r"^data: a key must be a scalar or a tuple$")]
+    for tree, pattern in cases:
+        with pytest.raises(FigureDataError, match=pattern):
+            figdata.decode(tree)
+
+
+def test_the_checksum_is_of_the_canonical_json(tmp_path):
+    """sha256 of the data as JSON with sorted keys and no spaces: anyone can recompute it without sapa."""
+    import hashlib
+
+    doc = json.loads(figdata.write(tmp_path / "x.json", {"b": 1, "a": [1, 2]}, "s").read_text())
+    canon = json.dumps(doc["data"], sort_keys=True, separators=(",", ":"))
+    assert doc["sha256"] == hashlib.sha256(canon.encode()).hexdigest()
+
+
+def test_read_refuses_a_foreign_header_and_names_the_file(tmp_path):
+    import hashlib
+    import re
+
+    def doc(**over):
+        return json.dumps({"format": figdata.FORMAT, "stem": "s", "sha256": figdata._sha256({}), "data": {}, **over})
+
+    bad = {"fmt.json": doc(format="other"), "stem.json": doc(stem=1), "list.json": "[1]"}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(FigureDataError, match=rf"{name}: not in the sapa-figdata/1 format$"):
+            figdata.read(tmp_path / name)
+    for name, tree, why in [("t.json", {"x": {"__tuple__": "no"}}, r"\['x'\]: malformed __tuple__ entry$"),
+                            ("l.json", [1, 2], r": figure data is not a mapping$")]:
+        (tmp_path / name).write_text(_doc(tree))
+        with pytest.raises(FigureDataError, match="^" + re.escape(str(tmp_path / name)) + why):
+            figdata.read(tmp_path / name)
+    # a bare NaN is not JSON: refused even when the checksum was computed over it
+    nan = json.dumps({"x": float("nan")}, sort_keys=True, separators=(",", ":"))
+    (tmp_path / "nan.json").write_text(json.dumps({"format": figdata.FORMAT, "stem": "s", "data": {"x": float("nan")},
+                                                   "sha256": hashlib.sha256(nan.encode()).hexdigest()}))
+    with pytest.raises(FigureDataError, match="^" + re.escape(str(tmp_path / "nan.json")) + ".*bare NaN"):
+        figdata.read(tmp_path / "nan.json")

@@ -271,3 +271,77 @@ def test_verify_only_refuses_a_ledger_of_another_budget_or_seed(tmp_path, capsys
     (out / "ledger.json").write_text('{"claims": [')
     _one_error_line(*_run(["verify", "--only", A, "--out", out], capsys), "cannot be read")
     assert fake_claims == []
+
+
+# --------------------------------------------------------------------------- ledger_merge edge cases (mutation testing)
+
+
+def _ledger_at(out, budget: dict, claims=None, **prov) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"claims": [{"id": A}] if claims is None else claims, "provenance": {"budget": budget, **prov}}
+    (out / "ledger.json").write_text(json.dumps(doc))
+
+
+def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path):
+    from dataclasses import asdict
+
+    from sapa.budget import budget_named
+    from sapa.ledger_merge import prior_ledger
+    from theory.validate import InputError
+
+    quick = budget_named("quick", 0)
+    assert prior_ledger(tmp_path / "none", quick) is None
+    theirs = json.loads(json.dumps(asdict(quick)))
+    _ledger_at(tmp_path / "ok", theirs, seed=0)
+    assert prior_ledger(tmp_path / "ok", quick)["claims"] == [{"id": A}]
+    _ledger_at(tmp_path / "noseed", {k: v for k, v in theirs.items() if k != "seed"} | {"seed": 0})
+    assert prior_ledger(tmp_path / "noseed", quick) is not None  # the seed read from the budget when absent
+    _ledger_at(tmp_path / "seed1", theirs, seed=1)
+    with pytest.raises(InputError, match=r"is from budget 'quick', seed 1, this run is budget 'quick', seed 0;"):
+        prior_ledger(tmp_path / "seed1", quick)
+    _ledger_at(tmp_path / "rows", {**theirs, "random_rows": 7, "mc_trials": 3}, seed=0)
+    with pytest.raises(InputError, match=r"seed 0 with other parameters \(mc_trials, random_rows\), this run is "
+                                         r"budget 'quick', seed 0; rerun"):
+        prior_ledger(tmp_path / "rows", quick)
+    _ledger_at(tmp_path / "extra", {**theirs, "old_knob": 1}, seed=0)
+    with pytest.raises(InputError, match=r"seed 0 with other parameters \(old_knob\), this run"):
+        prior_ledger(tmp_path / "extra", quick)
+    (tmp_path / "nob").mkdir()
+    (tmp_path / "nob" / "ledger.json").write_text(json.dumps({"claims": [], "provenance": {"budget": "quick"}}))
+    with pytest.raises(InputError, match=r"is from an unknown budget, this run"):
+        prior_ledger(tmp_path / "nob", quick)
+
+
+def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
+    from sapa.budget import budget_named
+    from sapa.ledger_merge import prior_ledger
+    from theory.validate import InputError
+
+    cases = {"k": ({"claims": []}, r"\('provenance'\)"), "l": ({"claims": {}, "provenance": {}}, r"\(claims are not a"),
+             "i": ({"claims": [{"x": 1}], "provenance": {}}, r"\(claims are not a list of entries\)"),
+             "e": ({"claims": ["id"], "provenance": {}}, r"\(claims are not a list of entries\)")}
+    for name, (doc, why) in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "ledger.json").write_text(json.dumps(doc))
+        with pytest.raises(InputError, match=r"^--only would merge into .*ledger\.json, which cannot be read " + why
+                           + r".*; rerun without --only or choose another --out$"):
+            prior_ledger(tmp_path / name, budget_named("quick", 0))
+
+
+def test_merge_into_keeps_every_earlier_run_and_summary():
+    from sapa.ledger_merge import ledger_entries, merge_into
+
+    fresh = {"claims": [{"id": "b", "v": 2}, {"id": "c", "v": 3}], "provenance": {"started_utc": "T2"}, "mc": "new"}
+    assert merge_into(None, fresh) is fresh
+    assert merge_into({"claims": [], "provenance": {"x": 1}}, fresh)["provenance"]["earlier_runs"] == [{"x": 1}]
+    prior = {"claims": [{"id": "a"}, {"id": "b", "v": 1}], "mc": "old",
+             "provenance": {"started_utc": "T1", "earlier_runs": [{"started_utc": "T0"}]}}
+    got = merge_into(prior, fresh)
+    assert got["claims"] == [{"id": "a"}, {"id": "b", "v": 2, "rerun": True, "rerun_utc": "T2"},
+                             {"id": "c", "v": 3, "rerun": True, "rerun_utc": "T2"}]
+    assert got["mc"] == "old" and set(got) == {"claims", "mc", "provenance"}
+    assert got["provenance"] == {"started_utc": "T2", "reran": ["b", "c"], "rerun_summaries": {"mc": "new"},
+                                 "earlier_runs": [{"started_utc": "T0"}, {"started_utc": "T1"}]}
+    entries = ledger_entries({"claims": [{"id": "a", "statement": "s", "verdict": "HOLDS", "evidence": {},
+                                          "rerun": True}]})
+    assert [(e.id, e.verdict) for e in entries] == [("a", "HOLDS")]
