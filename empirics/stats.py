@@ -169,8 +169,7 @@ class ExponentInterval:
     level: float
 
 
-def rms_exponent_interval(N: Sequence[float], sq_samples: Sequence[Sequence[float]], *, level: float,
-                          rng: np.random.Generator | None = None) -> ExponentInterval:
+def rms_exponent_interval(N: Sequence[float], sq_samples: Sequence[Sequence[float]], *, level: float) -> ExponentInterval:
     """b̂ = ½ Σ_k w_k [log Ȳ_k + v_k/2] ± z·½√(Σ_k w_k² v_k), w = OLS weights of log N, v_k = max(ĈV²_k, c̄/N_k)/T_k.
 
     The exponent of √E‖·‖² against N (half the OLS slope of log E‖·‖² on log N), from K samples of
@@ -189,8 +188,7 @@ def rms_exponent_interval(N: Sequence[float], sq_samples: Sequence[Sequence[floa
       the larger of its own estimate and c̄/N_k — one cell's missing tail no longer shrinks its interval;
     * bias: E log Ȳ ≈ log E Y − CV²/(2T), so v_k/2 is added back to each log-mean.
 
-    ``rng`` is accepted for interface compatibility and not used (the interval is analytic, so the
-    same samples give the same interval).
+    The interval is analytic: the same samples give the same interval (no resampling, no seed).
 
     Args:
       N: (K,) sizes, K ≥ 2, distinct and positive.

@@ -93,10 +93,9 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         for n in grid:
             mcs[n] = sample_norms(act, spec, n, trials, seed=seed)
         m = mcs[N]
-        from empirics.samplers import rng_for
         from sapa.rules.audit import decide, mc_evidence
 
-        ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N, rng_for(seed, "audit-exponent", act.text, N))
+        ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N)
         verdict, ev = decide(ev_o), ev_o.__dict__
         fit = {}
         for q, name in (("fro2", "growth_exponent"), ("jac_s2", "growth_exponent_jac_s"), ("jac2", "growth_exponent_jac")):

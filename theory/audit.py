@@ -45,16 +45,15 @@ import numpy as np
 import sympy as sp
 
 from theory.gaussian import (
-    _bell,
     chi2_moment,
     double_factorial,
     linear_traces,
     power_traces,
-    qf_cumulants,
     qf_moment_times_linear,
     qf_moments,
     to_exact,
 )
+from theory.moments import _rw_p_moments
 from theory.validate import (
     InputError,
     choice,
@@ -460,13 +459,6 @@ def v_moments(spec: ModelSpec, K: int) -> list:
     return [spec.sigma ** (4 * k) * base[k] for k in range(K + 1)]
 
 
-def _p_moments(K: int, d: int, rho: Fraction) -> list:
-    """E P^k, k = 0..K, P = α_Qᵀα_K with d i.i.d. bivariate normal coordinates of correlation ρ (σ = 1)."""
-    h = Fraction(1, 2)
-    t = [d * (((rho + 1) * h) ** r + ((rho - 1) * h) ** r) for r in range(1, K + 1)]
-    return _bell(qf_cumulants(t), 1)
-
-
 @dataclass(frozen=True)
 class EntryMoments:
     """Exact per-entry moments, k = 0..K (lists of exact numbers).
@@ -514,7 +506,7 @@ def entry_moments(spec: ModelSpec, K: int) -> EntryMoments:
         diag = list(dm)
     else:
         D, d, rho, sig = spec.D, spec.d, spec.rho, spec.sigma
-        eP = _p_moments(K + 2, d, rho)
+        eP = _rw_p_moments(K + 2, d, rho)  # E P^k, P = α_Qᵀα_K (theory.moments)
         diag = [sig ** (2 * k) * _mu(D, k) * eP[k] for k in range(K + 1)]
         h = Fraction(1, 2)
         u = [d * (((rho + 1) * h) ** m * (1 + rho) ** 2 + ((rho - 1) * h) ** m * (1 - rho) ** 2) for m in range(K + 1)]

@@ -44,11 +44,8 @@ def sweep_summary(ctx: Context) -> pd.DataFrame:
     return ctx.cache["summary"]
 
 
-def rms_exponent(N: list[int], sq_samples: list[np.ndarray], seed: tuple = ()) -> dict:
-    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.stats.rms_exponent_interval``) and local slopes.
-
-    ``seed`` is kept for callers of the former bootstrap version; the interval is analytic.
-    """
+def rms_exponent(N: list[int], sq_samples: list[np.ndarray]) -> dict:
+    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.stats.rms_exponent_interval``) and local slopes."""
     from empirics.stats import local_slopes, rms_exponent_interval
 
     fit = rms_exponent_interval(N, sq_samples, level=LEVEL)

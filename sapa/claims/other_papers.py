@@ -58,7 +58,6 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 def _check(cid: str, ctx: Context) -> Outcome:
     from empirics.audit import sample_norms, z_scores
-    from empirics.samplers import rng_for
     from sapa.rules.agreement import AgreementEvidence
     from sapa.rules.agreement import decide as decide_agreement
     from sapa.rules.audit import TOL, K, LikeSoftmaxEvidence, decide, mc_evidence
@@ -91,7 +90,7 @@ def _check(cid: str, ctx: Context) -> Outcome:
         else:
             spec = model_spec(m, *MC_SIZE)
             mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid)) for n in ROW_NS]
-            ev = mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1], rng_for(ctx.budget.seed, "ledger", cid, m))
+            ev = mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1])
             bound_ok = all(float(x.fro2.max()) <= x.N * (1 + 1e-12) for x in mcs)  # rows are probability vectors
             comparisons.append({"model": m, "N": max(ROW_NS), "quantity": "fro2 ≤ N (theory: ‖P‖_F ≤ √N)",
                                 "z": 0.0 if bound_ok else math.inf})

@@ -64,14 +64,13 @@ def decide(ev: LikeSoftmaxEvidence) -> str:
     return "UNDETERMINED"
 
 
-def mc_evidence(N, sq_samples, N_ref: int, rng: np.random.Generator, asymptotic: float = math.nan
-                ) -> LikeSoftmaxEvidence:
-    """Evidence from Monte Carlo squared norms over a grid: bootstrap exponent interval and a t-interval for the ratio at N_ref."""
+def mc_evidence(N, sq_samples, N_ref: int, asymptotic: float = math.nan) -> LikeSoftmaxEvidence:
+    """Evidence from Monte Carlo squared norms over a grid: the ledger's exponent interval and a t-interval for the ratio at N_ref."""
     from scipy import stats
 
     from empirics.stats import rms_exponent_interval
 
-    fit = rms_exponent_interval(N, sq_samples, level=LEVEL, rng=rng)
+    fit = rms_exponent_interval(N, sq_samples, level=LEVEL)
     k = list(N).index(N_ref)
     v = np.asarray(sq_samples[k], dtype=np.float64)
     t = float(stats.t.ppf(0.5 + LEVEL / 2, v.size - 1))
@@ -93,7 +92,7 @@ def simulate(truth: str, rng: np.random.Generator) -> LikeSoftmaxEvidence:
     # E‖·‖² = c²N^{2e} with c chosen so that √(E/N_ref) = ratio at N_ref
     c2 = ratio**2 * n_ref / n_ref ** (2 * e)
     sq = [c2 * heavy_tailed_squares(rng, n, SIM_TRIALS, e) for n in SIM_N]
-    return mc_evidence(SIM_N, sq, n_ref, rng)
+    return mc_evidence(SIM_N, sq, n_ref)
 
 
 RULES = (Rule(

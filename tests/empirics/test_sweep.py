@@ -171,6 +171,7 @@ def test_same_seed_gives_identical_parquet(tmp_path):
     r1, r2 = pd.read_parquet(tmp_path / "a" / "results.parquet"), pd.read_parquet(tmp_path / "b" / "results.parquet")
     pd.testing.assert_frame_equal(r1, r2)
     pd.testing.assert_frame_equal(d1, r1)
+    pd.testing.assert_frame_equal(d2, r2)
     assert (tmp_path / "a" / "results.parquet").read_bytes() == (tmp_path / "b" / "results.parquet").read_bytes()
     meta = read_metadata(tmp_path / "a" / "results.parquet")
     assert meta["config_hash"] == cfg.hash() and meta["seed"] == 3 and meta["dtype"] == "float64"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from empirics import training
-from empirics.training import _run_file_ok, _run_record_problem, _worker_init, run_keys, sigterm_as_interrupt
+from empirics.training import _run_file_ok, _run_record_problem, run_keys, sigterm_as_interrupt
 
 SCRIPT = """
 import sys

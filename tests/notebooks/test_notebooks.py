@@ -8,7 +8,6 @@ notebook prints must say True.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import jupytext

@@ -45,7 +45,7 @@ def test_rms_exponent_is_the_analytic_interval():
     rng = np.random.default_rng(5)
     N = [8, 16, 32, 64, 128]
     sq = [n * rng.chisquare(20, size=400) / 20 for n in N]
-    a, b = mc.rms_exponent(N, sq), mc.rms_exponent(N, sq, (1, 2))
+    a, b = mc.rms_exponent(N, sq), mc.rms_exponent(N, sq)
     assert a == b and a["ci"][0] <= 0.5 <= a["ci"][1] and a["level"] == mc.LEVEL and len(a["local"]) == 4
 
 
