@@ -24,8 +24,9 @@ import numpy as np
 import sympy as sp
 
 from empirics.samplers import rng_for
+from empirics.stats import local_slopes
 from theory.audit import Activation, ModelSpec, x_
-from theory.validate import InputError, positive_int
+from common.validate import InputError, positive_int
 
 __all__ = [
     "Geometry",
@@ -38,6 +39,11 @@ __all__ = [
     "sample_norms",
     "trials_for",
     "z_scores",
+    "ACTIVATIONS",
+    "MODELS",
+    "Curve",
+    "AuditCompareResult",
+    "run_audit_compare",
 ]
 
 CHUNK_ELEMS = 2**24  # one (T, N, D) block of normals ≈ 128 MB
@@ -262,3 +268,92 @@ def z_scores(mc: MCNorms, expected: dict) -> dict:
 def trials_for(rel_se: float, cv: float) -> int:
     """Trials that give a relative standard error ``rel_se`` for a quantity with coefficient of variation ``cv``."""
     return max(16, math.ceil((cv / rel_se) ** 2))
+
+
+# --------------------------------------------------------------------------- the comparison experiment
+
+
+# (label, expression, normalize): arXiv 2410.18613's x/√N and x³/√N beside softmax and the other papers' rules
+ACTIVATIONS = (
+    ("softmax(x/8)", "exp(x/8)", "row"),
+    ("x/√N", "x/sqrt(N)", "none"),
+    ("x³/√N", "x**3/sqrt(N)", "none"),
+    ("ReLU(x/8)/N", "Max(x/8, 0)/N", "none"),
+    ("sigmoid(x/8 − log N)", "1/(1 + exp(-(x/8 - log(N))))", "none"),
+    ("normalised (x/8)⁴", "(x/8)**4", "row"),
+)
+MODELS = ("iid", "tied")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """E-RMS growth of one activation under one weight model: e(N) = ½ dlog E‖φ‖²_F/dlog N and √(E‖φ‖²_F/N).
+
+    ``exponent`` is given at ``exponent_N`` (Monte Carlo: geometric midpoints of neighbouring N) or at
+    ``N`` when that is None (closed form / quadrature: the local exponent at each N). Shapes (K,), (K,) or (K−1,).
+    """
+
+    N: np.ndarray
+    exponent: np.ndarray
+    constant: np.ndarray
+    method: str
+    exponent_N: np.ndarray | None = None
+
+    def to_json(self) -> dict:
+        out = {"N": self.N, "exponent": self.exponent, "constant": self.constant, "method": self.method}
+        return out if self.exponent_N is None else {"N": self.N, "exponent_N": self.exponent_N, **out}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Curve:
+        return cls(N=np.asarray(data["N"]), exponent=np.asarray(data["exponent"]),
+                   constant=np.asarray(data["constant"]), method=str(data["method"]),
+                   exponent_N=None if data.get("exponent_N") is None else np.asarray(data["exponent_N"]))
+
+
+@dataclass(frozen=True)
+class AuditCompareResult:
+    """Growth curves of the six ``ACTIVATIONS`` under both ``MODELS``: ``curves[(label, model)]`` is a :class:`Curve`."""
+
+    curves: dict  # {(label, model): Curve}
+    D: int
+    d: int
+    trials: int
+    seed: int
+
+    def to_json(self) -> dict:
+        """A mapping of plain values and arrays that ``empirics.figdata`` stores as JSON."""
+        return {"curves": {k: c.to_json() for k, c in self.curves.items()}, "D": self.D, "d": self.d,
+                "trials": self.trials, "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, data: dict) -> AuditCompareResult:
+        """The result :meth:`to_json` stored."""
+        return cls(curves={tuple(k): Curve.from_json(c) for k, c in data["curves"].items()}, D=int(data["D"]),
+                   d=int(data["d"]), trials=int(data["trials"]), seed=int(data["seed"]))
+
+
+def run_audit_compare(D: int = 64, d: int = 64, Ns=(8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384),
+                      mc_Ns=(32, 64, 128, 256), trials: int = 48, seed: int = 0) -> AuditCompareResult:
+    """Curves per (activation, model): exact / quadrature at ``Ns``; Monte Carlo means at ``mc_Ns`` for the
+    row-normalised activations (exponents between neighbouring N)."""
+    from theory.audit import model_spec, parse_activation, profile
+
+    curves = {}
+    for label, text, norm in ACTIVATIONS:
+        act = parse_activation(text, norm)
+        for m in MODELS:
+            spec = model_spec(m, D, d)
+            if norm == "none":
+                prof = profile(act, spec)
+                N = np.asarray(Ns, dtype=np.float64)
+                tot = prof.totals(N)["fro"]
+                curves[(label, m)] = Curve(N=N, exponent=prof.exponents(N)["fro"], constant=np.sqrt(tot / N),
+                                           method=prof.method)
+            else:
+                N = np.asarray(mc_Ns, dtype=np.float64)
+                means = np.array([sample_norms(act, spec, int(n), trials, seed=seed, key=("figure",)).fro2.mean()
+                                  for n in mc_Ns])  # (K,) E‖φ‖²_F
+                ex = 0.5 * np.array(local_slopes(N, means))  # (K−1,) RMS exponents between neighbouring N
+                curves[(label, m)] = Curve(N=N, exponent=ex, constant=np.sqrt(means / N), method="monte_carlo",
+                                           exponent_N=np.sqrt(N[1:] * N[:-1]))
+    return AuditCompareResult(curves=curves, D=D, d=d, trials=trials, seed=seed)

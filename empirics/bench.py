@@ -42,7 +42,8 @@ from empirics.norms import (
     default_device,
     jacobian_autograd,
 )
-from theory.validate import InputError, positive_int
+from empirics.samplers import torch_gen_for
+from common.validate import InputError, positive_int
 
 __all__ = ["bench_vs_autograd", "bench_vs_gemm", "bench_all", "DEFAULT_ACTIVATIONS"]
 
@@ -85,7 +86,7 @@ def _time_interleaved(fns: dict[str, Callable[[], object]], repeats: int,
 
 def _inputs(N: int, D: int, seed: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """X (N, D) with i.i.d. N(0, 1) entries, W = G / D with G (D, D) i.i.d. N(0, 1): S_ij = O(1)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch_gen_for(seed, "bench")
     X = torch.randn(N, D, generator=g, dtype=torch.float64)
     W = torch.randn(D, D, generator=g, dtype=torch.float64) / D
     return X.to(device, dtype), W.to(device, dtype)

@@ -23,14 +23,18 @@ Monte Carlo draws use the norm-only kernel :func:`empirics.scale_direction.row_n
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from empirics.scale import row_coefficients as scale_rows
+from empirics.samplers import rng_for
 from empirics.scale_direction import row_norms2, sample_factors, trials_per_n
-from theory.validate import InputError, choice, positive_int
+from empirics.stats import local_slopes, ols_slopes
+from common.validate import InputError, choice, positive_int
 
 __all__ = [
     "POLICIES",
@@ -49,6 +53,13 @@ __all__ = [
     "regime_start",
     "exact_matrix_ms",
     "train_length_transfer",
+    "masked_matrix_exponent",
+    "masked_matrix_sup_exponent",
+    "crossover_n",
+    "PS",
+    "CausalResult",
+    "run_causal_masking",
+    "causal_agreement",
 ]
 
 POLICIES = ("softmax", "inv_sqrt_n", "inv_sqrt_i", "inv_i", "fixed", "const")
@@ -57,20 +68,8 @@ TOL = 0.1  # "uniform in i": the log-log slope of the row profile within ±0.1 o
 
 def row_coefficients(N: int, scale_policy: str, N_train: int | None = None) -> np.ndarray:
     """c_i, i = 1..N, of a polynomial scale policy: 1/√N, 1/√i, 1/i, 1/√N_train or 1. Returns (N,)."""
-    N = positive_int("N", N)
     scale_policy = choice("scale_policy", scale_policy, POLICIES[1:])
-    i = np.arange(1, N + 1, dtype=np.float64)
-    if scale_policy == "inv_sqrt_n":
-        return np.full(N, 1.0 / math.sqrt(N))
-    if scale_policy == "inv_sqrt_i":
-        return 1.0 / np.sqrt(i)
-    if scale_policy == "inv_i":
-        return 1.0 / i
-    if scale_policy == "fixed":
-        if N_train is None:
-            raise InputError("scale_policy 'fixed' needs N_train")
-        return np.full(N, 1.0 / math.sqrt(positive_int("N_train", N_train)))
-    return np.ones(N)
+    return scale_rows(scale_policy, N, c=1.0, N_train=N_train)  # "const" here is c = 1
 
 
 def row_moments(p: int, model: str, D: int, d: int) -> tuple[float, float]:
@@ -80,6 +79,12 @@ def row_moments(p: int, model: str, D: int, d: int) -> tuple[float, float]:
     sigma = 1.0 if model == "paper" else 1.0 / math.sqrt(D)
     e = exact_moments(p, model, 2, D, d, sigma=sigma)
     return float(e.m_off), float(e.m_diag)
+
+
+def crossover_n(p: int, model: str, D: int, d: int) -> float:
+    """N* = 1 + m_diag/m_off: the length above which the off-diagonal mass N(N−1)·m_off outweighs the diagonal N·m_diag."""
+    m_off, m_diag = row_moments(p, model, D, d)
+    return 1 + m_diag / m_off
 
 
 def exact_row_ms(p: int, model: str, N: int, D: int, d: int, scale_policy: str, N_train: int | None = None) -> np.ndarray:
@@ -99,7 +104,7 @@ def exact_row_profile(N: int, p: int, model: str = "iid", D: int = 64, d: int = 
     ms = exact_row_ms(p, model, N, D, d, scale_policy, N_train)
     i = np.arange(1, N + 1, dtype=np.float64)
     rms = np.sqrt(ms)
-    local = np.concatenate([[math.nan], np.diff(np.log(rms)) / np.diff(np.log(i))]) if N > 1 else np.array([math.nan])
+    local = np.array([math.nan, *local_slopes(i, rms)])  # (N,) NaN, then the slope between rows i−1 and i
     return pd.DataFrame({"i": i.astype(int), "p": p, "model": model, "scale_policy": scale_policy,
                          "c": row_coefficients(N, scale_policy, N_train), "exact_ms": ms, "exact_rms": rms,
                          "local_slope": local})
@@ -267,9 +272,8 @@ def profile_exponents(bsamples: list[dict], p: int, model: str, D: int, d: int,
     if len(bsamples) < 2:
         raise InputError(f"need N ≥ 2 rows for a profile exponent, got N={N}")
     x = np.log([math.sqrt(b["lo"] * b["hi"]) for b in bsamples])  # (K,)
-    xc = x - x.mean()
-    ols = lambda Y: (Y - Y.mean(-1, keepdims=True)) @ xc / (xc @ xc)  # noqa: E731  row-wise slopes of (B, K)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, p, N, 0xCA05A1]))
+    ols = lambda Y: ols_slopes(x, Y)  # noqa: E731  row-wise slopes of (B, K)
+    rng = rng_for(seed, "causal", p, N)
     draws = {b["draw"]: b["trials"] for b in bsamples}
     # bootstrap resampling as multinomial counts (B, T): resampled mean = counts @ v / T (one BLAS call)
     by_draw = {L: rng.multinomial(T, np.full(T, 1.0 / T), size=n_boot).astype(np.float64) / T
@@ -358,3 +362,106 @@ def train_length_transfer(N_train: int = 256, p: int = 3, model: str = "iid", D:
                      "mc_lo": ratio * math.exp(-1.96 * sd), "mc_hi": ratio * math.exp(1.96 * sd), "trials": T})
     return pd.DataFrame(rows).sort_values(["policy", "quantity", "N"], ignore_index=True)
 
+
+
+def masked_matrix_exponent(p: int, model: str, Ns: Sequence[int], D: int, d: int) -> float:
+    """Exponent of E-RMS ‖x^p/√N‖_F under a causal mask over ``Ns``: OLS of ½ log(c²[N(N−1)/2·m_off + N·m_diag]) on log N.
+
+    >>> round(masked_matrix_exponent(1, "paper", [2**10, 2**14, 2**18], 4, 4), 2)  # the N² term dominates: √N
+    0.5
+    """
+    m_off, m_diag = row_moments(p, model, D, d)
+    y = [0.5 * math.log((n * (n - 1) / 2 * m_off + n * m_diag) / n) for n in Ns]  # (K,) ½ log E‖·‖², c = 1/√N
+    return float(ols_slopes(np.log(np.asarray(Ns, dtype=np.float64)), np.asarray(y)[None])[0])
+
+
+def masked_matrix_sup_exponent(p: int, model: str, D: int, d: int) -> float:
+    """sup over N of the local exponent of E-RMS ‖x^p/√N‖_F under a causal mask: ½ if 2r ≥ 1, else 1/(1 + 2r).
+
+    r = m_diag/m_off; the masked matrix has half the off-diagonal entries, so r → 2r.
+    """
+    m_off, m_diag = row_moments(p, model, D, d)
+    r2 = 2 * m_diag / m_off
+    return 0.5 if r2 >= 1 else 1 / (1 + r2)
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+PS = (1, 3)  # the degrees of the causal-masking check
+
+
+@dataclass(frozen=True)
+class CausalResult:
+    """Binned causal draws, Monte Carlo-vs-exact agreement, row-profile exponents and the train-length transfer.
+
+    ``bins[N]``: :func:`bin_samples`; ``agree[(N, p)]``: :func:`binned_agreement` (unit scale);
+    ``expo[(N, p)]``: :func:`profile_exponents`; ``transfer``: :func:`train_length_transfer` at N_train
+    for degree ``transfer_p``; ``m[p]`` = (m_off, m_diag) (:func:`row_moments`).
+    """
+
+    Ns: tuple[int, ...]
+    trials: tuple[int, ...]
+    model: str
+    D: int
+    d: int
+    seed: int
+    N_train: int
+    transfer_p: int
+    bins: dict  # {N: [bin dict]}
+    agree: dict  # {(N, p): DataFrame}
+    expo: dict  # {(N, p): DataFrame}
+    transfer: pd.DataFrame
+    m: dict  # {p: (m_off, m_diag)}
+
+    def to_json(self) -> dict:
+        """A mapping of plain values, arrays and DataFrames that ``empirics.figdata`` stores as JSON."""
+        return {"Ns": list(self.Ns), "trials": list(self.trials), "model": self.model, "D": self.D, "d": self.d,
+                "seed": self.seed, "bins": dict(self.bins), "agree": dict(self.agree), "expo": dict(self.expo),
+                "transfer": self.transfer, "N_train": self.N_train, "transfer_p": self.transfer_p, "m": dict(self.m)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> CausalResult:
+        """The result :meth:`to_json` stored."""
+        return cls(Ns=tuple(int(n) for n in data["Ns"]), trials=tuple(int(t) for t in data["trials"]),
+                   model=str(data["model"]), D=int(data["D"]), d=int(data["d"]), seed=int(data["seed"]),
+                   N_train=int(data["N_train"]), transfer_p=int(data["transfer_p"]), bins=dict(data["bins"]),
+                   agree=dict(data["agree"]), expo=dict(data["expo"]), transfer=data["transfer"],
+                   m={int(p): tuple(float(v) for v in mm) for p, mm in data["m"].items()})
+
+
+def run_causal_masking(Ns: Sequence[int] = (256, 1024), trials: Sequence[int] = (16, 8), model: str = "iid",
+                       D: int = 64, d: int = 64, seed: int = 0, max_trials: int = 1024, N_train: int = 256,
+                       transfer_trials: int = 4, transfer_max_trials: int = 256, transfer_p: int = 3,
+                       n_boot: int = 1000, policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i"),
+                       level: float = 0.99) -> CausalResult:
+    """Per N one binned draw (:func:`bin_samples`); per p its agreement with the exact rows and profile exponents;
+    then the train-length transfer at ``N_train``."""
+    bins, agree, expo = {}, {}, {}
+    for N, T in zip(Ns, trials):
+        bins[N] = bin_samples(N, model, D, d, T, seed, PS, max_trials=max_trials)
+        for p in PS:
+            agree[(N, p)] = binned_agreement(bins[N], p, model, D, d, "const")
+            expo[(N, p)] = profile_exponents(bins[N], p, model, D, d, policies=policies, n_boot=n_boot, level=level,
+                                             seed=seed)
+    transfer = train_length_transfer(N_train, transfer_p, model, D, d, trials=transfer_trials, seed=seed,
+                                     max_trials=transfer_max_trials)
+    return CausalResult(Ns=tuple(Ns), trials=tuple(trials), model=model, D=D, d=d, seed=seed, N_train=N_train,
+                        transfer_p=transfer_p, bins=bins, agree=agree, expo=expo, transfer=transfer,
+                        m={p: row_moments(p, model, D, d) for p in PS})
+
+
+def causal_agreement(res: CausalResult, policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i")) -> dict:
+    """Monte Carlo vs exact per (N, p) of a run, keyed ``N{N}/p{p}``: every row bin's t-test (``res.agree``) and, per
+    policy, the bootstrap interval of the ``bound`` profile slope holding the exact slope. ``agree`` when all hold."""
+    out = {}
+    for (N, p), a in res.agree.items():
+        e = res.expo[(N, p)].set_index(["policy", "criterion"])
+        slopes_ok = {pol: bool(e.loc[(pol, "bound"), "ci_lo"] <= e.loc[(pol, "bound"), "exact_slope"]
+                               <= e.loc[(pol, "bound"), "ci_hi"]) for pol in policies}
+        out[f"N{N}/p{p}"] = {"agree": bool(a["agree"].all()) and all(slopes_ok.values()),
+                             "bins": len(a), "max_abs_z": round(float(a["z"].abs().max()), 3),
+                             "t_crit": round(float(a["t_crit"].min()), 3),
+                             "trials_per_bin": [int(t) for t in a["trials"]],
+                             "slope_interval_holds_exact": slopes_ok}
+    return out

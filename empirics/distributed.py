@@ -1,26 +1,27 @@
 """Monte Carlo sweeps on a Dask cluster (arXiv 2410.18613 sweeps that outgrow one machine).
 
-:func:`executor_for` gives :func:`empirics.sweep.run_sweep` somewhere to run its cells:
+:func:`executor_for` gives :func:`empirics.sweep.run_sweep` a standard
+``concurrent.futures.Executor`` to run its cells on; ``run_sweep`` knows no Dask:
 
 * ``workers=1`` (and no scheduler): ``None``, i.e. the serial path in this process;
 * ``workers=K > 1``: an embedded ``LocalCluster(n_workers=K, threads_per_worker=1,
-  processes=True)`` (dashboard off, logs silenced) and a ``Client`` on it;
+  processes=True)`` (dashboard off, logs silenced) and a :class:`DaskExecutor` on its client;
 * ``scheduler=ADDRESS`` (``tcp://host:8786``, or the path of a ``--scheduler-file``): a
-  ``Client`` on a running cluster (``dask scheduler`` / ``dask worker``, dask-jobqueue, ...);
-  an unreachable scheduler is one :class:`InputError` line after ``timeout`` seconds.
+  :class:`DaskExecutor` on a running cluster (``dask scheduler`` / ``dask worker``,
+  dask-jobqueue, ...); an unreachable scheduler is one :class:`InputError` line after ``timeout`` s.
 
-Each pending cell is one task, ``client.submit(_cell_task, config, cell, pure=False,
-retries=RETRIES)``; results stream back with ``distributed.as_completed`` and ``run_sweep``
-writes each one atomically as it arrives, so a killed client loses only cells in flight and
-a rerun resumes. Fault model:
+:class:`DaskExecutor` is ``Client.get_executor(pure=False, retries=RETRIES)`` with two
+additions; each ``submit`` is one task, results stream back in completion order and
+``run_sweep`` writes each one atomically as it arrives, so a killed client loses only cells
+in flight and a rerun resumes. Fault model:
 
-* a worker process that dies (killed, out of memory, node lost) has its cells rescheduled
+* a worker process that dies (killed, out of memory, node lost) has its tasks rescheduled
   by the scheduler on the remaining workers (the nanny of a ``LocalCluster`` also restarts
-  it); a cell that takes ``distributed.scheduler.allowed-failures`` + 1 workers down with it
-  becomes :class:`CellFailedError` naming the cell;
-* an exception inside a cell is retried ``RETRIES`` times (transient faults such as a
+  it); a task that takes ``distributed.scheduler.allowed-failures`` + 1 workers down with it
+  fails with :class:`WorkerLostError` (``run_sweep`` then names the cell);
+* an exception inside a task is retried ``RETRIES`` times (transient faults such as a
   ``MemoryError``), except :class:`InputError` (bad config, ``NormOverflowError``), which is
-  deterministic: it is returned as a value, not retried, and re-raised here;
+  deterministic: the task returns it as a value, so it is not retried, and its future raises it;
 * results are bit-identical whatever the executor: :func:`empirics.sweep.run_cell` is a pure
   function of ``(config, cell)`` and runs with ``config.threads`` torch threads (default 1).
 """
@@ -35,21 +36,18 @@ import logging
 import os
 import socket
 import sys
-import uuid
 from pathlib import Path
 from typing import Iterator
 
-from theory.validate import InputError, positive_float, positive_int
+from common.validate import InputError, positive_float, positive_int
 
 __all__ = [
     "RETRIES",
     "CONNECT_TIMEOUT_S",
-    "CellFailedError",
+    "WorkerLostError",
+    "DaskExecutor",
     "executor_for",
-    "is_dask_client",
-    "submit_cells",
-    "as_completed",
-    "cell_result",
+    "wait_for_workers",
     "describe",
     "worker_pids",
 ]
@@ -58,8 +56,8 @@ RETRIES = 2  # re-runs of a cell after a non-InputError exception inside it
 CONNECT_TIMEOUT_S = 10.0  # seconds to reach a remote scheduler before giving up
 
 
-class CellFailedError(InputError):
-    """A cell could not be computed on the cluster (its workers kept dying, or it kept failing)."""
+class WorkerLostError(RuntimeError):
+    """A task took down ``allowed-failures`` + 1 workers with it (``distributed.KilledWorker``)."""
 
 
 def _import_distributed():
@@ -68,11 +66,6 @@ def _import_distributed():
     except ImportError:  # pragma: no cover - dist extra missing
         raise InputError("--workers > 1 and --scheduler need dask.distributed: pip install 'sapa[dist]'") from None
     return distributed
-
-
-def is_dask_client(executor: object) -> bool:
-    """True for a ``distributed.Client`` (checked by module, without importing distributed)."""
-    return type(executor).__module__.split(".")[0] == "distributed"
 
 
 @contextlib.contextmanager
@@ -190,7 +183,7 @@ def executor_for(
       memory_limit: per-worker memory limit of the local cluster (``LocalCluster`` semantics).
 
     Yields:
-      ``None`` or a ``distributed.Client``, for ``run_sweep(..., executor=...)``. Both the
+      ``None`` or a :class:`DaskExecutor`, for ``run_sweep(..., executor=...)``. Both the
       client and an embedded cluster are closed on exit, also after an error or Ctrl-C.
     """
     workers = positive_int("workers", workers)
@@ -224,14 +217,19 @@ def executor_for(
             stack.callback(_close, cluster)
             client = distributed.Client(cluster, set_as_default=False)
             stack.callback(_close, client)
-        yield client
+        yield DaskExecutor(client)
+
+
+def _client(obj):
+    """The ``distributed.Client`` of a :class:`DaskExecutor`, or ``obj`` itself."""
+    return obj.client if isinstance(obj, DaskExecutor) else obj
 
 
 def wait_for_workers(client, timeout: float) -> None:
-    """Block until the cluster of ``client`` has a worker; InputError (one line) after ``timeout`` seconds."""
+    """Block until the cluster of ``client`` (or of a :class:`DaskExecutor`) has a worker; InputError after ``timeout`` s."""
     timeout = positive_float("timeout", timeout)
     try:
-        client.wait_for_workers(1, timeout=timeout)
+        _client(client).wait_for_workers(1, timeout=timeout)
     except (TimeoutError, OSError) as exc:
         raise InputError(f"no Dask worker joined the scheduler within --timeout {timeout:g} s ({_short(exc)})") from None
 
@@ -245,65 +243,77 @@ def _close(obj) -> None:
 def describe(client) -> str:
     """Short text for the progress bar, e.g. ``dask: 2 workers``."""
     try:
-        n = len(client.scheduler_info().get("workers", {}))
+        n = len(_client(client).scheduler_info().get("workers", {}))
     except Exception:  # noqa: BLE001 - purely cosmetic
         return "dask"
     return f"dask: {n} worker{'s' if n != 1 else ''}"
 
 
-# --------------------------------------------------------------------------- tasks
+# --------------------------------------------------------------------------- the executor
 
 
-def _cell_task(config, cell):
-    """Worker side: ``run_cell``, with :class:`InputError` returned (not raised) so it is not retried."""
-    from empirics.sweep import run_cell
+class _ReturnInputError:
+    """Worker side: ``fn(*args)``, with :class:`InputError` returned (not raised) so that Dask does not retry it."""
 
-    try:
-        return run_cell(config, cell)
-    except InputError as exc:
-        return exc
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "task")  # names the Dask task key
 
-
-def submit_cells(client, config, cells, *, retries: int = RETRIES) -> dict:
-    """Submit one task per cell; returns ``{future: cell}`` (keys name the cell, one run token)."""
-    from empirics.sweep import cell_id
-
-    token = uuid.uuid4().hex[:8]
-    return {
-        client.submit(_cell_task, config, c, pure=False, retries=retries, key=f"sapa-cell-{cell_id(config, c)}-{token}"): c
-        for c in cells
-    }
+    def __call__(self, *args, **kwargs):
+        try:
+            return self.fn(*args, **kwargs)
+        except InputError as exc:
+            return exc
 
 
-def as_completed(futures, client):
-    """Dask futures of ``client`` in the order they finish (``distributed.as_completed``)."""
-    return _import_distributed().as_completed(futures, loop=client.loop)
+def _settle(inner: cf.Future, outer: cf.Future, killed_worker: type) -> None:
+    """Copy the outcome of a Dask task onto ``outer``: a returned InputError is raised, KilledWorker is named."""
+    if inner.cancelled():
+        outer.cancel()
+        return
+    if not outer.set_running_or_notify_cancel():
+        return
+    exc = inner.exception()
+    if isinstance(exc, killed_worker):
+        outer.set_exception(WorkerLostError(
+            "it took down a worker too often (out of memory? raise the workers' memory limit or lower the "
+            "config's memory_gib)"))
+    elif exc is not None:
+        outer.set_exception(exc)
+    elif isinstance(inner.result(), InputError):
+        outer.set_exception(inner.result())
+    else:
+        outer.set_result(inner.result())
 
 
-def cell_result(future, cell):
-    """The DataFrame of a finished cell; errors become one-line :class:`InputError` s naming the cell."""
-    distributed = _import_distributed()
-    try:
-        res = future.result()
-    except distributed.KilledWorker:
-        raise CellFailedError(
-            f"cell {_cell_name(cell)} took down a worker too often (out of memory? raise the workers' "
-            "memory limit or lower the config's memory_gib); finished cells are kept, rerun to resume"
-        ) from None
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any task error, after its retries
-        raise CellFailedError(f"cell {_cell_name(cell)} failed on the cluster: {type(exc).__name__}: {_short(exc)}") from exc
-    if isinstance(res, InputError):
-        raise res
-    return res
+class DaskExecutor(cf.Executor):
+    """A ``concurrent.futures.Executor`` on a Dask cluster: ``client.get_executor(pure=False, retries=RETRIES)``.
 
+    ``submit(fn, *args)`` returns a ``concurrent.futures.Future``; an :class:`InputError` of
+    ``fn`` is deterministic, so it is not retried; a task that keeps killing its workers
+    fails with :class:`WorkerLostError`. ``client`` is the ``distributed.Client``.
+    """
 
-def _cell_name(cell) -> str:
-    return (f"{cell.weight_model}/{cell.x_model}/{cell.spec().label()}/mask={cell.mask} "
-            f"N={cell.N} D={cell.D} d={cell.d} {cell.dtype}")
+    def __init__(self, client, *, retries: int = RETRIES):
+        self.client = client
+        self._inner = client.get_executor(pure=False, retries=retries)
+        self._killed_worker = _import_distributed().KilledWorker
+
+    def submit(self, fn, /, *args, **kwargs) -> cf.Future:
+        inner = self._inner.submit(_ReturnInputError(fn), *args, **kwargs)
+        outer: cf.Future = cf.Future()
+        outer.add_done_callback(lambda f: f.cancelled() and inner.cancel())  # cancel the task on the cluster
+        inner.add_done_callback(lambda f: _settle(f, outer, self._killed_worker))
+        return outer
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._inner.shutdown(wait=wait and not cancel_futures)
+
+    def describe(self) -> str:
+        """Short text for the progress bar, e.g. ``dask: 2 workers``."""
+        return describe(self.client)
 
 
 def worker_pids(client) -> dict[str, int]:
     """``{worker address: pid}`` of the cluster's worker processes (for fault-injection tests)."""
-    return client.run(os.getpid)
+    return _client(client).run(os.getpid)

@@ -76,7 +76,7 @@ def decode(tree: object, where: str = "data") -> object:
 
 def write(path: str | Path, data: dict, stem: str) -> Path:
     """Atomically store a figure's ``data`` and file ``stem`` at ``path`` (JSON)."""
-    from empirics.atomic import atomic_write_text
+    from common.atomic import atomic_write_text
 
     tree = encode(data)
     doc = {"format": FORMAT, "stem": str(stem), "sha256": _sha256(tree), "data": tree}

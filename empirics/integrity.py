@@ -90,6 +90,6 @@ def warn_recompute(exc: CorruptResult) -> None:
 
 
 def _plain(o: object) -> object:
-    from empirics.atomic import _jsonable
+    from common.atomic import _jsonable
 
     return _jsonable(o)

@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 import torch
 from torch.func import grad, jvp, vjp, vmap
 
-from theory.validate import choice, positive_float, positive_int
+from common.validate import choice, positive_float, positive_int
+from empirics.samplers import torch_gen_for
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -103,18 +104,20 @@ def spectral_norm(
     max_iter: int = 1000,
     seed: int = 0,
     v0: torch.Tensor | None = None,
+    key: tuple = (),
 ) -> SpectralResult:
     """``‖∂f/∂x‖₂`` by power iteration ``v ← JᵀJv/‖JᵀJv‖`` with ``jvp``/``vjp`` (no Jacobian built).
 
     Both ``‖Jv‖`` and ``√‖JᵀJv‖`` are lower bounds of σ₁ (Cauchy–Schwarz) that meet at a
     singular vector; iteration stops when their relative gap is ≤ ``tol`` or after
-    ``max_iter`` steps. ``v0`` warm-starts; otherwise v is seeded Gaussian.
+    ``max_iter`` steps. ``v0`` warm-starts; otherwise v is Gaussian from
+    ``torch_gen_for(seed, "spectral_norm", *key)``.
     """
     positive_float("tol", tol)
     positive_int("max_iter", max_iter)
     _, pullback = vjp(f, x)
     if v0 is None:
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch_gen_for(int(seed), "spectral_norm", *key)
         v = torch.randn(x.shape, generator=g, dtype=torch.float64).to(x.dtype)
     else:
         v = v0.detach().clone().to(x.dtype)
@@ -244,7 +247,7 @@ def maximise_jacobian_norm(
     choice("constraint", constraint, ("fro", "token"))
     N, D, radius = positive_int("N", N), positive_int("D", D), positive_float("radius", radius)
     step_len = radius * (math.sqrt(N) if constraint == "token" else 1.0)  # ‖X‖_F on C
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch_gen_for(int(seed), "ascent", "starts")
     starts = [(-1, _project(x0.to(torch.float64), radius, constraint)) for x0 in inits]
     starts += [(k, _project(torch.randn(N, D, generator=gen, dtype=torch.float64), radius, constraint))
                for k in range(restarts)]
@@ -253,7 +256,8 @@ def maximise_jacobian_norm(
         val, X_best, hist, v = -math.inf, X, [], None
         for step in range(steps + 1):
             if norm == "spectral":
-                res = spectral_norm(f, X, max_iter=power_iters, v0=v, seed=seed + 1 + step, tol=1e-8)
+                res = spectral_norm(f, X, max_iter=power_iters, v0=v, seed=seed, key=("ascent", k, step),
+                                    tol=1e-8)
                 cur, v = res.sigma, res.v
             elif norm == "value":
                 cur = float(torch.linalg.vector_norm(f(X)))
@@ -311,7 +315,7 @@ def lipschitz_growth(
     import pandas as pd
 
     choice("constraint", constraint, ("fro", "token"))
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch_gen_for(int(seed), "lipschitz_growth", "W")
     if W is None:
         wq, wk = (torch.randn(D, D, generator=gen, dtype=torch.float64) / math.sqrt(D) for _ in range(2))
         W = wq @ wk.T

@@ -2,9 +2,14 @@
 
 The reviewers' framing of the paper's thesis ("softmax works because it keeps the attention
 norm from growing") assumes that across activations a lower ‖φ(S)‖_F (or ‖∂φ(S)/∂X‖_F) at the
-end of training goes with a better test accuracy: Spearman ρ < 0. Pure functions over the table
-of final runs written by :func:`empirics.training.run_experiment` (one row per run: task, arm,
-weight_decay, seed, diverged, test_acc, attn_fro, jac_fro, ...).
+end of training goes with a better test accuracy: Spearman ρ < 0. Pure functions over a table
+of final runs (one row per run: task, arm, a stratum column, seed, diverged, test_acc, norms, ...).
+
+**The ledger reads the training study** (issue 13, :func:`study_arm_level`): every arm at its best
+learning rate (:mod:`empirics.study_analysis`), the strata are the (task, N) cells, the norms the
+study's ``attn_fro`` and ``jac_x_fro``, the reviewer's pair x³ against x/α*. The weight-decay
+strata described below were those of the earlier single-N experiment; the functions take the
+stratum column as a parameter and the run-level descriptive functions still read that older table.
 
 **The unit of inference is the activation arm** (issue 12): runs of one arm share its
 activation, so their norms cluster by arm; the two weight-decay strata of a replicate share its
@@ -51,11 +56,11 @@ import pandas as pd
 from scipy import stats
 
 from empirics.samplers import seed_sequence
-from theory.validate import InputError, positive_int, unit_interval
+from common.validate import InputError, positive_int, unit_interval
 
 __all__ = ["RankCorrelation", "spearman_ci", "paired_contrast", "arm_summary", "analyse", "LEVEL", "N_BOOT",
            "NORMS", "ArmAssociation", "SeedContrast", "arm_association", "arm_cube", "seed_contrast", "arm_level",
-           "MAX_EXACT_ARMS"]
+           "MAX_EXACT_ARMS", "study_arm_level", "STUDY_NORMS", "STUDY_CONTRAST"]
 
 LEVEL = 0.95  # reported interval level
 N_BOOT = 4000  # bootstrap resamples
@@ -395,15 +400,16 @@ def _defined(x: np.ndarray, y: np.ndarray) -> bool:
     return bool(np.unique(x).size > 1 and np.unique(y).size > 1)
 
 
-def arm_cube(final: pd.DataFrame, task: str, q: str, arms: Sequence[str] | None = None
+def arm_cube(final: pd.DataFrame, task: str, q: str, arms: Sequence[str] | None = None, stratum: str = "weight_decay"
              ) -> tuple[np.ndarray, list[str], list[float], list[int]]:
-    """(A, S, R) array of quantity ``q`` (log10 for norms) per arm, weight decay and replicate (NaN: no run).
+    """(A, S, R) array of quantity ``q`` (log10 for norms) per arm, stratum and replicate (NaN: no run).
 
-    Returns (cube, arms, weight decays, replicates); arms in table order unless given.
+    ``stratum``: the column of the paired strata (weight decay in the old experiment; N in the study).
+    Returns (cube, arms, strata, replicates); arms in table order unless given.
     """
     f = final[final["task"] == task]
     arms = list(pd.unique(f["arm"])) if arms is None else list(arms)
-    wds = sorted(float(w) for w in pd.unique(f["weight_decay"]))
+    wds = sorted(float(w) for w in pd.unique(f[stratum]))
     reps = sorted(int(r) for r in pd.unique(f["seed"]))
     cube = np.full((len(arms), len(wds), len(reps)), np.nan)
     v = f[q].to_numpy(float)
@@ -411,7 +417,7 @@ def arm_cube(final: pd.DataFrame, task: str, q: str, arms: Sequence[str] | None 
         with np.errstate(divide="ignore"):
             v = np.log10(v)
     ai = {a: k for k, a in enumerate(arms)}
-    for (a, w, r), val in zip(zip(f["arm"], f["weight_decay"].astype(float), f["seed"].astype(int)), v):
+    for (a, w, r), val in zip(zip(f["arm"], f[stratum].astype(float), f["seed"].astype(int)), v):
         if a in ai:
             cube[ai[a], wds.index(w), reps.index(r)] = val
     return cube, arms, wds, reps
@@ -467,9 +473,13 @@ def paired_seed_test(d, *, level: float = LEVEL) -> SeedContrast:
 
 
 def seed_contrast(final: pd.DataFrame, task: str, arm_a: str = "x3", arm_b: str = "x_16", q: str = "test_acc", *,
-                  level: float = LEVEL) -> SeedContrast:
-    """mean_r d_r, d_r = mean_s (q_a − q_b)_{s,r} (log10 for norms): the pair, tested with the replicate as the unit."""
-    cube, arms, _, _ = arm_cube(final, task, q, arms=[arm_a, arm_b])
+                  level: float = LEVEL, stratum: str = "weight_decay") -> SeedContrast:
+    """mean_r d_r, d_r = mean_s (q_a − q_b)_{s,r} (log10 for norms): the pair, tested with the replicate as the unit.
+
+    With N as the stratum (the study) the strata are independent models, so d_r averages independent paired
+    differences: still one symmetric-under-the-null number per replicate, as the sign-flip test needs.
+    """
+    cube, arms, _, _ = arm_cube(final, task, q, arms=[arm_a, arm_b], stratum=stratum)
     with np.errstate(invalid="ignore"):
         d = cube[0] - cube[1]  # (S, R); ∞ − ∞ (both diverged) is nan: equal
     d = np.where(np.isnan(d) & np.isinf(cube[0]) & np.isinf(cube[1]), 0.0, d)
@@ -478,7 +488,8 @@ def seed_contrast(final: pd.DataFrame, task: str, arm_a: str = "x3", arm_b: str 
 
 
 def arm_level(final: pd.DataFrame, *, level: float = LEVEL, contrast_level: float = LEVEL, n_boot: int = N_BOOT,
-              seed: int = 0, contrast: tuple[str, str] = ("x3", "x_16")) -> dict:
+              seed: int = 0, contrast: tuple[str, str] = ("x3", "x_16"), stratum: str = "weight_decay",
+              norms: Sequence[str] = NORMS) -> dict:
     """Per task: arm-level ρ̄ for every norm against test accuracy, and the pair's replicate-level contrasts.
 
     Returns {task: {"n_arms", "n_strata", "n_replicates", "association": {q: ArmAssociation.as_dict()},
@@ -486,20 +497,53 @@ def arm_level(final: pd.DataFrame, *, level: float = LEVEL, contrast_level: floa
     """
     out: dict = {}
     for task in pd.unique(final["task"]):
-        acc, arms, wds, reps = arm_cube(final, task, "test_acc")
+        acc, arms, wds, reps = arm_cube(final, task, "test_acc", stratum=stratum)
         t: dict = {"n_arms": len(arms), "n_strata": len(wds), "n_replicates": len(reps), "association": {},
-                   "contrast": {}, "strata": wds}
-        for q in NORMS:
-            nrm, _, _, _ = arm_cube(final, task, q, arms=arms)
+                   "contrast": {}, "strata": wds, "stratum": stratum}
+        for q in norms:
+            nrm, _, _, _ = arm_cube(final, task, q, arms=arms, stratum=stratum)
             rng = np.random.default_rng(seed_sequence(seed, {"arm-level": str(task), "norm": q}))
             t["association"][q] = arm_association(_seed_means(nrm), _seed_means(acc), level=level, n_boot=n_boot,
                                                   seed=rng, arms=arms).as_dict()
         if set(contrast) <= set(arms):
-            for q in ("test_acc", "attn_fro", "jac_fro", "attn_fro_init", "jac_fro_init"):
+            for q in ("test_acc", *norms, *(f"{n}_init" for n in norms)):
                 name = q if q == "test_acc" else f"log10_{q}"
-                t["contrast"][name] = seed_contrast(final, task, *contrast, q=q, level=contrast_level).as_dict()
+                t["contrast"][name] = seed_contrast(final, task, *contrast, q=q, level=contrast_level,
+                                                    stratum=stratum).as_dict()
             t["contrast"]["arms"] = list(contrast)
         out[str(task)] = t
+    return out
+
+
+STUDY_NORMS = ("attn_fro", "jac_x_fro")  # the study's ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F columns
+STUDY_CONTRAST = ("x3", "x_alpha")  # the reviewer's pair in the study: x³ against x/α* (the paper's x/16 style)
+
+
+def study_arm_level(runs: pd.DataFrame, *, level: float = LEVEL, contrast_level: float = LEVEL, n_boot: int = N_BOOT,
+                    seed: int = 0, contrast: tuple[str, str] = STUDY_CONTRAST) -> dict:
+    """:func:`arm_level` on the training study: every arm at its best lr, the (task, N) cells as the strata.
+
+    Args:
+      runs: the study's runs table (``empirics.train_study``; only ``in_study`` rows count, diverged
+        members at chance accuracy and norm ∞). Per task, only arms trained at every N of the task enter
+        (a stratum must hold every arm for the joint permutation of arm labels).
+    Returns the :func:`arm_level` dict, keyed by task; each block also lists ``"Ns"`` and the arms left out.
+    """
+    from empirics.study_analysis import at_best
+
+    b = at_best(runs)
+    keep, left_out = [], {}
+    for task, f in b.groupby("task", sort=False):
+        Ns = set(f["N"])
+        full = [a for a in pd.unique(f["arm"]) if set(f[f["arm"] == a]["N"]) == Ns]
+        left_out[str(task)] = sorted(set(f["arm"]) - set(full))
+        keep.append(f[f["arm"].isin(full)])
+    b = pd.concat(keep, ignore_index=True) if keep else b
+    out = arm_level(b, level=level, contrast_level=contrast_level, n_boot=n_boot, seed=seed, contrast=contrast,
+                    stratum="N", norms=STUDY_NORMS)
+    for task, t in out.items():
+        t["Ns"] = [int(v) for v in t["strata"]]
+        t["arms_left_out"] = left_out.get(task, [])
     return out
 
 

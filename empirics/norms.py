@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from theory.validate import InputError, choice, finite_matrix, positive_float, positive_int
+from common.validate import InputError, choice, finite_matrix, positive_float, positive_int
 
 __all__ = [
     "Activation",
@@ -543,7 +543,7 @@ def attention_norms_batched(
     groups of trials.
 
     Returns:
-      {"fro": (T,), "jac_fro": (T,), "max_abs": (T,)} float64 CPU tensors, plus
+      {"fro": (T,), "jac_fro": (T,), "jac_s_fro": (T,), "max_abs": (T,)} float64 CPU tensors, plus
       "row_fro": (T, N) when ``with_rows``.
     """
     act = _check_activation(activation)
@@ -567,9 +567,10 @@ def attention_norms_batched(
     for t0 in range(0, T, G):
         sc = _scaled_shared(Xt[t0 : t0 + G], Wt[t0 : t0 + G], dt)
         parts.append(_norms_core(sc, act, mask, None if lrs is None else lrs[t0 : t0 + G], True, ch))
-    lf2, lj2, _, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
+    lf2, lj2, ls2, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
     out = {"fro": _norm_from_log2(_log2_sum(lf2), act, N, D, "‖φ(S)‖_F"),
-           "jac_fro": _norm_from_log2(_log2_sum(lj2), act, N, D, "‖∂φ/∂X‖_F"), "max_abs": _exp2(lmx.amax(-1))}
+           "jac_fro": _norm_from_log2(_log2_sum(lj2), act, N, D, "‖∂φ/∂X‖_F"),
+           "jac_s_fro": _norm_from_log2(_log2_sum(ls2), act, N, D, "‖∂φ/∂S‖_F"), "max_abs": _exp2(lmx.amax(-1))}
     if with_rows:
         out["row_fro"] = _exp2(lf2 / 2)
     return out

@@ -1,7 +1,7 @@
 """Where a command writes: checked before any work starts, and held by one run at a time.
 
 A results location that cannot be written (read-only, ``/proc/x``, ``/dev/null/x``, an existing
-file given as a directory) is refused up front with :class:`theory.validate.InputError` (one line,
+file given as a directory) is refused up front with :class:`common.validate.InputError` (one line,
 exit 2 in the CLI), not after minutes of work. The check creates nothing: it probes the directory,
 or the nearest existing ancestor of one still to be made, by creating and removing a temporary file.
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from theory.validate import InputError
+from common.validate import InputError
 
 LOCK_NAME = ".sapa.lock"
 

@@ -41,7 +41,8 @@ import torch.nn.functional as Fn
 from empirics.bench import _sync, _time
 from empirics.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
 from empirics.norms import default_device
-from theory.validate import InputError, choice, positive_float, positive_int
+from empirics.samplers import torch_gen_for
+from common.validate import InputError, choice, positive_float, positive_int
 
 __all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "measured_crossover", "crossover_table", "flat_summary",
            "summary_lines", "COMPLEXITY", "METHODS"]
@@ -91,8 +92,11 @@ QUICK = OverheadGrid(Ns=(128, 256, 512, 1024), repeats=3, methods=("naive", "lin
 
 
 def _inputs(N: int, d: int, heads: int, seed: int, dev: torch.device, grad: bool) -> tuple[torch.Tensor, ...]:
-    """Q, K, V (1, heads, N, d) with N(0, 1/√d) entries, so S = QKᵀ = O(1); G = ∂L/∂O likewise."""
-    g = torch.Generator().manual_seed(seed)
+    """Q, K, V (1, heads, N, d) with N(0, 1/√d) entries, so S = QKᵀ = O(1); G = ∂L/∂O likewise.
+
+    Drawn from the named stream ``torch_gen_for(seed, "overhead", N)``.
+    """
+    g = torch_gen_for(seed, "overhead", N)
     Q, K, V, G = (torch.randn(1, heads, N, d, generator=g, dtype=torch.float64) / d**0.25 for _ in range(4))
     Q, K, V = (x.to(dev, DTYPE).requires_grad_(grad) for x in (Q, K, V))
     return Q, K, V, G.to(dev, DTYPE)
@@ -284,7 +288,7 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
     stopped: dict = {}   # (method, p) -> why later N are not measured
     out = []
     for N in g.Ns:
-        Q, K, V, G = _inputs(N, d, g.heads, g.seed + N, dev, pas != "fwd")
+        Q, K, V, G = _inputs(N, d, g.heads, g.seed, dev, pas != "fwd")
         args = (Q, K, V, _poly_scale(N, causal, dev))
         rows, runners = {}, {}
         for method, p in keys:  # phase 1: skip checks, compile checks and one warm-up call per method

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from theory.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
+from common.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
 
 WEIGHT_MODELS = ("paper", "iid", "tied", "corr")
 INPUT_MODELS = ("iso", "aniso", "spiked")
@@ -77,6 +77,15 @@ def rng_for(seed: int, *key: object) -> np.random.Generator:
     The same ``(seed, *key)`` gives the same stream in any process, on any worker, in any order.
     """
     return np.random.default_rng(seed_sequence(seed, list(key)))
+
+
+def torch_gen_for(seed: int, *key: object) -> torch.Generator:
+    """CPU ``torch.Generator`` of the named stream ``(seed, *key)``: the torch counterpart of :func:`rng_for`.
+
+    Built from the same ``SeedSequence(seed, spawn_key=sha256(key))``, so ``rng_for`` and
+    ``torch_gen_for`` of one key are two views of one derivation (not the same numbers).
+    """
+    return torch_generator(seed_sequence(seed, list(key)))
 
 
 def torch_generator(ss: np.random.SeedSequence) -> torch.Generator:
@@ -133,8 +142,8 @@ def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Randomness model of one Monte Carlo cell (inputs and weights)."""
+class RandomnessModel:
+    """Randomness model of one Monte Carlo cell: the law of the inputs X and of the weights W_Q, W_K."""
 
     weights: str = "iid"  # "paper" | "iid" | "tied" | "corr"
     rho: float = 0.0  # corr only: W_K = ρ W_Q + √(1−ρ²) W_⊥
@@ -228,7 +237,7 @@ def cov_factor(cov: object) -> torch.Tensor:
     return q * lam.clamp_min(0).sqrt()  # (D, D)
 
 
-def make_population(cfg: ModelConfig, D: int, g: torch.Generator, cov: object | None = None) -> Population:
+def make_population(cfg: RandomnessModel, D: int, g: torch.Generator, cov: object | None = None) -> Population:
     """Draw the fixed structure (Σ, spikes, μ) of ``cfg.inputs`` in dimension ``D`` from ``g``."""
     D = positive_int("D", D)
     factor = spikes = None
@@ -259,11 +268,11 @@ def _make_x(pop: Population, z: torch.Tensor, g: torch.Tensor | None) -> torch.T
     return x
 
 
-def _w_shapes(cfg: ModelConfig, D: int, d: int) -> list[tuple[int, ...]]:
+def _w_shapes(cfg: RandomnessModel, D: int, d: int) -> list[tuple[int, ...]]:
     return [(D, d)] if cfg.weights == "tied" else [(D, d), (D, d)]
 
 
-def _make_qk(cfg: ModelConfig, D: int, draws: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _make_qk(cfg: RandomnessModel, D: int, draws: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(W_Q, W_K)`` from standard normals: ``W_K = ρ W_Q + √(1−ρ²) W_⊥`` (ρ = 0 iid, tied: W_Q)."""
     s = cfg.weight_std(D)
     wq = s * draws[0]
@@ -281,7 +290,7 @@ def sample_x(pop: Population, T: int, N: int, D: int, rng: Rng) -> torch.Tensor:
     return _make_x(pop, draws[0], draws[1] if len(draws) > 1 else None)
 
 
-def sample_qk(cfg: ModelConfig, T: int, D: int, d: int, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_qk(cfg: RandomnessModel, T: int, D: int, d: int, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     """``(W_Q, W_K)``, each (T, D, d) with N(0, σ_w²) entries, coupled as ``cfg.weights`` says."""
     if cfg.weights == "paper":
         raise InputError("weights='paper' has no W_Q, W_K (use sample_paper_ab)")
@@ -289,7 +298,7 @@ def sample_qk(cfg: ModelConfig, T: int, D: int, d: int, rng: Rng) -> tuple[torch
     return _make_qk(cfg, D, _normals(rng, T, _w_shapes(cfg, D, d)))
 
 
-def sample_paper_ab(cfg: ModelConfig, T: int, N: int, d: int, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_paper_ab(cfg: RandomnessModel, T: int, N: int, d: int, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     """The paper's independent model: ``A, B`` each (T, N, d) with i.i.d. N(0, σ_ab²) entries."""
     T, N, d = (positive_int(n, v) for n, v in (("T", T), ("N", N), ("d", d)))
     a, b = _normals(rng, T, [(N, d), (N, d)])
@@ -297,7 +306,7 @@ def sample_paper_ab(cfg: ModelConfig, T: int, N: int, d: int, rng: Rng) -> tuple
 
 
 def sample_trials(
-    cfg: ModelConfig,
+    cfg: RandomnessModel,
     N: int,
     D: int,
     d: int,
@@ -345,7 +354,7 @@ def _check_population(pop: object, D: int) -> None:
             raise InputError(f"population {name} has shape {tuple(t.shape)}; it was made for D={t.shape[0]}, not D={D}")
 
 
-def _finite(X: torch.Tensor, W: torch.Tensor, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def _finite(X: torch.Tensor, W: torch.Tensor, cfg: RandomnessModel) -> tuple[torch.Tensor, torch.Tensor]:
     """``(X, W)``, or InputError if a draw overflowed float64 (huge σ_x, σ_w, spike strength or mean)."""
     for name, t in (("X", X), ("W = W_Q W_Kᵀ", W)):
         if not bool(torch.isfinite(t).all()):

@@ -21,14 +21,16 @@ norm-only kernel (:func:`row_norms2`, no Jacobian), checked against ``empirics.n
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from empirics.samplers import ModelConfig, sample_paper_ab, sample_trials, trial_generator
-from theory.validate import InputError, choice, positive_int
+from empirics.samplers import RandomnessModel, rng_for, sample_paper_ab, sample_trials, trial_generator
+from empirics.stats import ols_slopes
+from common.validate import InputError, choice, positive_int
 
 __all__ = [
     "MODELS",
@@ -40,6 +42,11 @@ __all__ = [
     "matching_scales",
     "fit_scale_exponents",
     "REVIEWER_NS",
+    "bound_exponent",
+    "polynomial_agreement",
+    "PS",
+    "ScaleDirectionResult",
+    "run_scale_direction",
 ]
 
 MODELS = ("paper", "iid", "tied")
@@ -110,8 +117,8 @@ def sample_factors(model: str, N: int, D: int, d: int, T: int, seed: int, key: o
     model = choice("model", model, MODELS)
     gens = trial_generator(seed, key)  # one generator for the cell (per-trial generators cost ~0.5 ms each)
     if model == "paper":
-        return sample_paper_ab(ModelConfig(weights="paper"), T, N, d, gens)
-    X, W = sample_trials(ModelConfig(weights=model), N, D, d, T, gens)  # (T, N, D), (T, D, D)
+        return sample_paper_ab(RandomnessModel(weights="paper"), T, N, d, gens)
+    X, W = sample_trials(RandomnessModel(weights=model), N, D, d, T, gens)  # (T, N, D), (T, D, D)
     return X @ W, X  # (T, N, D) @ (T, D, D): rows Wᵀx_i, so S_ij = (XW)_i · x_j
 
 
@@ -219,12 +226,6 @@ def matching_scales(
 # --------------------------------------------------------------------------- exponents
 
 
-def _ols(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Row-wise OLS slope of Y (B, K) on x (K,)."""
-    xc = x - x.mean()
-    return (Y - Y.mean(-1, keepdims=True)) @ xc / (xc @ xc)
-
-
 def fit_scale_exponents(
     samples: pd.DataFrame,
     p: int,
@@ -256,7 +257,7 @@ def fit_scale_exponents(
         raise InputError(f"need at least 2 sequence lengths to fit an exponent, got {Ns}")
     x = np.log(np.asarray(Ns, float))  # (K,)
     half_logM = 0.5 * np.log([exact_fro2(p, model, n, D, d) for n in Ns])  # (K,) ½ log M_p exact
-    rng = np.random.default_rng(np.random.SeedSequence([seed, p, len(Ns), 0x5CA1E]))
+    rng = rng_for(seed, "scale_direction", p, len(Ns))
     bs, bq = np.empty((n_boot, len(Ns))), np.empty((n_boot, len(Ns)))  # bootstrap means (B, K)
     for k, n in enumerate(Ns):
         T = soft[n].size  # joint resampling of trials, as multinomial counts (B, T): mean = counts @ v / T
@@ -275,10 +276,95 @@ def fit_scale_exponents(
     a = (1 - level) / 2
     rows = []
     for name, (pt, boot, ex) in logc.items():
-        slope = float(_ols(x, pt[None])[0])
-        lo, hi = (slope, slope) if boot is None else tuple(float(v) for v in np.quantile(_ols(x, boot), [a, 1 - a]))
+        slope = float(ols_slopes(x, pt[None])[0])
+        lo, hi = (slope, slope) if boot is None else tuple(float(v) for v in np.quantile(ols_slopes(x, boot), [a, 1 - a]))
         rows.append({"model": model, "p": p, "D": D, "d": d, "criterion": name, "slope": slope, "ci_lo": lo,
                      "ci_hi": hi, "level": level, "n_boot": 0 if boot is None else n_boot,
-                     "exact_slope": float(_ols(x, ex[None])[0]),
+                     "exact_slope": float(ols_slopes(x, ex[None])[0]),
                      "local": [float(v) for v in np.diff(pt) / np.diff(x)], "N": list(Ns)})
     return pd.DataFrame(rows)
+
+
+def bound_exponent(p: int, model: str, Ns: Sequence[int], D: int, d: int) -> float:
+    """Exponent b of c_b(N) = √N/√M_p(N) ∝ N^b: OLS of log c_b on log N over ``Ns`` (exact, no sampling).
+
+    >>> round(bound_exponent(1, "paper", [8, 64, 512], 4, 4), 12)  # M_p = N²·d under the paper's model
+    -0.5
+    """
+    x = np.log(np.asarray(Ns, float))  # (K,)
+    y = 0.5 * x - 0.5 * np.log([exact_fro2(p, model, int(n), D, d) for n in Ns])  # (K,) log c_b
+    return float(ols_slopes(x, y[None])[0])
+
+
+def polynomial_agreement(table: pd.DataFrame, fit: pd.DataFrame, family: float) -> dict:
+    """Monte Carlo vs exact for the polynomial side of one (model, p): t-tests of mean ‖S^{∘p}‖²_F per N against
+    M_p(N) (``poly_z`` of :func:`matching_scales`; Bonferroni over N at ``family``) and the ``bound_mc`` exponent
+    interval of :func:`fit_scale_exponents` holding the exact ``bound`` slope. ``agree`` when both hold."""
+    from scipy import stats
+
+    crit = [float(stats.t.ppf(1 - family / (2 * len(table)), max(1, int(T) - 1))) for T in table["trials"]]
+    z = table["poly_z"].to_numpy(float)
+    f = fit.set_index("criterion")
+    lo, hi, ex = f.loc["bound_mc", "ci_lo"], f.loc["bound_mc", "ci_hi"], f.loc["bound", "slope"]
+    ok_z = bool(np.all(np.abs(z) <= crit))
+    ok_slope = bool(lo <= ex <= hi)
+    return {"agree": ok_z and ok_slope, "max_abs_z": float(np.max(np.abs(z))), "t_crit": [round(c, 3) for c in crit],
+            "trials": [int(t) for t in table["trials"]], "bound_mc_ci": [float(lo), float(hi)], "exact_slope": float(ex)}
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+PS = (1, 3)  # the degrees of Figure 1
+
+
+@dataclass(frozen=True)
+class ScaleDirectionResult:
+    """Draws, c(N) tables and fitted exponents of the scale-direction experiment (:func:`run_scale_direction`).
+
+    ``tables[(model, p)]``: :func:`matching_scales` rows; ``fits[(model, p)]``: :func:`fit_scale_exponents`
+    rows; ``samples[model]``: :func:`sample_norms` draws. ``models`` lists the models to show (a subset of
+    the keys may be drawn: see :meth:`showing`).
+    """
+
+    Ns: tuple[int, ...]
+    models: tuple[str, ...]
+    D: int
+    d: int
+    trials: int
+    seed: int
+    level: float
+    tables: dict  # {(model, p): DataFrame}
+    fits: dict  # {(model, p): DataFrame}
+    samples: dict  # {model: DataFrame}
+
+    def showing(self, models: Sequence[str]) -> ScaleDirectionResult:
+        """The same result with only ``models`` listed for drawing (the data of the others is kept)."""
+        return replace(self, models=tuple(models))
+
+    def to_json(self) -> dict:
+        """A mapping of plain values, arrays and DataFrames that ``empirics.figdata`` stores as JSON."""
+        return {"Ns": list(self.Ns), "models": list(self.models), "D": self.D, "d": self.d, "trials": self.trials,
+                "seed": self.seed, "tables": dict(self.tables), "fits": dict(self.fits),
+                "samples": dict(self.samples), "level": self.level}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ScaleDirectionResult:
+        """The result :meth:`to_json` stored."""
+        return cls(Ns=tuple(int(n) for n in data["Ns"]), models=tuple(data["models"]), D=int(data["D"]),
+                   d=int(data["d"]), trials=int(data["trials"]), seed=int(data["seed"]), level=float(data["level"]),
+                   tables=dict(data["tables"]), fits=dict(data["fits"]), samples=dict(data["samples"]))
+
+
+def run_scale_direction(Ns: Sequence[int], models: Sequence[str] = ("iid", "tied"), D: int = 64, d: int = 64,
+                        trials: int = 4, seed: int = 0, max_trials: int = 2048, level: float = 0.99,
+                        n_boot: int = 1000) -> ScaleDirectionResult:
+    """Per model: one set of draws (:func:`sample_norms`), then per p ∈ PS the c(N) table and exponent fits."""
+    tables, fits, samples = {}, {}, {}
+    for m in models:
+        samples[m] = sample_norms(Ns, m, D, d, trials, seed, ps=PS, max_trials=max_trials)
+        for p in PS:
+            tables[(m, p)] = matching_scales(Ns, p, m, d, D, samples=samples[m])
+            fits[(m, p)] = fit_scale_exponents(samples[m], p, m, d=d, D=D, level=level, n_boot=n_boot, seed=seed)
+    return ScaleDirectionResult(Ns=tuple(int(n) for n in Ns), models=tuple(models), D=D, d=d, trials=trials,
+                                seed=seed, level=level, tables=tables, fits=fits, samples=samples)

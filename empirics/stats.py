@@ -1,23 +1,31 @@
-"""Monte Carlo statistics for the growth claims of arXiv 2410.18613 (Thm 4.2–Cor 4.5).
+"""Monte Carlo statistics for the growth claims of arXiv 2410.18613 (Thm 4.2–Cor 4.5), on scipy.stats.
 
-Per-cell summaries (mean, standard error, quantiles); the growth exponent ``b`` in
-``E‖·‖ ≈ a N^b`` as the OLS slope of ``log(mean)`` against ``log N`` with a seeded
-percentile-bootstrap interval (trials resampled within each N) and local slopes between
-neighbouring N; z-scores of Monte Carlo means of squared norms against exact ``E‖·‖²``;
-and a regime label ("sqrt_n", "flat", "other") for a series.
+The one place for these ideas (import them, do not rewrite them):
+
+* :func:`loglog_slope` — b̂ = Σ(u−ū)(v−v̄)/Σ(u−ū)², u = log N, v = log y: the exponent of
+  ``y ≈ a N^b`` (an RMS exponent is ``0.5 * loglog_slope(N, mean_sq)``); :func:`ols_slopes`
+  on already-logged values, :func:`local_slopes` between neighbouring N;
+* :func:`bootstrap` — a seeded percentile (or BCa/basic) interval of any statistic of K
+  samples, ``scipy.stats.bootstrap`` with one-value samples held fixed;
+* :func:`fit_exponent` — the growth exponent ``b`` in ``E‖·‖ ≈ a N^b`` as the log-log slope of
+  the means with a seeded percentile-bootstrap interval (trials resampled within each N);
+* per-cell summaries (mean, standard error, quantiles); z-scores of Monte Carlo means of
+  squared norms against exact ``E‖·‖²``; a regime label ("sqrt_n", "flat", "other") for a
+  series; the heavy-tail RMS exponent interval and the trial design of the growth checks.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 
-from theory.validate import InputError, positive_int, unit_interval
+from common.validate import InputError, choice, positive_int, unit_interval
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+MAX_BOOT = 1_000_000  # bootstrap replicates at most: they are held in memory, n_boot × Σ n_k values
 
 
 def summarise_values(values: Sequence[float], quantiles: Sequence[float] = QUANTILES) -> dict:
@@ -43,6 +51,95 @@ def local_slopes(N: Sequence[float], means: Sequence[float]) -> list[float]:
     """``log(m_{k+1}/m_k) / log(N_{k+1}/N_k)`` for neighbouring grid points."""
     ln, lm = np.log(np.asarray(N, float)), np.log(np.asarray(means, float))
     return [float(v) for v in np.diff(lm) / np.diff(ln)]
+
+
+def loglog_slope(N: Sequence[float], y) -> float | np.ndarray:
+    """b̂ = Σ(u−ū)(v−v̄)/Σ(u−ū)², u = log N, v = log y: the OLS exponent of ``y ≈ a N^b``.
+
+    ``y`` is (K,) (returns a float) or (..., K) (returns the (...) slopes of its rows, one
+    matrix product). The RMS exponent of squared norms is ``0.5 * loglog_slope(N, mean_sq)``.
+
+    >>> round(loglog_slope([8, 64, 512], [3.0 * n**1.4 for n in (8, 64, 512)]), 12)
+    1.4
+    """
+    x, Y = np.log(np.asarray(N, dtype=np.float64)), np.log(np.asarray(y, dtype=np.float64))  # (K,), (..., K)
+    if x.ndim != 1 or x.size < 2 or Y.shape[-1:] != x.shape:
+        raise InputError(f"loglog_slope needs ≥ 2 sizes N and values y (..., K) on them, got N {x.shape}, y {Y.shape}")
+    if Y.ndim == 1:
+        return float(ols_slopes(x, Y[None, :])[0])
+    return ols_slopes(x, Y)
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A statistic, its bootstrap interval [lo, hi] at ``level`` and its bootstrap standard error."""
+
+    estimate: float  # the statistic of the samples themselves
+    lo: float
+    hi: float
+    level: float
+    se: float  # std (ddof 1) of the bootstrap distribution
+    n_boot: int
+    distribution: np.ndarray = field(compare=False, repr=False)  # (n_boot,) replicates
+
+
+def bootstrap(
+    samples: Sequence[Sequence[float]],
+    statistic: Callable[..., np.ndarray],
+    *,
+    level: float = 0.9,
+    n_boot: int = 1000,
+    seed: int | np.random.SeedSequence | np.random.Generator = 0,
+    paired: bool = False,
+    method: str = "percentile",
+) -> BootstrapInterval:
+    """θ̂* = statistic(resampled samples): ``scipy.stats.bootstrap`` interval of a statistic of K samples.
+
+    Args:
+      samples: K one-dimensional samples; each is resampled with replacement on its own
+        (``paired=False``, e.g. trials within each N) or all with the same indices
+        (``paired=True``, e.g. texts shared by every N). A one-value sample (unpaired) is held
+        fixed: resampling it could only repeat it, and it draws no random numbers.
+      statistic: ``statistic(*samples, axis=-1)`` with sample k of shape (..., n_k) returns the
+        (...) values (scipy's vectorised form), e.g. the slope of the log means on log N.
+      level: two-sided level in [0, 1].
+      n_boot: replicates (≥ 2).
+      seed: seeds ``np.random.default_rng`` (or is the Generator); same seed, same interval.
+      method: ``"percentile"``, ``"basic"`` or ``"bca"`` (scipy's).
+
+    >>> b = bootstrap([[1.0, 2.0, 3.0, 4.0]], np.mean, n_boot=200, seed=0)
+    >>> (b.estimate, b.lo <= b.estimate <= b.hi, b.distribution.shape)
+    (2.5, True, (200,))
+    """
+    from scipy import stats
+
+    unit_interval("level", level, 0.0, 1.0)
+    n_boot = positive_int("n_boot", n_boot)
+    if not 2 <= n_boot <= MAX_BOOT:
+        raise InputError(f"n_boot must be between 2 (a spread needs two replicates) and {MAX_BOOT:,}, got {n_boot}")
+    method = choice("method", method, ("percentile", "basic", "bca"))
+    arrs = [np.asarray(a, dtype=np.float64).ravel() for a in samples]  # K × (n_k,)
+    if not arrs or any(a.size == 0 for a in arrs):
+        raise InputError("bootstrap needs at least one sample, and every sample needs a value")
+    if paired and (len({a.size for a in arrs}) != 1 or arrs[0].size < 2):
+        raise InputError(f"paired samples need one common size ≥ 2, got sizes {[a.size for a in arrs]}")
+    estimate = float(statistic(*arrs, axis=-1))
+    free = [k for k, a in enumerate(arrs) if a.size > 1 or paired]
+    if not free:  # every sample is one value: every replicate is the estimate
+        dist = np.full(n_boot, estimate)
+        return BootstrapInterval(estimate, estimate, estimate, float(level), 0.0, n_boot, dist)
+
+    def full(*resampled, axis=-1):
+        """The K samples with the one-value ones broadcast to the replicates' shape (..., 1)."""
+        batch = resampled[0].shape[:-1]
+        parts = dict(zip(free, resampled))
+        return statistic(*(parts[k] if k in parts else np.broadcast_to(a, batch + (1,)) for k, a in enumerate(arrs)), axis=axis)
+
+    res = stats.bootstrap([arrs[k] for k in free], full, n_resamples=n_boot, vectorized=True, paired=paired,
+                          confidence_level=level, method=method, rng=np.random.default_rng(seed))
+    ci = res.confidence_interval
+    return BootstrapInterval(estimate, float(ci.low), float(ci.high), float(level), float(res.standard_error), n_boot,
+                             np.asarray(res.bootstrap_distribution, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -104,25 +201,23 @@ def fit_exponent(
         raise InputError("every sample must be non-empty, finite and positive")
     x = np.log(Ns)  # (K,)
     means = np.array([a.mean() for a in arrs])  # (K,)
-    slope = float(ols_slopes(x, np.log(means)[None, :])[0])
+    slope = loglog_slope(Ns, means)
     intercept = float(np.log(means).mean() - slope * x.mean())
-    rng = np.random.default_rng(seed)
-    boot_means = np.empty((n_boot, x.size))  # (B, K)
-    for k, a in enumerate(arrs):
-        boot_means[:, k] = a[rng.integers(0, a.size, size=(n_boot, a.size))].mean(axis=1)
-    bs = ols_slopes(x, np.log(boot_means))  # (B,)
-    alpha = (1.0 - level) / 2
-    lo, hi = np.quantile(bs, [alpha, 1.0 - alpha])
+
+    def slope_of_log_means(*resampled, axis=-1):  # K × (B, n_k) -> (B,)
+        return loglog_slope(Ns, np.stack([r.mean(axis=axis) for r in resampled], axis=-1))  # (B, K) means
+
+    boot = bootstrap(arrs, slope_of_log_means, level=level, n_boot=n_boot, seed=seed)
     return ExponentFit(
         slope=slope,
         intercept=intercept,
-        ci=(float(lo), float(hi)),
+        ci=(boot.lo, boot.hi),
         level=float(level),
         n_boot=int(n_boot),
         N=tuple(float(v) for v in Ns),
         means=tuple(float(v) for v in means),
         local=tuple(local_slopes(Ns, means)),
-        boot_se=float(bs.std(ddof=1)),
+        boot_se=boot.se,
     )
 
 

@@ -27,12 +27,13 @@ import torch
 from torch import nn
 
 from empirics.norms import Activation
-from theory.validate import InputError, choice, positive_int
+from common.validate import InputError, choice, positive_int
 
 __all__ = ["Arm", "ARMS", "ModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
            "w_invariants"]
 
 SCALES = ("none", "const", "inv_sqrt_n", "inv_sqrt_i")
+PATCHES = (1, 2, 4, 8)  # divisors of 8: N = 64, 16, 4, 1 tokens per 8×8 image
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,10 @@ class Arm:
         return self.scale == "inv_sqrt_i"
 
     def coef(self, N: int) -> float:
-        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm)."""
-        if self.scale == "inv_sqrt_n":
-            return 1.0 / math.sqrt(N)
-        if self.scale == "const":
-            return float(self.c)
-        return 1.0
+        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``empirics.scale``)."""
+        from empirics.scale import coefficient
+
+        return coefficient(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
 
     def row_scale(self, N: int, dtype: torch.dtype = torch.float64) -> torch.Tensor | None:
         """(N,) per-row multipliers c_i = 1/√i of the dynamic causal arm, else None."""
@@ -199,15 +198,18 @@ class _Tiny(nn.Module):
 
 
 class TinyViT(_Tiny):
-    """Vision transformer on 8×8 images: 2×2 patches (N = 16 tokens of 4 pixels), mean-pooled head."""
+    """Vision transformer on 8×8 images: p×p patches (N = (8/p)² tokens of p² pixels), mean-pooled head.
 
-    N = 16
-    PATCH = 2
+    ``patch`` 2 gives N = 16 (the default), 1 gives N = 64 (one token per pixel).
+    """
 
-    def __init__(self, cfg: ModelConfig, arm: Arm, classes: int = 10) -> None:
+    def __init__(self, cfg: ModelConfig, arm: Arm, classes: int = 10, patch: int = 2) -> None:
         if arm.causal_only:
             raise InputError(f"arm {arm.name} needs a causal mask; the vision model has none")
+        choice("patch", patch, PATCHES)
         super().__init__(cfg, arm, causal=False)
+        self.PATCH = int(patch)
+        self.N = (8 // self.PATCH) ** 2
         self.embed = nn.Linear(self.PATCH * self.PATCH, cfg.width)
         self.pos = nn.Parameter(torch.empty(self.N, cfg.width))
         self.head = nn.Linear(cfg.width, classes)
@@ -254,11 +256,11 @@ def init_params(model: nn.Module, gen: torch.Generator, std: float) -> nn.Module
 
 
 def build_model(task: str, arm: Arm, cfg: ModelConfig, gen: torch.Generator, *, vocab: int = 0,
-                context: int = 0) -> _Tiny:
-    """A float32 TinyViT (task "digits") or TinyCharLM (task "text"), initialised from ``gen``."""
+                context: int = 0, patch: int = 2) -> _Tiny:
+    """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text"), initialised from ``gen``."""
     choice("task", task, ("digits", "text"))
     with torch.device("meta"):  # no global-generator draws from torch's default initialisers
-        model = TinyViT(cfg, arm) if task == "digits" else TinyCharLM(cfg, arm, vocab, context)
+        model = TinyViT(cfg, arm, patch=patch) if task == "digits" else TinyCharLM(cfg, arm, vocab, context)
     return init_params(model, gen, cfg.init_std)
 
 

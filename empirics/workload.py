@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from theory.validate import InputError
+from common.validate import InputError
 
 __all__ = ["MAX_CELLS", "MAX_FLOPS", "Work", "sweep_work", "check_sweep_work", "cap_workers",
            "usable_cores", "available_memory", "SWEEP_WORKER_BYTES", "TRAIN_WORKER_BYTES"]
@@ -30,7 +30,7 @@ __all__ = ["MAX_CELLS", "MAX_FLOPS", "Work", "sweep_work", "check_sweep_work", "
 MAX_CELLS = 100_000  # the built-in full sweep has 700 cells
 MAX_FLOPS = 1e16  # ≈ 20× the built-in full sweep (≈ 5e14 flops)
 SWEEP_WORKER_BYTES = 400 * 2**20  # one Dask worker with torch imported (measured ≈ 350 MB) ...
-TRAIN_WORKER_BYTES = 450 * 2**20  # ... and one training worker (issue 15: ≈ 420 MB each)
+TRAIN_WORKER_BYTES = 1900 * 2**20  # ... and one training-study worker: torch (≈ 420 MB) + one chunk (1.5 GB cap)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ import torch
 
 from empirics.lipschitz import attention_map, maximise_jacobian_norm, spectral_norm
 from empirics.norms import Activation, attention_norms
-from theory.validate import InputError, choice, positive_int
+from empirics.samplers import rng_for, torch_gen_for
+from empirics.stats import loglog_slope
+from common.validate import InputError, choice, positive_int
 from theory.worst_case import CONSTRAINTS, QUANTITIES, bracket, witness_input, witnesses
 
 F64 = torch.float64
@@ -47,7 +49,7 @@ class WorstCaseConfig:
 
 def sample_w(D: int, seed: int) -> np.ndarray:
     """W = W_Q W_Kᵀ with W_Q, W_K ∈ R^{D×D} i.i.d. N(0, 1/D), seeded; (D, D)."""
-    g = np.random.default_rng([int(seed), 0xC0DE])
+    g = rng_for(seed, "worst_case", "witness")
     wq, wk = g.standard_normal((2, D, D)) / math.sqrt(D)
     return wq @ wk.T  # (D, D) @ (D, D)
 
@@ -59,6 +61,11 @@ def measure(X: torch.Tensor, W: torch.Tensor, p: int, quantity: str, seed: int =
         return spectral_norm(attention_map(W, act), X, tol=1e-10, max_iter=3000, seed=seed).sigma
     res = attention_norms(X, W, act, device="cpu")
     return res.fro if quantity == "fro" else res.jac_fro
+
+
+def _ascent_seed(seed: int, N: int) -> int:
+    """The ascent's seed at length N: 62 bits of the named stream ``rng_for(seed, "worst_case", "ascent", N)``."""
+    return int(rng_for(seed, "worst_case", "ascent", N).integers(2**62))
 
 
 def _random_point(N: int, D: int, r: float, constraint: str, gen: torch.Generator) -> torch.Tensor:
@@ -97,13 +104,13 @@ def worst_case_growth(
 
         bar = tqdm(total=len(jobs), desc=f"worst case p={p}", unit="cell")
     for c, q, N in jobs:
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + N)
+        gen = torch_gen_for(cfg.seed, "worst_case", N)
         b = bracket(p, q, c, N, Wn, cfg.r)
         wits = {name: torch.as_tensor(witness_input(V, n), dtype=F64) for name, (V, n) in witnesses(c, N, Wn, cfg.r).items()}
         f = attention_map(Wt, Activation("poly", p=p, scale=1.0))
         radius = cfg.r if c == "token" else cfg.r * math.sqrt(N)  # ‖x_i‖ = r, or ‖X‖_F = r√N
         asc = maximise_jacobian_norm(f, N, D, radius, norm=ASCENT_NORM[q], constraint=c, steps=cfg.steps,
-                                     restarts=cfg.restarts, seed=cfg.seed + N, inits=list(wits.values()))
+                                     restarts=cfg.restarts, seed=_ascent_seed(cfg.seed, N), inits=list(wits.values()))
         wit = measure(wits[b.witness], Wt, p, q, cfg.seed)  # the closed-form lower end, evaluated numerically
         best_asc = measure(asc.X, Wt, p, q, cfg.seed)  # re-measured by the independent route
         rand = measure(_random_point(N, D, cfg.r, c, gen), Wt, p, q, cfg.seed)
@@ -120,13 +127,6 @@ def worst_case_growth(
     if bar is not None:
         bar.close()
     return pd.DataFrame(rows)
-
-
-def ols_slope(N: Sequence[float], y: Sequence[float]) -> float:
-    """OLS slope of log y on log N."""
-    x, ly = np.log(np.asarray(N, float)), np.log(np.asarray(y, float))
-    xc = x - x.mean()
-    return float((xc * (ly - ly.mean())).sum() / (xc * xc).sum())
 
 
 def bracket_slope_range(N: Sequence[float], lower: Sequence[float], upper: Sequence[float]) -> tuple[float, float]:
@@ -156,12 +156,51 @@ def summarise(df: pd.DataFrame, gamma: float, rtol: float = 1e-9) -> list[dict]:
         out.append({
             "constraint": c, "quantity": q, "N": [int(n) for n in N],
             "exact_exponent": worst_case_exponent(p, q, c, gamma),
-            "measured_slope": ols_slope(N, best),
+            "measured_slope": loglog_slope(N, best),
             "bracket_slope_range": list(bracket_slope_range(N, lo, up)),
-            "random_point_slope": ols_slope(N, rand),
+            "random_point_slope": loglog_slope(N, rand),
             "witness_attains_lower": bool(np.allclose(g["witness_value"], g["lower"], rtol=1e-8, atol=0)),
             "never_above_upper": bool(np.all(g["best"].to_numpy() <= g["upper"].to_numpy() * (1 + rtol))),
             "best_over_upper_min": float(g["best_over_upper"].min()),
             "ascent_gain_over_witness_max": float(g["ascent_gain_over_witness"].max()),
         })
     return out
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+@dataclass(frozen=True)
+class WorstCaseResult:
+    """Worst-case frames per degree p (c = 1, :func:`worst_case_growth`) and the sweep that made them.
+
+    ``frames[p]`` has one row per (constraint, quantity, N); ``config`` is the :class:`WorstCaseConfig`.
+    """
+
+    frames: dict  # {p: DataFrame}
+    config: WorstCaseConfig
+
+    def config_dict(self) -> dict:
+        """The sweep as plain values: Ns, D, steps, restarts, seed, r."""
+        c = self.config
+        return {"Ns": list(c.Ns), "D": c.D, "steps": c.steps, "restarts": c.restarts, "seed": c.seed, "r": c.r}
+
+    def to_json(self) -> dict:
+        """A mapping of plain values and DataFrames that ``empirics.figdata`` stores as JSON."""
+        return {"frames": dict(self.frames), "config": self.config_dict()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> WorstCaseResult:
+        """The result :meth:`to_json` stored."""
+        c = data["config"]
+        cfg = WorstCaseConfig(Ns=tuple(int(n) for n in c["Ns"]), D=int(c["D"]), r=float(c["r"]),
+                              steps=int(c["steps"]), restarts=int(c["restarts"]), seed=int(c["seed"]))
+        return cls(frames={int(p): df for p, df in data["frames"].items()}, config=cfg)
+
+
+def run_worst_case(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32), D: int = 6, steps: int = 15,
+                   restarts: int = 1, seed: int = 0) -> WorstCaseResult:
+    """Worst case of ‖S^{∘p}‖_F, ‖∂S^{∘p}/∂X‖_F and ‖·‖₂ over both input sets, per p (c = 1)."""
+    cfg = WorstCaseConfig(Ns=tuple(Ns), D=D, steps=steps, restarts=restarts, seed=seed)
+    frames = {p: worst_case_growth(p, cfg, quantities=("fro", "jac_fro", "jac_spec")) for p in ps}
+    return WorstCaseResult(frames=frames, config=cfg)

@@ -58,7 +58,7 @@ def scaling_benchmark(workers: Sequence[int] = (1, 2), config: dict | None = Non
 
     from empirics.distributed import executor_for
     from empirics.sweep import cells, config_from_dict, run_sweep
-    from theory.validate import InputError, positive_int
+    from common.validate import InputError, positive_int
 
     ks = [positive_int("workers", k) for k in workers]
     if 1 not in ks:

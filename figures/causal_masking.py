@@ -5,58 +5,38 @@ Row i of a causally masked attention matrix sees i tokens. Softmax rows all shar
 global 1/√N scale makes early rows tiny and late rows large (E-RMS ∝ √(i/N)); the per-row scale
 1/√i (the effective length) makes every row's E-RMS ≈ √m_off, as uniform in i as softmax's bound.
 Bottom: the scale fixed at a training length N_train and the sequence 8× shorter or longer.
+
+Draws only: the data come from :func:`empirics.causal.run_causal_masking` (a
+:class:`~empirics.causal.CausalResult`) or its stored JSON.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.causal import (
-    bin_samples,
-    bin_scaled,
-    binned_agreement,
-    exact_row_ms,
-    profile_exponents,
-    row_moments,
-    train_length_transfer,
-)
+from empirics import figdata
+from empirics.causal import PS, CausalResult, bin_scaled, exact_row_ms
 from figures import style
 
-PS = (1, 3)
+NAME = "causal_masking"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
 
-def compute(Ns: Sequence[int] = (256, 1024), trials: Sequence[int] = (16, 8), model: str = "iid", D: int = 64,
-            d: int = 64, seed: int = 0, max_trials: int = 1024, N_train: int = 256, transfer_trials: int = 4,
-            transfer_max_trials: int = 256,
-            transfer_p: int = 3, n_boot: int = 1000, policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i"),
-            level: float = 0.99) -> dict:
-    """Binned causal draws, MC-vs-exact agreement, profile exponents and the train-length transfer."""
-    bins, agree, expo = {}, {}, {}
-    for N, T in zip(Ns, trials):
-        bins[N] = bin_samples(N, model, D, d, T, seed, PS, max_trials=max_trials)
-        for p in PS:
-            agree[(N, p)] = binned_agreement(bins[N], p, model, D, d, "const")
-            expo[(N, p)] = profile_exponents(bins[N], p, model, D, d, policies=policies, n_boot=n_boot, level=level,
-                                             seed=seed)
-    transfer = train_length_transfer(N_train, transfer_p, model, D, d, trials=transfer_trials, seed=seed,
-                                     max_trials=transfer_max_trials)
-    return {"Ns": list(Ns), "trials": list(trials), "model": model, "D": D, "d": d, "seed": seed, "bins": bins,
-            "agree": agree, "expo": expo, "transfer": transfer, "N_train": N_train, "transfer_p": transfer_p,
-            "m": {p: row_moments(p, model, D, d) for p in PS}}
+def _result(res: CausalResult | dict) -> CausalResult:
+    return res if isinstance(res, CausalResult) else CausalResult.from_json(res)
 
 
-def check(res: dict, tol: float = 0.1) -> None:
+def check(res: CausalResult | dict, tol: float = 0.1) -> None:
     """The figure's claim: Monte Carlo matches the exact row formula (bin z-scores, slope intervals); the
     global 1/√N profile rises like √i (exact log-slope in (0.4, 0.6)); the per-row 1/√i profile is flat
     (exact log-slope within ±tol)."""
-    for key, a in res["agree"].items():
+    res = _result(res)
+    for key, a in res.agree.items():
         assert a["agree"].all(), (key, a[~a["agree"]].to_dict("records"))
-    for key, e in res["expo"].items():
+    for key, e in res.expo.items():
         e = e.set_index(["policy", "criterion"])
         g, r = e.loc[("inv_sqrt_n", "bound")], e.loc[("inv_sqrt_i", "bound")]
         assert 0.4 < g["exact_slope"] < 0.6, (key, g.to_dict())
@@ -66,9 +46,9 @@ def check(res: dict, tol: float = 0.1) -> None:
             assert b["ci_lo"] <= b["exact_slope"] <= b["ci_hi"], (key, pol, b.to_dict())
 
 
-def _profile_panel(ax, res: dict, N: int) -> None:
+def _profile_panel(ax, res: CausalResult, N: int) -> None:
     i = np.arange(1, N + 1, dtype=float)
-    bins = res["bins"][N]
+    bins = res.bins[N]
     xm = np.array([(b["lo"] + b["hi"]) / 2 for b in bins])  # arithmetic mean row: exact for profiles linear in i
     soft = np.sqrt([bin_scaled(b, 1, "softmax", None).mean() for b in bins])
     k = 0
@@ -78,8 +58,8 @@ def _profile_panel(ax, res: dict, N: int) -> None:
         for p in PS:
             k += 1
             st = style.series_style(k)
-            unit = math.sqrt(res["m"][p][0])  # √m_off
-            ex = np.sqrt(exact_row_ms(p, res["model"], N, res["D"], res["d"], pol)) / unit
+            unit = math.sqrt(res.m[p][0])  # √m_off
+            ex = np.sqrt(exact_row_ms(p, res.model, N, res.D, res.d, pol)) / unit
             mc = np.sqrt([bin_scaled(b, p, pol, None).mean() for b in bins]) / unit
             xp = "x" if p == 1 else "x³" if p == 3 else f"x^{p}"
             ax.plot(i, ex, color=st["color"], ls=st["linestyle"], lw=1.5, label=f"{xp} · {word}: exact")
@@ -93,8 +73,8 @@ def _profile_panel(ax, res: dict, N: int) -> None:
     ax.set_title(f"N = {N}: per-row norms under a causal mask\n(MC: ≥ {T} trials per row bin)")
 
 
-def _transfer_panel(ax, res: dict, quantity: str) -> None:
-    t = res["transfer"]
+def _transfer_panel(ax, res: CausalResult, quantity: str) -> None:
+    t = res.transfer
     t = t[t["quantity"] == quantity]
     names = {"fixed": "fixed c = 1/√N_train", "inv_sqrt_n": "global dynamic 1/√N", "inv_sqrt_i": "per-row 1/√i",
              "softmax": "softmax(S/√d)"}
@@ -119,21 +99,23 @@ def _transfer_panel(ax, res: dict, quantity: str) -> None:
     ax.set_xlabel("inference length / training length  N / N_train")
     what = "‖φ(S)‖_F" if quantity == "matrix" else "‖φ(S)_N‖ (newest token's row)"
     ax.set_ylabel(f"E-RMS {what} relative to N = N_train")
-    p = res["transfer_p"]
+    p = res.transfer_p
     xp = "x³" if p == 3 else "x" if p == 1 else f"x^{p}"
-    ax.set_title(f"Scale set at N_train = {res['N_train']}, {xp}: "
+    ax.set_title(f"Scale set at N_train = {res.N_train}, {xp}: "
                  + ("whole matrix" if quantity == "matrix" else "newest row"))
 
 
-def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
-    """2×2 panels: row profiles at the two N; train-length transfer (matrix, newest row); legends below each row."""
+def draw(res: CausalResult | dict, out_dir: str | Path, file_stem: str) -> list[Path]:
+    """2×2 panels: row profiles at the two N; train-length transfer (matrix, newest row); legends below each row
+    (from the result or its stored JSON)."""
+    res = _result(res)
     with plt.rc_context(style.RC):
         fig = plt.figure(figsize=(13.0, 12.5))
         gs = fig.add_gridspec(4, 2, height_ratios=[1, 0.2, 1, 0.13], hspace=0.42, wspace=0.25,
                               left=0.07, right=0.98, top=0.92, bottom=0.02)
         top = [fig.add_subplot(gs[0, k]) for k in range(2)]
         bot = [fig.add_subplot(gs[2, k]) for k in range(2)]
-        for ax, N in zip(top, res["Ns"][:2]):
+        for ax, N in zip(top, res.Ns[:2]):
             _profile_panel(ax, res, N)
         _transfer_panel(bot[0], res, "matrix")
         _transfer_panel(bot[1], res, "last_row")
@@ -146,27 +128,21 @@ def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
                                                                "MC" in lab[k]))
                 h, lab = [h[k] for k in order], [lab[k] for k in order]
             lax.legend(h, lab, loc="upper center", ncol=ncol, fontsize=8, frameon=True)
-        m = res["m"]
-        fig.suptitle(f"Causal masking, {res['model']} shared-X model (d = {res['d']}, D = {res['D']}, σ_w² = 1/D): "
+        m = res.m
+        fig.suptitle(f"Causal masking, {res.model} shared-X model (d = {res.d}, D = {res.D}, σ_w² = 1/D): "
                      f"E‖c_i·(S^∘p)_i‖² = c_i²[(i−1)·m_off + m_diag], "
                      f"m_diag/m_off = {m[1][1] / m[1][0]:.3g} (p = 1), {m[3][1] / m[3][0]:.3g} (p = 3)", fontsize=10.5)
         return style.save(fig, out_dir, file_stem)
 
 
-def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
-    """Compute, assert the claim, save PNG + PDF."""
-    if small:
-        kw = dict(Ns=(64, 256), trials=(8, 4), max_trials=256, N_train=64, transfer_trials=2, transfer_max_trials=64,
-                  n_boot=500)
-    else:
-        kw = dict(Ns=(256, 1024), trials=(64, 32), max_trials=4096, N_train=256, transfer_trials=16,
-                  transfer_max_trials=1024)
-    res = compute(**kw)
-    check(res)
-    stem = style.stem("causal_masking", model=res["model"], d=res["d"], D=res["D"], N=list(res["Ns"]),
-                      trials=list(res["trials"]), Ntrain=res["N_train"])
-    return draw(res, out_dir, stem)
+def stored_stem(res: CausalResult, budget: str) -> str:
+    """The file stem of the figure of ``res`` drawn by a ``sapa verify`` run with this budget."""
+    return style.stem(NAME, model=res.model, d=res.d, D=res.D, N=list(res.Ns), trials=list(res.trials),
+                      Ntrain=res.N_train, budget=budget)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    print(main())
+def main(results: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Redraw the figure from RESULTS/data/causal_masking.json (written by ``sapa verify``) into ``out_dir``."""
+    data, file_stem = figdata.read(Path(results) / "data" / f"{NAME}.json")
+    check(data)
+    return draw(data, out_dir if out_dir is not None else Path(results) / "figures", file_stem)

@@ -43,6 +43,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from scipy.stats import t as _student
 
+from empirics.scale import coefficient
+from empirics.stats import loglog_slope
 from figures import style
 
 QUANTITIES = ("fro", "jac_fro")
@@ -56,13 +58,12 @@ class Series:
     name: str  # legend text
     activation: str  # "softmax" | "poly"
     p: int  # 0 for softmax
-    scale_policy: str  # "inv_sqrt_d" | "inv_sqrt_n" | "const"
+    scale_policy: str  # an empirics.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
     c: float | None = None  # constant of the "const" policy
 
     def coefficient(self, N: np.ndarray) -> np.ndarray:
-        """c(N) of c·x^p: 1/√N or the constant (broadcast over N)."""
-        N = np.asarray(N, dtype=np.float64)
-        return 1 / np.sqrt(N) if self.scale_policy == "inv_sqrt_n" else np.full_like(N, float(self.c))
+        """c(N) of c·x^p under the series' rule (:func:`empirics.scale.coefficient`), over real N; (K,)."""
+        return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
 
 
 SERIES = (
@@ -160,13 +161,6 @@ def _sigma(model: str, D: int, sigma_w: float | None, sigma_ab: float) -> float:
 # --------------------------------------------------------------------------- the claim
 
 
-def rms_slope(N, mean_sq) -> float:
-    """OLS slope of ½·log mean‖·‖² on log N: the growth exponent of the RMS norm."""
-    x, y = np.log(np.asarray(N, float)), 0.5 * np.log(np.asarray(mean_sq, float))
-    xc = x - x.mean()
-    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
-
-
 def check(summary: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: float = 0.5,
           sigma_w: float | None = None, sigma_ab: float = 1.0, alpha: float = ALPHA) -> dict:
     """MC RMS slopes (paper, iid) and per-point MC-vs-exact agreement (see the module docstring).
@@ -189,7 +183,8 @@ def check(summary: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: 
             cv = (g["std_sq"] / g["mean_sq"]).to_numpy(float)
             n = g["n"].to_numpy(float)
             if len(N) >= 2:
-                slopes[(model, s.name)] = (rms_slope(N, rms**2), rms_slope(N, exact**2))
+                # RMS exponents: half the log-log slope of the mean squared norm
+                slopes[(model, s.name)] = (0.5 * loglog_slope(N, rms**2), 0.5 * loglog_slope(N, exact**2))
             for i in range(len(N)):
                 recs.append({"model": model, "series": s.name, "p": s.p, "N": int(N[i]), "n": int(n[i]), "rms": rms[i],
                              "exact": exact[i], "rel_err": rms[i] / exact[i] - 1, "cv": cv[i],

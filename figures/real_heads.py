@@ -266,7 +266,7 @@ def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[P
     if small:
         cfg = replace(real.QUICK, name="small", Ns=(8, 32, 128), n_texts=3, n_boot=200)
     res = real.analyse(cfg, cache_dir=Path(out_dir).parent / "real")
-    return draw(res, out_dir)
+    return draw(res.to_dict(), out_dir)  # a typed RealResult; draw reads its stored form
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,9 @@
 """Regenerate every figure from a results directory written by ``sapa verify`` (arXiv 2410.18613).
 
-Figures drawn from stored data (the sweep under ``RESULTS/sweep``, the stored tables of the
-scale-direction and causal checks) or from exact curves; nothing is resampled here except
-where a figure's own data is missing, which is reported instead of silently recomputed.
+Figures drawn from stored data (the sweep under ``RESULTS/sweep``; the typed results of the
+``empirics`` experiments, stored by the ledger as JSON under ``RESULTS/data/NAME.json``, which each
+figure module's ``draw`` accepts as they are) or from exact curves; nothing is resampled here: a
+figure whose data is missing is reported instead of silently recomputed.
 """
 
 from __future__ import annotations
@@ -72,12 +73,21 @@ STORED_JOBS = [
     FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.json",)),
     FigureJob("real heads", ("real-model-regime",), lambda results, out: _real(results, out), ("real",)),
     FigureJob("overhead", ("overhead",), _stored("overhead"), ("data/overhead.json",)),
-    FigureJob("training norms", ("norm-vs-accuracy",), _stored("training_norms"), ("data/training_norms.json",)),
     FigureJob("worst case", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
               _stored("worst_case"), ("data/worst_case.json",)),
     FigureJob("audit compare", ("relu-over-n", "sigmoid-bias-logn", "poly4-normalised"), _stored("audit_compare"),
               ("data/audit_compare.json",)),
+    FigureJob("training vs N", ("scale-keeps-training-stable", "norm-vs-accuracy"), lambda results, out:
+              _training(results, out), ("train/runs.parquet", "train/history.parquet", "train/study.json")),
 ]
+
+
+def _training(results: Path, out: Path) -> list[Path]:
+    """The training study's figures, drawn from its stored tables (RESULTS/train)."""
+    from empirics.train_study import load_study
+    from figures import training_vs_n
+
+    return training_vs_n.draw(load_study(results / "train"), out)
 
 
 def _real(results: Path, out: Path) -> list[Path]:

@@ -5,42 +5,37 @@ figure shows c(N) that makes the E-RMS norm of c·x^p match softmax — (a) its 
 E‖softmax(S/√d)‖_F (Monte Carlo) or (b) its bound √N (Theorem 4.1) — normalised to N = 256,
 beside 1/√N. Every curve rises as N falls: c_b ∝ N^{−1/2} (exactly 1/√N's direction), c_a ∝ N^{−1}
 in the i.i.d. model (softmax's typical norm is nearly flat, ≈ √e).
+
+Draws only: the data come from :func:`empirics.scale_direction.run_scale_direction` (a
+:class:`~empirics.scale_direction.ScaleDirectionResult`) or its stored JSON.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.scale_direction import REVIEWER_NS, fit_scale_exponents, matching_scales, sample_norms
+from empirics import figdata
+from empirics.scale_direction import PS, REVIEWER_NS, ScaleDirectionResult
 from figures import style
 
 N_REF = 256  # curves are normalised to their value here (the largest N of the paper's Figure 1)
-PS = (1, 3)
+NAME = "scale_direction"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
 
-def compute(Ns: Sequence[int], models: Sequence[str] = ("iid", "tied"), D: int = 64, d: int = 64, trials: int = 4,
-            seed: int = 0, max_trials: int = 2048, level: float = 0.99, n_boot: int = 1000) -> dict:
-    """Samples, c(N) tables and fitted exponents: {"tables": {(model, p): df}, "fits": {(model, p): df}, ...}."""
-    tables, fits, samples = {}, {}, {}
-    for m in models:
-        samples[m] = sample_norms(Ns, m, D, d, trials, seed, ps=PS, max_trials=max_trials)
-        for p in PS:
-            tables[(m, p)] = matching_scales(Ns, p, m, d, D, samples=samples[m])
-            fits[(m, p)] = fit_scale_exponents(samples[m], p, m, d=d, D=D, level=level, n_boot=n_boot, seed=seed)
-    return {"Ns": list(Ns), "models": list(models), "D": D, "d": d, "trials": trials, "seed": seed,
-            "tables": tables, "fits": fits, "samples": samples, "level": level}
+def _result(res: ScaleDirectionResult | dict) -> ScaleDirectionResult:
+    return res if isinstance(res, ScaleDirectionResult) else ScaleDirectionResult.from_json(res)
 
 
-def check(res: dict) -> None:
+def check(res: ScaleDirectionResult | dict) -> None:
     """The figure's claim: every matching c(N) increases as N decreases (typical: CI below 0; bound: exact
     slope below 0, and the Monte Carlo interval holds it); in the i.i.d. model the bound-matching exponent
     is −½ ± 0.01 and the typical-matching one below −0.9."""
-    for (m, p), f in res["fits"].items():
+    fits = res.fits if isinstance(res, ScaleDirectionResult) else res["fits"]
+    for (m, p), f in fits.items():
         f = f.set_index("criterion")
         assert f.loc["typical", "ci_hi"] < 0, (m, p, f.loc["typical"].to_dict())
         assert f.loc["bound", "slope"] < 0, (m, p, f.loc["bound"].to_dict())
@@ -55,14 +50,15 @@ def _norm_at_ref(t, col: str) -> np.ndarray:
     return t[col].to_numpy() / float(ref.iloc[0])
 
 
-def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
-    """Three panels: softmax's norm against N; c(N)/c(256) for p = 1 and p = 3."""
-    Ns = np.asarray(res["Ns"], float)
+def draw(res: ScaleDirectionResult | dict, out_dir: str | Path, file_stem: str) -> list[Path]:
+    """Three panels: softmax's norm against N; c(N)/c(256) for p = 1 and p = 3 (from the result or its stored JSON)."""
+    res = _result(res)
+    Ns = np.asarray(res.Ns, float)
     with plt.rc_context(style.RC):
         fig, axes = plt.subplots(1, 3, figsize=(14.5, 6.2))
         ax = axes[0]
-        for k, m in enumerate(res["models"]):
-            t = res["tables"][(m, PS[0])]
+        for k, m in enumerate(res.models):
+            t = res.tables[(m, PS[0])]
             st = style.series_style(k + 1)
             ax.errorbar(t["N"], t["softmax_mean"], yerr=1.96 * t["softmax_se"], capsize=2, ms=5, lw=1.4,
                         label=f"E‖softmax(S/√d)‖_F, {m} W (MC, 95% CI)", **st)
@@ -80,8 +76,8 @@ def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
             word = f"c·x{sup}"
             norm = "‖c·S‖_F" if p == 1 else f"‖c·S∘{sup}‖_F"
             k = 0
-            for m in res["models"]:
-                t, f = res["tables"][(m, p)], res["fits"][(m, p)].set_index("criterion")
+            for m in res.models:
+                t, f = res.tables[(m, p)], res.fits[(m, p)].set_index("criterion")
                 for col, crit, name in (("c_typical", "typical", "(a) typical"), ("c_bound", "bound", "(b) bound √N")):
                     st = style.series_style(k + 1)
                     k += 1
@@ -106,31 +102,27 @@ def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlim(Ns.min() / 1.3, Ns.max() * 1.3)
-            top = max(float(np.nanmax(_norm_at_ref(res["tables"][(m, p)], "c_typical"))) for m in res["models"])
-            ax.set_ylim(max(1e-3, 0.5 * min(float(np.nanmin(_norm_at_ref(res["tables"][(m, p)], "c_typical")))
-                                           for m in res["models"])), 2.5 * top)
+            top = max(float(np.nanmax(_norm_at_ref(res.tables[(m, p)], "c_typical"))) for m in res.models)
+            ax.set_ylim(max(1e-3, 0.5 * min(float(np.nanmin(_norm_at_ref(res.tables[(m, p)], "c_typical")))
+                                           for m in res.models)), 2.5 * top)
             ax.set_xlabel("sequence length N (tokens)")
             ax.set_ylabel("matching coefficient c(N) / c(256)")
             ax.set_title(f"({'b' if p == 1 else 'c'}) {word}: E-RMS {norm} = softmax reference")
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5)
-        fig.suptitle(f"Scale direction (paper Fig. 1): every matching c(N) rises as N falls — d = {res['d']}, "
-                     f"D = {res['D']}, σ_w² = 1/D; exponents with {round(100 * res['level'])}% bootstrap CIs",
+        fig.suptitle(f"Scale direction (paper Fig. 1): every matching c(N) rises as N falls — d = {res.d}, "
+                     f"D = {res.D}, σ_w² = 1/D; exponents with {round(100 * res.level)}% bootstrap CIs",
                      fontsize=10)
         fig.tight_layout()
         return style.save(fig, out_dir, file_stem)
 
 
-def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
-    """Compute, assert the claim, save PNG + PDF."""
-    if small:
-        Ns, trials, max_trials = [8, 16, 32, 64, 128, 256, 512], 2, 256
-    else:
-        Ns, trials, max_trials = [2**k for k in range(3, 13)], 8, 4096
-    res = compute(Ns, trials=trials, max_trials=max_trials)
-    check(res)
-    stem = style.stem("scale_direction", d=res["d"], D=res["D"], N=f"{Ns[0]}-{Ns[-1]}", trials=trials)
-    return draw(res, out_dir, stem)
+def stored_stem(res: ScaleDirectionResult, budget: str) -> str:
+    """The file stem of the figure of ``res`` drawn by a ``sapa verify`` run with this budget."""
+    return style.stem(NAME, d=res.d, D=res.D, N=f"{res.Ns[0]}-{res.Ns[-1]}", trials=res.trials, budget=budget)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    print(main())
+def main(results: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Redraw the figure from RESULTS/data/scale_direction.json (written by ``sapa verify``) into ``out_dir``."""
+    data, file_stem = figdata.read(Path(results) / "data" / f"{NAME}.json")
+    check(data)
+    return draw(data, out_dir if out_dir is not None else Path(results) / "figures", file_stem)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt  # the backend is the caller's: `sapa` uses Agg (MPLBACKEND), notebooks keep theirs
 
-from empirics.atomic import atomic_write
+from common.atomic import atomic_write
 
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]

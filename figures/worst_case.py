@@ -6,38 +6,37 @@ on a sphere ‖x_i‖ = r (LayerNorm) and only ‖X‖_F = r√N. Shaded: the ex
 gradient ascent (started from random points and the witnesses); grey: one random point of the
 set. Under per-token bounds the worst case grows like √N for every p; with only the total
 energy bounded x³/√N grows like N^{2.5} (the energy concentrates on one or two tokens).
+
+Draws only: the data come from :func:`empirics.worst_case.run_worst_case` (a
+:class:`~empirics.worst_case.WorstCaseResult`) or its stored JSON.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from empirics import figdata
+from empirics.worst_case import WorstCaseResult
 from figures import style
+
+NAME = "worst_case"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
 QUANT_LABEL = {"fro": "‖φ(S)‖_F", "jac_fro": "‖∂φ(S)/∂X‖_F"}
 CONSTRAINT_LABEL = {"token": "every token ‖x_i‖ = r", "fro": "only ‖X‖_F = r√N"}
 
 
-def compute(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32), D: int = 6, steps: int = 15,
-            restarts: int = 1, seed: int = 0) -> dict:
-    """Worst-case frames per p (c = 1) from :func:`empirics.worst_case.worst_case_growth`."""
-    from empirics.worst_case import WorstCaseConfig, worst_case_growth
-
-    cfg = WorstCaseConfig(Ns=tuple(Ns), D=D, steps=steps, restarts=restarts, seed=seed)
-    frames = {p: worst_case_growth(p, cfg, quantities=("fro", "jac_fro", "jac_spec")) for p in ps}
-    return {"frames": frames, "config": {"Ns": list(Ns), "D": D, "steps": steps, "restarts": restarts, "seed": seed,
-                                         "r": cfg.r}}
+def _result(res: WorstCaseResult | dict) -> WorstCaseResult:
+    return res if isinstance(res, WorstCaseResult) else WorstCaseResult.from_json(res)
 
 
-def check(res: dict) -> None:
+def check(res: WorstCaseResult | dict) -> None:
     """The figure's claim: witnesses attain the exact lower ends, nothing found exceeds the upper bounds."""
     from empirics.worst_case import summarise
 
-    for p, df in res["frames"].items():
+    for p, df in _result(res).frames.items():
         for s in summarise(df, 0.5):
             assert s["witness_attains_lower"] and s["never_above_upper"], (p, s)
 
@@ -70,32 +69,32 @@ def _panel(ax, df, constraint: str, p: int, gamma: float = 0.5) -> None:
     ax.set_title(f"{'x' if p == 1 else f'x^{p}'}/√N, {CONSTRAINT_LABEL[constraint]}")
 
 
-def draw(res: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
-    """Rows p, columns constraint set; legend below."""
-    ps = sorted(res["frames"])
+def draw(res: WorstCaseResult | dict, out_dir: str | Path, file_stem: str) -> list[Path]:
+    """Rows p, columns constraint set; legend below (from the result or its stored JSON)."""
+    res = _result(res)
+    ps = sorted(res.frames)
     with plt.rc_context(style.RC):
         fig, axes = plt.subplots(len(ps), 2, figsize=(11.0, 4.0 * len(ps) + 0.8), squeeze=False)
         for row, p in enumerate(ps):
             for col, constraint in enumerate(("token", "fro")):
-                _panel(axes[row, col], res["frames"][p], constraint, p)
+                _panel(axes[row, col], res.frames[p], constraint, p)
         h, lab = axes[0, 0].get_legend_handles_labels()
         fig.legend(h, lab, loc="lower center", ncol=3, fontsize=8, frameon=True)
-        cfg = res["config"]
-        fig.suptitle(f"Worst case of x^p/√N attention over inputs of equal energy (W = W_Q W_Kᵀ, D = {cfg['D']}, "
-                     f"entries N(0, 1/D); r = {cfg['r']:g});\nshaded: exact bracket [value at the witness input, upper bound]", fontsize=10.5)
+        cfg = res.config
+        fig.suptitle(f"Worst case of x^p/√N attention over inputs of equal energy (W = W_Q W_Kᵀ, D = {cfg.D}, "
+                     f"entries N(0, 1/D); r = {cfg.r:g});\nshaded: exact bracket [value at the witness input, upper bound]", fontsize=10.5)
         fig.tight_layout(rect=(0, 0.1, 1, 0.96))
         return style.save(fig, out_dir, file_stem)
 
 
-def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
-    """Compute, assert the claim, save PNG + PDF."""
-    res = compute(Ns=(4, 8, 16) if small else (4, 8, 16, 32, 64), steps=5 if small else 60,
-                  restarts=1 if small else 3)
-    check(res)
-    cfg = res["config"]
-    return draw(res, out_dir, style.stem("worst_case", D=cfg["D"], N=cfg["Ns"], steps=cfg["steps"]))
+def stored_stem(res: WorstCaseResult) -> str:
+    """The file stem of the figure of ``res`` drawn by a ``sapa verify`` run."""
+    cfg = res.config
+    return style.stem(NAME, D=cfg.D, N=list(cfg.Ns), steps=cfg.steps, seed=cfg.seed)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    for path in main():
-        print(path)
+def main(results: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Redraw the figure from RESULTS/data/worst_case.json (written by ``sapa verify``) into ``out_dir``."""
+    data, file_stem = figdata.read(Path(results) / "data" / f"{NAME}.json")
+    check(data)
+    return draw(data, out_dir if out_dir is not None else Path(results) / "figures", file_stem)

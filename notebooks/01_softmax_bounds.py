@@ -14,10 +14,26 @@
 # %% [markdown]
 # # 01 — Theorem 4.1: the softmax norm and Jacobian bounds
 #
-# arXiv 2410.18613, Theorem 4.1 and Eq. 4.2: ‖softmax(S)‖_F ≤ √N and the Jacobian has
-# ‖·‖_F ≤ 2√N. A reviewer doubts the factor 2 (a one-hot row would give "1 − 0 = 2").
-# Here: derive the row Jacobian symbolically, find the sharp constant, check it numerically
-# and against autograd, and draw the landscape. Set `SAPA_SMALL=1` for a fast run.
+# **The theorem** (arXiv 2410.18613, Theorem 4.1 and its Eq. 4.2). In the paper's notation the $N$ tokens are the
+# rows of $X \in \mathbb{R}^{N \times D}$, the logits are $S = X W_Q W_K^\top X^\top \in \mathbb{R}^{N \times N}$ and
+# softmax acts on each row of $S$. For every $N$ and every $S$,
+#
+# $$\|\mathrm{softmax}(S)\|_F \le \sqrt{N}, \qquad
+#   \Big\|\frac{\partial\, \mathrm{softmax}(S)}{\partial S}\Big\|_F \le 2\sqrt{N} \quad \text{(Eq. 4.2)}.$$
+#
+# The paper uses this $\sqrt N$ as the yardstick: an activation "behaves like softmax" when its norm grows like
+# $\sqrt N$ (notebooks 02–05 hold $x^p/\sqrt N$ to it). A reviewer doubts the factor 2 in the appendix proof of
+# Eq. 4.2: for a one-hot row ($F_{i1} = 1$, all other entries 0) its equation reads "$1 - 0 = 2$".
+#
+# **What this notebook shows.** Both bounds are true, but Eq. 4.2 is 4× loose: the sharp constant is $\sqrt N / 2$,
+# approached when every row puts mass ½ on two entries, and the reviewer's one-hot row is where the Jacobian
+# *vanishes*. We (1) derive the row Jacobian with sympy, (2) prove the sharp constant, (3) check it against random
+# rows and against torch autograd, (4) draw it. (The Jacobian here is taken with respect to $S$, the object of
+# Eq. 4.2; with respect to $X$ no input-independent bound exists, see `sapa verify --only thm4.1-jacobian`.)
+#
+# **How to read the checks.** Each prints one line `name: expected … / measured … / agree: True|False`:
+# *expected* is the exact value or the bound, *measured* comes from an independent computation, *agree* says
+# whether they match by the criterion stated above the cell. Set `SAPA_SMALL=1` for a fast run.
 
 # %%
 import math
@@ -46,7 +62,23 @@ def report(name, expected, measured, agree):
 
 
 # %% [markdown]
-# ## Derive: J(s) = diag(s) − s sᵀ and ‖J‖²_F = p₂ − 2p₃ + p₂²
+# ## 1. Derive: $J(s) = \mathrm{diag}(s) - s s^\top$ and $\|J\|_F^2 = p_2 - 2p_3 + p_2^2$
+#
+# Take one row, $s = \mathrm{softmax}(z)$ with $s_i = e^{z_i} / \sum_k e^{z_k}$. Differentiating,
+# $\partial s_i / \partial z_j = s_i(\delta_{ij} - s_j)$, that is $J(s) = \mathrm{diag}(s) - s s^\top$. With the power
+# sums $p_k = \sum_i s_i^k$ (so $p_1 = 1$), squaring and adding the entries gives
+#
+# $$\|J(s)\|_F^2 = \sum_{i,j} (s_i \delta_{ij} - s_i s_j)^2 = \sum_i s_i^2 - 2 \sum_i s_i^3 + \Big(\sum_i s_i^2\Big)^2
+#   = p_2 - 2p_3 + p_2^2 .$$
+#
+# Softmax acts on each row separately, so $\partial\,\mathrm{softmax}(S)/\partial S$ is block-diagonal with one
+# block $J(s_r)$ per row $r$, and $\|\partial\,\mathrm{softmax}(S)/\partial S\|_F^2 = \sum_r \|J(s_r)\|_F^2$: a bound
+# $c$ on every row gives $c\sqrt N$ for the matrix. The same argument proves the norm bound: $\|s\|^2 = p_2 \le p_1^2 = 1$,
+# so $\|\mathrm{softmax}(S)\|_F^2 = \sum_r p_2(s_r) \le N$; equality needs one-hot rows, which no finite $S$ gives:
+# $\sqrt N$ is a supremum, never attained.
+#
+# The cell differentiates softmax with sympy for $n = 3$ and subtracts $\mathrm{diag}(s) - ss^\top$: *expected* the
+# zero matrix, *agree* is True only when sympy simplifies the difference to exactly 0.
 
 # %%
 n = 3
@@ -58,7 +90,19 @@ report("differentiated softmax − (diag(s) − ssᵀ)", "zero matrix", diff, di
 print("‖J‖²_F in power sums:", jacobian_fro2_in_power_sums())
 
 # %% [markdown]
-# ## The sharp constant: Cauchy–Schwarz gives p₂² ≤ p₃, so ‖J‖²_F ≤ p₂ − p₂² ≤ ¼
+# ## 2. The sharp constant: $\|J(s)\|_F \le \tfrac12$, so $\sqrt N/2$ for the matrix
+#
+# Cauchy–Schwarz, $p_2^2 = \big(\sum_i s_i^{1/2} s_i^{3/2}\big)^2 \le \big(\sum_i s_i\big)\big(\sum_i s_i^3\big) = p_3$, gives
+#
+# $$\|J(s)\|_F^2 = p_2 - 2p_3 + p_2^2 \le p_2 - p_2^2 = p_2(1 - p_2) \le \tfrac14 ,$$
+#
+# with equality iff $s$ is constant on its support (equality in Cauchy–Schwarz) and $p_2 = \tfrac12$: mass ½ on
+# exactly two entries. Hence $\|\partial\,\mathrm{softmax}(S)/\partial S\|_F \le \sqrt N/2$, a quarter of Eq. 4.2's
+# $2\sqrt N$. At the reviewer's one-hot row $p_2 = p_3 = 1$ and $\|J\|_F^2 = 1 - 2 + 1 = 0$.
+#
+# Three exact lines: the maximum of $\|J(s)\|_F$ over the simplex (expected ½), the largest of all Karush–Kuhn–Tucker
+# points of $\|J\|_F^2$ on the simplex of length-4 rows, solved exactly on every face (expected ¼, at mass ½ on two
+# entries), and $\|J\|_F^2$ at the one-hot row (expected 0). *agree* is exact equality of rationals.
 
 # %%
 sharp = sharp_row_jacobian_fro_bound()
@@ -70,7 +114,14 @@ ex = reviewer_one_hot_example(4)
 report("reviewer's one-hot row: ‖J‖²_F", 0, ex["lhs_jac_fro2"], ex["jacobian_is_zero"])
 
 # %% [markdown]
-# ## Check numerically: random and adversarial rows, and the full N×N map with autograd
+# ## 3. Check numerically: random rows, and the full $N \times N$ map with autograd
+#
+# Two checks that do not use the derivation. (a) Random logit rows of lengths 2, 3, 8, 64 at scales 0.01 to 100
+# (near-uniform to near-one-hot rows): *measured* is the largest $\|J(s)\|_F$ found, which must stay ≤ 0.5.
+# (b) torch autograd builds the whole $N^2 \times N^2$ Jacobian of $S \mapsto \mathrm{softmax}(S)$ at an $S$ whose rows
+# put mass ½ on two entries (the other logits at −60, so their mass is $e^{-60}$): *measured* is
+# $\|\partial\,\mathrm{softmax}(S)/\partial S\|_F / \sqrt N$ for $N = 2, 4, 8$, which must equal ½ to 12 digits. The last line
+# says how far the paper's constant is from the sharp one.
 
 # %%
 rng = np.random.default_rng(0)
@@ -94,13 +145,18 @@ report("autograd ‖∂softmax(S)/∂S‖_F / √N at two-point rows", 0.5, [rou
 print(f"paper's constant 2 is {2 / float(sharp):g}× the sharp constant {sharp}")
 
 # %% [markdown]
-# ## Draw: the landscape over the simplex Δ₃
+# ## 4. Draw: $\|J(s)\|_F$ over the simplex of rows of length 3
+#
+# Each point of the triangle is a row $s = (s_1, s_2, s_3)$; the corners are the one-hot rows ($\|J\|_F = 0$), the
+# centre the uniform row ($\sqrt2/3 \approx 0.471$). The maximum ½ sits at the three edge midpoints (red stars): mass ½
+# on two entries. The figure module asserts this maximum before it draws.
 
 # %%
 from IPython.display import Image, display  # noqa: E402
 
 from figures import jacobian_landscape  # noqa: E402
+from sapa.notebooks import small_png  # noqa: E402
 
-out = tempfile.mkdtemp()
-png = [p for p in jacobian_landscape.main(out, small=SMALL) if p.suffix == ".png"][0]
-display(Image(filename=str(png)))
+with tempfile.TemporaryDirectory() as out:
+    png = [p for p in jacobian_landscape.main(out, small=SMALL) if p.suffix == ".png"][0]
+    display(Image(data=small_png(png, 560)))  # the saved PNG is print-sized (150 dpi)

@@ -14,10 +14,22 @@
 # %% [markdown]
 # # 03 — Theorem 4.4, Corollary 4.5 and other powers: φ(x) = x^p and x^p/√N
 #
-# arXiv 2410.18613 claims x³/√N grows like O(√N). The exact second moments show when:
-# the local exponent of √E‖x^p/√N‖² is ½·N/(N − 1 + r) with r = m_diag/m_off = N* − 1,
-# and N* grows steeply with p under tied or correlated W_Q, W_K. The matrix-power
-# reading (XWXᵀ)^p grows like N^{p−½} instead. `SAPA_SMALL=1` for a fast run.
+# **The theorems** (arXiv 2410.18613). Theorem 4.4: with the cubic activation $\varphi(x) = x^3$, applied to each
+# entry of $S = XW_QW_K^\top X^\top$, and i.i.d. Gaussian $X$, $Q$, $K$, $\|\varphi(S)\|_F$ and its Jacobian grow like
+# $O(N)$. Corollary 4.5: $\varphi(x) = x^3/\sqrt N$ grows like $O(\sqrt N)$, like softmax. The paper tries only $p = 1$
+# (notebook 02) and $p = 3$; the reviews ask about other powers, so everything here is for $p = 1, \dots, 5$.
+#
+# **What this notebook shows.** The same decomposition as for $p = 1$ holds for every power, entry by entry:
+#
+# $$\mathbb{E}\|S^{\circ p}\|_F^2 = N(N-1)\, \mathbb{E} S_{12}^{2p} + N\, \mathbb{E} S_{11}^{2p}, \qquad
+#   r_p = \frac{\mathbb{E} S_{11}^{2p}}{\mathbb{E} S_{12}^{2p}}, \qquad N^* = 1 + r_p ,$$
+#
+# so the RMS of $x^p/\sqrt N$ has the local growth exponent $\tfrac12 \cdot N/(N - 1 + r_p)$: it is $O(\sqrt N)$ at every $N$
+# (an upper bound, so the corollary holds) but grows like $\sqrt N$ only for $N \gg N^*$. The diagonal entry
+# $S_{ii} = x_i^\top W x_i$ has mean $\mathrm{tr}\, W$, which is large when $W_Q$ and $W_K$ are tied or correlated, and raising it
+# to the power $2p$ makes $r_p$, hence $N^*$, grow steeply with $p$. We tabulate $N^*$, check the entry moments by Monte
+# Carlo, contrast the matrix-power reading, and ask what the worst input (not the average one) does.
+# `SAPA_SMALL=1` for a fast run; every check prints `expected / measured / agree` (see notebooks/README.md).
 
 # %%
 import math
@@ -26,8 +38,9 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.samplers import ModelConfig, sample_trials, trial_generators
-from theory.moments import exact_moments, matrix_power_growth
+from empirics.samplers import RandomnessModel, sample_trials, trial_generators
+from theory.matrix_power import matrix_power_growth
+from theory.moments import exact_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 
@@ -37,7 +50,14 @@ def report(name, expected, measured, agree):
 
 
 # %% [markdown]
-# ## Derive: N* for p = 1…5 at ViT-Base (D = 768, d = 64)
+# ## 1. Derive: $N^*$ for $p = 1 \dots 5$ at ViT-Base widths ($D = 768$, $d = 64$)
+#
+# Both entry moments are exact polynomials in $D$, $d$, $\sigma$ and $\rho$ (Isserlis/Wick and the cumulants of the
+# quadratic form $x^\top W x$; `theory.moments`). The table gives $N^* = 1 + r_p$ per model and, last, the local growth
+# exponent of the tied $x^p/\sqrt N$ at ViT-Base's $N = 196$. *How to read it:* under the paper's independent $A, B$ the
+# two moments are equal and $N^* = 2$ for every $p$; with shared $X$ and `iid` weights $N^*$ stays small; with `tied`
+# weights it passes $196$ already at $p = 2$, and the exponent at $N = 196$ falls from about ½ towards 0: at ViT-Base,
+# tied $x^3/\sqrt N$ is essentially flat in $N$, not growing like $\sqrt N$.
 
 # %%
 print(f"{'p':>2} {'paper':>8} {'iid':>8} {'ρ = 0.5':>10} {'tied':>10}   exponent of x^p/√N at N = 196 (tied)")
@@ -48,17 +68,20 @@ for p in range(1, 6):
           f"{ns['tied'].crossover_n:>10.4g}   {ns['tied'].growth_exponent:.4f}")
 
 # %% [markdown]
-# ## Check: the per-entry moments E S₁₂⁶ and E S₁₁⁶ against Monte Carlo
-# E‖S^{∘3}‖²_F = N(N−1)·E S₁₂⁶ + N·E S₁₁⁶, so checking both entry moments checks the norm.
-# S^6 is heavy-tailed (a degree-12 polynomial in Gaussians): a sample standard deviation
-# underestimates the spread, so the z-score uses the *exact* standard error
-# √((E S¹² − (E S⁶)²)/T), with E S¹² from the same closed form at p = 6.
+# ## 2. Check: the entry moments $\mathbb{E} S_{12}^6$ and $\mathbb{E} S_{11}^6$ against Monte Carlo
+#
+# $\mathbb{E}\|S^{\circ 3}\|_F^2 = N(N-1)\, \mathbb{E} S_{12}^6 + N\, \mathbb{E} S_{11}^6$, so checking both entry moments checks the
+# norm at every $N$. We draw $T$ pairs of tokens and weights ($D = d = 8$, small so that the diagonal's mean matters) and
+# average $S_{12}^6$ and $S_{11}^6$. $S^6$ is heavy-tailed (a degree-12 polynomial in Gaussians), so a sample standard
+# deviation underestimates the spread; the z-score uses the *exact* standard error
+# $\sqrt{(\mathbb{E} S^{12} - (\mathbb{E} S^6)^2)/T}$, with $\mathbb{E} S^{12}$ from the same closed form at $p = 6$.
+# *expected*: the exact moment; *measured*: the sample mean and $z$; *agree*: $|z| < 4$.
 
 # %%
 T = 100_000 if SMALL else 1_000_000
 D, d = 8, 8
 for model, rho in (("iid", 0.0), ("tied", 1.0), ("corr", 0.5)):
-    cfg = ModelConfig(weights=model, rho=rho)
+    cfg = RandomnessModel(weights=model, rho=rho)
     X, W = sample_trials(cfg, 2, D, d, T, trial_generators(3, {"nb": 3, "m": model}, range(1))[0])
     S = X @ W @ X.transpose(1, 2)  # (T, 2, D) @ (T, D, D) @ (T, D, 2) -> (T, 2, 2)
     m3 = exact_moments(3, model, 2, D, d, rho=rho, sigma=1 / math.sqrt(D))
@@ -70,7 +93,12 @@ for model, rho in (("iid", 0.0), ("tied", 1.0), ("corr", 0.5)):
         report(f"{model:5s} {name} (D = d = {D}, {T} trials)", f"{float(mean):.5g}", f"{v.mean():.5g} (z = {z:+.2f})", abs(z) < 4)
 
 # %% [markdown]
-# ## The matrix-power reading: (XWXᵀ)^p
+# ## 3. The matrix-power reading: $(XWX^\top)^p$
+#
+# The paper's experiments raise each entry to the power $p$. Read instead as a matrix power,
+# $S^p = XW(GW)^{p-1}X^\top$ with $G = X^\top X \approx N I_D$ for $N \gg D$, so $\|S^p\|_F \sim N^p$ and
+# $\|S^p/\sqrt N\|_F \sim N^{p - 1/2}$: the corollary would fail for every $p \ge 2$. The lines print the asymptotic
+# exponent (exact) and the local exponent at $N = 196$ for a random $16 \times 16$ $W$; they are facts, not checks.
 
 # %%
 W = np.random.default_rng(0).standard_normal((16, 16)) / 4
@@ -79,7 +107,10 @@ for p in (1, 2, 3):
     print(f"p = {p}: asymptotic exponent of ‖S^p/√N‖ = {g.asymptotic_exponent}, at N = 196: {g.growth_exponent:.3f}")
 
 # %% [markdown]
-# ## Draw: local exponent of x^p/√N against N (tied weights, ViT-Base widths)
+# ## 4. Draw: the local exponent of $x^p/\sqrt N$ against $N$ (tied weights, ViT-Base widths)
+#
+# The curves are $\tfrac12 \cdot N/(N - 1 + r_p)$ with the exact $r_p$: each reaches softmax's ½ (black line) only
+# past its $N^*$, which moves right by about an order of magnitude per power. The red line is ViT-Base's $N = 196$.
 
 # %%
 Ns = np.geomspace(2, 10**7, 200)
@@ -97,12 +128,20 @@ ax.legend(fontsize=7)
 plt.show()
 
 # %% [markdown]
-# ## The worst case: inputs of equal energy
-# Corollary 4.5 is a statement in expectation. Over inputs with every token of norm r (as after
-# LayerNorm) the largest ‖x^p/√N‖_F is Θ(√N) for every p: all entries satisfy |S_ij| ≤ σ r², and
-# the bound is met up to a constant by tokens split between the top singular pair of W. With only
-# ‖X‖_F = r√N fixed, the energy may sit on one or two tokens and max ‖x^p/√N‖_F = Θ(N^{p−½})
-# (`theory.worst_case`). Check: the closed-form witnesses and gradient ascent against the exact bracket.
+# ## 5. The worst case: inputs of equal energy
+#
+# Corollary 4.5 is a statement in expectation. Over inputs with every token of norm $r$ (as after LayerNorm) the
+# largest $\|x^p/\sqrt N\|_F$ is $\Theta(\sqrt N)$ for every $p$: every entry satisfies $|S_{ij}| \le \sigma r^2$
+# ($\sigma = \|W\|_2$ here), so $\|S^{\circ p}\|_F \le N \sigma^p r^{2p}$, and the bound is met up to a constant by tokens split
+# between the top singular pair of $W$. With only $\|X\|_F = r\sqrt N$ fixed, the energy may sit on one or two tokens:
+# then $|S_{11}| \approx \sigma r^2 N$ and $\max \|x^p/\sqrt N\|_F = \Theta(N^{p - 1/2})$ (`theory.worst_case` gives both
+# brackets, with lower and upper ends that are the same power of $N$).
+#
+# The first lines print these exact exponents for the norm and for the Jacobian with respect to $X$. Then the check,
+# for $x^3/\sqrt N$ on both input sets and both quantities: the closed-form *witness* inputs must attain the bracket's
+# lower end, gradient ascent from random starts must never exceed its upper end, and the log-log slope of the best
+# value found must lie in the range the bracket allows over the $N$ grid. *expected* is the exact exponent (the
+# slope's limit as $N \to \infty$), *measured* the fitted slope; *agree* requires all three conditions.
 
 # %%
 from empirics.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
@@ -123,6 +162,12 @@ for s in summarise(wc, 0.5):
            f"the upper bound, slope in the bracket's range [{lo:.2f}, {hi:.2f}]", f"slope → {s['exact_exponent']:g}",
            f"{s['measured_slope']:.3f}",
            s["witness_attains_lower"] and s["never_above_upper"] and lo - 1e-9 <= s["measured_slope"] <= hi + 1e-9)
+
+# %% [markdown]
+# The picture: norms of $x^3/\sqrt N$ against $N$, log-log. The shaded band is the exact bracket, solid markers the worst
+# input found, dotted grey a random input of the same energy. On the left (every token of norm $r$) the worst case
+# grows like $\sqrt N$, the rate of the average; on the right (only the total fixed) the norm grows like $N^{2.5}$ and the
+# Jacobian like $N^2$, far above the random input.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))

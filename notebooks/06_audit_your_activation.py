@@ -26,8 +26,11 @@
 # ```
 #
 # This notebook walks through the API under the command with an activation of our own,
-# φ(x) = tanh(x/8)·log(1 + N)/N — a bounded activation with a made-up scale rule. `SAPA_SMALL=1`
-# keeps it fast.
+# $\varphi(x) = \tanh(x/8) \cdot \log(1 + N)/N$ — a bounded activation with a made-up scale rule. "Grows like softmax" is
+# read as in notebooks 02–05: the RMS of $\|\varphi(S)\|_F$ over Gaussian tokens and weights, $S = XW_QW_K^\top X^\top$, against
+# $N$, compared with softmax's bound $\sqrt N$ (notebook 01), both in its rate (the local growth exponent, ½ for
+# $\sqrt N$) and in its size. `SAPA_SMALL=1` keeps it fast; every check prints `expected / measured / agree`
+# (see notebooks/README.md).
 
 # %%
 import math
@@ -70,13 +73,19 @@ for bad in ("tanh(x/d)", "softmax(x)", "exp(x)", "sqrt(x)"):
 # the law of v; the diagonal S_11 = xᵀW_s x is not Gaussian and gets its own rule. For a polynomial all
 # of this is exact (moments of every order from the quadratic-form cumulants): the paper's x³/√N is
 # reproduced to the last bit.
+#
+# *How to read it.* Per weight model: the method used (`exact`, `quadrature` or `monte-carlo`) with its error bound,
+# $\mathbb{E}\|\varphi(S)\|_F^2$, the local growth exponent at the audited $N$ (½ = softmax's rate), the crossover $N^*$ past
+# which the off-diagonal entries dominate, and the size against softmax's bound, $\|\varphi\|_F/\sqrt N$. The check line
+# runs the paper's $x^3/\sqrt N$ through the same path and must give exactly (bit for bit) the exponent and $N^*$ of
+# `theory.moments` (notebook 03).
 
 # %%
 D, d, N = (64, 64, 64) if SMALL else (768, 64, 196)
 for m in ("iid", "tied"):
     a = audit(mine, model_spec(m, D, d), N)
     print(f"{m}: method {a.method} (error bound {a.error_bound:.1e}), E‖φ‖² = {a.expected_fro2:.4g}, "
-          f"exponent {a.growth_exponent:.3f}, N* = {a.crossover_n}, ‖φ‖/√N = {a.constant_vs_softmax:.3g}")
+          f"exponent {a.growth_exponent:.3f}, N* = {a.crossover_n:.4g}, ‖φ‖/√N = {a.constant_vs_softmax:.3g}")
 
 from theory.moments import exact_moments  # noqa: E402
 
@@ -91,6 +100,10 @@ report("x³/√N through sapa audit vs theory.moments (growth exponent, N*)",
 #
 # The kernels take φ and φ' from the same expression and compute ‖φ(S)‖_F, ‖∂φ/∂S‖_F and ‖∂φ/∂X‖_F of
 # each draw exactly in O(N²D), never forming the Jacobian.
+#
+# *How to read it.* One line per quantity ($\|\varphi\|_F^2$, $\|\partial\varphi/\partial S\|_F^2$, $\|\partial\varphi/\partial X\|_F^2$) at
+# $N = 24$: *expected* from quadrature, *measured* the Monte Carlo mean with its z-score; *agree* when the difference is
+# within four standard errors plus the quadrature's own error bound.
 
 # %%
 spec = model_spec("iid", 32, 16)
@@ -111,6 +124,13 @@ for q, key in (("fro2", "fro"), ("jac_s2", "jac_s"), ("jac2", "jac")):
 # The local growth exponent e(N) = ½ d log E‖φ‖²/d log N against softmax's ½, and the constant
 # E-RMS ‖φ‖_F/√N against softmax's bound (1). The worst case over token-bounded inputs
 # (|S_ij| ≤ ‖W‖₂r²) is N·max|φ| — for a bounded φ with this scale it does not grow at all.
+#
+# *How to read it.* Left: the local exponent against $N$ for i.i.d. and tied weights; softmax's ½ is the dotted line,
+# and an activation "grows like softmax" when its curve stays at or below it. Right: the size against softmax's
+# bound; 1 means "as large as softmax can be". Here the $N^2$ bounded entries add up to $\|\varphi\|_F \approx \log(1 + N)$ times
+# a constant, so the exponent is $N/((1 + N)\log(1 + N))$: ½ at the smallest $N$, about 0.19 at $N = 196$, falling to 0;
+# and the size falls below softmax's bound, ever more so as $N$ grows. The check line: the worst-case exponent over
+# token-bounded inputs, expected about 0 (only the $\log$ factor grows).
 
 # %%
 Ns = np.geomspace(4, 2**14, 30)

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from empirics.stats import loglog_slope
 from theory.audit import (
     N_GRID,
     Activation,
@@ -100,7 +101,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         fit = {}
         for q, name in (("fro2", "growth_exponent"), ("jac_s2", "growth_exponent_jac_s"), ("jac2", "growth_exponent_jac")):
             y = [float(getattr(mcs[n], q).mean()) for n in grid]
-            fit[name] = float(0.5 * np.polyfit(np.log(grid), np.log(y), 1)[0])
+            fit[name] = 0.5 * loglog_slope(grid, y)  # the RMS exponent of the mean squared norms
         fro2 = float(m.fro2.mean())
         rel_se = float(m.fro2.std(ddof=1) / math.sqrt(m.fro2.size) / fro2)
         out.update({
@@ -163,7 +164,7 @@ def text_report(out: dict) -> str:
 
 def spec_from_args(args) -> ModelSpec:
     """A ModelSpec from ``sapa audit``'s options (the same as ``sapa exact``'s)."""
-    from theory.validate import InputError
+    from common.validate import InputError
 
     W = sigma_x = None
     if args.model == "shared":

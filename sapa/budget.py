@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from theory.validate import InputError
+from common.validate import InputError
 
 
 @dataclass(frozen=True)

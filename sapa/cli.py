@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from theory.validate import InputError
+from common.validate import InputError
 
 EXIT_USAGE = 2
 
@@ -114,18 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
                    help="with --scheduler: give up (exit 2) if no worker has joined within SECONDS (default: wait)")
 
-    t = sub.add_parser("train", help="train tiny softmax / polynomial transformers; track attention norms (resumable)",
+    t = sub.add_parser("train", help="the training study: softmax vs x^p scale rules across N, each arm with its own "
+                                     "learning-rate sweep, as vectorised ensembles (resumable)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
     t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
-    t.add_argument("--workers", type=_positive_int, default=2, help="runs in parallel (processes, 1 thread each)")
+    t.add_argument("--workers", type=_positive_int, default=2,
+                   help="ensemble chunks in parallel (processes, 1 thread each; identical numbers)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    b = sub.add_parser("bench", help="benchmark the exact kernels, and polynomial vs softmax attention runtime")
+    b = sub.add_parser("bench", help="benchmark the exact kernels, polynomial vs softmax attention runtime, ensemble training")
     b.add_argument("--quick", action="store_true", help="small sizes (seconds), for smoke tests")
-    b.add_argument("--part", choices=("all", "kernels", "overhead"), default="all",
-                   help="kernels: exact norm kernels vs jacrev and vs forming S; overhead: attention runtime")
+    b.add_argument("--part", choices=("all", "kernels", "overhead", "training"), default="all",
+                   help="kernels: exact norm kernels vs jacrev and vs forming S; overhead: attention runtime; "
+                        "training: ensemble vs one-at-a-time training (ensemble_speedup)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.add_argument("--out", type=Path, help="also write the JSON to this file")
     b.add_argument("--scaling", action="store_true",
@@ -134,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
     f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
     f.add_argument("--out", type=Path, help="figure directory (default RESULTS/figures)")
+    nb = sub.add_parser("notebooks", help="execute notebooks/NN_*.py and write NN_*.ipynb with outputs (--check: only check)")
+    nb.add_argument("--check", action="store_true", help="execute nothing; exit 1 if an .ipynb is stale or lacks outputs")
+    nb.add_argument("--only", nargs="+", metavar="NN", help="only these notebooks, by number (default: all)")
+    nb.add_argument("--dir", type=Path, help="notebook folder (default: the checkout's notebooks/)")
+    nb.add_argument("--timeout", type=_positive_int, default=1200, help="seconds one cell may run")
     c = sub.add_parser("calibrate", help="measure every verdict rule's error rates on synthetic evidence with a known truth",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     c.add_argument("--rule", nargs="+", metavar="NAME", help="only these rules (default: all)")
@@ -233,7 +241,7 @@ def _finite_or_none(v: float) -> float | None:
 def cmd_norms(args: argparse.Namespace) -> int:
     """``sapa norms``: exact norms of φ(S) and its Jacobian w.r.t. X, S = X W Xᵀ."""
     from empirics.norms import Activation, attention_norms
-    from theory.validate import finite_matrix, positive_float
+    from common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", _load_npy(args.x, "--x"), (None, None))
     W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
@@ -266,7 +274,7 @@ def cmd_norms(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``sapa verify``: run the ledger, print the table, write ledger.json and report.md atomically."""
-    from empirics.atomic import atomic_write_json, atomic_write_text
+    from common.atomic import atomic_write_json, atomic_write_text
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
@@ -370,7 +378,7 @@ def cmd_exact(args: argparse.Namespace) -> int:
 
 def finite_matrix_arg(name: str, a):
     """A finite square float64 matrix from a loaded file, or InputError."""
-    from theory.validate import finite_matrix
+    from common.validate import finite_matrix
 
     arr = finite_matrix(name, a, (None, None))
     if arr.shape[0] != arr.shape[1]:
@@ -426,7 +434,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``sapa bench``: exact kernels vs torch.func.jacrev, and vs the cost of forming S once."""
-    from empirics.atomic import atomic_write_json
+    from common.atomic import atomic_write_json
     from empirics.bench import bench_all
     from empirics.overhead import bench_overhead, flat_summary
 
@@ -435,6 +443,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     res: dict = bench_all(quick=args.quick) if args.part in ("all", "kernels") else {"vs_autograd": [], "vs_gemm": []}
     if args.part in ("all", "overhead"):
         res["overhead"] = bench_overhead(quick=args.quick, progress=not args.json, threads=1)
+    if args.part in ("all", "training"):
+        from empirics.train_bench import bench_training
+
+        res["training"] = bench_training(quick=args.quick)
     if args.scaling:
         from figures.bench_scaling import scaling_benchmark
 
@@ -444,6 +456,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
         "peak_memory_mib": {f"{r['kernel']}@N={r['N']}": r["peak_mem_bytes"] / 2**20 for r in res["vs_gemm"]},
         **(flat_summary(res["overhead"]) if "overhead" in res else {}),
+        **({"ensemble_speedup": res["training"]["ensemble_speedup"]} if "training" in res else {}),
         **res,
     }
     if args.out:
@@ -461,6 +474,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             from empirics.overhead import summary_lines
 
             print("\n".join(summary_lines(res["overhead"])))
+        if "training" in res:
+            for r in res["training"]["cells"]:
+                print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
+                      f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
+                      f"{r['speedup']:.1f}×")
+            print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
@@ -469,16 +488,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """``sapa train``: the norm-vs-accuracy training experiment (resumable), with a per-arm summary."""
-    from empirics.training import main_cli
+    """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
+    from empirics.train_study import main_cli, plan_chunks, study_config
+    from empirics.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
-    from empirics.training import config_named, run_keys
-    from empirics.workload import TRAIN_WORKER_BYTES, cap_workers
-
-    runs = len(run_keys(config_named(args.budget, args.seed)))
-    workers, note = cap_workers(args.workers, runs, TRAIN_WORKER_BYTES)
+    cfg = study_config(args.budget, args.seed)
+    chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
+    workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
     if note:
         print(f"sapa: note: {note}", file=sys.stderr)
     return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
@@ -500,6 +518,13 @@ def cmd_figures(args: argparse.Namespace) -> int:
     if not paths:
         raise InputError(f"no figure could be written ({len(skipped)} skipped: see above)")
     return 0
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    """``sapa notebooks``: regenerate the shipped notebooks with outputs, or check them (sapa.notebooks)."""
+    from sapa.notebooks import main as notebooks_main
+
+    return notebooks_main(args.dir, args.only, args.check, args.timeout)
 
 
 def _select(items, wanted: list[str] | None, name_of, what: str) -> list:
@@ -548,7 +573,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 _COMMANDS = {"verify": cmd_verify, "norms": cmd_norms, "exact": cmd_exact, "sweep": cmd_sweep,
              "train": cmd_train, "bench": cmd_bench, "figures": cmd_figures, "calibrate": cmd_calibrate,
-             "audit": cmd_audit}
+             "audit": cmd_audit, "notebooks": cmd_notebooks}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from sapa.budget import Budget
-from theory.validate import InputError
+from common.validate import InputError
 
 
 def prior_ledger(out_dir: Path, budget: Budget) -> dict | None:

@@ -3,7 +3,7 @@
 ``sapa norms --x/--w`` and ``sapa exact --w/--sigma-x`` read matrices that users pass. A file
 can be empty, truncated, or claim a shape of ~93 GiB in a 100-byte file; its dtype can be text,
 dates, a structured record or a pickled object. Each of these is refused with one line
-(:class:`theory.validate.InputError`, exit 2) before memory is allocated:
+(:class:`common.validate.InputError`, exit 2) before memory is allocated:
 
 * the magic string and header are parsed with ``numpy.lib.format`` (header size capped);
 * the dtype must be real numeric: integer (signed or unsigned) or floating. **bool is refused**
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npf
 
-from theory.validate import InputError
+from common.validate import InputError
 
 try:  # numpy >= 2 keeps the private reader (needed for version-3.0 headers) in _format_impl
     from numpy.lib._format_impl import _read_array_header

@@ -1,4 +1,4 @@
-"""Every docstring example in theory/, empirics/, figures/ and sapa/ runs and prints what it says."""
+"""Every docstring example in common/, theory/, empirics/, figures/ and sapa/ runs and prints what it says."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("theory", "empirics", "figures", "sapa")
+PACKAGES = ("common", "theory", "empirics", "figures", "sapa")
 
 
 def _modules() -> list[str]:

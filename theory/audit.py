@@ -54,7 +54,7 @@ from theory.gaussian import (
     to_exact,
 )
 from theory.moments import _rw_p_moments
-from theory.validate import (
+from common.validate import (
     InputError,
     choice,
     finite_matrix,

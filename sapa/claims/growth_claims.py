@@ -65,19 +65,13 @@ def _mc_gate(series: list[dict]) -> tuple[str, int, int]:
 
     Returns (verdict, independent comparisons, missed). A shared draw counts once (covered if every series on it is).
     """
-    from sapa.rules.agreement import AgreementEvidence
-    from sapa.rules.agreement import decide as decide_agreement
-
     draws: dict[tuple, bool] = {}
     for s in series:
         if s["agree"] is None:
             continue
         key = (s["weight_model"], s["rho"], s["D"], s["d"], s["quantity"])
         draws[key] = draws.get(key, True) and bool(s["agree"])
-    if not draws:
-        return "UNDETERMINED", 0, 0
-    missed = sum(not v for v in draws.values())
-    return decide_agreement(AgreementEvidence(n=len(draws), missed=missed, nominal=mc.LEVEL)), len(draws), missed
+    return mc.agreement_gate(draws.values(), mc.LEVEL)  # no draws: UNDETERMINED, 0, 0
 
 
 def sup_local_exponent(r: float, shift: float) -> float:
@@ -135,7 +129,7 @@ def constants(p: int, scaled: bool) -> dict:
 
 def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
     """Shared logic of the four growth claims: exact profiles, readings, Monte Carlo gate, constants."""
-    from theory.moments import matrix_power_growth
+    from theory.matrix_power import matrix_power_growth
 
     from sapa.claims import worst as worst_side
 

@@ -13,11 +13,12 @@ There is no rerun on disagreement: a miss stays a miss.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
+from empirics.growth_series import exact_rms_slope  # noqa: F401  (re-exported: the exact side of a series)
 from sapa.ledger import Context
 
 LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
@@ -26,7 +27,12 @@ LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
 def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
     """Run (or resume) the budget's sweep into ``OUT/sweep`` once; return (tidy rows, config)."""
     if "sweep" not in ctx.cache:
-        from empirics.sweep import builtin_config, load_config, run_sweep, with_overrides
+        from empirics.sweep import (
+            builtin_config,
+            load_config,
+            run_sweep,
+            with_overrides,
+        )
 
         cfg = with_overrides(load_config(builtin_config(ctx.budget.sweep)), seed=ctx.budget.seed)
         df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True)  # a bar on a terminal, periodic lines in a log
@@ -45,42 +51,10 @@ def sweep_summary(ctx: Context) -> pd.DataFrame:
 
 
 def rms_exponent(N: list[int], sq_samples: list[np.ndarray]) -> dict:
-    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.stats.rms_exponent_interval``) and local slopes."""
-    from empirics.stats import local_slopes, rms_exponent_interval
+    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.growth_series.rms_exponent``)."""
+    from empirics.growth_series import rms_exponent as fit
 
-    fit = rms_exponent_interval(N, sq_samples, level=LEVEL)
-    means = [float(np.mean(v)) for v in sq_samples]
-    return {"slope": fit.estimate, "ci": [fit.lo, fit.hi], "level": LEVEL,
-            "local": [s / 2 for s in local_slopes(N, means)]}
-
-
-def exact_rms_slope(N: list[int], expected_sq: list[float]) -> float:
-    """OLS slope of ½·log E‖·‖² on log N over the same grid (the exact analogue of the MC fit)."""
-    x, y = np.log(np.asarray(N, float)), 0.5 * np.log(np.asarray(expected_sq, float))
-    xc = x - x.mean()
-    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
-
-
-def _coefficient(scale_policy: str, c: float | None, N: int) -> float:
-    """The coefficient of c·x^p for a scale policy at length N (1/√N or the constant)."""
-    return 1 / math.sqrt(N) if scale_policy == "inv_sqrt_n" else float(c)
-
-
-def _fit_vs_exact(g: pd.DataFrame, s: pd.DataFrame) -> dict:
-    """MC RMS exponent of the rows ``g`` beside the exact slope from summary rows ``s`` (sorted by N)."""
-    Ns = sorted(int(n) for n in g["N"].unique())
-    sq = [g.loc[g["N"] == n, "value"].to_numpy() ** 2 for n in Ns]
-    fit = rms_exponent(Ns, sq)
-    exp_sq = s["expected_sq"].to_numpy(float)
-    exact = exact_rms_slope(list(s["N"]), list(exp_sq)) if len(exp_sq) and np.all(np.isfinite(exp_sq)) else math.nan
-    agree = bool(fit["ci"][0] <= exact <= fit["ci"][1]) if math.isfinite(exact) else None
-    return {"N": Ns, "trials": [len(v) for v in sq], "mc_exponent": fit["slope"], "mc_ci": fit["ci"],
-            "exact_exponent_on_grid": exact, "agree": agree}
-
-
-def _label(p: int, scale_policy: str, c: float | None) -> str:
-    """x^3/sqrt(N), 0.0625*x^1 … (the sweep's activation labels)."""
-    return f"x^{p}/sqrt(N)" if scale_policy == "inv_sqrt_n" else f"{float(c):g}*x^{p}"
+    return fit(N, sq_samples, LEVEL)
 
 
 def series(ctx: Context, *, p: int, scale_policy: str, c: float | None = None) -> list[dict]:
@@ -92,37 +66,37 @@ def series(ctx: Context, *, p: int, scale_policy: str, c: float | None = None) -
     (family ``growth``); series with the same draws (x^p/√N and c·x^p differ by a coefficient)
     share a ``draws`` key, so the summary can count independent comparisons.
     """
+    from empirics.growth_series import poly_series, series_label
+
     df, _ = sweep_frame(ctx)
-    summ = sweep_summary(ctx)
-    sel = (df["activation"] == "poly") & (df["p"] == p) & (df["scale_policy"] == scale_policy) & (df["row"] == -1)
-    sel &= (df["mask"] == "none") & (df["x_model"] == "iso")
-    if c is not None:
-        sel &= np.isclose(df["c"].astype(float), c)
-    sub = df[sel]
     out = []
-    for (wm, rho, D, d, cc, q), g in sub.groupby(["weight_model", "rho", "D", "d", "c", "quantity"], sort=True, dropna=False):
-        if q not in ("fro", "jac_fro"):
-            continue
-        s = summ[(summ["activation"] == "poly") & (summ["p"] == p) & (summ["scale_policy"] == scale_policy)
-                 & (summ["weight_model"] == wm) & (summ["rho"] == rho) & (summ["D"] == D) & (summ["d"] == d)
-                 & (summ["quantity"] == q) & (summ["row"] == -1) & (summ["mask"] == "none")]
-        if scale_policy == "const":
-            s = s[np.isclose(s["c"].astype(float), float(cc))]
-        s = s.sort_values("N")
-        first = _fit_vs_exact(g, s)
-        z = s["z"].to_numpy(float)
-        c_rec = None if scale_policy != "const" else float(cc)
-        rec = {"weight_model": wm, "rho": float(rho), "D": int(D), "d": int(d), "quantity": q, "c": c_rec, **first,
-               "max_abs_z": float(np.nanmax(np.abs(z))) if z.size else math.nan,
-               "cells": int(len(z)), "cells_abs_z_gt_4": int(np.sum(np.abs(z) > 4))}
-        if first["agree"] is not None:
-            name = f"growth/{_label(p, scale_policy, c_rec)}/{wm}/rho={float(rho):g}/D={int(D)}/d={int(d)}/{q}"
-            record(ctx, name, covered=first["agree"], nominal=LEVEL,
-                   detail={"draws": f"p={p}/{wm}/rho={float(rho):g}/D={int(D)}/d={int(d)}/{q}",
-                           "mc_exponent": first["mc_exponent"], "mc_ci": first["mc_ci"],
-                           "exact": first["exact_exponent_on_grid"], "trials": first["trials"], "N": first["N"]})
+    for rec in poly_series(df, sweep_summary(ctx), p=p, scale_policy=scale_policy, c=c, level=LEVEL):
+        if rec["agree"] is not None:
+            wm, rho, D, d, q = rec["weight_model"], rec["rho"], rec["D"], rec["d"], rec["quantity"]
+            name = f"growth/{series_label(p, scale_policy, rec['c'])}/{wm}/rho={rho:g}/D={D}/d={d}/{q}"
+            record(ctx, name, covered=rec["agree"], nominal=LEVEL,
+                   detail={"draws": f"p={p}/{wm}/rho={rho:g}/D={D}/d={d}/{q}",
+                           "mc_exponent": rec["mc_exponent"], "mc_ci": rec["mc_ci"],
+                           "exact": rec["exact_exponent_on_grid"], "trials": rec["trials"], "N": rec["N"]})
         out.append(rec)
     return out
+
+
+def agreement_gate(covered: Iterable[bool], nominal: float) -> tuple[str, int, int]:
+    """(``mc-agreement`` verdict, comparisons, missed) over first-pass comparisons (True: the interval held the exact
+    value). Pass one flag per *independent* comparison (see ``sapa.rules.agreement``)."""
+    from sapa.rules.agreement import AgreementEvidence, decide
+
+    flags = [bool(c) for c in covered]
+    missed = sum(not c for c in flags)
+    return decide(AgreementEvidence(n=len(flags), missed=missed, nominal=nominal)), len(flags), missed
+
+
+def gate(ctx: Context, family: str, comparisons: dict[str, dict], nominal: float) -> tuple[str, int, int]:
+    """Log each comparison ``{key: {"agree": bool, …}}`` as ``family/key`` (:func:`record`), then :func:`agreement_gate`."""
+    for key, a in comparisons.items():
+        record(ctx, f"{family}/{key}", covered=a["agree"], nominal=nominal, detail=a)
+    return agreement_gate((a["agree"] for a in comparisons.values()), nominal)
 
 
 def record(ctx: Context, name: str, covered: bool, nominal: float, detail: dict | None = None) -> None:

@@ -42,15 +42,15 @@ ENTRIES = {
 def _figure(ctx: Context) -> tuple[str, ...]:
     """The comparative figure, computed once per run and stored for ``sapa figures``."""
     if "audit_compare" not in ctx.cache:
+        from empirics.audit import run_audit_compare
         from figures import audit_compare as fig
-        from figures import style
         from sapa.ledger import store_figure_data
 
-        res = fig.compute(trials=16 if ctx.budget.name == "quick" else 96, seed=ctx.budget.seed,
-                          Ns=(8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384), mc_Ns=(32, 64, 128, 256))
+        res = run_audit_compare(trials=16 if ctx.budget.name == "quick" else 96, seed=ctx.budget.seed,
+                                Ns=(8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384), mc_Ns=(32, 64, 128, 256))
         fig.check(res)
-        stem = style.stem("audit_compare", D=res["D"], d=res["d"], trials=res["trials"], seed=res["seed"])
-        store_figure_data(ctx, "audit_compare", res, stem)
+        stem = fig.stored_stem(res)
+        store_figure_data(ctx, fig.NAME, res.to_json(), stem)
         paths = fig.draw(res, ctx.out_dir / "figures", stem)
         ctx.cache["audit_compare"] = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
     return ctx.cache["audit_compare"]
@@ -58,8 +58,7 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 def _check(cid: str, ctx: Context) -> Outcome:
     from empirics.audit import sample_norms, z_scores
-    from sapa.rules.agreement import AgreementEvidence
-    from sapa.rules.agreement import decide as decide_agreement
+    from sapa.claims.mc import agreement_gate
     from sapa.rules.audit import TOL, K, LikeSoftmaxEvidence, decide, mc_evidence
     from sapa.rules.growth import UpperEvidence, decide_upper
     from theory.audit import audit, model_spec, parse_activation, profile, worst_case
@@ -98,8 +97,7 @@ def _check(cid: str, ctx: Context) -> Outcome:
                             "trials": ROW_TRIALS, "exponent_interval": [ev.exp_lo, ev.exp_hi],
                             "constant_interval_at_128": [ev.ratio_lo, ev.ratio_hi], "verdict": decide(ev),
                             "evidence": ev.__dict__}
-    missed = sum(1 for c in comparisons if not abs(c["z"]) < Z_GATE)
-    gate = decide_agreement(AgreementEvidence(n=len(comparisons), missed=missed, nominal=0.99))
+    gate, _, missed = agreement_gate((abs(c["z"]) < Z_GATE for c in comparisons), 0.99)
     wc = worst_case(act, N=N)
     wc_e = wc["exponent"]
     rate_ev = [(pm.get("sup_exponent"), pm.get("exponent_interval")) for pm in per_model.values()]

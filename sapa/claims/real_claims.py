@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 from sapa.rules import heads as rule
 from sapa.rules.growth import TOL
+
+if TYPE_CHECKING:  # the model code (torch) is imported only when the check runs
+    from empirics.real_records import RealResult
 
 NOT_INSTALLED = {"status": "optional extra 'real' not installed"}
 POLY = ("x/sqrt(N)", "x^3/sqrt(N)")
@@ -106,11 +110,9 @@ def _cell(fits) -> Cell:
                 consistent_band=band.fraction_consistent, verdict_band=rule.decide(band), heads_above=above)
 
 
-def judge(res: dict) -> Judgement:
+def judge(res: RealResult) -> Judgement:
     """Cells, sanity and the question's verdict from an :func:`empirics.real.analyse` result, by rule head-fraction."""
-    from empirics import real
-
-    fits = [f for f in real.head_fits(res) if f.kind == "fro"]
+    fits = [f for f in res.head_fits("real") if f.kind == "fro"]
     protocols = tuple(dict.fromkeys(f.protocol for f in fits))
     cells = []
     for pr in protocols:
@@ -119,10 +121,10 @@ def judge(res: dict) -> Judgement:
             if sel:
                 cells.append(_cell(sel))
     sanity = {
-        "softmax_norm_le_sqrt_n": bool(res["meta"]["softmax_norm_le_sqrt_n"]),
-        "bias_is_token_shift": res["meta"]["max_shift_residual"] < 1e-8,
+        "softmax_norm_le_sqrt_n": bool(res.meta.softmax_norm_le_sqrt_n),
+        "bias_is_token_shift": res.meta.max_shift_residual < 1e-8,
         "fits_finite": all(math.isfinite(v) for f in fits for v in (f.slope, f.lo, f.hi)),
-        "interval_level_is_the_rule's": math.isclose(res["meta"]["config"]["level"], rule.LEVEL),
+        "interval_level_is_the_rule's": math.isclose(res.meta.config.level, rule.LEVEL),
         "every_cell_present": len(cells) == 3 * len(protocols) > 0,
     }
     agreed = {}
@@ -221,11 +223,9 @@ def answer_text(j: Judgement, canon: dict) -> str:
 # --------------------------------------------------------------------------- evidence
 
 
-def canonical_summary(res: dict) -> dict:
+def canonical_summary(res: RealResult) -> dict:
     """Real top canonical correlation vs the random-independent-weight baseline, per token set (all / content)."""
-    from empirics import real
-
-    recs = real.canonical_records(res)
+    recs = res.canonical
     out = {}
     for ts in dict.fromkeys(r.tokens for r in recs):
         rs = [r for r in recs if r.tokens == ts]
@@ -247,41 +247,57 @@ def canonical_summary(res: dict) -> dict:
     return out
 
 
-def _evidence(res: dict, j: Judgement, canon: dict) -> dict:
+def _measured_vs_exact(res: RealResult) -> dict:
+    """Per p, kind and proxy: median (measured − exact grid slope) and how often the exact slope is in the interval."""
     from empirics import real
 
-    heads = res["heads"]
-    tab = real.layer_table(res)
-    col = lambda key: [h[key] for h in heads]  # noqa: E731
-    vs_proxy = {}
-    for p in (1, 3):
-        for kind, suf in (("fro", ""), ("jac", "_jac")):
-            if f"meas_p{p}_{kind}_slope" not in heads[0]:
+    out = {}
+    for p, act in ((1, "x/sqrt(N)"), (3, "x^3/sqrt(N)")):
+        for kind in ("fro", "jac"):
+            pairs = [(res.fit("prefix", act, kind, h.layer, h.head), h) for h in res.heads]
+            if not pairs or any(f is None for f, _ in pairs):
                 continue
-            meas = np.array(col(f"meas_p{p}_{kind}_slope"))
-            cis = np.array(col(f"meas_p{p}_{kind}_ci"))
+            meas = np.array([f.slope for f, _ in pairs])
+            lo, hi = np.array([f.lo for f, _ in pairs]), np.array([f.hi for f, _ in pairs])
             for proxy in real.PROXIES:
-                pred = np.array(col(f"{proxy}_p{p}_grid_slope{suf}"))
-                vs_proxy[f"p{p}_{kind}_{proxy}"] = {
+                m = [h.proxy(proxy, p) for _, h in pairs]
+                pred = np.array([x.grid_slope if kind == "fro" else x.grid_slope_jac for x in m])
+                out[f"p{p}_{kind}_{proxy}"] = {
                     "median_measured_minus_predicted": round(float(np.median(meas - pred)), 4),
-                    "fraction_prediction_in_ci": float(np.mean((cis[:, 0] <= pred) & (pred <= cis[:, 1])))}
+                    "fraction_prediction_in_ci": float(np.mean((lo <= pred) & (pred <= hi)))}
+    return out
+
+
+def _evidence(res: RealResult, j: Judgement, canon: dict) -> dict:
+    from empirics import real
+
+    heads = res.heads
+    meta = res.meta
+    tab = real.layer_table(res)
+    slope = lambda act, h: res.fit("prefix", act, "fro", h.layer, h.head).slope  # noqa: E731
     # non-stationary scores (protocol "prefix"): if the typical |S_ij| grows like N^γ, ‖x^p/√N‖ gains ≈ pγ
-    gamma = np.array(col("meas_p1_fro_slope")) - np.array(col("matched_p1_grid_slope"))
-    p3 = np.array(col("meas_p3_fro_slope"))
-    p3_pred = np.array(col("matched_p3_grid_slope")) + 3 * gamma
+    gamma = np.array([slope("x/sqrt(N)", h) - h.proxy("matched", 1).grid_slope for h in heads])
+    p3 = np.array([slope("x^3/sqrt(N)", h) for h in heads])
+    p3_pred = np.array([h.proxy("matched", 3).grid_slope for h in heads]) + 3 * gamma
     jac, whole = {}, {}
-    for f in real.head_fits(res):
+    for f in res.head_fits("real"):
         if f.kind == "jac":
             jac.setdefault(f"{f.protocol}:{f.activation}", []).append(f.slope)
-    for f in real.head_fits(res, "all"):  # full budget: the fit over the whole grid (to N = 512), beside the verdict's
+    for f in res.head_fits("all"):  # full budget: the fit over the whole grid (to N = 512), beside the verdict's
         whole.setdefault(f"{f.protocol}:{f.activation}:{f.kind}", []).append(f.slope)
+    ab = {"matched_abs_mean": [h.ab.sample.matched_abs_mean for h in heads],
+          "canonical_top": [h.ab.sample.canonical_top for h in heads],
+          "cov_norm_ratio": [h.ab.sample.cov_norm_ratio for h in heads],
+          "null_canonical_top": [h.ab.null.canonical_top for h in heads],
+          "identity_canonical_top": [h.ab.identity.canonical_top for h in heads],
+          "diag_logit_excess_sd": [h.ab.diag_logit_excess_sd for h in heads]}
     return {
-        "model": res["meta"]["model"],
-        "config": res["meta"]["config"],
-        "Ns_fit": res["Ns_real"], "Ns_measured": res["Ns"],
-        "texts": res["meta"]["passages"], "n_tokens_covariance": res["meta"]["n_tokens_covariance"],
-        "protocols": res["meta"]["protocols"],
-        "scores_and_jacobian": res["meta"]["scores"],
+        "model": meta.model,
+        "config": asdict(meta.config),
+        "Ns_fit": list(res.Ns_real), "Ns_measured": list(res.Ns),
+        "texts": list(meta.passages), "n_tokens_covariance": meta.n_tokens_covariance,
+        "protocols": meta.protocols,
+        "scores_and_jacobian": meta.scores,
         "sanity": j.sanity,
         "cells": [{**asdict(c), "heads_above": [list(h) for h in c.heads_above]} for c in j.cells],
         "agreed_across_protocols": j.agreed,
@@ -291,11 +307,12 @@ def _evidence(res: dict, j: Judgement, canon: dict) -> dict:
         "jacobian_exponent_quantiles": {k: _q(v) for k, v in jac.items()},
         **({"exponent_quantiles_whole_grid": {k: _q(v) for k, v in whole.items()}} if whole else {}),
         "canonical_correlation": canon,
-        "canonical_baseline": res["meta"]["canonical_baseline"],
-        "proxies": res["meta"]["proxies"],
+        "canonical_baseline": meta.canonical_baseline,
+        "proxies": meta.proxies,
         "per_layer": {str(l): {k: round(float(v), 4) for k, v in row.items()} for l, row in tab.iterrows()},
-        "n_star_all_heads": {f"p{p}_{proxy}": _q(col(f"{proxy}_p{p}_n_star")) for p in (1, 3) for proxy in real.PROXIES},
-        "measured_vs_exact": vs_proxy,
+        "n_star_all_heads": {f"p{p}_{proxy}": _q([h.proxy(proxy, p).n_star for h in heads]) for p in (1, 3)
+                             for proxy in real.PROXIES},
+        "measured_vs_exact": _measured_vs_exact(res),
         "score_scale_growth": {
             "gamma_quantiles": _q(gamma),
             "p3_residual_quantiles": _q(p3 - p3_pred),
@@ -304,11 +321,9 @@ def _evidence(res: dict, j: Judgement, canon: dict) -> dict:
                     "typical score |S_ij| with N; 0 for i.i.d. tokens); p3 residual = measured p = 3 exponent − "
                     "(matched p = 3 slope + 3γ)",
         },
-        "ab_correlation": {k: _q(col("ab_" + k)) for k in ("matched_abs_mean", "canonical_top", "cov_norm_ratio",
-                                                            "null_canonical_top", "identity_canonical_top",
-                                                            "diag_logit_excess_sd")},
-        "vit_references": real.vit_references(res["Ns_real"]),
-        "analysis_seconds": res["meta"]["seconds"], "from_cache": res["meta"]["from_cache"],
+        "ab_correlation": {k: _q(v) for k, v in ab.items()},
+        "vit_references": real.vit_references(res.Ns_real),
+        "analysis_seconds": meta.seconds, "from_cache": meta.from_cache,
     }
 
 
@@ -367,7 +382,7 @@ def check_real_model_regime(ctx: Context) -> Outcome:
     try:
         from figures import real_heads
 
-        paths = real_heads.draw(res, ctx.out_dir / "figures")
+        paths = real_heads.draw(res.to_dict(), ctx.out_dir / "figures")  # figures draw from the stored form
         figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
     except AssertionError as exc:  # the figure asserts its own consistency; a failure is evidence, not a crash
         ev["figure_assertion_failed"] = str(exc)

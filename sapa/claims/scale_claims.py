@@ -19,12 +19,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-from scipy import stats
-
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading, store_figure_data
-from sapa.rules.agreement import AgreementEvidence
-from sapa.rules.agreement import decide as decide_agreement
 from sapa.rules.direction import DirectionEvidence, case_direction
 from sapa.rules.direction import decide as decide_direction
 from sapa.rules.profile import TOL, ProfileEvidence, case_shape
@@ -43,19 +38,6 @@ def _scale_config(ctx: Context) -> dict:
     return {"Ns": [2**k for k in range(3, 13)], "trials": 8, "max_trials": 4096, "models": ("paper", "iid", "tied")}
 
 
-def _scale_agreement(table, fit) -> dict:
-    """MC vs exact for the polynomial side of one (model, p): t-tests of mean ‖S^{∘p}‖²_F per N
-    (Bonferroni over N at FAMILY) and the bound-matching MC exponent interval holding the exact slope."""
-    crit = [float(stats.t.ppf(1 - FAMILY / (2 * len(table)), max(1, int(T) - 1))) for T in table["trials"]]
-    z = table["poly_z"].to_numpy(float)
-    f = fit.set_index("criterion")
-    lo, hi, ex = f.loc["bound_mc", "ci_lo"], f.loc["bound_mc", "ci_hi"], f.loc["bound", "slope"]
-    ok_z = bool(np.all(np.abs(z) <= crit))
-    ok_slope = bool(lo <= ex <= hi)
-    return {"agree": ok_z and ok_slope, "max_abs_z": float(np.max(np.abs(z))), "t_crit": [round(c, 3) for c in crit],
-            "trials": [int(t) for t in table["trials"]], "bound_mc_ci": [float(lo), float(hi)], "exact_slope": float(ex)}
-
-
 def check_scale_direction(ctx: Context) -> Outcome:
     """Which way must the scale of x^p move as N decreases to keep its norm at softmax's level?
 
@@ -66,32 +48,36 @@ def check_scale_direction(ctx: Context) -> Outcome:
     c = 1/α. The entry is UNDETERMINED if the Monte Carlo disagrees with exact moments on the first
     pass (``mc-agreement``).
     """
-    from empirics.scale_direction import fit_scale_exponents
+    from empirics.causal import crossover_n
+    from empirics.scale_direction import (
+        PS,
+        REVIEWER_NS,
+        bound_exponent,
+        fit_scale_exponents,
+        polynomial_agreement,
+        run_scale_direction,
+    )
     from figures import scale_direction as fig
 
     cfg = _scale_config(ctx)
     seed = ctx.budget.seed
-    res = fig.compute(cfg["Ns"], models=cfg["models"], trials=cfg["trials"], seed=seed,
-                      max_trials=cfg["max_trials"], level=LEVEL)
+    res = run_scale_direction(cfg["Ns"], models=cfg["models"], trials=cfg["trials"], seed=seed,
+                              max_trials=cfg["max_trials"], level=LEVEL)
+
     def bound_exact_slope(model: str, p: int) -> float:  # c_b's exponent needs no sampling: from exact moments
-        return _bound_slope(p, model, cfg["Ns"], res["D"], res["d"])
+        return bound_exponent(p, model, cfg["Ns"], res.D, res.d)
 
     # Monte Carlo vs exact, first pass only (no rerun on disagreement): one comparison per (model, p).
     from sapa.claims import mc
 
-    agreement = {}
-    for m in cfg["models"]:
-        ag = {p: _scale_agreement(res["tables"][(m, p)], res["fits"][(m, p)]) for p in fig.PS}
-        for p, a in ag.items():
-            mc.record(ctx, f"fig1-scale-direction/{m}/p{p}", covered=a["agree"], nominal=1 - FAMILY, detail=a)
-        agreement[m] = {f"p{p}": a for p, a in ag.items()}
-    n_cmp = sum(len(v) for v in agreement.values())
-    n_miss = sum(not a["agree"] for v in agreement.values() for a in v.values())
-    gate = decide_agreement(AgreementEvidence(n=n_cmp, missed=n_miss, nominal=1 - FAMILY))
+    flat = {f"{m}/p{p}": polynomial_agreement(res.tables[(m, p)], res.fits[(m, p)], FAMILY)
+            for m in cfg["models"] for p in PS}
+    gate, n_cmp, n_miss = mc.gate(ctx, "fig1-scale-direction", flat, 1 - FAMILY)
+    agreement = {m: {f"p{p}": flat[f"{m}/p{p}"] for p in PS} for m in cfg["models"]}
     all_agree = gate == "HOLDS"
 
     directions, exponents, tables, at_reviewer, paper_range = {}, {}, {}, {}, {}
-    for (m, p), f in res["fits"].items():
+    for (m, p), f in res.fits.items():
         f = f.set_index("criterion")
         key = f"{m}/p{p}"
         ex = {}
@@ -103,7 +89,7 @@ def check_scale_direction(ctx: Context) -> Outcome:
         directions[key] = {c: {"c": case_direction(float(f.loc[c, "ci_lo"]), float(f.loc[c, "ci_hi"])),
                                "alpha": case_direction(-float(f.loc[c, "ci_hi"]), -float(f.loc[c, "ci_lo"]))}
                            for c in ("typical", "bound")}
-        t = res["tables"][(m, p)]
+        t = res.tables[(m, p)]
         tables[key] = [{"N": int(r.N), "trials": int(r.trials), "softmax_mean": round(r.softmax_mean, 5),
                         "softmax_ci95": [round(r.softmax_lo, 5), round(r.softmax_hi, 5)],
                         "poly_rms_exact": float(f"{r.poly_rms_exact:.6g}"), "poly_z": round(r.poly_z, 3),
@@ -114,8 +100,8 @@ def check_scale_direction(ctx: Context) -> Outcome:
         sub = t.set_index("N")
         at_reviewer[key] = {int(n): {"c_typical": float(f"{sub.loc[n, 'c_typical']:.4g}"),
                                      "c_bound": float(f"{sub.loc[n, 'c_bound']:.4g}")}
-                            for n in fig.REVIEWER_NS if n in sub.index}
-        pr = fit_scale_exponents(res["samples"][m], p, m, d=res["d"], D=res["D"], level=LEVEL, n_boot=500, seed=seed,
+                            for n in REVIEWER_NS if n in sub.index}
+        pr = fit_scale_exponents(res.samples[m], p, m, d=res.d, D=res.D, level=LEVEL, n_boot=500, seed=seed,
                                  n_range=(8, 256)).set_index("criterion")
         paper_range[key] = {c: {"slope": round(float(pr.loc[c, "slope"]), 4),
                                 "ci": [round(float(pr.loc[c, "ci_lo"]), 4), round(float(pr.loc[c, "ci_hi"]), 4)]}
@@ -123,13 +109,13 @@ def check_scale_direction(ctx: Context) -> Outcome:
 
     # Readings. Exponents b of the coefficient c (c ∝ N^b); the divisor α = 1/c has exponent −b.
     coef_cases, div_cases = [], []
-    for (m, p), f in res["fits"].items():
+    for (m, p), f in res.fits.items():
         f = f.set_index("criterion")
         for crit in ("typical", "bound"):
             lo, hi = float(f.loc[crit, "ci_lo"]), float(f.loc[crit, "ci_hi"])
             coef_cases.append((f"{m}/p{p}/{crit}", lo, hi))
             div_cases.append((f"{m}/p{p}/{crit}", -hi, -lo))
-    paper_cases = tuple((f"paper/p{p}/bound", -b, -b) for p in fig.PS for b in [bound_exact_slope("paper", p)])
+    paper_cases = tuple((f"paper/p{p}/bound", -b, -b) for p in PS for b in [bound_exact_slope("paper", p)])
     v_paper = decide_direction(DirectionEvidence(paper_cases))
     v_div = decide_direction(DirectionEvidence(tuple(div_cases)))
     v_coef = decide_direction(DirectionEvidence(tuple(coef_cases)))
@@ -152,10 +138,9 @@ def check_scale_direction(ctx: Context) -> Outcome:
     )
     verdict = readings[0].verdict if all_agree else "UNDETERMINED"
 
-    stem = fig.style.stem("scale_direction", d=res["d"], D=res["D"], N=f"{cfg['Ns'][0]}-{cfg['Ns'][-1]}",
-                          trials=cfg["trials"], budget=ctx.budget.name)
-    drawn = {**res, "models": [m for m in res["models"] if m != "paper"]}
-    store_figure_data(ctx, "scale_direction", drawn, stem)
+    drawn = res.showing([m for m in res.models if m != "paper"])
+    stem = fig.stored_stem(drawn, ctx.budget.name)
+    store_figure_data(ctx, fig.NAME, drawn.to_json(), stem)
     paths = fig.draw(drawn, ctx.out_dir / "figures", stem)
     figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
 
@@ -167,9 +152,9 @@ def check_scale_direction(ctx: Context) -> Outcome:
                 f"{-e['iid/p3']['bound']['slope']:+.3f}; tied bound {-e['tied/p1']['bound']['slope']:+.3f}, "
                 f"{-e['tied/p3']['bound']['slope']:+.3f} ({v_div}); read as the coefficient c = 1/α the sentence is "
                 f"inverted ({v_coef})")
-    nstar = {m: {f"p{p}": float(f"{_crossover(p, m, res['D'], res['d']):.4g}") for p in fig.PS}
+    nstar = {m: {f"p{p}": float(f"{crossover_n(p, m, res.D, res.d):.4g}") for p in PS}
              for m in ("paper", "iid", "tied")}
-    bound_exact = {f"{m}/p{p}": round(bound_exact_slope(m, p), 5) for m in ("paper", "iid", "tied") for p in fig.PS}
+    bound_exact = {f"{m}/p{p}": round(bound_exact_slope(m, p), 5) for m in ("paper", "iid", "tied") for p in PS}
     corrected = (
         "Read with the paper's notation (scale = divisor α of x^p/α) the sentence is right; read as the coefficient c "
         "it is inverted. The coefficient c of c·x^p that keeps E-RMS ‖c·S^{∘p}‖_F at softmax's level must INCREASE as N decreases, "
@@ -177,7 +162,7 @@ def check_scale_direction(ctx: Context) -> Outcome:
         f"for N ≫ N* = 1 + m_diag/m_off (fitted b = {e['iid/p1']['bound']['slope']:.3f} (x), "
         f"{e['iid/p3']['bound']['slope']:.3f} (x³) in the iid model; only {e['tied/p3']['bound']['slope']:.3f} for x³ with "
         f"tied weights, where N* = {nstar['tied']['p3']:.4g} and c_b is nearly flat below it); matching softmax's typical "
-        f"norm (nearly flat in N, ≈ {res['tables'][('iid', 1)]['softmax_mean'].iloc[-1]:.3g} at N = {n_hi}, iid), "
+        f"norm (nearly flat in N, ≈ {res.tables[('iid', 1)]['softmax_mean'].iloc[-1]:.3g} at N = {n_hi}, iid), "
         f"c_a ∝ N^{{−1}} (b = {e['iid/p1']['typical']['slope']:.3f}, {e['iid/p3']['typical']['slope']:.3f}). "
         "Equivalently the divisor α = 1/c of x^p/α decreases as N decreases: if the paper's 'scale' means that divisor "
         "(as in x/14, x³/16), its sentence is right and only the wording is inverted."
@@ -190,7 +175,7 @@ def check_scale_direction(ctx: Context) -> Outcome:
             "chosen at each N so that √E‖S^{∘p}/α‖²_F equals (a) softmax's typical norm E‖softmax(S/√d)‖_F or (b) its bound "
             "√N; 'as N decreases the scale should decrease' means α(N) ∝ N^b with b > 0.1 over "
             f"N = {n_lo}…{n_hi}, judged first under the paper's independent A, B (criterion (b), exact), then with shared "
-            f"X (d = D = {res['d']}, σ_w² = 1/D; models {', '.join(cfg['models'])}), then for the coefficient c = 1/α."
+            f"X (d = D = {res.d}, σ_w² = 1/D; models {', '.join(cfg['models'])}), then for the coefficient c = 1/α."
         ),
         corrected_claim=None if all(r.verdict == "HOLDS" for r in readings) else corrected,
         figures=figures,
@@ -205,8 +190,8 @@ def check_scale_direction(ctx: Context) -> Outcome:
             "exponents_on_paper_range_N_8_to_256": paper_range,
             "tables": tables,
             "c_at_reviewer_N": at_reviewer,
-            "reviewer_numbers": {"N": list(fig.REVIEWER_NS),
-                                 "inv_sqrt_n": [round(1 / math.sqrt(n), 4) for n in fig.REVIEWER_NS],
+            "reviewer_numbers": {"N": list(REVIEWER_NS),
+                                 "inv_sqrt_n": [round(1 / math.sqrt(n), 4) for n in REVIEWER_NS],
                                  "note": "the review lists 0.125, 0.0625 for N = 256, 64; 1/√256 = 0.0625 and "
                                          "1/√64 = 0.125 (the first two are swapped); 1/√N increases as N decreases "
                                          "either way"},
@@ -222,22 +207,6 @@ def check_scale_direction(ctx: Context) -> Outcome:
     )
 
 
-def _bound_slope(p: int, model: str, Ns, D: int, d: int) -> float:
-    """OLS exponent b of the bound-matching coefficient c_b(N) = √N/√E‖S^{∘p}‖²_F over the grid (exact)."""
-    from empirics.scale_direction import exact_fro2
-
-    x = np.log(np.asarray(Ns, float))
-    y = 0.5 * x - 0.5 * np.log([exact_fro2(p, model, n, D, d) for n in Ns])
-    return float(np.polyfit(x, y, 1)[0])
-
-
-def _crossover(p: int, model: str, D: int, d: int) -> float:
-    from empirics.causal import row_moments
-
-    m_off, m_diag = row_moments(p, model, D, d)
-    return 1 + m_diag / m_off
-
-
 # ============================================================================ causal-masking
 
 
@@ -249,20 +218,6 @@ def _causal_config(ctx: Context) -> dict:
                 transfer_max_trials=1024)
 
 
-def _causal_agreement(res: dict) -> dict:
-    out = {}
-    for (N, p), a in res["agree"].items():
-        e = res["expo"][(N, p)].set_index(["policy", "criterion"])
-        slopes_ok = {pol: bool(e.loc[(pol, "bound"), "ci_lo"] <= e.loc[(pol, "bound"), "exact_slope"]
-                               <= e.loc[(pol, "bound"), "ci_hi"]) for pol in ("inv_sqrt_n", "inv_sqrt_i", "inv_i")}
-        out[f"N{N}/p{p}"] = {"agree": bool(a["agree"].all()) and all(slopes_ok.values()),
-                             "bins": len(a), "max_abs_z": round(float(a["z"].abs().max()), 3),
-                             "t_crit": round(float(a["t_crit"].min()), 3),
-                             "trials_per_bin": [int(t) for t in a["trials"]],
-                             "slope_interval_holds_exact": slopes_ok}
-    return out
-
-
 def check_causal(ctx: Context) -> Outcome:
     """The reviewers' question (the paper is silent): under a causal mask, should the scale follow the effective length?
 
@@ -272,28 +227,30 @@ def check_causal(ctx: Context) -> Outcome:
     p ∈ {1, 3}). ANSWERED when every reading is decided and the Monte Carlo agrees with the exact row
     formula on the first pass (``mc-agreement``); UNDETERMINED otherwise.
     """
-    from empirics.causal import exact_row_ms, regime_start, row_moments
+    from empirics.causal import (
+        causal_agreement,
+        exact_row_ms,
+        masked_matrix_exponent,
+        masked_matrix_sup_exponent,
+        regime_start,
+        row_moments,
+        run_causal_masking,
+    )
     from figures import causal_masking as fig
 
     cfg = _causal_config(ctx)
     seed = ctx.budget.seed
-
-    def run(s: int) -> dict:  # c_i = 1/i added: the shape of softmax's typical rows
-        return fig.compute(seed=s, policies=("inv_sqrt_n", "inv_sqrt_i", "inv_i"), level=LEVEL, **cfg)
-
-    res = run(seed)
-    agreement = _causal_agreement(res)  # first pass only: no rerun on disagreement
+    # c_i = 1/i added to the policies: the shape of softmax's typical rows
+    res = run_causal_masking(seed=seed, policies=("inv_sqrt_n", "inv_sqrt_i", "inv_i"), level=LEVEL, **cfg)
     from sapa.claims import mc
 
-    for key, a in agreement.items():
-        mc.record(ctx, f"causal-masking/{key}", covered=a["agree"], nominal=LEVEL, detail=a)
-    gate = decide_agreement(AgreementEvidence(n=len(agreement), missed=sum(not a["agree"] for a in agreement.values()),
-                                              nominal=LEVEL))
+    agreement = causal_agreement(res, ("inv_sqrt_n", "inv_sqrt_i", "inv_i"))  # first pass only: no rerun
+    gate, _, _ = mc.gate(ctx, "causal-masking", agreement, LEVEL)
     all_agree = gate == "HOLDS"
 
-    D, d, model = res["D"], res["d"], res["model"]
+    D, d = res.D, res.d
     cases, corrected_cases, profiles = {}, {}, {}
-    for (N, p), e in res["expo"].items():
+    for (N, p), e in res.expo.items():
         e = e.set_index(["policy", "criterion"])
         key = f"N{N}/p{p}"
         profiles[key] = {
@@ -314,7 +271,7 @@ def check_causal(ctx: Context) -> Outcome:
     def profile_verdict(pol: str, crit: str) -> str:
         """uniform-profile over every (N, p) for one scale policy and reading of softmax's rows."""
         cases_ = []
-        for (N, p), x in res["expo"].items():
+        for (N, p), x in res.expo.items():
             x = x.set_index(["policy", "criterion"])
             cases_.append((f"N{N}/p{p}", float(x.loc[(pol, crit), "ci_lo"]), float(x.loc[(pol, crit), "ci_hi"])))
         return decide_profile(ProfileEvidence(tuple(cases_)))
@@ -335,7 +292,7 @@ def check_causal(ctx: Context) -> Outcome:
                                   f"per_row_last_over_first_N{N}": float(f"{math.sqrt(dyn[-1] / dyn[0]):.4g}"),
                                   "per_row_flat_from_row": regime_start(r, TOL)}
 
-    tr = res["transfer"]
+    tr = res.transfer
     transfer = {}
     for (pol, q), g in tr.groupby(["policy", "quantity"]):
         g = g.sort_values("N")
@@ -346,9 +303,8 @@ def check_causal(ctx: Context) -> Outcome:
             "mc_ci95": [[round(float(a), 4), round(float(b), 4)] for a, b in zip(g["mc_lo"], g["mc_hi"])],
             "trials": [int(t) for t in g["trials"]]}
 
-    stem = fig.style.stem("causal_masking", model=model, d=d, D=D, N=list(cfg["Ns"]), trials=list(cfg["trials"]),
-                          Ntrain=cfg["N_train"], budget=ctx.budget.name)
-    store_figure_data(ctx, "causal_masking", res, stem)
+    stem = fig.stored_stem(res, ctx.budget.name)
+    store_figure_data(ctx, fig.NAME, res.to_json(), stem)
     paths = fig.draw(res, ctx.out_dir / "figures", stem)
     figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
 
@@ -368,13 +324,8 @@ def check_causal(ctx: Context) -> Outcome:
     whole = {}
     for m in ("paper", "iid", "tied"):
         for p in (1, 3):
-            m_off, m_diag = row_moments(p, m, D, d)
-            r2 = 2 * m_diag / m_off  # the masked matrix has half the off-diagonal entries: r → 2r
-            whole[f"{m}/p{p}"] = {"sup_local_exponent": 0.5 if r2 >= 1 else 1 / (1 + r2),
-                                  "exponent_on_grid": float(np.polyfit(
-                                      np.log(cfg["Ns"]),
-                                      [0.5 * math.log((n * (n - 1) / 2 * m_off + n * m_diag) / n) for n in cfg["Ns"]],
-                                      1)[0])}
+            whole[f"{m}/p{p}"] = {"sup_local_exponent": masked_matrix_sup_exponent(p, m, D, d),
+                                  "exponent_on_grid": masked_matrix_exponent(p, m, cfg["Ns"], D, d)}
     from sapa.rules.growth import UpperEvidence, decide_upper
 
     sup_whole = max(w["sup_local_exponent"] for w in whole.values())
@@ -455,7 +406,7 @@ def check_causal(ctx: Context) -> Outcome:
             "softmax_row1_is_exactly_1": True,
             "monte_carlo_agreement": agreement,
             "monte_carlo_gate": {"rule": "mc-agreement", "verdict": gate, "first_pass": True},
-            "train_length_transfer": {"N_train": cfg["N_train"], "p": res["transfer_p"], "series": transfer},
+            "train_length_transfer": {"N_train": cfg["N_train"], "p": res.transfer_p, "series": transfer},
             "tolerance": TOL,
             "interval_level": LEVEL,
             "design": {"N": list(cfg["Ns"]), "trials_at_last_bin": list(cfg["trials"]), "max_trials": cfg["max_trials"],

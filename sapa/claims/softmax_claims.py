@@ -12,65 +12,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import torch
-
-from empirics.samplers import rng_for
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 from sapa.rules.bound import BoundEvidence
 from sapa.rules.bound import decide as decide_bound
 
 
-
-def _adversarial_logits(N: int, rng: np.random.Generator, rows: int) -> np.ndarray:
-    """Random and adversarial logit rows (rows, N): Gaussian at many temperatures, near-ties, near-one-hot."""
-    temps = np.array([1e-3, 0.1, 1.0, 3.0, 10.0, 100.0, 1e4])
-    z = rng.standard_normal((rows, N)) * temps[rng.integers(0, len(temps), rows)][:, None]
-    if N >= 2:
-        tie = np.full((max(rows // 8, 1), N), -np.inf)
-        tie[:, :2] = rng.standard_normal((len(tie), 1)) * 1e-9  # two-way ties: the maximiser
-        z = np.vstack([z, np.where(np.isinf(tie), -40.0, tie)])
-    return z
-
-
-def _softmax_rows(z: np.ndarray) -> np.ndarray:
-    """Row softmax, stable: exp(z − max z) / Σ exp(z − max z)."""
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _autograd_jacobian_ratio(S: torch.Tensor) -> float:
-    """‖∂softmax(S)/∂S‖_F / √N with the full (N², N²) Jacobian from torch autograd (float64)."""
-    N = S.shape[0]
-    J = torch.func.jacrev(lambda s: torch.softmax(s, dim=-1))(S)  # (N, N, N, N)
-    return float(torch.linalg.vector_norm(J)) / math.sqrt(N)
-
-
 def check_norm(ctx: Context) -> Outcome:
     """‖softmax(S)‖_F ≤ √N for every S: max ratio over random/adversarial S, and the supremum approached."""
+    from empirics.softmax_bounds import norm_search
     from theory.softmax import softmax_matrix_bounds
 
-    rng = rng_for(ctx.budget.seed, "softmax-norm-rows")
-    per_n = []
-    worst = 0.0
-    for N in ctx.budget.Ns:
-        rows = max(ctx.budget.random_rows // 4, 16)
-        P = _softmax_rows(_adversarial_logits(N, rng, rows))
-        p2 = (P**2).sum(axis=1)
-        # Random N×N matrices assembled from these rows: ‖P‖_F² = Σ_i p2_i.
-        idx = rng.integers(0, len(p2), size=(64, N))
-        ratio = np.sqrt(p2[idx].sum(axis=1) / N)
-        # The supremum: rows tending to one-hot (logit gap g) give ratio → 1.
-        gaps = np.array([1.0, 10.0, 30.0, 700.0])
-        gap_rows = np.hstack([gaps[:, None], np.zeros((len(gaps), N - 1))])  # (4, N): one logit ahead by g
-        near_one_hot = np.sqrt((_softmax_rows(gap_rows) ** 2).sum(axis=1))  # every row alike: ratio = √p2
-        worst = max(worst, float(ratio.max()))
-        per_n.append({
-            "N": N,
-            "max_ratio_fro_over_sqrtN": float(ratio.max()),
-            "median_ratio": float(np.median(ratio)),
-            "one_hot_limit_ratio_at_gaps_1_10_30_700": near_one_hot.tolist(),
-        })
+    per_n, worst = norm_search(ctx.budget.Ns, ctx.budget.random_rows, ctx.budget.seed)
     bound = softmax_matrix_bounds(ctx.budget.Ns[-1])
     sup_reached = min(r["one_hot_limit_ratio_at_gaps_1_10_30_700"][-1] for r in per_n)
     # Theory: sup_S ‖softmax(S)‖_F/√N = 1 exactly (power sums); numerics: the largest ratio found.
@@ -102,11 +54,15 @@ def check_norm(ctx: Context) -> Outcome:
 
 def check_jacobian(ctx: Context) -> Outcome:
     """Eq. 4.2: ‖∂softmax(S)/∂S‖_F ≤ 2√N; compute the sharp constant and test both readings."""
+    from empirics.softmax_bounds import (
+        autograd_jacobian_search,
+        jacobian_wrt_x_growth,
+        row_jacobian_search,
+    )
     from theory.softmax import (
         jacobian_fro2_in_power_sums,
         kkt_maxima,
         reviewer_one_hot_example,
-        row_jacobian_fro,
         sharp_row_jacobian_fro_bound,
         softmax_matrix_bounds,
     )
@@ -116,37 +72,14 @@ def check_jacobian(ctx: Context) -> Outcome:
     c_paper = 2.0
     kkt = {n: max(float(v) for _, v in kkt_maxima(n)) for n in (2, 3, 4)}
 
-    rng = rng_for(ctx.budget.seed, "softmax-jacobian-rows")
-    rows_checked = 0
-    worst_row = 0.0
-    for N in ctx.budget.Ns:
-        P = _softmax_rows(_adversarial_logits(N, rng, ctx.budget.random_rows))
-        if N >= 2:
-            # Dirichlet rows from near-vertices (α = 0.01) to near-centroid (α = 100).
-            alpha = rng.choice([0.01, 0.1, 1.0, 10.0, 100.0], size=256)
-            P = np.vstack([P, np.array([rng.dirichlet(np.full(N, a)) for a in alpha])])
-        vals = row_jacobian_fro(P)
-        rows_checked += len(P)
-        worst_row = max(worst_row, float(np.max(vals)))
-
+    rows_checked, worst_row = row_jacobian_search(ctx.budget.Ns, ctx.budget.random_rows, ctx.budget.seed)
     # Matrix level, independent of the theory module: torch autograd Jacobian of the full map.
-    gen = torch.Generator().manual_seed(ctx.budget.seed + 42)
-    autograd = []
-    worst_matrix = 0.0
-    for N in (2, 3, 4, 8):
-        for scale in (0.01, 1.0, 5.0, 50.0):
-            S = torch.randn(N, N, generator=gen, dtype=torch.float64) * scale
-            r = _autograd_jacobian_ratio(S)
-            worst_matrix = max(worst_matrix, r)
-        two_point = torch.full((N, N), -60.0, dtype=torch.float64)
-        two_point[:, :2] = 0.0
-        autograd.append({"N": N, "ratio_at_two_point_rows": _autograd_jacobian_ratio(two_point),
-                         "max_ratio_random": worst_matrix})
+    autograd, worst_matrix = autograd_jacobian_search(ctx.budget.seed)
     attained = min(a["ratio_at_two_point_rows"] for a in autograd)
     worst = max(worst_row, worst_matrix)
 
     # The other reading: Jacobian with respect to X, S = X W Xᵀ — depends on the scale of X and W.
-    reading_x = _jacobian_wrt_x_unbounded(ctx)
+    reading_x = jacobian_wrt_x_growth(ctx.budget.seed)
 
     verdict = decide_bound(BoundEvidence(claimed=c_paper, sharp=c_sharp, found=worst))
     x_found = reading_x["max_ratio"]
@@ -190,7 +123,7 @@ def check_jacobian(ctx: Context) -> Outcome:
             "autograd": autograd,
             f"bounds_at_N={N_show}": {k: float(v) for k, v in bounds.items()},
             "reading_wrt_X": reading_x,
-            "attention_lipschitz_wrt_X": _worst_case_search(ctx),
+            "attention_lipschitz_wrt_X": _lipschitz(ctx),
             "checks": ["sympy identity and KKT maxima (n = 2, 3, 4)", "Cauchy–Schwarz proof for all n",
                        "random/adversarial rows", "torch autograd Jacobian of the N×N map",
                        "Jacobian w.r.t. X",
@@ -199,59 +132,12 @@ def check_jacobian(ctx: Context) -> Outcome:
     )
 
 
-def _worst_case_search(ctx: Context) -> dict:
-    """Softmax attention's Lipschitz constant ‖∂(softmax(XWXᵀ)X)/∂X‖₂ vs N, tokens of norm r = 2 (reported, not asserted).
+def _lipschitz(ctx: Context) -> dict:
+    """Softmax attention's Lipschitz constant w.r.t. X vs N (reported, not asserted): quick N = 4…16, full 4…32."""
+    from empirics.softmax_bounds import lipschitz_search
 
-    Power iteration (jvp/vjp) at random, structured and gradient-ascent inputs (empirics.lipschitz).
-    Castin, Ablin, Peyré (ICML 2024) show adversarial growth like √N: the Jacobian of softmax
-    attention w.r.t. X has no N-independent bound even though ‖∂softmax(S)/∂S‖₂ ≤ 1/2.
-    """
-    from empirics.lipschitz import lipschitz_growth
-    from empirics.norms import Activation
-    from empirics.worst_case import ols_slope
-
-    Ns = [n for n in (4, 8, 16, 32) if 2 * n <= max(ctx.budget.worst_Ns)]  # quick: 4…16; full: 4…32
-    lip = lipschitz_growth(Ns, 4, Activation("softmax", scale=1.0), token_radius=2.0, seed=ctx.budget.seed,
-                           steps=ctx.budget.worst_steps, restarts=ctx.budget.worst_restarts, constraint="token")
-    per_input = {name: g.sort_values("N")["sigma"].tolist() for name, g in lip.groupby("input")}
-    worst = lip.groupby("N")["sigma"].max()
-    return {"N": Ns, "D": 4, "token_norm": 2.0, "sigma_by_input": per_input,
-            "slope_of_worst_found": ols_slope(worst.index, worst.to_numpy()),
-            "slope_of_random": ols_slope(Ns, per_input["random"]),
-            "reference": "Castin, Ablin, Peyré (ICML 2024): adversarial growth like √N"}
-
-
-def _jacobian_wrt_x_unbounded(ctx: Context) -> dict:
-    """‖∂softmax(XWXᵀ)/∂X‖_F / √N grows without bound in the scale of W: no bound C√N holds for all X, W.
-
-    Random inputs at weight scales 0.1…3, and a witness that keeps every row at the sharp two-point
-    maximiser of ‖∂softmax/∂S‖ while ∂S/∂X grows: tokens 1 and 2 equal (x₁ = x₂ = 2e₁) and every other
-    token leaning on e₁, so each row's two largest logits stay tied as W = t·I grows; the ratio grows like t.
-    """
-    from empirics.norms import Activation, attention_norms
-
-    rng = rng_for(ctx.budget.seed, "softmax-jacobian-wrt-X")
-    N, D = 16, 8
-    X = rng.standard_normal((N, D))
-    W0 = rng.standard_normal((D, D)) / D
-    out = []
-    for t in (0.1, 0.3, 1.0, 3.0):
-        r = attention_norms(X, t * W0, Activation("softmax", 1, 1.0))
-        out.append({"weight_scale": t, "jac_fro_over_sqrtN": r.jac_fro / math.sqrt(N)})
-    Xw = 0.1 * rng.standard_normal((N, D))  # (N, D): tied-pair witness
-    Xw[:, 0] = 0.5 + 0.1 * rng.random(N)
-    Xw[0] = Xw[1] = 2.0 * np.eye(D)[0]
-    witness = []
-    for t in (1.0, 10.0, 100.0):
-        r = attention_norms(Xw, t * np.eye(D), Activation("softmax", 1, 1.0))
-        witness.append({"weight_scale": t, "jac_fro_over_sqrtN": r.jac_fro / math.sqrt(N)})
-    best = max(o["jac_fro_over_sqrtN"] for o in out + witness)
-    return {
-        "N": N, "D": D, "series": out, "tied_pair_witness": witness, "max_ratio": best,
-        "exceeds_2sqrtN": best > 2.0,
-        "note": "with respect to X the Jacobian norm scales with ‖X‖·‖W‖ (the witness keeps every row at the sharp "
-                "two-point maximiser while W = t·I grows), so Eq. 4.2 can only hold for S.",
-    }
+    Ns = [n for n in (4, 8, 16, 32) if 2 * n <= max(ctx.budget.worst_Ns)]
+    return lipschitz_search(Ns, ctx.budget.seed, ctx.budget.worst_steps, ctx.budget.worst_restarts)
 
 
 CLAIMS = [

@@ -15,7 +15,12 @@ bracket allows; if they do not, the growth claim is UNDETERMINED.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sapa.ledger import Context
+
+if TYPE_CHECKING:
+    from empirics.worst_case import WorstCaseResult
 
 PS = (1, 3)
 JUDGED = ("fro", "jac_fro")  # the paper's two objects; the spectral norm (Lipschitz reading) is reported only
@@ -23,18 +28,17 @@ SETS = {"token": "every token on a sphere, ‖x_i‖ = r (as after LayerNorm)",
         "fro": "only the total energy, ‖X‖_F = r√N (energy may sit on one or two tokens)"}
 
 
-def computed(ctx: Context) -> tuple[dict, tuple[str, ...]]:
-    """(figure data {"frames": {p: df}, "config"}, figure paths) for this run (computed once, cached, stored)."""
+def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
+    """(the worst-case result, figure paths) for this run (computed once, cached, stored)."""
     if "worst_case" not in ctx.cache:
-        from figures import style
+        from empirics.worst_case import run_worst_case
         from figures import worst_case as fig
         from sapa.ledger import store_figure_data
 
         b = ctx.budget
-        res = fig.compute(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed)
-        cfg = res["config"]
-        stem = style.stem("worst_case", D=cfg["D"], N=cfg["Ns"], steps=cfg["steps"], seed=cfg["seed"])
-        store_figure_data(ctx, "worst_case", res, stem)
+        res = run_worst_case(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed)
+        stem = fig.stored_stem(res)
+        store_figure_data(ctx, fig.NAME, res.to_json(), stem)
         paths = fig.draw(res, ctx.out_dir / "figures", stem)
         ctx.cache["worst_case"] = (res, tuple(str(p.relative_to(ctx.out_dir)) for p in paths))
     return ctx.cache["worst_case"]
@@ -48,7 +52,7 @@ def evidence(ctx: Context, p: int, scaled: bool) -> tuple[dict, tuple[str, ...]]
     gamma = 0.5 if scaled else 0.0
     pred = 1.0 - gamma
     per_set, agree = {}, True
-    for s in summarise(res["frames"][p], gamma):
+    for s in summarise(res.frames[p], gamma):
         lo, hi = s["bracket_slope_range"]
         s["slope_in_bracket_range"] = bool(lo - 1e-9 <= s["measured_slope"] <= hi + 1e-9)
         agree &= s["witness_attains_lower"] and s["never_above_upper"] and s["slope_in_bracket_range"]
@@ -65,7 +69,7 @@ def evidence(ctx: Context, p: int, scaled: bool) -> tuple[dict, tuple[str, ...]]
         "exact_exponents": {c: {q: qs[q]["exact_exponent"] for q in qs} for c, qs in per_set.items()},
         "series": per_set,
         "theory_and_numerics_agree": bool(agree),
-        "config": res["config"],
+        "config": res.config_dict(),
         "W": "W_Q W_Kᵀ, D × D, entries N(0, 1/D), seeded; c = 1 in the search, rescaled by N^(−γ)",
     }, figures
 

@@ -1,10 +1,12 @@
-"""Arm-level rules: ρ̄ = mean_s ρ_S(arm-mean norm, arm-mean accuracy), exact permutation p (issue 12).
+"""Arm-level rules: ρ̄ = mean_s ρ_S(arm-mean norm, arm-mean accuracy), permutation p (issues 12, 13).
 
 ``arm-association`` — tested statement: "across activation arms, a lower attention norm goes
-with a higher test accuracy" (ρ̄ < 0), with the **activation arm** as the unit (seeds averaged
-within an arm, the paired weight-decay strata permuted jointly). Evidence
-(:class:`empirics.norm_accuracy.ArmAssociation`): one-sided exact permutation p-values for ρ̄ < 0
-and ρ̄ > 0 and a cluster-bootstrap interval (arms resampled) at level 1 − 2·ALPHA.
+with a higher test accuracy" (ρ̄ < 0), with the **activation arm** as the unit: in the training study
+(``empirics.norm_accuracy.study_arm_level``) each arm at its best learning rate, seeds averaged within each
+(arm, N) cell, arm labels permuted jointly in every (task, N) stratum. Evidence
+(:class:`empirics.norm_accuracy.ArmAssociation`): one-sided permutation p-values for ρ̄ < 0 and ρ̄ > 0
+(exact over all A! orders up to MAX_EXACT_ARMS = 8 arms, else N_PERM_MC = 9999 random orders) and a
+cluster-bootstrap interval (arms resampled) at level 1 − 2·ALPHA.
 
 * ``HOLDS``  if p(ρ̄ < 0) ≤ ALPHA and the interval lies below 0;
 * ``FAILS``  if p(ρ̄ > 0) ≤ ALPHA and the interval lies above 0 (a higher norm goes with a higher accuracy);
@@ -12,8 +14,10 @@ and ρ̄ > 0 and a cluster-bootstrap interval (arms resampled) at level 1 − 2�
 
 Symmetric by construction. Multiplicity: the ledger reads K = 4 such readings (2 tasks × 2
 norms); ALPHA = 0.01 per reading and direction is Bonferroni for a family error ≤ K·ALPHA = 4 %
-per direction, and it is also the per-reading false-FAILS target. With A arms the smallest exact
-p is 1/A! (5 arms: 1/120 = 0.0083 ≤ ALPHA, so only an all-but-perfect ordering can decide).
+per direction, and it is also the per-reading false-FAILS target. The smallest p is 1/A! when exact
+(7 arms: 1/5040) and 1/(N_PERM_MC + 1) = 1e-4 by Monte Carlo, both far below ALPHA. Calibration
+(``simulate_study``) draws the study's designs, STUDY_DESIGNS; ``simulate_arms`` keeps the earlier
+single-N experiment's shape (5–6 arms × 2 paired weight-decay strata) for comparison.
 
 ``seed-contrast`` — the reviewer's pair: tested statement "x³ reaches a lower test accuracy
 than x/16" (mean paired difference < 0). The unit is the replicate (its two weight-decay strata
@@ -39,7 +43,15 @@ K_CONTRASTS = 2          # seed-contrast readings: one per task
 ALPHA_CONTRAST = 0.05 / K_CONTRASTS  # per reading and direction (one-sided)
 CONTRAST_LEVEL = 1 - 2 * ALPHA_CONTRAST  # two-sided level of the t interval (95 %)
 
-# Synthetic truth for calibration, shaped like the quick training experiment (see simulate_arms):
+# Synthetic truth for calibration, shaped like the training study (empirics.train_study QUICK / FULL, read by
+# empirics.norm_accuracy.study_arm_level): one design per (budget, task) reading; each synthetic experiment draws one.
+STUDY_DESIGNS = (        # (arms, strata = the task's N cells, seeds averaged within each (arm, N) cell)
+    (7, 2, 2),           # quick digits: 7 arms (exact p over 7! orders), N ∈ {16, 64}, 2 seeds
+    (9, 2, 3),           # full digits: 9 arms (Monte Carlo p, N_PERM_MC orders), N ∈ {16, 64}, 3 seeds
+    (10, 4, 3),          # full text: + x³/√i, 10 arms (Monte Carlo p), N ∈ {32, 64, 128, 256}, 3 seeds
+)
+SIM_N_BOOT = 4000        # arm resamples: empirics.norm_accuracy.N_BOOT, what study_arm_level uses in the ledger
+# The earlier single-N experiment (weight-decay strata; simulate_arms): still the seed-contrast's shape.
 SIM_ARMS = (5, 6)        # digits 5 arms, text 6 arms; each synthetic experiment draws one
 SIM_STRATA = 2           # weight decay 0 and 0.05, paired: a replicate's seed effect is shared by both
 SIM_SEEDS = 3            # replicates per arm and stratum (quick budget)
@@ -96,8 +108,45 @@ def synthetic_runs(rng: np.random.Generator, n_arms: int, arm_rho: float, *, see
     return cubes[0], cubes[1]
 
 
+def study_runs(rng: np.random.Generator, n_arms: int, arm_rho: float, *, strata: int, seeds: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic final (log10 norm, accuracy) cubes of shape (A, S, R) with the training study's cluster structure.
+
+    value[a, s, r] = arm effect[a] + N-cell offset[s] + seed effect[s, r] (shared by every arm at one N: same
+    initial weights and batches) + arm × N + run effect[a, s, r]. The N cells are independent models, so nothing
+    of a replicate is shared across strata. Arm effects of (norm, accuracy) are bivariate normal with correlation
+    ``arm_rho``; run effects are Student-t (SIM_T_DF df, sd SIM_SEED_SD), correlated SIM_WITHIN_RHO between norm
+    and accuracy *within* a run, so a run-level analysis would see an association that the arm level must not.
+    """
+    arm = rng.multivariate_normal([0.0, 0.0], [[1.0, arm_rho], [arm_rho, 1.0]], size=n_arms)  # (A, 2)
+    z = rng.standard_t(SIM_T_DF, size=(2, n_arms, strata, seeds)) / math.sqrt(SIM_T_DF / (SIM_T_DF - 2))
+    run = (SIM_SEED_SD * z[0], SIM_SEED_SD * (SIM_WITHIN_RHO * z[0] + math.sqrt(1 - SIM_WITHIN_RHO**2) * z[1]))
+    cubes = []
+    for k in range(2):
+        offs = rng.normal(size=(1, strata, 1))  # the N cell shifts every arm alike
+        seed = SIM_SEED_SD * rng.normal(size=(1, strata, seeds))  # (1, S, R): one initialisation for all arms
+        inter = SIM_STRATUM_SD * rng.normal(size=(n_arms, strata, 1))
+        cubes.append(arm[:, k, None, None] + offs + seed + inter + run[k])  # (A, S, R)
+    return cubes[0], cubes[1]
+
+
+def simulate_study(truth: str, rng: np.random.Generator, design: tuple[int, int, int] | None = None):
+    """Evidence from the ledger's own estimator on a synthetic training study (the rule's ``simulate``).
+
+    ``design`` = (arms, strata, seeds), one of STUDY_DESIGNS drawn at random unless given; the estimator is
+    ``arm_association`` at the interval level and resample count ``study_arm_level`` uses in the ledger, with
+    Monte Carlo permutation p beyond ``MAX_EXACT_ARMS`` arms. holds: independent arm effects (with the within-run
+    correlation); fails: arm effects correlated SIM_RHO = +0.9 (a higher norm goes with a higher accuracy).
+    """
+    from empirics.norm_accuracy import _seed_means, arm_association
+
+    A, S, R = design if design is not None else STUDY_DESIGNS[int(rng.integers(len(STUDY_DESIGNS)))]
+    lnorm, acc = study_runs(rng, A, 0.0 if truth == "holds" else SIM_RHO, strata=S, seeds=R)
+    return arm_association(_seed_means(lnorm), _seed_means(acc), level=LEVEL, n_boot=SIM_N_BOOT, seed=rng)
+
+
 def simulate_arms(truth: str, rng: np.random.Generator, n_arms: int | None = None):
-    """Evidence from the ledger's own estimator on a synthetic experiment.
+    """Evidence on the earlier single-N experiment's shape (5–6 arms × 2 paired weight-decay strata).
 
     holds: no arm-level association (arm effects independent) — the least favourable case in which
     "ρ̄ > 0" (FAILS) would be false — with a strong *within-arm* run-level correlation; fails: the
@@ -123,20 +172,21 @@ def simulate_contrast(truth: str, rng: np.random.Generator, seeds: int = SIM_SEE
 
 ARM_ASSOCIATION = Rule(
     name="arm-association",
-    summary=f"Across activation arms (unit: the arm; seeds averaged, paired weight-decay strata permuted jointly), "
-            f"ρ̄ = mean over strata of Spearman ρ(arm-mean log10 norm, arm-mean accuracy): HOLDS (lower norm, higher "
-            f"accuracy) if the exact one-sided permutation p(ρ̄ < 0) ≤ {ALPHA} and the {LEVEL:.0%} arm-bootstrap "
-            f"interval lies below 0; FAILS if p(ρ̄ > 0) ≤ {ALPHA} and the interval lies above 0; else UNDETERMINED "
+    summary=f"Across activation arms (unit: the arm at its best learning rate; seeds averaged within each (arm, N) "
+            f"cell, arm labels permuted jointly in every (task, N) stratum), ρ̄ = mean over strata of Spearman ρ(arm-mean log10 norm, "
+            f"arm-mean accuracy): HOLDS (lower norm, higher accuracy) if the one-sided permutation p(ρ̄ < 0) ≤ {ALPHA} "
+            f"(exact up to 8 arms, else Monte Carlo) and the {LEVEL:.0%} arm-bootstrap interval lies below 0; FAILS if "
+            f"p(ρ̄ > 0) ≤ {ALPHA} and the interval lies above 0; else UNDETERMINED "
             f"(Bonferroni over {K_READINGS} readings: family error ≤ {K_READINGS * ALPHA:.0%} per direction)",
     thresholds={"alpha_per_reading_one_sided": ALPHA, "interval_level": LEVEL, "readings": K_READINGS},
     decide=decide_arm,
-    simulate=simulate_arms,
-    design={"holds": f"no arm-level association (independent arm effects) with a within-arm run correlation "
-                     f"{SIM_WITHIN_RHO} (it leaks ρ ≈ +0.05 into the arm means: conservative for false FAILS); "
-                     f"{SIM_ARMS} arms × {SIM_SEEDS} seeds × {SIM_STRATA} paired strata, t{SIM_T_DF} replicate effects "
-                     f"(sd {SIM_SEED_SD} of the arm sd)",
+    simulate=simulate_study,
+    design={"holds": f"no arm-level association (independent arm effects) with a within-run correlation "
+                     f"{SIM_WITHIN_RHO} (it leaks ρ̄ ≈ +0.03 to +0.05 into the arm means: conservative for false "
+                     f"FAILS); (arms, N strata, seeds) drawn from {list(STUDY_DESIGNS)} (quick digits, full digits, "
+                     f"full text), t{SIM_T_DF} run effects (sd {SIM_SEED_SD} of the arm sd), {SIM_N_BOOT} arm resamples",
             "fails": f"arm effects correlated ρ = +{SIM_RHO} (a higher norm goes with a higher accuracy)",
-            "estimator": "empirics.norm_accuracy.arm_association"},
+            "estimator": "empirics.norm_accuracy.arm_association (as study_arm_level calls it)"},
     trials=400,
 )
 

@@ -11,7 +11,7 @@ import pytest
 
 from empirics.bench import bench_vs_autograd, bench_vs_gemm
 from empirics.norms import Activation
-from theory.validate import InputError
+from common.validate import InputError
 
 AUTOGRAD_KEYS = {"N", "D", "activation", "kernel_s", "autograd_s", "speedup_vs_autograd", "rel_err", "repeats", "device", "dtype"}
 GEMM_KEYS = {"N", "D", "kernel", "seconds", "seconds_first", "seconds_all", "cost_vs_gemm", "peak_mem_bytes",

@@ -24,7 +24,7 @@ from empirics.causal import (
     train_length_transfer,
 )
 from empirics.scale_direction import exact_fro2
-from theory.validate import InputError
+from common.validate import InputError
 
 
 def test_row_formula_sums_to_the_causal_matrix_moment():
@@ -154,3 +154,61 @@ def test_train_length_transfer_exact_ratios():
     assert t[t["policy"] == "softmax"]["exact_ratio"].isna().all()
     with pytest.raises(InputError):
         train_length_transfer(16, 1, "iid", 8, 4, factors=(2, 4))
+
+
+# --------------------------------------------------------------------------- the experiment and its stored form
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    from empirics.causal import run_causal_masking
+
+    return run_causal_masking(Ns=(16,), trials=(4,), D=8, d=4, max_trials=16, N_train=8, transfer_trials=2,
+                              transfer_max_trials=8, n_boot=50)
+
+
+def test_run_returns_a_frozen_typed_result(small_run):
+    import dataclasses
+
+    from empirics.causal import PS, CausalResult
+
+    r = small_run
+    assert isinstance(r, CausalResult) and r.Ns == (16,) and r.N_train == 8 and r.transfer_p == 3
+    assert set(r.agree) == set(r.expo) == {(16, p) for p in PS}
+    assert r.m == {p: row_moments(p, "iid", 8, 4) for p in PS}
+    assert set(r.transfer["policy"]) == {"fixed", "inv_sqrt_n", "inv_sqrt_i", "softmax"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.seed = 1
+
+
+def test_result_json_round_trip(small_run, tmp_path):
+    from empirics import figdata
+    from empirics.causal import CausalResult
+
+    figdata.write(tmp_path / "x.json", small_run.to_json(), "stem")
+    back = CausalResult.from_json(figdata.read(tmp_path / "x.json")[0])
+    assert back.m == small_run.m and back.Ns == small_run.Ns
+    assert figdata.encode(back.to_json()) == figdata.encode(small_run.to_json())
+
+
+def test_masked_matrix_exponent_and_crossover():
+    """Both are the exact formulas: E‖x^p/√N‖² masked = (N(N−1)/2·m_off + N·m_diag)/N, N* = 1 + m_diag/m_off."""
+    from empirics.causal import crossover_n, exact_matrix_ms, masked_matrix_exponent
+
+    Ns = [16, 64, 256]
+    y = 0.5 * np.log([exact_matrix_ms(3, "tied", n, 8, 4, "inv_sqrt_n") for n in Ns])
+    assert masked_matrix_exponent(3, "tied", Ns, 8, 4) == pytest.approx(np.polyfit(np.log(Ns), y, 1)[0], rel=1e-12)
+    m_off, m_diag = row_moments(1, "iid", 8, 4)
+    assert crossover_n(1, "iid", 8, 4) == 1 + m_diag / m_off
+
+
+@pytest.mark.parametrize("model,p", [("paper", 1), ("iid", 3), ("tied", 1), ("tied", 3)])
+def test_masked_matrix_sup_exponent_is_the_supremum_over_n(model, p):
+    """E‖x^p/√N‖² masked = (N−1)/2·m_off + m_diag, so e(N) = ½·N/(N − 1 + 2r): its sup over N ≥ 2 on a fine grid."""
+    from empirics.causal import masked_matrix_sup_exponent
+
+    m_off, m_diag = row_moments(p, model, 8, 4)
+    N = np.unique(np.geomspace(2, 1e9, 4000))
+    e = 0.5 * N / (N - 1 + 2 * m_diag / m_off)
+    sup = masked_matrix_sup_exponent(p, model, 8, 4)
+    assert e.max() <= sup + 1e-12 and e.max() == pytest.approx(sup, abs=1e-6)

@@ -9,6 +9,7 @@ worker`` processes, and ``sapa sweep`` clients killed (SIGKILL, serial) and inte
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import os
 import signal
@@ -22,11 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import empirics.sweep as sw
+import empirics.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
 from empirics.distributed import executor_for, worker_pids
-from empirics.sweep import cells, config_from_dict, read_metadata, run_sweep
+from empirics.sweep import CellFailedError, cells, config_from_dict, read_metadata, run_sweep
 from sapa.cli import main
-from theory.validate import InputError
+from common.validate import InputError
 
 pytest.importorskip("distributed")
 
@@ -236,7 +237,7 @@ def test_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, client, 
     def killer():
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
-            busy = [w for w, tasks in client.processing().items() if tasks]
+            busy = [w for w, tasks in client.client.processing().items() if tasks]
             if written and busy:  # one cell stored, another one running: kill the worker running it
                 pid = worker_pids(client)[busy[0]]
                 os.kill(pid, signal.SIGKILL)
@@ -365,28 +366,46 @@ def test_client_interrupted_with_local_cluster_exits_130_and_cleans_up(tmp_path)
     assert_same_store(tmp_path / "ref", out)
 
 
-class _Done:
-    """A stand-in for a finished dask future."""
+def _settled(outcome) -> cf.Future:
+    """The future a DaskExecutor hands out once its Dask task ended with ``outcome`` (a value or an exception)."""
+    from empirics.distributed import _settle
 
-    def __init__(self, outcome):
-        self.outcome = outcome
+    inner, outer = cf.Future(), cf.Future()
+    inner.set_running_or_notify_cancel()
+    if isinstance(outcome, BaseException):
+        inner.set_exception(outcome)
+    else:
+        inner.set_result(outcome)
+    from distributed import KilledWorker
 
-    def result(self):
-        if isinstance(self.outcome, BaseException) and not isinstance(self.outcome, InputError):
-            raise self.outcome
-        return self.outcome
+    _settle(inner, outer, KilledWorker)
+    return outer
 
 
 def test_cell_failures_are_one_line_naming_the_cell():
     from distributed import KilledWorker
 
-    from empirics.distributed import CellFailedError, cell_result
-
     cell = cells(config_from_dict(SMALL))[0]
-    with pytest.raises(CellFailedError, match=r"paper/iso/softmax/mask=none N=4 D=3 d=3 .*took down a worker"):
-        cell_result(_Done(KilledWorker("sapa-cell-x", "tcp://127.0.0.1:1", 3)), cell)
-    with pytest.raises(CellFailedError, match="failed on the cluster: MemoryError"):
-        cell_result(_Done(MemoryError("out of memory")), cell)
-    with pytest.raises(InputError, match="overflows"):  # returned by the task (not retried), raised here
-        cell_result(_Done(InputError("x^3 overflows float32")), cell)
-    assert cell_result(_Done("frame"), cell) == "frame"
+    with pytest.raises(CellFailedError, match=r"paper/iso/softmax/mask=none N=4 D=3 d=3 .*took down a worker") as info:
+        sw._result(_settled(KilledWorker("run_cell-x", "tcp://127.0.0.1:1", 3)), cell)
+    assert "\n" not in str(info.value)
+    with pytest.raises(CellFailedError, match="failed in the executor \\(MemoryError: out of memory"):
+        sw._result(_settled(MemoryError("out of memory")), cell)
+    with pytest.raises(InputError, match="overflows") as info:  # returned by the task (not retried), raised here
+        sw._result(_settled(InputError("x^3 overflows float32")), cell)
+    assert not isinstance(info.value, CellFailedError)
+    assert sw._result(_settled("frame"), cell) == "frame"
+
+
+def test_dask_executor_is_a_standard_executor(client):
+    """``submit`` → ``concurrent.futures.Future``; an InputError is raised by the future, not retried."""
+    assert isinstance(client, cf.Executor)
+    futs = [client.submit(pow, 2, k) for k in range(5)]
+    assert all(isinstance(f, cf.Future) for f in futs)
+    assert sorted(f.result(timeout=60) for f in cf.as_completed(futs, timeout=60)) == [1, 2, 4, 8, 16]
+    with pytest.raises(InputError, match="bad input"):
+        client.submit(_raise_input_error, "bad input").result(timeout=60)
+
+
+def _raise_input_error(msg):
+    raise InputError(msg)

@@ -49,16 +49,9 @@ def _compute(name: str) -> dict:
         g = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4,),
                          crossover_masks=("none",), time_cap_s=1.0)
         return bench_overhead(grid=g, device="cpu", threads=1)
-    from empirics.norm_accuracy import analyse
-    from tests.figures.test_training_norms import _results
-
-    r = _results(2)
-    from figures import training_norms
-
-    return training_norms.compute(r, analyse(r["final"], n_boot=100))
 
 
-STORED = ("scale_direction", "causal_masking", "worst_case", "overhead", "training_norms")
+STORED = ("scale_direction", "causal_masking", "worst_case", "overhead")
 
 
 def assert_same(a, b, where: str = "data") -> None:

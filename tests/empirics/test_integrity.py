@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import empirics.sweep as sw
-from empirics import training
+import empirics.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
+from empirics import train_study as ts
 from empirics.integrity import (
     CorruptResult,
     check_record,
@@ -25,7 +25,7 @@ from empirics.sweep import config_from_dict, run_sweep
 
 TINY = {"seed": 3, "trials": 4, "N": [4, 8], "D": [4], "d": ["D"], "weight_model": ["iid"],
         "activation": [{"kind": "softmax"}]}
-RUNS = replace(training.TINY, digits_arms=("softmax",), text_arms=("softmax",), weight_decays=(0.0,))
+RUNS = replace(ts.TINY, arms=("softmax", "x_sqrtN"), tasks=("text",), text=replace(ts.TINY.text, Ns=(8,)))
 
 
 def _flip_float_bit(path, value: float) -> None:
@@ -106,7 +106,7 @@ def test_cell_without_checksum_is_recomputed(tmp_path, capsys):
 
 def test_cell_damaged_during_the_run_is_an_error_naming_it(tmp_path, monkeypatch):
     """A cell that passed the resume check but fails at assembly is never used: an error names the file."""
-    from theory.validate import InputError
+    from common.validate import InputError
 
     cfg = config_from_dict(TINY)
     run_sweep(cfg, tmp_path, progress=False)
@@ -117,55 +117,56 @@ def test_cell_damaged_during_the_run_is_an_error_naming_it(tmp_path, monkeypatch
         run_sweep(cfg, tmp_path, progress=False)
 
 
-# --------------------------------------------------------------------------- the training store
+# --------------------------------------------------------------------------- the training study's store
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    return out, training.run_experiment(RUNS, out, seed=0, workers=1, progress=False)
+    return out, ts.run_study(RUNS, out, seed=0, workers=1, progress=False)
 
 
-def test_run_files_are_sealed(trained):
+def test_chunk_files_are_sealed(trained):
     out, _ = trained
-    for p in (out / "runs").glob("*.json"):
+    files = list((out / "chunks").glob("*.json"))
+    assert files
+    for p in files:
         check_record(json.loads(p.read_text()), p)
 
 
-def test_edited_run_file_is_detected_and_recomputed(trained, tmp_path, capsys, monkeypatch):
+def test_edited_chunk_file_is_detected_and_recomputed(trained, tmp_path, capsys, monkeypatch):
     import shutil
 
     out, res = trained
-    shutil.copytree(out / "runs", tmp_path / "runs")
-    path = min((tmp_path / "runs").glob("digits_*.json"))
+    shutil.copytree(out / "chunks", tmp_path / "chunks")
+    path = min((tmp_path / "chunks").glob("text_*p1*.json"))
     rec = json.loads(path.read_text())
-    rec["final"]["test_acc"] = 0.999
+    rec["rows"][0]["test_acc"] = 0.999
     path.write_text(json.dumps(rec, indent=2))
-    real, calls = training.run_one, []
-    monkeypatch.setattr(training, "run_one", lambda *a: (calls.append(a[:4]), real(*a))[1])
-    got = training.run_experiment(RUNS, tmp_path, seed=0, workers=1, progress=False)
+    real, calls = ts.train_chunk, []
+    monkeypatch.setattr(ts, "train_chunk", lambda c, cfg: (calls.append(c.file_name), real(c, cfg))[1])
+    got = ts.run_study(RUNS, tmp_path, seed=0, workers=1, progress=False)
     assert f"sapa: warning: {path}: content does not match its checksum" in capsys.readouterr().err
-    assert len(calls) == 1 and calls[0][0] == "digits"
-    drop = ["wall_s", "cpu_s"]
-    pd.testing.assert_frame_equal(got["final"].drop(columns=drop), res["final"].drop(columns=drop))
-    assert 0.999 not in set(got["final"]["test_acc"])
+    assert calls == [path.name]
+    pd.testing.assert_frame_equal(got.runs.drop(columns="cpu_s"), res.runs.drop(columns="cpu_s"))
+    assert 0.999 not in set(got.runs["test_acc"])
 
 
-def test_run_damaged_during_the_run_is_an_error_naming_it(trained, tmp_path, monkeypatch):
-    """A run file that passed the resume check but fails when the tables are assembled is never used."""
+def test_chunk_damaged_during_the_run_is_an_error_naming_it(trained, tmp_path, monkeypatch):
+    """A chunk file that passed the resume check but fails when the tables are assembled is never used."""
     import shutil
 
-    from theory.validate import InputError
+    from common.validate import InputError
 
     out, _ = trained
-    shutil.copytree(out / "runs", tmp_path / "runs")
-    path = min((tmp_path / "runs").glob("text_*.json"))
+    shutil.copytree(out / "chunks", tmp_path / "chunks")
+    path = min((tmp_path / "chunks").glob("text_*softmax*.json"))
     rec = json.loads(path.read_text())
-    rec["final"]["attn_fro"] = 1.0
+    rec["rows"][0]["attn_fro"] = 1.0
     path.write_text(json.dumps(rec))
-    monkeypatch.setattr(training, "_run_file_ok", lambda *a: True)
+    monkeypatch.setattr(ts, "_chunk_ok", lambda *a: True)
     with pytest.raises(InputError, match=f"{path.name}: content does not match"):
-        training.run_experiment(RUNS, tmp_path, seed=0, workers=1, progress=False)
+        ts.run_study(RUNS, tmp_path, seed=0, workers=1, progress=False)
 
 
 def test_a_cell_replaced_by_a_directory_is_named(tmp_path, capsys):

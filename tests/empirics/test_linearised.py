@@ -31,7 +31,7 @@ from empirics.linearised import (
     symmetric_features,
     tensor_power_features,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 U = 2.0**-53
 F64 = torch.float64

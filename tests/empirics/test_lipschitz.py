@@ -19,7 +19,7 @@ from empirics.lipschitz import (
     structured_inputs,
 )
 from empirics.norms import Activation, attention_norms
-from theory.validate import InputError
+from common.validate import InputError
 
 F64 = torch.float64
 

@@ -14,8 +14,9 @@ import pytest
 from scipy import stats
 
 from empirics.norm_accuracy import (_rho_rows, analyse, arm_association, arm_cube, arm_level, bigram_accuracy,
-                                   contrast_reproduced, paired_contrast, paired_seed_test, seed_contrast, spearman_ci)
-from theory.validate import InputError
+                                   contrast_reproduced, paired_contrast, paired_seed_test, seed_contrast, spearman_ci,
+                                   study_arm_level)
+from common.validate import InputError
 
 
 def test_rho_rows_is_spearmanr():
@@ -249,25 +250,31 @@ def test_bigram_accuracy_by_hand():
     assert bigram_accuracy(train, x, y) == pytest.approx(2 / 3)
 
 
-def test_training_is_deterministic_per_seed(monkeypatch):
-    """The same run twice gives identical final metrics; workers pin threads and the kernel dispatch."""
-    import os
+def test_arm_cube_takes_the_stratum_column():
+    f = _final(np.random.default_rng(12), n_seeds=2).rename(columns={"weight_decay": "N"})
+    f["N"] = np.where(f["N"] > 0, 64, 16)
+    cube, arms, strata, reps = arm_cube(f, "digits", "test_acc", stratum="N")
+    assert strata == [16.0, 64.0] and cube.shape == (len(arms), 2, 2) and not np.isnan(cube).any()
+    ref, _, _, _ = arm_cube(_final(np.random.default_rng(12), n_seeds=2), "digits", "test_acc")
+    np.testing.assert_array_equal(cube, ref)  # the same table, the same cube
 
-    import torch
 
-    from empirics import training as T
+def test_study_arm_level_reads_each_arm_at_its_best_lr():
+    """Arm means per N stratum equal seed means at the best lr (computed independently); an arm missing at one N
+    is left out with its name; the contrast pair is x³ against x/α*."""
+    from empirics.study_analysis import best_lr
+    from tests.empirics.study_fixture import make_study
 
-    det = torch.are_deterministic_algorithms_enabled()
-    a = T.run_one("digits", "x3", 0.05, 0, T.TINY)
-    b = T.run_one("digits", "x3", 0.05, 0, T.TINY)
-    keep = lambda r: {k: v for k, v in r["final"].items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
-    assert keep(a) == keep(b) and a["history"] == b["history"]
-    assert torch.are_deterministic_algorithms_enabled() == det  # restored after the run
-    threads = torch.get_num_threads()
-    for k in T.PINNED_NUMERICS:
-        monkeypatch.delenv(k, raising=False)  # restored by monkeypatch after the test
-    T._worker_init()
-    try:
-        assert all(os.environ[k] == v for k, v in T.PINNED_NUMERICS.items()) and torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(threads)
+    st = make_study(tasks={"digits": (16, 64)}, arms=("softmax", "x_sqrtN", "x3", "x_alpha", "x_N"), seeds=2,
+                    history=False, lr_opt={"x3": 1e-2}, seed=3)
+    runs = st.runs[~((st.runs["arm"] == "x_N") & (st.runs["N"] == 64))]  # x/N trained at N = 16 only
+    out = study_arm_level(runs, n_boot=100)["digits"]
+    assert out["Ns"] == [16, 64] and out["arms_left_out"] == ["x_N"] and out["n_arms"] == 4
+    a = out["association"]["jac_x_fro"]
+    best = best_lr(runs).set_index(["N", "arm"])["lr"]
+    for s, N in enumerate((16, 64)):
+        for k, arm in enumerate(a["arms"]):
+            g = runs[(runs["N"] == N) & (runs["arm"] == arm) & (runs["lr"] == best[(N, arm)]) & runs["in_study"]]
+            assert a["acc_means"][s][k] == round(float(g["test_acc"].mean()), 5)
+            assert a["log10_norm_means"][s][k] == round(float(np.log10(g["jac_x_fro"]).mean()), 5)
+    assert out["contrast"]["arms"] == ["x3", "x_alpha"] and "log10_jac_x_fro_init" in out["contrast"]

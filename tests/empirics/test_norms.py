@@ -29,7 +29,7 @@ from empirics.norms import (
     paper_jacobian_autograd,
     paper_model_norms,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 RTOL = 1e-10  # float64 kernel vs float64 autograd at N ≤ 8, D ≤ 4 (observed ≤ 2e-12)
 F32_RTOL = 1e-4  # float32 compute (sums in float64) vs float64 at N = 64, D = 16

@@ -23,7 +23,7 @@ def _clean_env() -> dict:
 def test_importing_sapa_or_empirics_pins_dispatch_before_torch():
     env = _clean_env()
     assert _capability("import sapa.cli", env) == "AVX2"
-    assert _capability("import empirics.training", env) == "AVX2"
+    assert _capability("import empirics.train_study", env) == "AVX2"
 
 
 def test_a_value_the_user_set_is_kept(monkeypatch):

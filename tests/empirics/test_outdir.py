@@ -12,7 +12,7 @@ import time
 import pytest
 
 from empirics.outdir import LOCK_NAME, check_dir, check_file, exclusive
-from theory.validate import InputError
+from common.validate import InputError
 
 ROOT = os.geteuid() == 0
 

@@ -14,7 +14,7 @@ import torch
 
 import empirics.overhead as ov
 from empirics.overhead import OverheadGrid, bench_overhead, measured_crossover
-from theory.validate import InputError
+from common.validate import InputError
 
 TINY = OverheadGrid(Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4, 8),
                     crossover_masks=("none",), time_cap_s=5.0)

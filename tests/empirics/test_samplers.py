@@ -9,9 +9,11 @@ import pytest
 import torch
 from scipy import stats
 
+from common.validate import InputError
+from empirics import samplers
 from empirics.samplers import (
-    ModelConfig,
     Population,
+    RandomnessModel,
     cov_factor,
     make_population,
     power_law_cov,
@@ -25,7 +27,6 @@ from empirics.samplers import (
     trial_generator,
     trial_generators,
 )
-from theory.validate import InputError
 
 # Each statistical check below runs on a fixed seed, so it is deterministic; thresholds are
 # set so that a correct sampler fails with probability ≲ 1e-3 over seeds (|z| < 4 or p > 1e-3).
@@ -44,6 +45,24 @@ def test_stable_hash_is_canonical():
     assert len(spawn_key({"a": 1})) == 8 and all(0 <= k < 2**32 for k in spawn_key({"a": 1}))
 
 
+def test_torch_gen_for_is_a_pure_function_of_seed_and_key():
+    draw = lambda g: torch.randn(6, generator=g, dtype=torch.float64)  # noqa: E731
+    a = draw(samplers.torch_gen_for(5, "lipschitz", 3))
+    assert torch.equal(a, draw(samplers.torch_gen_for(5, "lipschitz", 3)))
+    for other in (samplers.torch_gen_for(6, "lipschitz", 3), samplers.torch_gen_for(5, "lipschitz", 4),
+                  samplers.torch_gen_for(5, "lipschitz")):
+        assert not torch.equal(a, draw(other))
+    # the same SeedSequence as rng_for: its first 64-bit word seeds the generator
+    ss = samplers.seed_sequence(5, ["lipschitz", 3])
+    assert samplers.torch_gen_for(5, "lipschitz", 3).initial_seed() == int(ss.generate_state(1, dtype=np.uint64)[0])
+    with pytest.raises(InputError, match="seed"):
+        samplers.torch_gen_for(-1, "k")
+
+
+def test_old_model_config_name_is_gone():  # renamed RandomnessModel; tiny_models.ModelConfig is unrelated
+    assert not hasattr(samplers, "ModelConfig") and RandomnessModel.__module__ == "empirics.samplers"
+
+
 def test_trial_generator_depends_only_on_seed_key_trial():
     a = torch.randn(5, generator=trial_generator(3, {"cell": 1}, 7), dtype=torch.float64)
     b = torch.randn(5, generator=trial_generator(3, {"cell": 1}, 7), dtype=torch.float64)
@@ -56,7 +75,7 @@ def test_trial_generator_depends_only_on_seed_key_trial():
 
 @pytest.mark.parametrize("weights", ["iid", "tied", "corr"])
 def test_per_trial_generators_make_batching_irrelevant(weights):
-    cfg = ModelConfig(weights=weights, rho=0.3)
+    cfg = RandomnessModel(weights=weights, rho=0.3)
     X, W = sample_trials(cfg, 6, 4, 3, 5, trial_generators(1, "k", range(5)))
     X2, W2 = sample_trials(cfg, 6, 4, 3, 2, trial_generators(1, "k", range(3, 5)))
     assert X.shape == (5, 6, 4) and W.shape == (5, 4, 4)
@@ -64,7 +83,7 @@ def test_per_trial_generators_make_batching_irrelevant(weights):
 
 
 def test_single_generator_is_reproducible():
-    cfg = ModelConfig()
+    cfg = RandomnessModel()
     X1, W1 = sample_trials(cfg, 4, 3, 2, 2, _g(5))
     X2, W2 = sample_trials(cfg, 4, 3, 2, 2, _g(5))
     assert torch.equal(X1, X2) and torch.equal(W1, W2)
@@ -72,7 +91,7 @@ def test_single_generator_is_reproducible():
 
 def test_iso_inputs_mean_zero_identity_covariance():
     D = 5
-    X, _ = sample_trials(ModelConfig(), 100, D, 2, 100, _g(0))  # 10 000 tokens
+    X, _ = sample_trials(RandomnessModel(), 100, D, 2, 100, _g(0))  # 10 000 tokens
     x = X.reshape(-1, D).numpy()
     n = x.shape[0]
     # t-test on each coordinate's mean, Bonferroni over D
@@ -88,7 +107,7 @@ def test_aniso_given_cov_reproduced():
     A = torch.tensor([[2.0, 0.5, 0, 0], [0.5, 1.0, 0.3, 0], [0, 0.3, 0.5, 0], [0, 0, 0, 0.1]], dtype=torch.float64)
     L = cov_factor(A)
     assert torch.allclose(L @ L.T, A, atol=1e-12)
-    cfg = ModelConfig(inputs="aniso")
+    cfg = RandomnessModel(inputs="aniso")
     pop = make_population(cfg, D, _g(1), cov=A)
     X = sample_x(pop, 200, 50, D, _g(2)).reshape(-1, D).numpy()  # 10 000 tokens
     n = X.shape[0]
@@ -115,7 +134,7 @@ def test_cov_must_be_psd_symmetric():
 
 def test_spiked_covariance_is_identity_plus_spikes():
     D, k, s = 6, 2, 5.0
-    cfg = ModelConfig(inputs="spiked", spikes=k, spike_strength=s)
+    cfg = RandomnessModel(inputs="spiked", spikes=k, spike_strength=s)
     pop = make_population(cfg, D, _g(4))
     U = pop.spikes
     assert torch.allclose(U.T @ U, torch.eye(k, dtype=torch.float64), atol=1e-12)
@@ -129,7 +148,7 @@ def test_spiked_covariance_is_identity_plus_spikes():
 
 def test_shared_mean_token():
     D = 5
-    cfg = ModelConfig(mean_norm=3.0)
+    cfg = RandomnessModel(mean_norm=3.0)
     pop = make_population(cfg, D, _g(6))
     assert math.isclose(float(torch.linalg.vector_norm(pop.mean)), 3.0, rel_tol=1e-12)
     X, _ = sample_trials(cfg, 100, D, 2, 50, _g(7), population=pop)
@@ -141,18 +160,18 @@ def test_shared_mean_token():
 
 def test_weights_variance_is_one_over_D():
     D, d, T = 16, 8, 400
-    wq, wk = sample_qk(ModelConfig(), T, D, d, _g(8))
+    wq, wk = sample_qk(RandomnessModel(), T, D, d, _g(8))
     for w in (wq, wk):
         v = w.reshape(-1).numpy()  # 51 200 entries, variance σ² = 1/16
         z = (v.var(ddof=1) - 1 / D) / ((1 / D) * math.sqrt(2 / (v.size - 1)))
         assert abs(z) < Z_MAX
         assert abs(stats.ttest_1samp(v, 0.0).statistic) < Z_MAX
-    assert ModelConfig().weight_std(D) == 0.25 and ModelConfig(sigma_w=0.5).weight_std(D) == 0.5
+    assert RandomnessModel().weight_std(D) == 0.25 and RandomnessModel(sigma_w=0.5).weight_std(D) == 0.5
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.5, -0.7])
 def test_corr_weights_have_correlation_rho(rho):
-    wq, wk = sample_qk(ModelConfig(weights="corr", rho=rho), 200, 8, 8, _g(9))
+    wq, wk = sample_qk(RandomnessModel(weights="corr", rho=rho), 200, 8, 8, _g(9))
     a, b = wq.reshape(-1).numpy(), wk.reshape(-1).numpy()  # 12 800 pairs
     r = np.corrcoef(a, b)[0, 1]
     # Fisher z: atanh(r) ~ N(atanh(ρ), 1/(n − 3))
@@ -161,9 +180,9 @@ def test_corr_weights_have_correlation_rho(rho):
 
 
 def test_tied_weights_are_equal_and_w_symmetric_psd():
-    wq, wk = sample_qk(ModelConfig(weights="tied"), 3, 6, 4, _g(10))
+    wq, wk = sample_qk(RandomnessModel(weights="tied"), 3, 6, 4, _g(10))
     assert torch.equal(wq, wk)
-    _, W = sample_trials(ModelConfig(weights="tied"), 5, 6, 4, 3, _g(10))
+    _, W = sample_trials(RandomnessModel(weights="tied"), 5, 6, 4, 3, _g(10))
     assert torch.allclose(W, W.transpose(-1, -2))
     assert float(torch.linalg.eigvalsh(W).min()) > -1e-12
 
@@ -172,28 +191,28 @@ def test_iid_w_mean_is_zero_and_corr_w_mean_is_rho_d_sigma2():
     # E[W_Q W_Kᵀ] = ρ d σ² I, so E[tr W]/D = ρ d/D with σ² = 1/D
     D, d, T = 8, 4, 4000
     for weights, rho in (("iid", 0.0), ("corr", 0.5), ("tied", 1.0)):
-        _, W = sample_trials(ModelConfig(weights=weights, rho=rho), 2, D, d, T, _g(11))
+        _, W = sample_trials(RandomnessModel(weights=weights, rho=rho), 2, D, d, T, _g(11))
         tr = torch.diagonal(W, dim1=-2, dim2=-1).sum(-1).numpy() / D  # (T,)
         assert abs(stats.ttest_1samp(tr, rho * d / D).statistic) < Z_MAX, weights
 
 
 def test_paper_model_ab():
-    A, B = sample_paper_ab(ModelConfig(weights="paper", sigma_ab=2.0), 50, 20, 10, _g(12))
+    A, B = sample_paper_ab(RandomnessModel(weights="paper", sigma_ab=2.0), 50, 20, 10, _g(12))
     assert A.shape == B.shape == (50, 20, 10)
     for M in (A, B):
         v = M.reshape(-1).numpy()
         assert abs((v.var(ddof=1) - 4.0) / (4.0 * math.sqrt(2 / (v.size - 1)))) < Z_MAX
     assert abs(np.corrcoef(A.reshape(-1).numpy(), B.reshape(-1).numpy())[0, 1]) * math.sqrt(A.numel()) < Z_MAX
     with pytest.raises(InputError, match="paper"):
-        sample_trials(ModelConfig(weights="paper"), 4, 4, 2, 1, _g(0))
+        sample_trials(RandomnessModel(weights="paper"), 4, 4, 2, 1, _g(0))
 
 
 def test_given_w_is_used_for_every_trial():
     W0 = np.arange(9.0).reshape(3, 3)
-    X, W = sample_trials(ModelConfig(), 4, 3, 3, 2, _g(0), W=W0)
+    X, W = sample_trials(RandomnessModel(), 4, 3, 3, 2, _g(0), W=W0)
     assert torch.equal(W[0], torch.as_tensor(W0)) and torch.equal(W[1], W[0])
     with pytest.raises(InputError, match="W"):
-        sample_trials(ModelConfig(), 4, 3, 3, 2, _g(0), W=np.eye(2))
+        sample_trials(RandomnessModel(), 4, 3, 3, 2, _g(0), W=np.eye(2))
 
 
 def test_random_orthonormal_and_bad_configs():
@@ -203,7 +222,7 @@ def test_random_orthonormal_and_bad_configs():
         random_orthonormal(2, 3, _g(0))
     for bad in ({"weights": "shared"}, {"rho": 1.5}, {"inputs": "real"}, {"mean_norm": -1.0}, {"spikes": 0}):
         with pytest.raises(InputError):
-            ModelConfig(**bad)
+            RandomnessModel(**bad)
     with pytest.raises(InputError, match="generators"):
-        sample_trials(ModelConfig(), 4, 3, 2, 3, trial_generators(0, "k", range(2)))
+        sample_trials(RandomnessModel(), 4, 3, 2, 3, trial_generators(0, "k", range(2)))
     assert isinstance(Population(), Population)

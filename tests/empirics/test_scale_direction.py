@@ -19,7 +19,7 @@ from empirics.scale_direction import (
     sample_norms,
     trials_per_n,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 RTOL = 1e-10  # float64 kernel vs float64 reference kernel at N ≤ 12 (observed ~1e-15)
 
@@ -133,3 +133,49 @@ def test_paper_model_bound_exponent_is_exactly_minus_half():
 def test_fit_needs_two_lengths(iid_samples):
     with pytest.raises(InputError):
         fit_scale_exponents(iid_samples, 1, "iid", 16, 16, n_range=(8, 8))
+
+
+# --------------------------------------------------------------------------- the experiment and its stored form
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    from empirics.scale_direction import run_scale_direction
+
+    return run_scale_direction([8, 16, 32, 64], models=("iid", "paper"), trials=2, max_trials=32, n_boot=100)
+
+
+def test_run_returns_a_frozen_typed_result(small_run):
+    import dataclasses
+
+    from empirics.scale_direction import PS, ScaleDirectionResult
+
+    r = small_run
+    assert isinstance(r, ScaleDirectionResult) and r.Ns == (8, 16, 32, 64) and r.models == ("iid", "paper")
+    assert set(r.tables) == set(r.fits) == {(m, p) for m in r.models for p in PS} and set(r.samples) == set(r.models)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.seed = 1
+    # the run is the composition of the module's functions on the same draws
+    t = matching_scales(r.Ns, 3, "iid", 64, 64, samples=r.samples["iid"])
+    assert t.equals(r.tables[("iid", 3)])
+    assert r.showing(["iid"]).models == ("iid",) and r.showing(["iid"]).tables is r.tables
+
+
+def test_result_json_round_trip(small_run, tmp_path):
+    from empirics import figdata
+    from empirics.scale_direction import ScaleDirectionResult
+
+    figdata.write(tmp_path / "x.json", small_run.to_json(), "stem")
+    data, stem = figdata.read(tmp_path / "x.json")
+    back = ScaleDirectionResult.from_json(data)
+    assert stem == "stem" and back.Ns == small_run.Ns and back.models == small_run.models
+    assert figdata.encode(back.to_json()) == figdata.encode(small_run.to_json())
+
+
+def test_bound_exponent_is_the_exact_criterion_of_the_fit(small_run):
+    """The exact bound slope equals the `bound` row of the fit (same OLS on the same grid, no sampling)."""
+    from empirics.scale_direction import bound_exponent
+
+    f = small_run.fits[("iid", 1)].set_index("criterion")
+    assert bound_exponent(1, "iid", small_run.Ns, 64, 64) == pytest.approx(f.loc["bound", "slope"], abs=1e-12)
+    assert bound_exponent(3, "paper", [8, 64, 512], 64, 64) == pytest.approx(-0.5, abs=1e-12)  # M_p ∝ N² exactly

@@ -1,4 +1,4 @@
-"""Tests for `empirics/stats.py`: summaries, exponent fits and bootstrap coverage, z-scores, regimes."""
+"""Tests for `empirics/stats.py`: summaries, log-log slopes, the bootstrap, exponent fits and coverage, z-scores, regimes."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from scipy import stats
 
 from empirics.stats import (
     ExponentFit,
+    bootstrap,
     classify_regime,
     design_trials,
     fit_exponent,
     local_slopes,
+    loglog_slope,
     ols_slopes,
     rms_exponent_interval,
     summarise_values,
     z_score,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 N_GRID = np.array([8, 16, 32, 64, 128, 256])
 
@@ -224,3 +226,74 @@ def test_design_trials_is_fixed_in_advance_and_equalises_precision():
         design_trials(0, QUICK_GRID)
     with pytest.raises(InputError):
         design_trials(8, [])
+
+
+# --------------------------------------------------------------------------- loglog_slope, bootstrap
+
+
+def test_loglog_slope_is_the_ols_slope_of_the_logs():
+    assert loglog_slope(N_GRID, 3.0 * N_GRID**0.7) == pytest.approx(0.7, abs=1e-12)
+    rng = np.random.default_rng(4)
+    y = rng.lognormal(size=(5, N_GRID.size))  # (5, K) rows, no power law
+    got = loglog_slope(N_GRID, y)
+    want = [stats.linregress(np.log(N_GRID), np.log(row)).slope for row in y]  # independent: scipy's OLS
+    assert got.shape == (5,) and np.allclose(got, want, rtol=0, atol=1e-12)
+    assert loglog_slope(N_GRID, y[2]) == pytest.approx(want[2], abs=1e-12)
+    with pytest.raises(InputError):
+        loglog_slope([8], [1.0])
+    with pytest.raises(InputError):
+        loglog_slope([8, 16], [1.0, 2.0, 3.0])
+
+
+def test_bootstrap_is_resampling_by_hand():
+    """Percentile interval of the mean = quantiles of means of index draws rng.integers(0, n, (B, n))."""
+    v = np.random.default_rng(9).lognormal(size=25)
+    b = bootstrap([v], np.mean, level=0.8, n_boot=300, seed=5)
+    rng = np.random.default_rng(5)
+    reps = v[rng.integers(0, v.size, size=(300, v.size))].mean(axis=1)  # (B,)
+    assert np.array_equal(b.distribution, reps)
+    assert (b.lo, b.hi) == pytest.approx(tuple(np.quantile(reps, [0.1, 0.9])), abs=1e-12)
+    assert b.estimate == v.mean() and b.se == pytest.approx(reps.std(ddof=1), abs=1e-15)
+    assert b == bootstrap([v], np.mean, level=0.8, n_boot=300, seed=5)  # seeded
+    assert b.lo != bootstrap([v], np.mean, level=0.8, n_boot=300, seed=6).lo
+
+
+def test_bootstrap_holds_one_value_samples_fixed_and_pairs_when_asked():
+    rng = np.random.default_rng(2)
+    a, c = rng.normal(size=6), rng.normal(size=4)
+
+    def total(*xs, axis=-1):
+        return sum(x.mean(axis=axis) for x in xs)
+
+    b = bootstrap([a, [10.0], c], total, n_boot=50, seed=1)
+    g = np.random.default_rng(1)  # only the free samples draw, in order
+    ra, rc = a[g.integers(0, 6, size=(50, 6))], c[g.integers(0, 4, size=(50, 4))]
+    assert np.array_equal(b.distribution, ra.mean(axis=1) + 10.0 + rc.mean(axis=1))
+    fixed = bootstrap([[2.0], [3.0]], total, n_boot=20)
+    assert (fixed.estimate, fixed.lo, fixed.hi, fixed.se) == (5.0, 5.0, 5.0, 0.0)
+    x, y = rng.normal(size=8), rng.normal(size=8)
+    p = bootstrap([x, y], lambda u, w, axis=-1: (u - w).mean(axis=axis), paired=True, n_boot=40, seed=3)
+    i = np.random.default_rng(3).integers(0, 8, size=(40, 8))  # one index draw shared by both samples
+    assert np.allclose(p.distribution, (x[i] - y[i]).mean(axis=1), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("kw", [{"n_boot": 1}, {"n_boot": 10**12}, {"level": 1.5}, {"method": "student"}, {"paired": True}])
+def test_bootstrap_rejects_bad_input(kw):
+    with pytest.raises(InputError):
+        bootstrap([[1.0, 2.0], [1.0, 2.0, 3.0]], lambda *xs, axis=-1: xs[0].mean(axis=axis), **kw)
+    with pytest.raises(InputError):
+        bootstrap([[]], np.mean)
+
+
+def test_fit_exponent_is_the_bootstrap_of_the_loglog_slope_by_hand():
+    """The fit's interval = quantiles of slopes refitted on means of trials resampled within each N (by hand)."""
+    rng = np.random.default_rng(8)
+    samples = _power_law_samples(rng, 0.5, 12)
+    samples[2] = samples[2][:1]  # a one-trial N is held fixed and draws nothing
+    fit = fit_exponent(N_GRID, samples, level=0.9, n_boot=200, seed=4)
+    g, x = np.random.default_rng(4), np.log(N_GRID)
+    means = np.stack([s[g.integers(0, s.size, size=(200, s.size))].mean(axis=1) for s in samples], axis=1)  # (B, K)
+    slopes = [stats.linregress(x, np.log(m)).slope for m in means]  # (B,)
+    assert fit.ci == pytest.approx(tuple(np.quantile(slopes, [0.05, 0.95])), abs=1e-12)
+    assert fit.boot_se == pytest.approx(np.std(slopes, ddof=1), abs=1e-12)
+    assert fit.slope == pytest.approx(stats.linregress(x, np.log([s.mean() for s in samples])).slope, abs=1e-12)

@@ -10,7 +10,7 @@ import torch
 
 from empirics.norms import attention_norms
 from empirics.tiny_models import ARMS, Arm, ModelConfig, build_model, head_W, w_invariants
-from theory.validate import InputError
+from common.validate import InputError
 
 CFG = ModelConfig(width=8, layers=2, heads=2, init_std=0.3)  # a larger init: scores far from 0
 

@@ -11,7 +11,7 @@ import pytest
 from empirics.stats import design_trials
 from empirics.sweep import (builtin_config, cell_id, cell_trials, cells, config_from_dict, load_config, run_cell,
                             with_overrides)
-from theory.validate import InputError
+from common.validate import InputError
 
 RAW = {"N": [8, 32], "D": [4], "d": [2], "weight_model": ["iid"], "trials": 3, "tail_trials_max": 12,
        "activation": [{"kind": "softmax"}, {"kind": "poly", "p": [1, 3], "scale": "inv_sqrt_n"}]}

@@ -9,7 +9,7 @@ import pytest
 from empirics.sweep import builtin_config, config_from_dict, load_config
 from empirics.workload import MAX_CELLS, MAX_FLOPS, available_memory, cap_workers, check_sweep_work, sweep_work
 from sapa.cli import main
-from theory.validate import InputError
+from common.validate import InputError
 
 ACT = [{"kind": "poly", "p": 1}]
 

@@ -12,12 +12,12 @@ from empirics.norms import Activation
 from empirics.worst_case import (
     WorstCaseConfig,
     bracket_slope_range,
-    ols_slope,
     sample_w,
     summarise,
     worst_case_growth,
 )
-from theory.validate import InputError
+from common.validate import InputError
+from empirics.stats import loglog_slope as ols_slope
 
 SMALL = WorstCaseConfig(Ns=(3, 6), D=3, steps=3, restarts=1, seed=1)
 
@@ -79,3 +79,24 @@ def test_bad_input():
         worst_case_growth(1, SMALL, constraints=("ball",))
     with pytest.raises(InputError):
         maximise_jacobian_norm(lambda x: x, 2, 2, 1.0, constraint="ball")
+
+
+# --------------------------------------------------------------------------- the experiment and its stored form
+
+
+def test_run_returns_a_frozen_typed_result_that_round_trips(tmp_path):
+    import dataclasses
+
+    from empirics import figdata
+    from empirics.worst_case import WorstCaseResult, run_worst_case
+
+    r = run_worst_case(ps=(1,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=1)
+    assert isinstance(r, WorstCaseResult) and set(r.frames) == {1}
+    assert r.config == WorstCaseConfig(Ns=(3, 6), D=3, steps=2, restarts=1, seed=1)
+    assert set(r.frames[1]["quantity"]) == {"fro", "jac_fro", "jac_spec"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.frames = {}
+    figdata.write(tmp_path / "x.json", r.to_json(), "stem")
+    back = WorstCaseResult.from_json(figdata.read(tmp_path / "x.json")[0])
+    assert back.config == r.config and back.frames[1].equals(r.frames[1])
+    assert back.config_dict() == {"Ns": [3, 6], "D": 3, "steps": 2, "restarts": 1, "seed": 1, "r": 1.0}

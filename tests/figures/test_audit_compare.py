@@ -1,28 +1,36 @@
-"""Tests for `figures/audit_compare.py`: the small main asserts its claims and saves PNG + PDF."""
+"""Tests for `figures/audit_compare.py`: it draws a result, or its stored JSON, and asserts its claims."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
+from empirics import figdata
+from empirics.audit import run_audit_compare
 from figures import audit_compare
 
 
-def test_main_small(tmp_path):
-    paths = audit_compare.main(tmp_path, small=True)
+@pytest.fixture(scope="module")
+def res():
+    return run_audit_compare(Ns=(8, 32, 128, 512), mc_Ns=(16, 32, 64), trials=8)
+
+
+def test_draw_and_redraw_from_stored_json(res, tmp_path):
+    audit_compare.check(res)
+    stem = audit_compare.stored_stem(res)
+    assert stem.startswith("audit_compare_D64_d64_trials8")
+    paths = audit_compare.draw(res, tmp_path / "a", stem)
     assert {p.suffix for p in paths} == {".png", ".pdf"}
     assert all(p.stat().st_size > 1000 for p in paths)
-    assert "audit_compare_D64_d64_trials8" in paths[0].name
+    figdata.write(tmp_path / "data" / "audit_compare.json", res.to_json(), stem)
+    again = audit_compare.main(tmp_path, tmp_path / "b")
+    assert [p.name for p in again] == [p.name for p in paths]
 
 
-def test_check_rejects_a_softmax_above_its_bound():
-    res = audit_compare.compute(Ns=(8, 64, 128), mc_Ns=(8, 16), trials=4)
-    audit_compare.check(res)
-    bad = {**res["curves"]}
-    bad[("softmax(x/8)", "iid")] = {**bad[("softmax(x/8)", "iid")], "constant": np.array([1.5, 1.5])}
+def test_check_rejects_a_softmax_above_its_bound(res):
+    key = ("softmax(x/8)", "iid")
+    bad = dataclasses.replace(res.curves[key], constant=np.array([1.5, 1.5, 1.5]))
     with pytest.raises(AssertionError):
-        audit_compare.check({**res, "curves": bad})
-
-
-def test_six_activations_two_models():
-    assert len(audit_compare.ACTIVATIONS) == 6 and audit_compare.MODELS == ("iid", "tied")
+        audit_compare.check(dataclasses.replace(res, curves={**res.curves, key: bad}))

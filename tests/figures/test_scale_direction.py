@@ -1,18 +1,30 @@
-"""Tests for `figures/scale_direction.py` (Figure 4): the small main asserts its claim and saves PNG + PDF."""
+"""Tests for `figures/scale_direction.py` (Figure 4): it draws a result, or its stored JSON, and asserts its claim."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from empirics import figdata
+from empirics.scale_direction import run_scale_direction
 from figures import scale_direction
 
 
-def test_main_small(tmp_path):
-    paths = scale_direction.main(tmp_path, small=True)
+@pytest.fixture(scope="module")
+def res():
+    return run_scale_direction([8, 16, 32, 64, 128, 256, 512], trials=2, max_trials=256)
+
+
+def test_draw_and_redraw_from_stored_json(res, tmp_path):
+    scale_direction.check(res)
+    stem = scale_direction.stored_stem(res, "quick")
+    assert "d64_D64_N8-512" in stem
+    paths = scale_direction.draw(res, tmp_path / "a", stem)
     assert {p.suffix for p in paths} == {".png", ".pdf"}
     assert all(p.stat().st_size > 1000 for p in paths)
-    assert "d64_D64_N8-512" in paths[0].name
+    figdata.write(tmp_path / "data" / "scale_direction.json", res.to_json(), stem)
+    again = scale_direction.main(tmp_path, tmp_path / "b")
+    assert [p.name for p in again] == [p.name for p in paths]
 
 
 def test_check_rejects_the_papers_direction():

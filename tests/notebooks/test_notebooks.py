@@ -1,46 +1,178 @@
-"""Every notebook in `notebooks/` executes on a small budget, and its .ipynb is in sync with its .py.
+"""Tests for `notebooks/` and `sapa/notebooks.py`: every shipped .ipynb is the executed form of its .py.
 
-The percent-format ``.py`` files are the diffable source (jupytext pairing); the ``.ipynb``
-files are generated from them without outputs. Execution uses nbclient (the engine under
-nbmake) with ``SAPA_SMALL=1``; a cell that raises fails the test, and every "agree:" line the
-notebook prints must say True.
+The percent-format ``.py`` files are the source; ``sapa notebooks`` executes each (jupytext + nbclient) and
+writes the ``.ipynb`` with normalised outputs. Here: (1) the check ``sapa notebooks --check`` passes for every
+notebook: same cells as the .py, executed, every "agree:" line True, small, no machine-specific path; and it
+fails, naming the notebook and the fixing command, on a stale, unexecuted or disagreeing one; (2) every .py
+executes at ``SAPA_SMALL=1`` with every "agree:" line True, and its normalised form has run-independent
+metadata; (3) rendering is reproducible byte for byte; (4) ``-m slow``: at the full budget every notebook
+prints exactly what its shipped .ipynb shows.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from pathlib import Path
 
 import jupytext
 import nbformat
+import numpy as np
 import pytest
-from nbclient import NotebookClient
+
+from sapa.cli import main as sapa_main
+from sapa.notebooks import Notebook, default_dir, execute, find, normalise, problems, render
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+BOOKS = find(ROOT / "notebooks")
 
 
-def test_there_is_one_notebook_per_theorem():
-    names = [p.stem[:2] for p in NOTEBOOKS]
-    assert names == ["01", "02", "03", "04", "05", "06"][: len(names)] and len(names) >= 3
+def _printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_ipynb_is_in_sync_with_py(path):
-    ipynb = path.with_suffix(".ipynb")
-    assert ipynb.is_file(), f"run: jupytext --to ipynb {path.relative_to(ROOT)}"
-    a = [c.source for c in jupytext.read(path).cells]
-    b = [c.source for c in nbformat.read(ipynb, as_version=4).cells]
-    assert a == b, f"{ipynb.name} is out of sync: jupytext --sync {path.relative_to(ROOT)}"
+def test_notebooks_are_numbered_from_01_without_gaps():
+    names = [b.number for b in BOOKS]
+    assert names == [f"{k:02d}" for k in range(1, len(names) + 1)] and len(names) >= 6
+    assert default_dir() == ROOT / "notebooks"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes_and_agrees(path, monkeypatch, tmp_path):
-    monkeypatch.setenv("SAPA_SMALL", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = jupytext.read(path)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    agree = [line for line in text.splitlines() if "agree:" in line]
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
+def test_shipped_ipynb_is_the_executed_form_of_its_py(book):
+    assert problems(book) == []
+
+
+def _copy(book: Notebook, tmp_path: Path) -> Notebook:
+    for p in (book.py, book.ipynb):
+        shutil.copy(p, tmp_path / p.name)
+    return Notebook(tmp_path / book.py.name)
+
+
+def test_check_names_a_stale_notebook_and_the_command_that_fixes_it(tmp_path, capsys):
+    book = _copy(BOOKS[0], tmp_path)
+    assert problems(book) == []
+    assert sapa_main(["notebooks", "--check", "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    src = book.py.read_text(encoding="utf-8")
+    book.py.write_text(src.replace("# %%\n", "# %%\nx = 1\n", 1), encoding="utf-8")  # edit the 1st code cell
+    code_index = next(i for i, c in enumerate(jupytext.read(book.py).cells, 1) if c.cell_type == "code")
+    assert problems(book) == [f"{book.ipynb.name} is stale: cell {code_index} (code) differs from {book.py.name}: "
+                              f"run `sapa notebooks --only {book.number}`"]
+    assert sapa_main(["notebooks", "--check", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is stale" in err and f"sapa notebooks --only {book.number}" in err
+
+    book.py.write_text(src + "\n# %%\nprint('one more cell')\n", encoding="utf-8")
+    n = len(jupytext.read(book.py).cells)
+    assert problems(book)[0].endswith(f"the .py has {n} cells, the .ipynb {n - 1} from {book.py.name}: "
+                                      f"run `sapa notebooks --only {book.number}`")
+
+
+def test_check_refuses_an_unexecuted_disagreeing_large_or_missing_notebook(tmp_path):
+    book = _copy(BOOKS[0], tmp_path)
+    nb = nbformat.read(book.ipynb, as_version=4)
+    bare = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for c in bare.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    nbformat.write(bare, book.ipynb)
+    assert [line for line in problems(book) if "has no outputs (never executed)" in line]
+
+    def with_first_agree_line(new: str) -> None:
+        """Write the shipped notebook with its first printed "agree: True" replaced by ``new``."""
+        changed = nbformat.from_dict(json.loads(json.dumps(nb)))
+        out = next(o for c in changed.cells for o in c.get("outputs", []) if "agree: True" in o.get("text", ""))
+        out.text = out.text.replace("agree: True", new, 1)
+        nbformat.write(changed, book.ipynb)
+
+    with_first_agree_line("agree: False")
+    assert [line for line in problems(book) if "a check disagrees" in line and line.endswith("agree: False")]
+    with_first_agree_line("agree: True" + " " * 600_000)
+    assert [line for line in problems(book) if "MB (limit 0.5 MB)" in line]
+    with_first_agree_line(f"agree: True {ROOT}")
+    assert [line for line in problems(book) if "machine-specific path" in line]
+    with_first_agree_line("agree: True <object at 0x7f3a2b1c4d50>")
+    assert [line for line in problems(book) if "memory address" in line]
+    with_first_agree_line("agree: True")
+    assert problems(book) == []
+
+    book.ipynb.unlink()
+    assert problems(book) == [f"{book.ipynb.name} is missing: run `sapa notebooks --only {book.number}`"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    assert sapa_main(["notebooks", "--check", "--only", "99"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sapa: error: unknown notebook '99'; known: 01, 02") and "\n" not in err
+    assert sapa_main(["notebooks", "--check", "--dir", str(tmp_path / "nowhere")]) == 2
+    assert sapa_main(["notebooks", "--check", "--dir", str(tmp_path)]) == 2
+    assert "no notebook NN_*.py" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
+def test_notebook_executes_at_the_small_budget_and_agrees(book):
+    nb = normalise(execute(book.py, "small", timeout=600), ROOT)
+    agree = [line for line in _printed(nb).splitlines() if "agree:" in line]
     assert agree, "the notebook must print expected / measured / agree lines"
     bad = [line for line in agree if not line.rstrip().endswith("True")]
     assert not bad, "\n".join(bad)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    assert [(c.cell_type, c.source) for c in nb.cells] == [(c.cell_type, c.source) for c in jupytext.read(book.py).cells]
+    assert all(re.fullmatch(r"[0-9a-f]{8}", c.id) for c in nb.cells) and len({c.id for c in nb.cells}) == len(nb.cells)
+    assert not any("execution" in c.metadata for c in nb.cells)
+    assert set(nb.metadata) == {"jupytext", "kernelspec", "language_info", "sapa"} and nb.metadata.sapa == {"budget": "small"}
+    assert "version" not in nb.metadata.language_info and str(ROOT) not in nbformat.writes(nb)
+
+
+TINY = """# %% [markdown]
+# # A tiny notebook
+
+# %%
+import sys
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+x = np.random.default_rng(0).standard_normal(5)
+print("drawn:", np.round(x, 6))
+print("second line")
+print("to stderr", file=sys.stderr)
+warnings.warn("a warning")
+
+# %%
+fig, ax = plt.subplots(figsize=(3, 2))
+ax.plot(x)
+plt.show()
+"""
+
+
+def test_rendering_is_reproducible_byte_for_byte(tmp_path):
+    book = Notebook(tmp_path / "01_tiny.py")
+    book.py.write_text(TINY, encoding="utf-8")
+    first, second = render(book), render(book)
+    assert first == second
+    nb = nbformat.reads(first, as_version=4)
+    nbformat.validate(nb)
+    a, b = [c for c in nb.cells if c.cell_type == "code"]
+    streams = {o.name: o.text for o in a.outputs if o.output_type == "stream"}
+    assert streams["stdout"] == f"drawn: {np.round(np.random.default_rng(0).standard_normal(5), 6)}\nsecond line\n"
+    assert streams["stderr"].startswith("to stderr\n<cell>:") and "UserWarning: a warning" in streams["stderr"]
+    assert str(tmp_path) not in first and nb.metadata.sapa == {"budget": "full"}
+    png = [o for o in b.outputs if "image/png" in o.get("data", {})]
+    assert len(png) == 1 and "<Figure size 300x200 with 1 Axes>" in png[0].data["text/plain"]  # 3 × 2 in at 100 dpi
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
+def test_full_budget_prints_what_the_shipped_notebook_shows(book):
+    shipped = nbformat.read(book.ipynb, as_version=4)
+    fresh = nbformat.reads(render(book), as_version=4)
+
+    def texts(nb):
+        return [[o.get("text") or o.get("data", {}).get("text/plain") for o in c.outputs]
+                for c in nb.cells if c.cell_type == "code"]
+
+    assert texts(fresh) == texts(shipped), f"{book.ipynb.name} is out of date: run `{book.fix}`"

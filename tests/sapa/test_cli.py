@@ -118,11 +118,9 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys, argv):
     assert "Traceback" not in err
 
 
-def test_verify_writes_ledger_and_report(tmp_path, capsys):
-    out_dir = tmp_path / "res"
-    code, out, err = _run(["verify", "--only", "thm4.1-norm", "thm4.1-jacobian", "--out", str(out_dir)], capsys)
+def test_verify_writes_ledger_and_report(softmax_verify):
+    code, out, err, out_dir, ledger = softmax_verify  # tests/conftest.py: one verify run, shared with test_ledger
     assert code == 0, err
-    ledger = json.loads((out_dir / "ledger.json").read_text())
     ids = [c["id"] for c in ledger["claims"]]
     assert ids == ["thm4.1-norm", "thm4.1-jacobian"]
     for c in ledger["claims"]:

@@ -122,7 +122,16 @@ def test_bench_quick_json(tmp_path, capsys):
     assert "overhead" not in got
 
 
-def test_bench_quick_overhead_json(capsys):
+@pytest.mark.parametrize("grid", ["tiny", pytest.param("quick", marks=pytest.mark.slow)])
+def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
+    """``bench --quick --part overhead``: on the quick grid (``-m slow``, ~15 s) or, in the default run, on a tiny
+    one (N = 32, 64, d = 8) through the same command."""
+    from empirics import overhead
+
+    if grid == "tiny":
+        monkeypatch.setattr(overhead, "QUICK", overhead.OverheadGrid(
+            Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4,),
+            crossover_masks=("none",), time_cap_s=0.5))
     code, out, err = _run(["bench", "--quick", "--part", "overhead", "--json"], capsys)
     assert code == 0, err
     got = json.loads(out)

@@ -38,14 +38,14 @@ def no_work(monkeypatch):
     import empirics.bench
     import empirics.overhead
     import empirics.sweep
-    import empirics.training
+    import empirics.train_study
     import figures.regenerate
     import sapa.ledger
 
     def fail(*a, **k):
         pytest.fail("work started before the output location was checked")
 
-    for mod, name in [(sapa.ledger, "run_claim"), (empirics.sweep, "run_sweep"), (empirics.training, "main_cli"),
+    for mod, name in [(sapa.ledger, "run_claim"), (empirics.sweep, "run_sweep"), (empirics.train_study, "main_cli"),
                       (empirics.bench, "bench_all"), (empirics.overhead, "bench_overhead"),
                       (figures.regenerate, "run_jobs")]:
         monkeypatch.setattr(mod, name, fail)
@@ -287,7 +287,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
 
     from sapa.budget import budget_named
     from sapa.ledger_merge import prior_ledger
-    from theory.validate import InputError
+    from common.validate import InputError
 
     quick = budget_named("quick", 0)
     assert prior_ledger(tmp_path / "none", quick) is None
@@ -315,7 +315,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
 def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
     from sapa.budget import budget_named
     from sapa.ledger_merge import prior_ledger
-    from theory.validate import InputError
+    from common.validate import InputError
 
     cases = {"k": ({"claims": []}, r"\('provenance'\)"), "l": ({"claims": {}, "provenance": {}}, r"\(claims are not a"),
              "i": ({"claims": [{"x": 1}], "provenance": {}}, r"\(claims are not a list of entries\)"),

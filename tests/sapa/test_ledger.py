@@ -12,7 +12,7 @@ from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, ledger_dict,
 from sapa.rules import CLAIM_VERDICTS, QUESTION_VERDICTS, rule_named
 from sapa.rules.bound import BoundEvidence
 from sapa.rules.bound import decide as decide_bound
-from theory.validate import InputError
+from common.validate import InputError
 
 DESIGN_IDS = [
     "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic",
@@ -48,11 +48,13 @@ def test_budget_lookup():
         budget_named("huge")
 
 
-def test_softmax_claims_verdicts_are_computed(tmp_path):
-    ctx = Context(QUICK, Path(tmp_path))
-    claims = {c.id: c for c in all_claims()}
-    norm = run_claim(claims["thm4.1-norm"], ctx)
-    jac = run_claim(claims["thm4.1-jacobian"], ctx)
+def test_softmax_claims_verdicts_are_computed(softmax_verify):
+    from sapa.ledger_merge import ledger_entries
+
+    code, _, err, _, ledger = softmax_verify  # tests/conftest.py: the quick-budget checks, run once per session
+    assert code == 0, err
+    norm, jac = ledger_entries(ledger)
+    assert (norm.id, jac.id) == ("thm4.1-norm", "thm4.1-jacobian")
     assert norm.verdict in VERDICTS and jac.verdict in VERDICTS
     # The evidence that drives the rule: bound respected, supremum approached.
     assert norm.evidence["max_observed_ratio"] <= 1 + 1e-12

@@ -83,3 +83,16 @@ def test_series_judges_the_first_pass_and_records_it(ctx, shift, covered):
     assert chk["name"] == "growth/x^3/sqrt(N)/paper/rho=0/D=4/d=4/fro" and chk["covered"] is covered
     mc.series(ctx, p=3, scale_policy="inv_sqrt_n")  # asked again (theorem and corollary): still one check
     assert mc.monte_carlo_summary(ctx)["series"] == 1
+
+
+def test_one_gate_records_each_comparison_and_decides_over_them(ctx):
+    """`gate` = `record` per comparison + `agreement_gate`, which is the binomial rule of `sapa.rules.agreement`."""
+    from sapa.rules.agreement import AgreementEvidence, decide
+
+    comps = {f"k{i}": {"agree": i not in (2, 5), "z": float(i)} for i in range(40)}
+    verdict, n, missed = mc.gate(ctx, "fam", comps, 0.99)
+    assert (n, missed) == (40, 2) and verdict == decide(AgreementEvidence(40, 2, 0.99))
+    s = mc.monte_carlo_summary(ctx)
+    assert s["by_family"]["fam"]["series"] == 40 and s["missed"] == ["fam/k2", "fam/k5"]
+    assert mc.agreement_gate([], 0.99) == ("UNDETERMINED", 0, 0)
+    assert mc.agreement_gate([False] * 5 + [True] * 5, 0.99) == ("FAILS", 10, 5)

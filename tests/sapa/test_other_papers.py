@@ -19,11 +19,23 @@ from sapa.rules.audit import LikeSoftmaxEvidence, decide
 IDS = ["relu-over-n", "sigmoid-bias-logn", "poly4-normalised"]
 
 
-@pytest.fixture(scope="module")
-def entries(tmp_path_factory):
+@pytest.fixture(scope="module", params=["small", pytest.param("quick", marks=pytest.mark.slow)])
+def entries(request, tmp_path_factory):
+    """The three checks at the quick budget (``-m slow``) or, in the default run, with fewer Monte Carlo trials
+    (100 per exact comparison, 16 per normalised row size, 4 for the figure's two Monte Carlo sizes)."""
+    from empirics import audit as empirics_audit
+    from sapa.claims import other_papers
+
     out = tmp_path_factory.mktemp("ledger")
     ctx = Context(budget_named("quick", seed=0), out)
-    return out, {c.id: run_claim(c, ctx) for c in CLAIMS}
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "small":
+            full = empirics_audit.run_audit_compare
+            mp.setattr(other_papers, "MC_TRIALS", 100)
+            mp.setattr(other_papers, "ROW_TRIALS", 16)
+            mp.setattr(empirics_audit, "run_audit_compare",
+                       lambda **kw: full(**{**kw, "trials": 4, "mc_Ns": (32, 64)}))
+        return out, {c.id: run_claim(c, ctx) for c in CLAIMS}
 
 
 def test_ids_kinds_sources_and_contracts():

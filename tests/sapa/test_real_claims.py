@@ -9,7 +9,7 @@ configuration needs the optional extra ``real`` (``pytest.importorskip``). Nothi
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import pytest
 
@@ -28,12 +28,12 @@ FAST = (0.70, 0.80)     # demonstrably above the edge 0.55
 
 
 def _fits(pattern):
-    """pattern: {(protocol, activation): [interval per head]} → HeadFit dicts (10 heads)."""
+    """pattern: {(protocol, activation): [interval per head]} → HeadFits (10 heads)."""
     out = []
     for (pr, act), cis in pattern.items():
         for i, (lo, hi) in enumerate(cis):
-            out.append(asdict(real.HeadFit(pr, act, "fro", i // 5, i % 5, (lo + hi) / 2, lo, hi)))
-    return out
+            out.append(real.HeadFit(pr, act, "fro", i // 5, i % 5, (lo + hi) / 2, lo, hi))
+    return tuple(out)
 
 
 def _res(p1, p3, softmax=None, protocols=real.PROTOCOL_NAMES, softmax_ok=True, residual=1e-15, level=rule.LEVEL):
@@ -43,8 +43,9 @@ def _res(p1, p3, softmax=None, protocols=real.PROTOCOL_NAMES, softmax_ok=True, r
         pat[pr, "softmax"] = (softmax or (lambda _: [SLOW] * 10))(pr)
         pat[pr, "x/sqrt(N)"] = p1(pr)
         pat[pr, "x^3/sqrt(N)"] = p3(pr)
-    return {"fits": _fits(pat), "meta": {"config": {"N_real": 128, "level": level}, "softmax_norm_le_sqrt_n": softmax_ok,
-                                         "max_shift_residual": residual}}
+    meta = real.RealMeta(config=replace(real.QUICK, level=level), softmax_norm_le_sqrt_n=softmax_ok,
+                         max_shift_residual=residual)
+    return real.RealResult(meta=meta, fits=_fits(pat))
 
 
 def _mix(n_on, n_fast):

@@ -18,7 +18,7 @@ from scipy.special import roots_hermite
 from theory import audit as A
 from theory.gaussian import double_factorial
 from theory.moments import _rw_m_off, exact_moments
-from theory.validate import InputError
+from common.validate import InputError
 from theory.worst_case import worst_case_exponent
 
 VIT = (768, 64, 196)

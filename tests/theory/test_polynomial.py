@@ -15,7 +15,7 @@ from theory.polynomial import (
     poly_jacobian_wrt_AB_fro2,
     poly_jacobian_wrt_S_fro2,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 
 @pytest.fixture(autouse=True, scope="module")

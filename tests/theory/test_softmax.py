@@ -29,7 +29,7 @@ from theory.softmax import (
     softmax_matrix_bounds,
     softmax_symbolic,
 )
-from theory.validate import InputError
+from common.validate import InputError
 
 HALF = sp.Rational(1, 2)
 QUARTER = sp.Rational(1, 4)

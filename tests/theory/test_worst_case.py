@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.func import jacrev
 
-from theory.validate import InputError
+from common.validate import InputError
 from theory.worst_case import (
     QUANTITIES,
     bracket,

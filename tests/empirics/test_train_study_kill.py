@@ -1,10 +1,10 @@
-"""A killed ``sapa train`` leaves no process behind and keeps its finished runs (issue 15, item 3; item 6).
+"""A killed ``sapa train`` leaves no process behind and keeps its finished chunks (issue 15, items 3 and 6).
 
-The slow tests start ``sapa train --workers 2`` in a subprocess (the CLI's own code path, with the
-``quick`` budget swapped for a tiny one whose text runs finish in seconds and whose digits runs
-never do), wait until some runs are on disk and both workers are busy, send SIGKILL or SIGTERM to
-the parent only, and require every descendant to be gone within a few seconds and every finished
-run file to be complete.
+The slow tests start ``sapa train --workers 2`` (or ``sapa verify --only norm-vs-accuracy``, which trains
+the same study) in a subprocess — the CLI's own code path, with the ``quick`` budget swapped for a tiny
+one whose digits chunks finish in seconds and whose text chunks never do — wait until some chunks are on
+disk and both workers are busy, send SIGKILL or SIGTERM to the parent only, and require every descendant
+to be gone within a few seconds and every finished chunk file to be complete.
 """
 
 from __future__ import annotations
@@ -20,15 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from empirics import training
-from empirics.training import _run_file_ok, _run_record_problem, run_keys, sigterm_as_interrupt
+from empirics import train_study as ts
+from empirics.interrupt import sigterm_as_interrupt
 
 SCRIPT = """
 import sys
 from dataclasses import replace
-import empirics.training as t
-t.QUICK = replace(t.TINY, digits_arms=("softmax", "x3"), text_arms=("softmax", "x3"),
-                  digits=replace(t.TINY.digits, steps=10**6, eval_every=10**5))
+import empirics.train_study as t
+t.BUDGETS["quick"] = replace(t.TINY, text=replace(t.TINY.text, Ns=(8,), steps=10**6))
 from sapa.cli import main
 if sys.argv[2] == "train":
     sys.exit(main(["train", "--budget", "quick", "--out", sys.argv[1], "--workers", "2", "--no-progress"]))
@@ -89,8 +88,8 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out), command], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2], start_new_session=True)
     try:
-        runs = (out if command == "train" else out / "train") / "runs"
-        # text runs (first) finish in seconds; then both workers sit in never-ending digits runs
+        runs = (out if command == "train" else out / "train") / "chunks"
+        # digits chunks (the larger, first) finish in seconds; then both workers sit in never-ending text chunks
         assert _wait(lambda: len(list(runs.glob("*.json"))) >= 2, 240), proc.stderr.read1().decode() if proc.poll() else ""
         assert _wait(lambda: len(_children(proc.pid)) >= 2, 60)
         time.sleep(2.0)
@@ -105,7 +104,7 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
         files = sorted(runs.glob("*.json"))
         assert len(files) >= 2
         for f in files:
-            assert _run_record_problem(json.loads(f.read_text(encoding="utf-8"))) is None, f
+            assert ts._chunk_record_problem(json.loads(f.read_text(encoding="utf-8"))) is None, f
     finally:  # whatever happened, nothing of this test outlives it (its session's process group)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -116,8 +115,8 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
 
 
 def test_worker_exits_when_parent_pid_is_not_its_parent():
-    """_worker_init(parent) in a process whose parent is someone else exits at once (the parent died)."""
-    code = "from empirics.training import _worker_init; _worker_init(1); import time; time.sleep(30)"
+    """worker_init(parent) in a process whose parent is someone else exits at once (the parent died)."""
+    code = "from empirics.pool import worker_init; worker_init(1); import time; time.sleep(30)"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], timeout=60)
     assert r.returncode == 1 and time.monotonic() - t0 < 30
@@ -131,51 +130,53 @@ def test_sigterm_raises_keyboard_interrupt_and_is_restored():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def _record() -> dict:
-    """A complete record of one (tiny) run, as run_one writes it."""
-    cfg = training.TINY
-    k = run_keys(cfg)[0]
-    return json.loads(json.dumps(training.run_one(k.task, k.arm, k.weight_decay, k.seed, cfg), default=float))
+MICRO = ts.StudyConfig(name="micro", digits=ts.TINY.digits, text=ts.TaskPlan(Ns=(8,), steps=2, batch=2, lrs=(1e-3,),
+                                                                            warmup=1, evals=1, eval_size=4),
+                       seeds=1, model=ts.TINY.model, arms=("softmax",), probe=1, tasks=("text",))
 
 
 @pytest.fixture(scope="module")
-def record():
-    return _record()
+def chunk_file(tmp_path_factory):
+    """A finished chunk as the study stores it, and its chunk."""
+    chunk = ts.plan_chunks(MICRO, "text", 8, None)[0]
+    path = tmp_path_factory.mktemp("chunk") / chunk.file_name
+    ts._store(path, chunk, MICRO.hash(), ts.train_chunk(chunk, MICRO))
+    return path, chunk
 
 
 @pytest.mark.parametrize("damage", [
     lambda r: r.pop("history"),
-    lambda r: r.pop("final"),
-    lambda r: r["final"].pop("test_acc"),
-    lambda r: r["final"].update(test_acc="0.9"),
-    lambda r: r["final"].update(diverged=0),
-    lambda r: r["history"].pop("value"),
-    lambda r: r["history"]["value"].pop(),
-    lambda r: r["history"]["step"].__setitem__(0, "0"),
-    lambda r: r["history"]["quantity"].__setitem__(0, 3),
-    lambda r: r["history"].update(step=[], layer=[], head=[], quantity=[], value=[]),
-    lambda r: r.update(history=[1, 2]),
+    lambda r: r.pop("rows"),
+    lambda r: r["rows"][0].pop("test_acc"),
+    lambda r: r["rows"][0].update(seed="0"),
+    lambda r: r["rows"][0].update(diverged=0),
+    lambda r: r["rows"].append(r["rows"][0]),
+    lambda r: r["history"][0].pop(),
+    lambda r: r["history"][0].__setitem__(4, "0"),
+    lambda r: r["history"][0].__setitem__(5, 3),
+    lambda r: r.update(history=[]),
+    lambda r: r.update(members=[]),
     lambda r: r.update(schema=0),
-    lambda r: r.pop("key"),
-], ids=["no-history", "no-final", "no-test_acc", "str-acc", "int-diverged", "no-value", "short-column",
-        "str-step", "int-quantity", "empty-history", "history-list", "old-schema", "no-key"])
-def test_incomplete_run_record_is_refused(record, damage):
-    assert _run_record_problem(record) is None
-    bad = json.loads(json.dumps(record))
-    damage(bad)
-    assert _run_record_problem(bad) is not None
+], ids=["no-history", "no-rows", "no-test_acc", "str-seed", "int-diverged", "extra-row", "short-history-row",
+        "str-step", "int-quantity", "empty-history", "no-members", "old-schema"])
+def test_incomplete_chunk_record_is_refused(chunk_file, damage):
+    path, chunk = chunk_file
+    rec = json.loads(path.read_text())
+    assert ts._chunk_record_problem(rec, chunk) is None
+    damage(rec)
+    assert ts._chunk_record_problem(rec, chunk) is not None
 
 
-def test_incomplete_run_file_is_recomputed_with_a_warning(record, tmp_path, monkeypatch, capsys):
-    """A run file that parses (and passes its checksum) but lacks history is run again, with one warning line."""
-    monkeypatch.setattr(training, "check_record", lambda rec, path: None)  # isolate this guard from the checksum
-    cfg = training.TINY
-    k = run_keys(cfg)[0]
-    path = tmp_path / k.file_name
-    good = dict(record, config_hash=cfg.hash())
+def test_incomplete_chunk_file_is_recomputed_with_a_warning(chunk_file, tmp_path, monkeypatch, capsys):
+    """A chunk file that parses (and passes its checksum) but lacks its history is trained again, with one line."""
+    monkeypatch.setattr(ts, "check_record", lambda rec, path: None)  # isolate this guard from the checksum
+    src, chunk = chunk_file
+    path = tmp_path / chunk.file_name
+    good = json.loads(src.read_text())
     path.write_text(json.dumps(good), encoding="utf-8")
-    assert _run_file_ok(path, k, cfg.hash())
+    assert ts._chunk_ok(path, chunk, MICRO.hash())
+    assert not ts._chunk_ok(path, chunk, "another config")
     good.pop("history")
     path.write_text(json.dumps(good), encoding="utf-8")
-    assert not _run_file_ok(path, k, cfg.hash())
-    assert "invalid (no 'history' object); recomputing" in capsys.readouterr().err
+    assert not ts._chunk_ok(path, chunk, MICRO.hash())
+    assert "invalid (no 'history' rows); recomputing" in capsys.readouterr().err

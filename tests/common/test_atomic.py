@@ -1,4 +1,4 @@
-"""Tests for `empirics/atomic.py`: permissions like a plain open(), a directory in the way named by its own path."""
+"""Tests for `common/atomic.py`: permissions like a plain open(), a directory in the way named by its own path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from empirics.atomic import atomic_write, atomic_write_json, atomic_write_text
+from common.atomic import atomic_write, atomic_write_json, atomic_write_text
 
 
 def _mode(p: Path) -> int:

@@ -1,0 +1,201 @@
+"""Figure 13: test accuracy against N per arm at its best learning rate, softmax as reference (arXiv 2410.18613 §5; issue 13).
+
+Drawn only from a stored training study (``empirics.train_study.StudyResult`` or its parquet files via
+``load_study``); the learning-rate selection and the per-cell medians are the ledger's own
+(:mod:`empirics.study_analysis`), nothing here decides a verdict.
+
+(a) ``<stem>_acc``: per task, test accuracy against N (log2), one line per arm at its best lr: median over
+    seeds, bars = [min, max] over seeds (a distribution-free interval for the median, 75 % at 3 seeds);
+    softmax thick and black; below, the share of the arm's whole lr grid that diverged, against N.
+(b) ``<stem>_norms``: ‖φ(S)‖_F over training steps (log y), one panel per (task, N), one line per arm at its
+    best lr (median over seeds).
+(c) ``<stem>_lr``: validation accuracy (median over seeds) against the learning rate, one panel per (task, N),
+    one line per arm; the selected lr is marked by a filled marker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from figures import style
+
+ARM_ORDER = ("softmax", "x_sqrtN", "x3_sqrtN", "x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti")
+LABELS = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "x_alpha": "x/α*", "x3_alpha": "x³/α*",
+          "x": "x", "x3": "x³", "x_N": "x/N", "x3_N": "x³/N", "x3_sqrti": "x³/√i"}
+TASKS = ("digits", "text")
+
+
+def _style(arm: str) -> dict:
+    """Softmax thick black; the other arms cycle the 7 non-black colours with shifted markers and line styles."""
+    if arm == "softmax":
+        return {"color": style.PALETTE[0], "marker": style.MARKERS[0], "linestyle": "-", "lw": 2.6}
+    k = ARM_ORDER.index(arm) - 1 if arm in ARM_ORDER else len(ARM_ORDER)
+    n = len(style.PALETTE) - 1
+    return {"color": style.PALETTE[1 + k % n], "marker": style.MARKERS[(k + 1) % len(style.MARKERS)],
+            "linestyle": style.LINESTYLES[(k + 1) % len(style.LINESTYLES)]}
+
+
+def _arms(frame: pd.DataFrame) -> list[str]:
+    present = set(frame["arm"])
+    return [a for a in ARM_ORDER if a in present] + sorted(present - set(ARM_ORDER))
+
+
+def file_stem(config: dict) -> str:
+    """``training_vs_n_budget<name>_seeds<k>_seed<s>``."""
+    cfg = config or {}
+    return style.stem("training_vs_n", budget=cfg.get("name", cfg.get("budget", "x")), seeds=cfg.get("seeds", 0),
+                      seed=cfg.get("seed", 0))
+
+
+def _accuracy_figure(study, out_dir: Path, stem: str) -> list[Path]:
+    from empirics.study_analysis import accuracy_table, best_lr, divergence_counts
+
+    best = best_lr(study.runs)
+    tab = accuracy_table(study.runs, best)
+    div = divergence_counts(study.runs, best)
+    tasks = [t for t in TASKS if t in set(tab["task"])] + sorted(set(tab["task"]) - set(TASKS))
+    fig, axes = plt.subplots(2, len(tasks), figsize=(6.2 * len(tasks), 7.6), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1.3], "hspace": 0.12})
+    for j, task in enumerate(tasks):
+        ax, axd = axes[0, j], axes[1, j]
+        t, d = tab[tab["task"] == task], div[div["task"] == task]
+        for arm in _arms(t):
+            st = _style(arm)
+            g = t[t["arm"] == arm].sort_values("N")
+            ax.errorbar(g["N"], g["median"], yerr=[g["median"] - g["lo"], g["hi"] - g["median"]], color=st["color"],
+                        marker=st["marker"], ls=st["linestyle"], lw=st.get("lw", 1.4), ms=5, capsize=3,
+                        label=LABELS.get(arm, arm), zorder=3 if arm == "softmax" else 2)
+            h = d[d["arm"] == arm].sort_values("N")
+            axd.plot(h["N"], h["grid_diverged"] / h["grid_runs"], color=st["color"], marker=st["marker"],
+                     ls=st["linestyle"], lw=st.get("lw", 1.2), ms=4)
+        for a in (ax, axd):
+            a.set_xscale("log", base=2)
+            a.set_xticks(sorted(set(t["N"])))
+            a.set_xticklabels([str(n) for n in sorted(set(t["N"]))])
+        seeds = int(t["seeds"].max()) if len(t) else 0
+        ax.set_title(f"{task}: test accuracy at each arm's best lr ({seeds} seeds)")
+        ax.set_ylabel("test accuracy")
+        axd.set_ylabel("diverged share\nof the lr grid")
+        axd.set_ylim(-0.05, 1.05)
+        axd.set_xlabel("N (tokens: patches / context)")
+        ax.legend(ncol=2, fontsize=8, loc="best")
+    fig.suptitle("Does accuracy relative to softmax hold up as N grows? (x^p/√N: the paper's scale)\n"
+                 "median over seeds, bars = min–max over seeds; below: diverged share of each arm's lr grid",
+                 fontsize=11)
+    return style.save(fig, out_dir, f"{stem}_acc")
+
+
+def _best_history(study, quantity: str) -> pd.DataFrame:
+    """History rows of ``quantity`` for the members at each arm's best lr (in-study α only)."""
+    from empirics.study_analysis import at_best
+
+    b = at_best(study.runs)
+    keys = b[["task", "N", "arm", "lr", "seed"] + (["alpha"] if "alpha" in b else [])].copy()
+    h = study.history[study.history["quantity"] == quantity]
+    if "alpha" in keys:
+        keys["alpha"] = keys["alpha"].fillna(-1.0)
+        h = h.assign(alpha=h["alpha"].fillna(-1.0))
+    h = h.merge(keys, on=list(keys.columns), how="inner")
+    v = h["value"].to_numpy(float)
+    return h.assign(value=np.where(np.isfinite(v), v, np.nan))  # a diverged member's ∞ leaves the median undefined
+
+
+def _panels(study) -> list[tuple[str, int]]:
+    r = study.runs[study.runs["in_study"].astype(bool)]
+    tasks = [t for t in TASKS if t in set(r["task"])] + sorted(set(r["task"]) - set(TASKS))
+    return [(t, int(N)) for t in tasks for N in sorted(set(r[r["task"] == t]["N"]))]
+
+
+def _grid(n: int) -> tuple[int, int]:
+    cols = min(n, 4)
+    return (n + cols - 1) // cols, cols
+
+
+def _norms_figure(study, out_dir: Path, stem: str) -> list[Path]:
+    h = _best_history(study, "attn_fro")
+    panels = _panels(study)
+    rows, cols = _grid(len(panels))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.5 * rows), squeeze=False)
+    for ax, (task, N) in zip(axes.flat, panels):
+        g = h[(h["task"] == task) & (h["N"] == N)]
+        for arm in _arms(g):
+            st = _style(arm)
+            c = g[g["arm"] == arm].groupby("step")["value"].median()
+            ax.plot(c.index, c.to_numpy(), color=st["color"], marker=st["marker"], ls=st["linestyle"],
+                    lw=st.get("lw", 1.3), ms=3, label=LABELS.get(arm, arm))
+        ax.set_yscale("log")
+        ax.set_title(f"{task}, N = {N}")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("‖φ(S)‖_F (mean over layers, heads)")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    if panels:
+        axes.flat[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Attention norm during training at each arm's best lr (median over seeds; exact float64 kernels, "
+                 "fixed probe batch)", fontsize=11)
+    fig.tight_layout()
+    return style.save(fig, out_dir, f"{stem}_norms")
+
+
+def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
+    from empirics.study_analysis import best_lr, lr_sensitivity
+
+    s = lr_sensitivity(study.runs)
+    best = best_lr(study.runs)
+    panels = _panels(study)
+    rows, cols = _grid(len(panels))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.5 * rows), squeeze=False)
+    for ax, (task, N) in zip(axes.flat, panels):
+        g = s[(s["task"] == task) & (s["N"] == N)]
+        for arm in _arms(g):
+            st = _style(arm)
+            a = g[g["arm"] == arm].sort_values("lr")
+            ax.plot(a["lr"], a["val_median"], color=st["color"], marker=st["marker"], ls=st["linestyle"],
+                    lw=st.get("lw", 1.3), ms=4, mfc="white", label=LABELS.get(arm, arm))
+            b = best[(best["task"] == task) & (best["N"] == N) & (best["arm"] == arm)]
+            ax.plot(b["lr"], b["val_median"], color=st["color"], marker=st["marker"], ls="none", ms=6)
+        ax.set_xscale("log")
+        ax.set_title(f"{task}, N = {N}")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel("validation accuracy (median over seeds)")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    if panels:
+        axes.flat[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Learning-rate sensitivity per arm (filled: the selected lr; diverged members count at chance)",
+                 fontsize=11)
+    fig.tight_layout()
+    return style.save(fig, out_dir, f"{stem}_lr")
+
+
+def draw(study, out_dir: str | Path, file_stem_: str | None = None) -> list[Path]:
+    """Save (a) ``<stem>_acc``, (b) ``<stem>_norms`` and (c) ``<stem>_lr`` (PNG + PDF each) from a stored study.
+
+    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.train_study``.
+    """
+    out_dir = Path(out_dir)
+    stem = file_stem_ or file_stem(study.config)
+    with plt.rc_context(style.RC):
+        return (_accuracy_figure(study, out_dir, stem) + _norms_figure(study, out_dir, stem)
+                + _lr_figure(study, out_dir, stem))
+
+
+def main(out_dir: str | Path = "results/figures", small: bool = False, train_dir: str | Path = "results/train"
+         ) -> list[Path]:
+    """Redraw from the study stored in ``train_dir`` (``small``: the lead's TINY budget trained into it first)."""
+    from empirics import train_study
+
+    if small:
+        study = train_study.run_study("tiny", Path(train_dir))
+    else:
+        study = train_study.load_study(Path(train_dir))
+    assert len(study.runs) and {"softmax"} <= set(study.runs["arm"]), "the study has no softmax runs"
+    return draw(study, out_dir)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(main())

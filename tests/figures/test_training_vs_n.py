@@ -1,0 +1,51 @@
+"""Tests for `figures/training_vs_n.py` (Figure 13): the three figures draw from a synthetic stored study (diverged
+members, an out-of-study α, a text task with three N) and the accuracy panel plots the ledger's own medians."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from empirics.study_analysis import accuracy_table  # noqa: E402
+from figures import training_vs_n as F  # noqa: E402
+from tests.empirics.study_fixture import make_study  # noqa: E402
+
+
+def _study():
+    return make_study(tasks={"digits": (16, 64), "text": (32, 64, 128)}, seeds=2, lrs=(1e-3, 1e-2),
+                      gap=lambda t, a, N: -0.02 * np.log2(N / 16) if a == "x3" else 0.0,
+                      diverge=lambda t, a, N, lr, r: a == "x" and lr == 1e-2 and N >= 64, seed=4)
+
+
+def test_draws_three_figures_as_png_and_pdf(tmp_path):
+    st = _study()
+    paths = F.draw(st, tmp_path)
+    names = sorted(p.name for p in paths)
+    stem = F.file_stem(st.config)
+    assert names == sorted(f"{stem}_{k}.{e}" for k in ("acc", "norms", "lr") for e in ("png", "pdf"))
+    for p in paths:
+        assert p.stat().st_size > 1000
+        assert p.read_bytes()[:4] in (b"\x89PNG", b"%PDF")
+
+
+def test_accuracy_panel_plots_the_table_medians(tmp_path, monkeypatch):
+    st = _study()
+    saved = {}
+
+    def keep(fig, out, stem):
+        saved[stem] = fig
+        return []
+
+    monkeypatch.setattr(F.style, "save", keep)
+    F._accuracy_figure(st, tmp_path, "s")
+    fig = saved["s_acc"]
+    tab = accuracy_table(st.runs)
+    ax = fig.axes[1]  # the text panel (columns: digits, text)
+    want = tab[(tab["task"] == "text") & (tab["arm"] == "x3")].sort_values("N")
+    lines = [ln for ln in ax.get_lines() if list(ln.get_xdata()) == list(want["N"])]
+    assert any(np.array_equal(ln.get_ydata(), want["median"].to_numpy()) for ln in lines)
+    plt.close(fig)

@@ -1,0 +1,170 @@
+"""Tests for `sapa/claims/study_claims.py`: the headline conjunction and the other readings on synthetic studies with
+a known trend, the findings (table, divergences, α*, lr at the grid edge, bigram plateau), the shared study cache, and
+the check end to end on a cached study. The rule's calibration is tested in tests/sapa/rules/test_stability.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from sapa.claims import study_claims as SC
+from tests.empirics.study_fixture import make_study
+
+TASKS = {"digits": (16, 64), "text": (32, 64, 128)}
+
+
+def _study(gap, diverge=None, noise=0.004, seeds=3, seed=0, **kw):
+    return make_study(tasks=TASKS, seeds=seeds, gap=gap, diverge=diverge, noise=noise, seed_sd=0.01, seed=seed,
+                      history=False, **kw)
+
+
+def _readings(st):
+    a = SC.analyse(st.runs)
+    return a, SC.readings(a)
+
+
+def _degrade(arms, per_doubling=-0.06):
+    return lambda t, a, N: per_doubling * math.log2(N / min(TASKS[t])) if a in arms else 0.0
+
+
+def _by_name(rs):
+    return {r.name: r.verdict for r in rs}
+
+
+def test_scaled_arms_flat_unscaled_degrading():
+    a, rs = _readings(_study(_degrade({"x3", "x"})))
+    v = _by_name(rs)
+    assert rs[0].verdict == "HOLDS" and rs[0].rule == "stability-trend" and "conjunction" in rs[0].name
+    assert all(v[f"{t}: {lab} accuracy vs softmax over N"] == "HOLDS" for t in TASKS for lab in ("x/√N", "x³/√N"))
+    assert v["text: x³ accuracy vs softmax over N"] == "FAILS" and v["digits: x accuracy vs softmax over N"] == "FAILS"
+    assert v["text: x/N accuracy vs softmax over N"] == "HOLDS"
+    assert "x³/√i" in " ".join(v) and not any(k.startswith("digits: x³/√i") for k in v)  # causal arm: text only
+    # Δ is the designed change over the range: −0.06 per doubling × 2 doublings (digits), × 2 (text 32→128)
+    for t in TASKS:
+        ev = a["accuracy"][(t, "x3")]
+        assert abs(ev.delta + 0.12) < 4 * ev.se  # within 4 standard errors of the designed change
+    n_acc = sum(1 for r in rs[1:] if r.rule == "stability-trend")
+    assert n_acc == 2 * 8 + 1 and sum(r.rule == "divergence-trend" for r in rs) == n_acc
+    assert SC.corrected(rs) is None
+
+
+def test_headline_fails_if_one_component_fails():
+    _, rs = _readings(_study(_degrade({"x3_sqrtN"})))
+    assert rs[0].verdict == "FAILS" and "text: x³/√N FAILS" in rs[0].why
+    c = SC.corrected(rs)
+    assert "degradation beyond it is shown for digits: x³/√N, text: x³/√N" in c
+
+
+def test_headline_undetermined_when_noise_hides_the_trend():
+    _, rs = _readings(_study(lambda t, a, N: 0.0, noise=0.08, seeds=2, seed=5))
+    assert rs[0].verdict == "UNDETERMINED"
+    assert "FAILS" not in {r.verdict for r in rs[1:5]}
+
+
+def test_divergence_enters_accuracy_at_chance_and_the_divergence_reading_sees_it():
+    def div(t, a, N, lr, r):  # text x³: from N = 64 on, lr 1e-2 diverges, and 3e-3 too except seed 2 at N = 64
+        return a == "x3" and t == "text" and N >= 64 and (lr == 1e-2 or (lr == 3e-3 and (N == 128 or r < 2)))
+
+    a, rs = _readings(_study(lambda t, a, N: 0.0, diverge=div))
+    v = _by_name(rs)
+    ev = a["divergence"][("text", "x3")]  # stable-share gaps per N: (0, 0, 0), (−⅔, −⅔, −⅓), (−⅔, −⅔, −⅔)
+    assert np.allclose(ev.cell_mean, (0, -5 / 9, -2 / 3)) and math.isclose(ev.delta, -2 / 3)
+    assert math.isclose(ev.pooled_sd, 1 / 9) and math.isclose(ev.se, (1 / 9) * math.sqrt(2 / 3))
+    assert v["text: x³ divergence vs softmax over N"] == "FAILS"
+    assert v["text: x³/√N divergence vs softmax over N"] == "UNDETERMINED"  # nothing diverges: se = 0
+    assert a["accuracy"][("text", "x3")].diverged == (0, 0, 0)  # the best lr (1e-3) avoids them
+    lines = SC.divergence_lines(a["counts"])
+    assert lines[0] == f"digits divergence: 0/{9 * 2 * 3 * 3} members diverged"  # arms × N × lrs × seeds, in study
+    assert "x³ N=32 0/3 at best lr, 0/9 over the grid, N=64 0/3 at best lr, 5/9 over the grid" in lines[1]
+
+
+def test_findings_table_edges_alpha_and_plateau():
+    st = _study(lambda t, a, N: 0.0, lr_opt={"x": 1e-2})
+    a = SC.analyse(st.runs)
+    lines = SC.table_lines(a["table"])
+    assert lines[0].startswith("digits softmax: N=16: lr 0.003,") and len(lines) == 9 + 10
+    row = a["table"][(a["table"]["task"] == "digits") & (a["table"]["arm"] == "x") & (a["table"]["N"] == 64)].iloc[0]
+    assert f"N=64: lr 0.01, {row['median']:.3f} [{row['lo']:.3f}, {row['hi']:.3f}]" in next(
+        ln for ln in lines if ln.startswith("digits x:"))
+    (edge,) = SC.edge_lines(a["best"])
+    assert "digits N=16 x (high: 0.01)" in edge and "5/" in edge  # x at both digits N and the three text N
+    assert SC.alpha_line(st.provenance) == "α* (tuned at the smallest N, then fixed): digits p=1: 4, p=3: 4; text p=1: 4, p=3: 4"
+    p = SC.plateau_from(a["table"], {32: 0.40, 64: 0.44, 128: None})
+    assert set(p["per_N"]) == {32, 64} and p["per_N"][32]["left"] and not p["per_N"][64]["left"]
+    assert "only at N = [32]" in SC.plateau_line(p) and not p["left_at_every_N"]
+    assert SC.plateau_from(a["table"], {}) is None and "not measured" in SC.plateau_line(None)
+
+
+def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
+    import empirics.train_study as TS
+    from sapa.budget import budget_named
+    from sapa.ledger import Context
+
+    calls = []
+
+    def boom(name, out, seed=0, **kw):
+        calls.append((name, out, seed))
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(TS, "run_study", boom)
+    ctx = Context(budget_named("quick", seed=4), tmp_path)
+    out = SC.CLAIMS[0].check(ctx)
+    assert out.verdict == "UNDETERMINED" and "RuntimeError: disk full" in out.headline
+    from sapa.claims.training_claims import CLAIMS as TC
+
+    assert TC[0].check(ctx).verdict == "UNDETERMINED" and calls == [("quick", tmp_path / "train", 4)]
+
+
+def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
+    import sapa.ledger
+    from figures import training_vs_n
+    from sapa.budget import budget_named
+    from sapa.ledger import Context, run_claim
+
+    monkeypatch.setattr(sapa.ledger, "calibration_note", lambda rule: {"rule": rule.name})
+    monkeypatch.setattr(SC, "bigram_by_n", lambda Ns, cfg: {N: 0.3 for N in Ns})
+    drawn = []
+
+    def fake_draw(study, out_dir):  # drawing is tested in tests/figures/test_training_vs_n.py
+        drawn.append(study)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [out_dir / f"s_{k}.png" for k in ("acc", "norms", "lr")]
+        for p in paths:
+            p.write_bytes(b"x")
+        return paths
+
+    monkeypatch.setattr(training_vs_n, "draw", fake_draw)
+    st = _study(_degrade({"x3"}))
+    ctx = Context(budget_named("quick", seed=0), tmp_path)
+    ctx.cache[SC.CACHE_KEY] = st
+    e = run_claim(SC.CLAIMS[0], ctx)
+    assert e.kind == "claim" and e.verdict == "HOLDS" and e.rule["name"] == "stability-trend"
+    assert e.figures == ["figures/s_acc.png", "figures/s_norms.png", "figures/s_lr.png"] and drawn == [st]
+    assert e.readings[0]["verdict"] == "HOLDS" and e.corrected_claim is None
+    assert "other arms degrading beyond 0.05: digits x³" in e.headline
+    assert any(f.startswith("text bigram plateau: softmax left the bigram plateau at every N") for f in e.findings)
+    ev = e.evidence
+    assert set(ev["accuracy_trends"]) >= {"digits/x_sqrtN", "text/x3_sqrti"} and len(ev["accuracy_vs_n"]) == 9 * 2 + 10 * 3
+    json.dumps(ev, allow_nan=False)
+    # the second entry reuses the same runs and figures
+    from sapa.claims.training_claims import CLAIMS as TC
+
+    e2 = run_claim(TC[0], ctx)
+    assert e2.figures == e.figures and len(drawn) == 1
+
+
+def test_registered_beside_norm_vs_accuracy():
+    from sapa.claims import ORDER, all_claims
+
+    i = ORDER.index(SC.CLAIM_ID)
+    assert ORDER[i + 1] == "norm-vs-accuracy"
+    c = {x.id: x for x in all_claims()}[SC.CLAIM_ID]
+    assert c.kind == "claim" and c.check is SC.check_scale_keeps_training_stable and c.contract.refuted_by
+
+
+def test_records_are_json_safe():
+    df = pd.DataFrame({"a": [np.float64(np.inf), np.int64(3)], "b": ["x", "y"]})
+    assert SC._records(df) == [{"a": None, "b": "x"}, {"a": 3.0, "b": "y"}]
