@@ -153,8 +153,8 @@ for p in range(1, 6):
           f"N^{worst_case_exponent(p, 'jac_fro', 'token', 0.5):g};   only ‖X‖_F = r√N: "
           f"N^{worst_case_exponent(p, 'fro', 'fro', 0.5):g} / N^{worst_case_exponent(p, 'jac_fro', 'fro', 0.5):g}")
 
-wc_cfg = WorstCaseConfig(Ns=(4, 8, 16) if SMALL else (4, 8, 16, 32, 64), D=6, steps=5 if SMALL else 40,
-                         restarts=1 if SMALL else 3)
+wc_cfg = WorstCaseConfig(Ns=(4, 8, 16) if SMALL else (4, 8, 16, 32, 64), D=6, steps=5 if SMALL else 20,
+                         restarts=1 if SMALL else 2)
 wc = worst_case_growth(3, wc_cfg, quantities=("fro", "jac_fro"))
 for s in summarise(wc, 0.5):
     lo, hi = s["bracket_slope_range"]

@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
     f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
     f.add_argument("--out", type=Path, help="figure directory (default RESULTS/figures)")
-    nb = sub.add_parser("notebooks", help="execute notebooks/NN_*.py and write NN_*.ipynb with outputs (--check: only check)")
+    nb = sub.add_parser("notebooks",
+                        help="execute notebooks/NN_*.py and write NN_*.ipynb with outputs (--check: only check)")
     nb.add_argument("--check", action="store_true", help="execute nothing; exit 1 if an .ipynb is stale or lacks outputs")
     nb.add_argument("--only", nargs="+", metavar="NN", help="only these notebooks, by number (default: all)")
     nb.add_argument("--dir", type=Path, help="notebook folder (default: the checkout's notebooks/)")
@@ -148,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--trials", type=_positive_int, help="synthetic evidences per truth (default: each rule's own)")
     c.add_argument("--seed", type=_int_nonneg, default=0)
     c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
+    c.add_argument("--store", action="store_true",
+                   help="also store the calibrations the ledger cites (sapa/rules/calibrations.json; default trials, "
+                        "seed 0 only)")
     a = sub.add_parser("audit", help="N-scaling of any attention activation φ(x, N, i): exact, quadrature or Monte Carlo")
     a.add_argument("expr", help='sympy expression in x (logit), N (tokens), i (row index), e.g. "x**3/sqrt(N)"')
     a.add_argument("--normalize", choices=("none", "row"), default="none", help="row: divide each row by its sum")
@@ -548,6 +552,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for i, rule in enumerate(rules, 1):
         print(f"[{i}/{len(rules)}] calibrating {rule.name} ...", file=sys.stderr, flush=True)
         results.append(calibrate(rule, trials=args.trials, seed=args.seed))
+    if args.store:
+        from sapa.rules.store import SEED, write_store
+
+        if args.seed != SEED or args.trials is not None:
+            raise InputError(f"--store keeps the ledger's calibrations only: seed {SEED}, each rule's default trials")
+        write_store(list(zip(rules, results)))
     if args.json:
         print(json.dumps({"rules": [c.as_dict() for c in results],
                           "targets": {"false_fails_rate": FALSE_FAILS_TARGET, "false_holds_rate": FALSE_HOLDS_TARGET}}))

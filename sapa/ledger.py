@@ -43,6 +43,7 @@ class Context:
     budget: Budget
     out_dir: Path
     cache: dict = field(default_factory=dict)  # results shared between checks of one run (e.g. the sweep)
+    workers: int = 2  # processes for independent, seeded work (sweep cells, worst-case parts); numbers unchanged
 
 
 @dataclass(frozen=True)

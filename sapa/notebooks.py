@@ -224,8 +224,8 @@ def problems(book: Notebook, budget: str = "full") -> list[str]:
         out.append(f"{name}: a check disagrees: {bad[0].strip()}")
     if len(raw.encode()) > MAX_BYTES:
         out.append(f"{name} is {len(raw.encode()) / 1e6:.1f} MB (limit {MAX_BYTES / 1e6:.1f} MB): shrink its outputs")
-    leaks = [s for s in (str(book.py.resolve().parent.parent), tempfile.gettempdir() + os.sep, str(Path.home()) + os.sep)
-             if s in raw]
+    places = (book.py.resolve().parent.parent, default_dir().parent, tempfile.gettempdir(), Path.home())
+    leaks = [s for s in (str(x) + os.sep for x in places) if s in raw]
     if leaks or _ADDRESS.search(raw):
         out.append(f"{name} contains a machine-specific path or memory address "
                    f"({leaks[0] if leaks else _ADDRESS.search(raw).group().strip()}): end the cell with `;` or "

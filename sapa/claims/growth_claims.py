@@ -186,8 +186,10 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
 
     mp = {}
     if p > 1:
-        W = rng_for(ctx.budget.seed, "matrix-power-reading", p).standard_normal((16, 16)) / 4.0
-        g = matrix_power_growth(p, W)
+        if ("matrix_power", p) not in ctx.cache:  # the same seeded W for x^p and x^p/√N: computed once per run
+            W = rng_for(ctx.budget.seed, "matrix-power-reading", p).standard_normal((16, 16)) / 4.0
+            ctx.cache[("matrix_power", p)] = matrix_power_growth(p, W)
+        g = ctx.cache[("matrix_power", p)]
         mp = {"reading": "x^p as matrix power (XWXᵀ)^p", "asymptotic_exponent_scaled": g.asymptotic_exponent,
               "asymptotic_exponent_unscaled": g.asymptotic_exponent + 0.5, "formula": g.formula}
 

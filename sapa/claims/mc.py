@@ -13,6 +13,7 @@ There is no rerun on disagreement: a miss stays a miss.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 import numpy as np
@@ -35,9 +36,31 @@ def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
         )
 
         cfg = with_overrides(load_config(builtin_config(ctx.budget.sweep)), seed=ctx.budget.seed)
-        df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True)  # a bar on a terminal, periodic lines in a log
+        with _cell_pool(ctx.workers) as ex:  # cells are pure and seeded per trial: numbers do not depend on it
+            df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True, executor=ex)  # a bar on a TTY, lines in a log
         ctx.cache["sweep"] = (df, cfg)
     return ctx.cache["sweep"]
+
+
+@contextlib.contextmanager
+def _cell_pool(workers: int):
+    """``None`` (serial) for one worker or one usable core, else a pool of ``workers`` processes (``empirics.pool``)."""
+    import os
+
+    n = min(int(workers), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if n <= 1:
+        yield None
+        return
+    from empirics.pool import process_pool, terminate_workers
+
+    ex = process_pool(n)
+    try:
+        yield ex
+    except BaseException:
+        terminate_workers(ex)  # an interrupted run does not wait for the cells in flight
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def sweep_summary(ctx: Context) -> pd.DataFrame:

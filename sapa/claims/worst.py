@@ -36,7 +36,8 @@ def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
         from sapa.ledger import store_figure_data
 
         b = ctx.budget
-        res = run_worst_case(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed)
+        res = run_worst_case(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed,
+                             workers=ctx.workers)
         stem = fig.stored_stem(res)
         store_figure_data(ctx, fig.NAME, res.to_json(), stem)
         paths = fig.draw(res, ctx.out_dir / "figures", stem)

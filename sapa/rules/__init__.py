@@ -45,8 +45,15 @@ def rule_named(name: str) -> Rule:
 
 @lru_cache(maxsize=None)
 def cached_calibration(name: str, seed: int = 0) -> Calibration:
-    """``calibrate(rule_named(name))`` at its default trial count, computed once per process."""
-    return calibrate(rule_named(name), seed=seed)
+    """``calibrate(rule_named(name))`` at its default trial count: stored (:mod:`sapa.rules.store`) when current."""
+    from sapa.rules.store import SEED, stored
+
+    rule = rule_named(name)
+    if seed == SEED:
+        hit = stored(rule)
+        if hit is not None:
+            return hit
+    return calibrate(rule, seed=seed)
 
 
 __all__ = ["CLAIM_VERDICTS", "QUESTION_VERDICTS", "HOLDING", "FALSE_FAILS_TARGET", "FALSE_HOLDS_TARGET", "Rule",

@@ -28,21 +28,21 @@ class _Payload:
 
 
 def _compute(name: str) -> dict:
-    """Small real data of each figure that ``sapa verify`` stores (what its ``compute()`` returns)."""
+    """Small real data of each figure that ``sapa verify`` stores (the ``to_json()`` of its empirics experiment)."""
     if name == "scale_direction":
-        from figures import scale_direction
+        from empirics.scale_direction import run_scale_direction
 
-        res = scale_direction.compute([64, 128, 256], trials=2, max_trials=8, n_boot=50)  # N_REF = 256
-        return {**res, "models": [m for m in res["models"] if m != "paper"]}
+        res = run_scale_direction([64, 128, 256], models=("paper", "iid", "tied"), trials=2, max_trials=8, n_boot=50)
+        return res.showing([m for m in res.models if m != "paper"]).to_json()  # as scale_claims stores it
     if name == "causal_masking":
-        from figures import causal_masking
+        from empirics.causal import run_causal_masking
 
-        return causal_masking.compute(Ns=(16, 32), trials=(2, 2), max_trials=8, N_train=16, transfer_trials=2,
-                                      transfer_max_trials=8, n_boot=50)
+        return run_causal_masking(Ns=(16, 32), trials=(2, 2), max_trials=8, N_train=16, transfer_trials=2,
+                                  transfer_max_trials=8, n_boot=50).to_json()
     if name == "worst_case":
-        from figures import worst_case
+        from empirics.worst_case import run_worst_case
 
-        return worst_case.compute(ps=(1, 3), Ns=(3, 6), D=3, steps=2, restarts=1)
+        return run_worst_case(ps=(1, 3), Ns=(3, 6), D=3, steps=2, restarts=0).to_json()  # witness starts only
     if name == "overhead":
         from empirics.overhead import OverheadGrid, bench_overhead
 

@@ -164,7 +164,7 @@ def test_chunk_damaged_during_the_run_is_an_error_naming_it(trained, tmp_path, m
     rec = json.loads(path.read_text())
     rec["rows"][0]["attn_fro"] = 1.0
     path.write_text(json.dumps(rec))
-    monkeypatch.setattr(ts, "_chunk_ok", lambda *a: True)
+    monkeypatch.setattr(ts, "chunk_ok", lambda *a: True)
     with pytest.raises(InputError, match=f"{path.name}: content does not match"):
         ts.run_study(RUNS, tmp_path, seed=0, workers=1, progress=False)
 

@@ -179,13 +179,14 @@ def test_batched_equals_unbatched(act, mask):
     X, Ws, rs = rng.standard_normal((T, N, D)), rng.standard_normal((T, D, D)) / 2, rng.uniform(0.5, 2, (T, N))
     for W, r in [(Ws, None), (Ws[0], None), (Ws, rs), (Ws, rs[0])]:
         out = attention_norms_batched(X, W, act, mask, r, chunk=4, with_rows=True)
-        assert set(out) == {"fro", "jac_fro", "max_abs", "row_fro"} and out["row_fro"].shape == (T, N)
+        assert set(out) == {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro"} and out["row_fro"].shape == (T, N)
         for t in range(T):
             Wt = W if W.ndim == 2 else W[t]
             rt = None if r is None else (r if r.ndim == 1 else r[t])
             one = attention_norms(X[t], Wt, act, mask, rt, with_rows=True)
             assert _rel(float(out["jac_fro"][t]), one.jac_fro) <= 1e-13
             assert _rel(float(out["fro"][t]), one.fro) <= 1e-13
+            assert _rel(float(out["jac_s_fro"][t]), one.jac_s_fro) <= 1e-13
             assert _rel(float(out["max_abs"][t]), one.max_abs) <= 1e-13
             np.testing.assert_allclose(out["row_fro"][t].numpy(), one.row_fro, rtol=1e-13)
 

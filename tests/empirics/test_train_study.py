@@ -37,7 +37,7 @@ def study(tmp_path_factory):
 def test_every_member_is_a_row_with_the_schema(study):
     _, res = study
     r = res.runs
-    assert len(r) == ts._member_count(ts.study_config(MICRO)) == res.provenance["members"]
+    assert len(r) == ts.member_count(ts.study_config(MICRO)) == res.provenance["members"]
     need = {"task", "N", "arm", "p", "scale", "alpha", "lr", "seed", "in_study", "steps", "diverged", "diverged_step",
             "loss_start", "chance_acc", "val_acc_final", "val_loss_final", "val_acc_best", "val_loss_best",
             "best_step", "test_acc", "test_loss", "test_acc_at_best_val", "attn_fro", "jac_s_fro", "jac_x_fro",
@@ -154,7 +154,7 @@ def test_chunks_fit_the_memory_budget_and_cover_every_member():
         for N in cfg.plan(task).Ns:
             chunks = ts.plan_chunks(cfg, task, N, {1: 16.0, 3: 16.0})
             for c in chunks:
-                assert len(c.members) * ts._bytes_per_member(cfg, task, N) <= ts.MEMORY_BYTES or len(c.members) == 1
+                assert len(c.members) * ts.bytes_per_member(cfg, task, N) <= ts.MEMORY_BYTES or len(c.members) == 1
             members = [m for c in chunks for m in c.members]
             assert len(members) == len(set(members))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from empirics import train_study as ts
+from empirics import study_store, train_study as ts
 from empirics.interrupt import sigterm_as_interrupt
 
 SCRIPT = """
@@ -104,7 +104,7 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
         files = sorted(runs.glob("*.json"))
         assert len(files) >= 2
         for f in files:
-            assert ts._chunk_record_problem(json.loads(f.read_text(encoding="utf-8"))) is None, f
+            assert ts.chunk_record_problem(json.loads(f.read_text(encoding="utf-8"))) is None, f
     finally:  # whatever happened, nothing of this test outlives it (its session's process group)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -140,7 +140,7 @@ def chunk_file(tmp_path_factory):
     """A finished chunk as the study stores it, and its chunk."""
     chunk = ts.plan_chunks(MICRO, "text", 8, None)[0]
     path = tmp_path_factory.mktemp("chunk") / chunk.file_name
-    ts._store(path, chunk, MICRO.hash(), ts.train_chunk(chunk, MICRO))
+    ts.store_chunk(path, chunk, MICRO.hash(), ts.train_chunk(chunk, MICRO))
     return path, chunk
 
 
@@ -162,21 +162,21 @@ def chunk_file(tmp_path_factory):
 def test_incomplete_chunk_record_is_refused(chunk_file, damage):
     path, chunk = chunk_file
     rec = json.loads(path.read_text())
-    assert ts._chunk_record_problem(rec, chunk) is None
+    assert ts.chunk_record_problem(rec, chunk) is None
     damage(rec)
-    assert ts._chunk_record_problem(rec, chunk) is not None
+    assert ts.chunk_record_problem(rec, chunk) is not None
 
 
 def test_incomplete_chunk_file_is_recomputed_with_a_warning(chunk_file, tmp_path, monkeypatch, capsys):
     """A chunk file that parses (and passes its checksum) but lacks its history is trained again, with one line."""
-    monkeypatch.setattr(ts, "check_record", lambda rec, path: None)  # isolate this guard from the checksum
+    monkeypatch.setattr(study_store, "check_record", lambda rec, path: None)  # isolate this guard from the checksum
     src, chunk = chunk_file
     path = tmp_path / chunk.file_name
     good = json.loads(src.read_text())
     path.write_text(json.dumps(good), encoding="utf-8")
-    assert ts._chunk_ok(path, chunk, MICRO.hash())
-    assert not ts._chunk_ok(path, chunk, "another config")
+    assert ts.chunk_ok(path, chunk, MICRO.hash())
+    assert not ts.chunk_ok(path, chunk, "another config")
     good.pop("history")
     path.write_text(json.dumps(good), encoding="utf-8")
-    assert not ts._chunk_ok(path, chunk, MICRO.hash())
+    assert not ts.chunk_ok(path, chunk, MICRO.hash())
     assert "invalid (no 'history' rows); recomputing" in capsys.readouterr().err

@@ -90,8 +90,9 @@ def test_check_refuses_an_unexecuted_disagreeing_large_or_missing_notebook(tmp_p
     assert [line for line in problems(book) if "a check disagrees" in line and line.endswith("agree: False")]
     with_first_agree_line("agree: True" + " " * 600_000)
     assert [line for line in problems(book) if "MB (limit 0.5 MB)" in line]
-    with_first_agree_line(f"agree: True {ROOT}")
-    assert [line for line in problems(book) if "machine-specific path" in line]
+    for where in (ROOT, tmp_path):
+        with_first_agree_line(f"agree: True {where / 'notebooks' / 'x.png'}")
+        assert [line for line in problems(book) if "machine-specific path" in line]
     with_first_agree_line("agree: True <object at 0x7f3a2b1c4d50>")
     assert [line for line in problems(book) if "memory address" in line]
     with_first_agree_line("agree: True")

@@ -70,9 +70,10 @@ def worst_ctx(tmp_path_factory):
     from sapa.budget import QUICK
     from sapa.ledger import Context
 
-    # small sizes, the closed-form witnesses as the only starts (seeded restarts: tests/empirics/test_worst_case.py)
+    # small sizes, the closed-form witnesses as the only starts (seeded restarts: tests/empirics/test_worst_case.py),
+    # in this process (spawning workers costs more than this small search)
     return Context(budget=replace(QUICK, worst_Ns=(3, 6), worst_steps=2, worst_restarts=0),
-                   out_dir=tmp_path_factory.mktemp("wc"))
+                   out_dir=tmp_path_factory.mktemp("wc"), workers=1)
 
 
 @pytest.mark.parametrize("p,scaled,token,fro", [(1, True, "HOLDS", "HOLDS"), (3, True, "HOLDS", "FAILS"),
