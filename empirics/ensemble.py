@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from empirics.tiny_models import ModelConfig, build_model, Arm
+from empirics.tiny_models import TinyModelConfig, build_model, Arm
 from common.validate import InputError, choice, positive_int
 
 __all__ = ["Family", "EnsembleSpec", "stack_members", "ensemble_forward", "member_losses", "AdamWState",
@@ -55,7 +55,7 @@ class EnsembleSpec:
 
     task: str  # "digits" | "text"
     N: int  # tokens per sequence (digits: (8 / patch)²; text: the context)
-    model: ModelConfig
+    model: TinyModelConfig
     family: Family
     vocab: int = 0  # text: characters; digits: 0
     classes: int = 10  # digits: classes; text: = vocab

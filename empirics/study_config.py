@@ -16,7 +16,7 @@ import torch
 from common.validate import InputError, choice, positive_int
 from empirics.ensemble import Family
 from empirics.samplers import stable_hash
-from empirics.tiny_models import ModelConfig
+from empirics.tiny_models import TinyModelConfig
 
 __all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
            "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
@@ -102,7 +102,7 @@ class StudyConfig:
     digits: TaskPlan
     text: TaskPlan
     seeds: int = 3  # replicates r per (task, N, arm, lr)
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(width=16, layers=2, heads=2))
+    model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(width=16, layers=2, heads=2))
     arms: tuple[str, ...] = tuple(ARMS)
     alphas: tuple[float, ...] = (4.0, 16.0, 64.0)  # the fixed-α grid, tuned at the smallest N
     probe: int = 8  # probe sequences for the norms
@@ -153,7 +153,7 @@ QUICK = StudyConfig(
     digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=20, evals=4, eval_size=256),
     text=TaskPlan(Ns=(32, 64), steps=200, batch=512, constant="tokens", lrs=(1e-3, 3e-3, 1e-2), eval_size=64),
     seeds=2,
-    model=ModelConfig(width=32, layers=2, heads=2),
+    model=TinyModelConfig(width=32, layers=2, heads=2),
     arms=("softmax", "x_sqrtN", "x_alpha", "x", "x3_sqrtN", "x3_alpha", "x3"),
     tasks=("digits",),
 )
@@ -164,7 +164,7 @@ FULL = StudyConfig(
     text=TaskPlan(Ns=(32, 64, 128, 256), steps=800, batch=512, constant="tokens", lrs=(1e-3, 3e-3, 1e-2), warmup=50,
                   evals=8, eval_size=128),
     seeds=3,
-    model=ModelConfig(width=32, layers=2, heads=2),
+    model=TinyModelConfig(width=32, layers=2, heads=2),
 )
 # A handful of steps, for tests.
 TINY = StudyConfig(
@@ -172,7 +172,7 @@ TINY = StudyConfig(
     digits=TaskPlan(Ns=(16,), steps=4, batch=8, lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=16),
     text=TaskPlan(Ns=(8, 16), steps=4, batch=32, constant="tokens", lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=8),
     seeds=2,
-    model=ModelConfig(width=8, layers=1, heads=2),
+    model=TinyModelConfig(width=8, layers=1, heads=2),
     alphas=(4.0, 16.0),
     probe=2,
 )

@@ -29,7 +29,7 @@ from torch import nn
 from empirics.norms import Activation
 from common.validate import InputError, choice, positive_int
 
-__all__ = ["Arm", "ARMS", "ModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
+__all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
            "w_invariants"]
 
 SCALES = ("none", "const", "inv_sqrt_n", "inv_sqrt_i")
@@ -115,7 +115,7 @@ ARMS: dict[str, Arm] = {
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class TinyModelConfig:
     """Shape of a tiny transformer."""
 
     width: int = 32  # D, residual width
@@ -162,7 +162,7 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm block: x + Attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, cfg: ModelConfig, arm: Arm, causal: bool) -> None:
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
         super().__init__()
         D = cfg.width
         self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
@@ -178,7 +178,7 @@ class Block(nn.Module):
 
 
 class _Tiny(nn.Module):
-    def __init__(self, cfg: ModelConfig, arm: Arm, causal: bool) -> None:
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
         super().__init__()
         self.cfg, self.arm, self.causal = cfg, arm, causal
         self.blocks = nn.ModuleList(Block(cfg, arm, causal) for _ in range(cfg.layers))
@@ -203,7 +203,7 @@ class TinyViT(_Tiny):
     ``patch`` 2 gives N = 16 (the default), 1 gives N = 64 (one token per pixel).
     """
 
-    def __init__(self, cfg: ModelConfig, arm: Arm, classes: int = 10, patch: int = 2) -> None:
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, classes: int = 10, patch: int = 2) -> None:
         if arm.causal_only:
             raise InputError(f"arm {arm.name} needs a causal mask; the vision model has none")
         choice("patch", patch, PATCHES)
@@ -226,7 +226,7 @@ class TinyViT(_Tiny):
 class TinyCharLM(_Tiny):
     """Causal character model: token + position embeddings, causal blocks, logits for the next character."""
 
-    def __init__(self, cfg: ModelConfig, arm: Arm, vocab: int, context: int) -> None:
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, vocab: int, context: int) -> None:
         super().__init__(cfg, arm, causal=True)
         self.N = positive_int("context", context)
         self.tok = nn.Embedding(vocab, cfg.width)
@@ -255,7 +255,7 @@ def init_params(model: nn.Module, gen: torch.Generator, std: float) -> nn.Module
     return model
 
 
-def build_model(task: str, arm: Arm, cfg: ModelConfig, gen: torch.Generator, *, vocab: int = 0,
+def build_model(task: str, arm: Arm, cfg: TinyModelConfig, gen: torch.Generator, *, vocab: int = 0,
                 context: int = 0, patch: int = 2) -> _Tiny:
     """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text"), initialised from ``gen``."""
     choice("task", task, ("digits", "text"))

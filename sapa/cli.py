@@ -295,12 +295,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
     prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
     started = time.time()
+    import torch
+
+    torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
+    from sapa.claims.study_claims import prefetch_study, stop_prefetch
+
+    if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy") for c in claims):
+        prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
-    for i, claim in enumerate(claims, 1):
-        print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
-        entry = run_claim(claim, ctx)
-        print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr, flush=True)
-        entries.append(entry)
+    try:
+        for i, claim in enumerate(claims, 1):
+            print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
+            entry = run_claim(claim, ctx)
+            print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr,
+                  flush=True)
+            entries.append(entry)
+    except BaseException:
+        stop_prefetch(ctx)
+        raise
     _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
     mc_summary = monte_carlo_summary(ctx)

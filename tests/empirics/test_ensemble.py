@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from common.validate import InputError
 from empirics.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs, build_member,
                                clip_per_member, ensemble_forward, head_Ws, member_losses, stack_members)
-from empirics.tiny_models import Arm, ModelConfig, build_model, head_W
+from empirics.tiny_models import Arm, TinyModelConfig, build_model, head_W
 
-CFG = ModelConfig(width=8, layers=2, heads=2)
+CFG = TinyModelConfig(width=8, layers=2, heads=2)
 VOCAB = 20
 # The two computations sum the same products in different orders (batched vs single GEMMs), so
 # they differ by float32 round-off that Adam's normalised steps carry forward: we ask for agreement

@@ -59,7 +59,7 @@ def test_torch_gen_for_is_a_pure_function_of_seed_and_key():
         samplers.torch_gen_for(-1, "k")
 
 
-def test_old_model_config_name_is_gone():  # renamed RandomnessModel; tiny_models.ModelConfig is unrelated
+def test_old_model_config_name_is_gone():  # renamed RandomnessModel (tiny_models has TinyModelConfig)
     assert not hasattr(samplers, "ModelConfig") and RandomnessModel.__module__ == "empirics.samplers"
 
 

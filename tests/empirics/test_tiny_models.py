@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from empirics.norms import attention_norms
-from empirics.tiny_models import ARMS, Arm, ModelConfig, build_model, head_W, w_invariants
+from empirics.tiny_models import ARMS, Arm, TinyModelConfig, build_model, head_W, w_invariants
 from common.validate import InputError
 
-CFG = ModelConfig(width=8, layers=2, heads=2, init_std=0.3)  # a larger init: scores far from 0
+CFG = TinyModelConfig(width=8, layers=2, heads=2, init_std=0.3)  # a larger init: scores far from 0
 
 
 def _model(task: str, arm: str, seed: int = 0, context: int = 6):
@@ -112,4 +112,4 @@ def test_bad_arms():
     with pytest.raises(InputError):
         build_model("digits", ARMS["x3_sqrti"], CFG, torch.Generator())
     with pytest.raises(InputError):
-        ModelConfig(width=9, heads=2)
+        TinyModelConfig(width=9, heads=2)

@@ -12,7 +12,7 @@ import pytest
 
 from common.validate import InputError
 from empirics import train_study as ts
-from empirics.tiny_models import ModelConfig
+from empirics.tiny_models import TinyModelConfig
 
 # Text only, N ∈ {8, 16}: one arm of each scale rule that the checks below need, 2 lrs × 2 seeds.
 MICRO = ts.StudyConfig(
@@ -20,7 +20,7 @@ MICRO = ts.StudyConfig(
     digits=ts.TaskPlan(Ns=(16,), steps=3, batch=4, lrs=(1e-3,), warmup=1, evals=1, eval_size=8),
     text=ts.TaskPlan(Ns=(8, 16), steps=4, batch=32, constant="tokens", lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=8),
     seeds=2,
-    model=ModelConfig(width=8, layers=1, heads=2),
+    model=TinyModelConfig(width=8, layers=1, heads=2),
     arms=("softmax", "x_sqrtN", "x_alpha", "x3", "x3_sqrti"),
     alphas=(math.sqrt(8.0), 64.0),  # α = √8 makes x/α equal x/√N at the smallest N: a pairing check
     probe=2,
