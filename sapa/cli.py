@@ -297,6 +297,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     started = time.time()
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
     from sapa.claims.study_claims import prefetch_study, stop_prefetch
 
@@ -313,6 +314,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except BaseException:
         stop_prefetch(ctx)
         raise
+    finally:
+        torch.set_num_threads(threads)
     _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
     mc_summary = monte_carlo_summary(ctx)

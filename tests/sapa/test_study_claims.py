@@ -168,3 +168,17 @@ def test_registered_beside_norm_vs_accuracy():
 def test_records_are_json_safe():
     df = pd.DataFrame({"a": [np.float64(np.inf), np.int64(3)], "b": ["x", "y"]})
     assert SC._records(df) == [{"a": None, "b": "x"}, {"a": 3.0, "b": "y"}]
+
+
+def test_cells_where_softmax_stayed_on_the_plateau_leave_the_trend_not_the_table():
+    """A text N where the reference learned nothing is dropped from every accuracy trend, and only from those."""
+    st = _study(_degrade({"x_sqrtN"}, per_doubling=-0.2))  # x/√N collapses at N = 128 on text
+    a_all = SC.analyse(st.runs)
+    a = SC.analyse(st.runs, frozenset({("text", 128)}))
+    assert a_all["accuracy"][("text", "x_sqrtN")].N == (32, 64, 128)
+    assert a["accuracy"][("text", "x_sqrtN")].N == (32, 64) and a["uninformative"] == [("text", 128)]
+    assert a["accuracy"][("digits", "x_sqrtN")].N == a_all["accuracy"][("digits", "x_sqrtN")].N
+    assert set(a["table"]["N"]) == set(a_all["table"]["N"])  # the tables and figures keep every cell
+    assert a["divergence"].keys() == a_all["divergence"].keys()
+    line = SC.level_lines(a["table"])
+    assert any(s.startswith("text level") and "N=128" in s for s in line)
