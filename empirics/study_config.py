@@ -157,7 +157,8 @@ QUICK = StudyConfig(
     arms=("softmax", "x_sqrtN", "x_alpha", "x", "x3_sqrtN", "x3_alpha", "x3"),
     tasks=("digits",),
 )
-# Full (≈ 30 min on 2 cores): both tasks, every arm, text N = 32 … 256 at 512 tokens per step.
+# Full (66 min measured on 2 cores shared with other jobs; 44 min user CPU): both tasks, every arm, text
+# N = 32 … 256 at 512 tokens per step.
 FULL = StudyConfig(
     name="full",
     digits=TaskPlan(Ns=(16, 64), steps=500, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=5, eval_size=256),
