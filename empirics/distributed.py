@@ -64,7 +64,8 @@ def _import_distributed():
     try:
         import distributed
     except ImportError:  # pragma: no cover - dist extra missing
-        raise InputError("--workers > 1 and --scheduler need dask.distributed: pip install 'sapa[dist]'") from None
+        raise InputError("--workers > 1 and --scheduler need dask.distributed: run python3 -m pip install -e '.[dist]' "
+                         "in the sapa checkout") from None
     return distributed
 
 
