@@ -116,6 +116,33 @@ def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return y * w.reshape(shape) + b.reshape(shape)
 
 
+class _MaskedPower(torch.autograd.Function):
+    """P = M ⊙ S^p, dL/dS = p·M ⊙ S^(p−1) ⊙ dL/dP, M = r_i·[j visible]: p + 1 passes each way over (…, N, N).
+
+    Autograd of ``S.pow(p) * r`` and ``masked_fill`` makes about ten passes over the largest tensor
+    of the model (``pow`` is slow for an integer exponent). Here M (E, 1, 1, N, N or 1) multiplies
+    first, so a masked entry is 0·S·S… = 0 exactly in P and in dL/dS whenever S is finite (an
+    infinite score, reached only by a member whose q·k overflowed float32, gives NaN there).
+    """
+
+    @staticmethod
+    def forward(ctx, S: torch.Tensor, M: torch.Tensor, p: int) -> torch.Tensor:
+        P = S * M
+        for _ in range(p - 1):
+            P.mul_(S)
+        ctx.save_for_backward(S if p > 1 else None, M)
+        ctx.p = p
+        return P
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        S, M = ctx.saved_tensors
+        dS = g * (M * ctx.p)
+        for _ in range(ctx.p - 1):
+            dS.mul_(S)
+        return dS, None, None
+
+
 def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torch.Tensor:
     """φ_e(S) for S (E, B, H, N, N): softmax rows, or r_e,i·S^p (rowc (E, N)); causal: j > i masked."""
     N = S.shape[-1]
@@ -124,24 +151,24 @@ def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torc
         if vis is not None:
             S = S.masked_fill(~vis, -math.inf)
         return torch.softmax(S, dim=-1)
-    P = S.pow(spec.family.p) if spec.family.p > 1 else S
-    P = P * rowc[:, None, None, :, None]  # row i of member e times r_e,i
+    M = rowc[:, None, None, :, None]  # (E, 1, 1, N, 1): row i of member e times r_e,i
     if vis is not None:
-        P = P.masked_fill(~vis, 0.0)
-    return P
+        M = M * vis  # (E, 1, 1, N, N): and 0 where j > i
+    return _MaskedPower.apply(S, M, spec.family.p)
 
 
 def _attention(prm: dict, pre: str, a: torch.Tensor, spec: EnsembleSpec, rowc) -> torch.Tensor:
-    """Multi-head φ(S) V W_O for a (E, B, N, D), S_h = X W_Q,h W_K,hᵀ Xᵀ/√d (bias-free projections)."""
+    """Multi-head φ(S) V W_O for a (E, B, N, D), S_h = X W_Q,h W_K,hᵀ Xᵀ/√d (bias-free projections).
+
+    One product for Q, K, V: [W_Q/√d; W_K; W_V] (E, 3D, D), so that S needs no pass of its own for 1/√d.
+    """
     E, B, N, D = a.shape
     H = spec.model.heads
     d = D // H
-
-    def heads(W):  # (E, B, N, D) -> (E, B, H, N, d)
-        return _linear(a, prm[W]).reshape(E, B, N, H, d).transpose(2, 3)
-
-    q, k, v = heads(f"{pre}.q.weight"), heads(f"{pre}.k.weight"), heads(f"{pre}.v.weight")
-    S = q @ k.transpose(-1, -2) / math.sqrt(d)  # (E, B, H, N, d) @ (E, B, H, d, N) -> (E, B, H, N, N)
+    W = torch.cat([prm[f"{pre}.q.weight"] / math.sqrt(d), prm[f"{pre}.k.weight"], prm[f"{pre}.v.weight"]], 1)
+    qkv = _linear(a, W).reshape(E, B, N, 3, H, d).permute(3, 0, 1, 4, 2, 5).contiguous()  # (3, E, B, H, N, d)
+    q, k, v = qkv.unbind(0)
+    S = q @ k.transpose(-1, -2)  # (E, B, H, N, d) @ (E, B, H, d, N) -> (E, B, H, N, N)
     y = (_phi(S, spec, rowc) @ v).transpose(2, 3).reshape(E, B, N, D)  # (E, B, H, N, d) -> (E, B, N, D)
     return _linear(y, prm[f"{pre}.o.weight"])
 

@@ -9,16 +9,31 @@ torch thread, the study's setting). Timing: interleaved rounds, the fastest of e
 machine cannot manufacture a ratio; it is one run on one machine: a ratio, load-dependent.
 Training steps only (evaluation and norm probes are batched in the ensemble as well, so this
 understates the end-to-end gain).
+
+speedup_ceiling = 1 / loop_gemm_fraction, loop_gemm_fraction = (self CPU time of the GEMM kernels,
+:data:`GEMM_OPS`) / (self CPU time of all ops), read from ``torch.profiler`` over one extra, untimed
+round of the one-at-a-time loop (the profiler's overhead never enters ``ensemble_speedup``). It is
+the speedup an ensemble would reach if it did the same arithmetic at the same GEMM rate and removed
+all other cost: an upper bound under that assumption only. Batching removes per-op overhead, not
+arithmetic, so where the matrix products are a large share of the loop the ceiling is low whatever
+the ensemble does. Caveats: the denominator is time inside ops (Python between ops is outside it,
+which lowers the ceiling), and a batched GEMM can run at a better rate than many small ones (which
+breaks the assumption) — ``loop_gemm_s_per_member`` vs ``ensemble_gemm_s_per_member`` shows that
+rate. ``ensemble_gemm_fraction`` is the same share in one extra profiled ensemble round: how much of
+the ensemble's own time is already arithmetic.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
 from empirics.ensemble import AdamWState, EnsembleSpec, adamw_step, clip_per_member, ensemble_forward, member_losses
 from empirics.ensemble import stack_members
@@ -26,7 +41,15 @@ from empirics.pool import one_thread
 from empirics.samplers import torch_gen_for
 from empirics.tiny_models import Arm, build_model
 
-__all__ = ["BenchCell", "bench_training"]
+__all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile"]
+
+# The matrix-product kernels whose *self* time is arithmetic. In torch 2.13 (CPU) the loop's profile
+# shows aten::mm, aten::addmm and aten::bmm (forward and backward) and the ensemble's aten::bmm and
+# aten::baddbmm. aten::_addmm_activation (addmm with a fused GELU/ReLU epilogue) exists in this build
+# but does not appear in these profiles; it is listed so a build that fuses linear+activation still
+# counts its GEMMs. aten::matmul and aten::linear are left out: composite ops that dispatch to the
+# kernels above, their self time is dispatch overhead, not arithmetic.
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation"})
 
 
 @dataclass(frozen=True)
@@ -94,8 +117,32 @@ def _time_loop(cell: BenchCell, spec: EnsembleSpec, data, vocab: int) -> float:
     return time.perf_counter() - t0
 
 
+def gemm_profile(run: Callable[[], object]) -> tuple[float, float]:
+    """(GEMM self s, all-ops self s) of one call of ``run`` under the CPU profiler; GEMM = :data:`GEMM_OPS`."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    events = prof.key_averages()
+    gemm_us = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS)
+    return gemm_us / 1e6, events.self_cpu_time_total / 1e6
+
+
+def _ceiling_fields(loop_prof: tuple[float, float], ens_prof: tuple[float, float], cell: BenchCell) -> dict:
+    """speedup_ceiling = 1 / loop_gemm_fraction, with both GEMM fractions and GEMM seconds per member."""
+    (loop_gemm, loop_all), (ens_gemm, ens_all) = loop_prof, ens_prof
+    frac = loop_gemm / loop_all
+    return {"loop_gemm_fraction": frac, "speedup_ceiling": 1 / frac if frac > 0 else math.inf,
+            "ensemble_gemm_fraction": ens_gemm / ens_all,
+            "loop_gemm_s_per_member": loop_gemm / cell.loop_members,
+            "ensemble_gemm_s_per_member": ens_gemm / cell.members}
+
+
 def bench_training(quick: bool = False, rounds: int = 3) -> dict:
-    """{"ensemble_speedup": ratio at the quick study's smallest cell, "cells": [per cell: members/s both ways]}."""
+    """{"ensemble_speedup": ratio at the quick study's smallest cell, "speedup_ceiling": 1 / its loop's GEMM
+    fraction, "cells": [per cell: members/s both ways, GEMM fractions, ceiling]}.
+
+    The profiled rounds (one loop, one ensemble per cell, after the timed ones) are not timed for the
+    speedup. Quick mode profiles its own short cell (2 members × 6 steps one at a time).
+    """
     from empirics.ensemble import Family
     from empirics.train_study import QUICK
 
@@ -113,10 +160,15 @@ def bench_training(quick: bool = False, rounds: int = 3) -> dict:
                 loop.append(_time_loop(cell, spec, data, vocab))
             ens_rate = cell.members / min(ens)  # members per second
             loop_rate = cell.loop_members / min(loop)
+            ceiling = _ceiling_fields(gemm_profile(partial(_time_loop, cell, spec, data, vocab)),
+                                      gemm_profile(partial(_time_ensemble, cell, spec, data, B)), cell)
             rows.append({"task": cell.task, "N": cell.N, "members": cell.members, "steps": cell.steps, "batch": B,
                          "width": QUICK.model.width, "ensemble_members_per_s": ens_rate,
                          "loop_members_per_s": loop_rate, "speedup": ens_rate / loop_rate,
-                         "ensemble_s": min(ens), "loop_s_per_member": min(loop) / cell.loop_members})
-    return {"ensemble_speedup": rows[0]["speedup"], "cells": rows, "threads": 1, "rounds": rounds,
+                         "ensemble_s": min(ens), "loop_s_per_member": min(loop) / cell.loop_members, **ceiling})
+    return {"ensemble_speedup": rows[0]["speedup"], "speedup_ceiling": rows[0]["speedup_ceiling"], "cells": rows,
+            "threads": 1, "rounds": rounds,
             "note": "one run, load-dependent: ratios of the fastest of interleaved rounds; training steps only; "
-                    "float32; members/s at S steps each"}
+                    "float32; members/s at S steps each. speedup_ceiling = 1/loop_gemm_fraction (GEMM self CPU time "
+                    "/ all ops' self CPU time, one extra profiled loop round, not in the speedup): an upper bound "
+                    "only if the ensemble did the same arithmetic at the same GEMM rate and removed all other cost"}

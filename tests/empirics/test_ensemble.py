@@ -182,3 +182,31 @@ def test_bad_specs_are_refused():
         Family("softmax", 3)
     with pytest.raises(InputError):
         stack_members(_spec("digits", 16, Family("poly", 1)), [])
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("causal", [False, True])
+def test_masked_power_matches_autograd_of_the_formula(p, causal):
+    """_MaskedPower's forward and hand-written backward equal autograd of r_i·S^p with masked_fill (float64)."""
+    from empirics.ensemble import _phi
+
+    g = torch.Generator().manual_seed(p + 10 * causal)
+    E, B, H, N = 2, 3, 2, 5
+    spec = EnsembleSpec("text" if causal else "digits", N if causal else 16, CFG, Family("poly", p), vocab=VOCAB)
+    N = spec.N
+    S = torch.randn(E, B, H, N, N, generator=g, dtype=torch.float64, requires_grad=True)
+    rowc = torch.rand(E, N, generator=g, dtype=torch.float64) + 0.5
+    up = torch.randn(E, B, H, N, N, generator=g, dtype=torch.float64)
+    P = _phi(S, spec, rowc)
+    (dS,) = torch.autograd.grad((P * up).sum(), S)
+    ref = S.pow(p) * rowc[:, None, None, :, None]
+    if causal:
+        ref = ref.masked_fill(~torch.ones(N, N, dtype=torch.bool).tril(), 0.0)
+    (dref,) = torch.autograd.grad((ref * up).sum(), S)
+    eps = np.finfo(np.float64).eps
+    assert torch.allclose(P, ref, rtol=8 * eps, atol=0)
+    assert torch.allclose(dS, dref, rtol=16 * eps, atol=16 * eps * float(dref.abs().max()))
+    if causal:
+        hidden = ~torch.ones(N, N, dtype=torch.bool).tril()
+        assert bool((P.detach()[..., hidden] == 0).all()) and bool((dS[..., hidden] == 0).all())
+    assert torch.autograd.gradcheck(lambda s: _phi(s, spec, rowc), (S,))
