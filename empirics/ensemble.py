@@ -117,7 +117,7 @@ def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
 
 
 class _MaskedPower(torch.autograd.Function):
-    """P = M ⊙ S^p, dL/dS = p·M ⊙ S^(p−1) ⊙ dL/dP, M = r_i·[j visible]: p + 1 passes each way over (…, N, N).
+    """P = M ⊙ S^p, dL/dS = p·M ⊙ S^(p−1) ⊙ dL/dP, M = r_i·[j visible]: p passes each way over (…, N, N).
 
     Autograd of ``S.pow(p) * r`` and ``masked_fill`` makes about ten passes over the largest tensor
     of the model (``pow`` is slow for an integer exponent). Here M (E, 1, 1, N, N or 1) multiplies

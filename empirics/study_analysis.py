@@ -18,7 +18,9 @@ accuracy at chance (``chance_acc``): a failure, never a missing value.
   error from the pooled within-cell variance and Σ(n_N − 1) degrees of freedom (:class:`GapTrend`);
 * :func:`stability_gaps` — per seed, the fraction of softmax's lr grid that diverged minus the arm's
   (a stability gap: negative = the arm diverges on more of its grid), the divergence reading's data;
-* :func:`divergence_counts`, :func:`lr_sensitivity`, :func:`accuracy_table` — the report's tables.
+* :func:`divergence_counts`, :func:`lr_sensitivity`, :func:`accuracy_table` — the report's tables;
+* :func:`flattening` — per (task, N), the evaluation step at which an arm's validation curve stops
+  rising (softmax's: did the study train past it?).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from common.validate import InputError
 
 __all__ = ["REQUIRED", "study_rows", "best_lr", "at_best", "paired_gaps", "GapTrend", "gap_trend", "accuracy_trends",
            "stability_gaps", "divergence_trends", "divergence_counts", "lr_sensitivity", "median_interval",
-           "accuracy_table", "cells"]
+           "accuracy_table", "cells", "FLAT_TOL", "flattening"]
 
 REQUIRED = ("task", "N", "arm", "p", "scale", "lr", "seed", "in_study", "diverged", "chance_acc", "val_acc_final",
             "test_acc")
@@ -259,3 +261,30 @@ def accuracy_table(runs: pd.DataFrame, best: pd.DataFrame | None = None, q: str 
                      "edge": str(e["edge"].iloc[0]) if len(e) else ""})
     return pd.DataFrame(rows, columns=["task", "arm", "N", "lr", "seeds", "median", "lo", "hi", "coverage", "diverged",
                                        "edge"])
+
+
+FLAT_TOL = 0.01  # a curve has flattened at t when no later evaluation is more than one accuracy point above it
+
+
+def flattening(history: pd.DataFrame, best: pd.DataFrame, arm: str = "softmax", tol: float = FLAT_TOL) -> pd.DataFrame:
+    """t_flat = min{t : max_{t' ≥ t} c(t') − c(t) ≤ tol}, c(t) = median over seeds of ``arm``'s val_acc at its best lr.
+
+    Per (task, N) where ``arm`` was trained: columns task, N, lr, flat_step (t_flat), steps (T, the last
+    evaluation), final (c(T)), last_gain (c(T) − c at the evaluation before T) and past (t_flat < T:
+    training went on after the curve flattened; False = still rising by more than ``tol`` at the end).
+    """
+    h = history[(history["arm"] == arm) & (history["quantity"] == "val_acc")]
+    b = best[best["arm"] == arm][["task", "N", "lr"]]
+    rows = []
+    for r in b.itertuples(index=False):
+        g = h[(h["task"] == r.task) & (h["N"] == r.N) & np.isclose(h["lr"], r.lr)]
+        if g.empty:
+            continue
+        c = g.groupby("step")["value"].median().sort_index()  # (evaluations,) c(t)
+        steps, v = c.index.to_numpy(int), c.to_numpy(float)
+        ahead = np.maximum.accumulate(v[::-1])[::-1]  # max_{t' ≥ t} c(t')
+        t_flat = int(steps[np.argmax(ahead - v <= tol)])
+        rows.append({"task": r.task, "N": int(r.N), "lr": float(r.lr), "flat_step": t_flat, "steps": int(steps[-1]),
+                     "final": float(v[-1]), "last_gain": float(v[-1] - v[-2]) if len(v) > 1 else math.nan,
+                     "past": bool(t_flat < steps[-1])})
+    return pd.DataFrame(rows, columns=["task", "N", "lr", "flat_step", "steps", "final", "last_gain", "past"])

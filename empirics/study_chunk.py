@@ -158,6 +158,31 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
     return out
 
 
+class _BestSnapshot:
+    """Each member's weights at its best validation accuracy after step 0 (ties: the earliest, as ``np.argmax``).
+
+    The held-out test split is then evaluated twice per chunk — on the final weights and on these —
+    instead of at every evaluation point.
+    """
+
+    def __init__(self) -> None:
+        self.prm: dict[str, torch.Tensor] = {}
+        self.acc: np.ndarray | None = None
+
+    def update(self, prm: dict[str, torch.Tensor], acc: np.ndarray) -> None:
+        """Keep member e's current weights where ``acc[e]`` (E,) beats its best so far (always at the first call)."""
+        if self.acc is None:
+            self.prm = {k: v.detach().clone() for k, v in prm.items()}
+            self.acc = acc.copy()
+            return
+        better = acc > self.acc
+        if better.any():
+            sel = torch.from_numpy(better)
+            for k, v in prm.items():
+                self.prm[k][sel] = v.detach()[sel]
+            self.acc = np.where(better, acc, self.acc)
+
+
 def _split(r: dict[str, torch.Tensor], e: int) -> list[dict[str, torch.Tensor]]:
     """Per member, its (H·P,) slice of each norm vector."""
     return [{q: v.reshape(e, -1)[i] for q, v in r.items()} for i in range(e)]
@@ -198,18 +223,20 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
     loss_acc, gn_acc, gn_max, gn_last = np.zeros(E), np.zeros(E), np.zeros(E), np.zeros(E)
     n_acc = 0
     evals = set(plan.eval_steps())
-    rec = {"val_loss": [], "val_acc": [], "test_loss": [], "test_acc": [], "step": []}
+    rec = {"val_loss": [], "val_acc": [], "step": []}
     norms_init: dict[str, np.ndarray] = {}
     norms_last: dict[str, np.ndarray] = {}
+    best = _BestSnapshot()
 
     def record(step: int) -> None:
         nonlocal n_acc, loss_acc, gn_acc
         vl, va = _evaluate(prm, spec, rowc, data, data.val, E, cfg)
-        tl, ta = _evaluate(prm, spec, rowc, data, data.test, E, cfg)
         nm = _probe_norms(prm, spec, rowc, data, alive)
-        for k, v in (("val_loss", vl), ("val_acc", va), ("test_loss", tl), ("test_acc", ta)):
+        for k, v in (("val_loss", vl), ("val_acc", va)):
             rec[k].append(v)
         rec["step"].append(step)
+        if step > 0:
+            best.update(prm, np.where(np.isfinite(vl), va, -np.inf))
         if step == 0:
             norms_init.update(nm)
         norms_last.update(nm)
@@ -248,6 +275,8 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
         n_acc += 1
         if step in evals:
             record(step)
+    rec["test_loss"], rec["test_acc"] = _evaluate(prm, spec, rowc, data, data.test, E, cfg)  # final weights
+    rec["test_loss_at_best"], rec["test_acc_at_best"] = _evaluate(best.prm, spec, rowc, data, data.test, E, cfg)
     rows = _summarise(chunk, cfg, data, rec, norms_init, norms_last, alive.numpy(), diverged_step, gn_max, gn_last)
     hist = [(m.arm, m.alpha, m.lr, m.seed, step, q, v) for e, step, q, v in history
             for m in (chunk.members[e],)]
@@ -257,7 +286,7 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
 def _summarise(chunk: Chunk, cfg, data: _Data, rec, n0, n1, alive, dstep, gmax, glast) -> list[dict]:
     """One row per member (schema of runs.parquet); a diverged member holds chance accuracy and infinite loss."""
     val_loss, val_acc = np.array(rec["val_loss"]), np.array(rec["val_acc"])  # (evals, E)
-    test_loss, test_acc = np.array(rec["test_loss"]), np.array(rec["test_acc"])
+    test_loss, test_acc, test_acc_best = rec["test_loss"], rec["test_acc"], rec["test_acc_at_best"]  # (E,)
     steps = np.array(rec["step"])
     rows = []
     for e, m in enumerate(chunk.members):
@@ -275,8 +304,8 @@ def _summarise(chunk: Chunk, cfg, data: _Data, rec, n0, n1, alive, dstep, gmax, 
                "val_acc_final": float(val_acc[-1, e]), "val_loss_final": vl_final,
                "val_acc_best": float(val_acc[b, e]), "val_loss_best": float(np.nanmin(
                    np.where(np.isfinite(val_loss[1:, e]), val_loss[1:, e], np.inf))) if len(steps) > 1 else start,
-               "best_step": int(steps[b]), "test_acc": float(test_acc[-1, e]), "test_loss": float(test_loss[-1, e]),
-               "test_acc_at_best_val": float(test_acc[b, e]),
+               "best_step": int(steps[b]), "test_acc": float(test_acc[e]), "test_loss": float(test_loss[e]),
+               "test_acc_at_best_val": float(test_acc_best[e]),
                "grad_norm_max": float(gmax[e]), "grad_norm_final": float(glast[e])}
         for q in NORMS:
             row[q] = float(n1[q][e])

@@ -7,7 +7,8 @@ a constant tuned at one N (the paper's x/16, x³/16) should not transfer across 
 
 * **tasks and N.** ``digits`` — sklearn's 8×8 digits, p×p patches: N = 16 (2×2) and 64 (1×1);
   ``text`` — a causal character model of Python's documentation prose, context N. Same width and
-  depth at every N; tokens per step B·N are held (about) constant across N on text.
+  depth at every N; the windows per step B are the same at every N (at a constant token count the
+  few windows per step at large N left softmax itself on the bigram plateau: docs/training_study.md).
 * **arms** (:data:`ARMS`): softmax; x^p/√N; x^p/α with α tuned once at the smallest N of the task
   (a grid, selected on validation accuracy) and then held fixed; unscaled x^p; x^p/N; x³/√i under
   the causal mask; p ∈ {1, 3}.
@@ -248,6 +249,12 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
               f"{int(r.diverged_grid):3d}/{r.runs_grid:<4d} {r.attn_fro_median:11.4g}")
     prov = res.provenance
     print(f"α* (tuned at the smallest N): {prov['alpha_star']}")
+    from empirics.study_analysis import FLAT_TOL, best_lr, flattening
+
+    flat = flattening(res.history, best_lr(res.runs))
+    print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
+        f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
+        for r in flat.itertuples()))
     print(f"{prov['members']} members in {prov['chunks']} ensemble chunks ({prov['members_trained_now']} trained now) "
           f"in {time.perf_counter() - t0:.1f} s; training float32, norms float64; results in {out}")
     return 0

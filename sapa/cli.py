@@ -497,7 +497,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in res["training"]["cells"]:
                 print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
-                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's op time: ceiling "
+                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
                       f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
             print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
         if args.scaling:

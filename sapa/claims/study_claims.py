@@ -15,8 +15,8 @@ HOLDS only if each of the readings HOLDS, FAILS if any FAILS (Bonferroni: the ru
 x^p/N and x³/√i — the paper predicts some of these degrade; the data decides — and the
 ``divergence-trend`` reading per arm (the diverged share of the lr grid relative to softmax's).
 Findings: the accuracy-vs-N table per arm (best lr, median, [min, max] over seeds), divergence
-counts, α*, best learning rates at an edge of their grid, and whether softmax left the bigram
-plateau on text.
+counts, α*, best learning rates at an edge of their grid, whether softmax left the bigram
+plateau on text, and the step at which softmax's validation curve flattened (or that it was still rising).
 
 The check keeps the study in ``ctx.cache["train_study"]``; ``norm-vs-accuracy`` reads the same runs.
 """
@@ -35,7 +35,7 @@ LABEL = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "x_a
          "x": "x", "x3": "x³", "x_N": "x/N", "x3_N": "x³/N", "x3_sqrti": "x³/√i"}
 HEADLINE_ARMS = ("x_sqrtN", "x3_sqrtN")
 OTHER_ARMS = ("x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti")
-PLATEAU_MARGIN = 0.02  # softmax "left the bigram plateau": median test accuracy > the bigram predictor's + this
+PLATEAU_MARGIN = 0.02  # a text cell "left the bigram plateau": every seed's test accuracy > the bigram predictor's + this
 CACHE_KEY = "train_study"
 FIG_KEY = "train_study_figures"
 
@@ -51,7 +51,10 @@ TESTED = ("Headline: for x/√N and x³/√N on each task (8×8 digits with N = 
           "no worse than −0.05: HOLDS if the one-sided 95 % lower bound of Δ exceeds −0.05 for every one of the "
           "readings, FAILS if the one-sided 99.75 % upper bound of any is below −0.05. Beside it the same reading for "
           "x^p/α* (fixed α), unscaled x^p, x^p/N and x³/√i, and the diverged share of each arm's learning-rate grid "
-          "relative to softmax's (margin 0.10).")
+          "relative to softmax's (margin 0.10). Validity gates on text (floor: the bigram predictor's accuracy; a "
+          "cell left it when every seed's test accuracy exceeds it by 0.02): N where softmax did not leave it are left "
+          "out of the trends, and an arm that left it at no N of the trend is not judged (censored at the floor, its "
+          "gap would move only with softmax).")
 
 
 def arm_label(arm: str) -> str:
@@ -141,12 +144,14 @@ def error_text(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- evidence → readings
 
 
-def analyse(runs: pd.DataFrame, uninformative: frozenset = frozenset()) -> dict:
+def analyse(runs: pd.DataFrame, uninformative: frozenset = frozenset(), floored: frozenset = frozenset()) -> dict:
     """Everything the readings and findings use, from the runs table (pure).
 
     ``uninformative``: (task, N) cells left out of the accuracy trends because softmax, the reference,
     did not train there beyond the task's floor (text: the bigram plateau) — a gap to a reference that
     learned nothing says nothing about what the scale rule does. They stay in every table and figure.
+    ``floored``: (task, arm) pairs that sat on the task's floor at every N of the trend
+    (:func:`floored_arms`): their accuracy is censored there, so their trend reading is not judged.
     """
     from empirics import study_analysis as SA
 
@@ -155,7 +160,8 @@ def analyse(runs: pd.DataFrame, uninformative: frozenset = frozenset()) -> dict:
     acc_runs = runs[keep]
     acc_best = SA.best_lr(acc_runs) if len(acc_runs) else best
     return {"best": best, "accuracy": SA.accuracy_trends(acc_runs, acc_best) if len(acc_runs) else {},
-            "uninformative": sorted(uninformative), "divergence": SA.divergence_trends(runs),
+            "uninformative": sorted(uninformative), "floored": sorted(floored),
+            "divergence": SA.divergence_trends(runs),
             "table": SA.accuracy_table(runs, best), "counts": SA.divergence_counts(runs, best),
             "tasks": [t for t in ("digits", "text") if t in set(best["task"])]
             + sorted(set(best["task"]) - {"digits", "text"})}
@@ -180,12 +186,19 @@ def trend_why(ev) -> str:
             f"cell-mean {what} per N {{{cells}}}{div}")
 
 
-def _acc_reading(task: str, arm: str, ev) -> Reading:
+def _acc_reading(task: str, arm: str, ev, floored: bool = False) -> Reading:
     from sapa.rules.stability import MARGIN, decide_accuracy
 
-    return Reading(name=f"{task}: {arm_label(arm)} accuracy vs softmax over N",
-                   statement=f"{task}: the test-accuracy gap of {arm_label(arm)} to softmax (both at their best lr, "
-                             f"paired seeds) changes by no less than −{MARGIN} over N = {ev.N[0]}…{ev.N[-1]}",
+    statement = (f"{task}: the test-accuracy gap of {arm_label(arm)} to softmax (both at their best lr, paired seeds) "
+                 f"changes by no less than −{MARGIN} over N = {ev.N[0]}…{ev.N[-1]}")
+    if floored:  # censored at the floor at every N: the rule's Δ would be softmax's own trend, sign reversed
+        return Reading(name=f"{task}: {arm_label(arm)} accuracy vs softmax over N", statement=statement,
+                       verdict="UNDETERMINED", rule="stability-trend",
+                       why=f"not judged: {arm_label(arm)} never left the task's floor (text: the bigram plateau, every "
+                           f"seed by > {PLATEAU_MARGIN}) at any N of the trend, so its accuracy is pinned there and the gap "
+                           f"moves only with softmax's accuracy (the rule would have read {decide_accuracy(ev)}); "
+                           + trend_why(ev))
+    return Reading(name=f"{task}: {arm_label(arm)} accuracy vs softmax over N", statement=statement,
                    verdict=decide_accuracy(ev), rule="stability-trend", why=trend_why(ev))
 
 
@@ -202,8 +215,9 @@ def readings(a: dict) -> tuple[Reading, ...]:
     """The headline conjunction first, then its components, the other arms, and the divergence readings."""
     from sapa.rules.stability import ALPHA_FAILS, K_HEADLINE, combine
 
-    acc, div = a["accuracy"], a["divergence"]
-    heads = [_acc_reading(t, arm, acc[(t, arm)]) for t in a["tasks"] for arm in HEADLINE_ARMS if (t, arm) in acc]
+    acc, div, fl = a["accuracy"], a["divergence"], set(a.get("floored", ()))
+    heads = [_acc_reading(t, arm, acc[(t, arm)], (t, arm) in fl) for t in a["tasks"] for arm in HEADLINE_ARMS
+             if (t, arm) in acc]
     verdict = combine(r.verdict for r in heads)
     names = ", ".join(f"{r.name.split(' accuracy')[0]} {r.verdict}" for r in heads) or "no x^p/√N arm in the study"
     first = Reading(
@@ -213,7 +227,8 @@ def readings(a: dict) -> tuple[Reading, ...]:
         verdict=verdict, rule="stability-trend",
         why=f"HOLDS only if all {len(heads)} HOLD, FAILS if any FAILS (each at one-sided {ALPHA_FAILS:.2%} = 1 %/"
             f"{K_HEADLINE}): {names}")
-    others = [_acc_reading(t, arm, acc[(t, arm)]) for t in a["tasks"] for arm in OTHER_ARMS if (t, arm) in acc]
+    others = [_acc_reading(t, arm, acc[(t, arm)], (t, arm) in fl) for t in a["tasks"] for arm in OTHER_ARMS
+              if (t, arm) in acc]
     divs = [_div_reading(t, arm, div[(t, arm)]) for t in a["tasks"] for arm in HEADLINE_ARMS + OTHER_ARMS
             if (t, arm) in div]
     return (first, *heads, *others, *divs)
@@ -281,18 +296,57 @@ def level_lines(table: pd.DataFrame) -> tuple[str, ...]:
     return tuple(out)
 
 
+def off_the_floor(lo: float, floor: float) -> bool:
+    """A cell left the floor when every seed did: the lower end of its [min, max] median interval > floor + margin."""
+    return bool(lo > floor + PLATEAU_MARGIN)
+
+
 def plateau_from(table: pd.DataFrame, bigram: dict) -> dict | None:
-    """Per text N: softmax's median test accuracy at its best lr against the bigram predictor's (``bigram[N]``)."""
+    """Per text N: softmax's test accuracy at its best lr (median, min over seeds) against the bigram predictor's."""
     s = table[(table["task"] == "text") & (table["arm"] == "softmax")]
     rows = {}
     for r in s.itertuples():
         if r.N in bigram and bigram[r.N] is not None:
             gap = float(r.median) - float(bigram[r.N])
             rows[int(r.N)] = {"bigram_acc": round(float(bigram[r.N]), 5), "softmax_acc": round(float(r.median), 5),
-                              "gap": round(gap, 5), "left": bool(gap > PLATEAU_MARGIN)}
+                              "softmax_min": round(float(r.lo), 5), "gap": round(gap, 5),
+                              "left": off_the_floor(float(r.lo), float(bigram[r.N]))}
     if not rows:
         return None
     return {"margin": PLATEAU_MARGIN, "per_N": rows, "left_at_every_N": all(v["left"] for v in rows.values())}
+
+
+def floored_arms(table: pd.DataFrame, bigram: dict, uninformative=frozenset()) -> frozenset:
+    """(text, arm) that did not leave the bigram plateau (:func:`off_the_floor`) at any trend N.
+
+    The trend N are the text N with a bigram reading that are not ``uninformative`` (softmax on the
+    plateau there). An arm pinned to the floor at all of them is censored: its gap to softmax can
+    only move with softmax, so "does not degrade" would be read off the reference alone. An arm that
+    left the floor at some N and not at others is judged: falling to the floor is a degradation.
+    """
+    t = table[(table["task"] == "text") & (table["arm"] != "softmax")]
+    out = set()
+    for arm, g in t.groupby("arm", sort=True):
+        cells = [(int(r.N), float(r.lo)) for r in g.itertuples()
+                 if bigram.get(int(r.N)) is not None and ("text", int(r.N)) not in uninformative]
+        if len(cells) >= 2 and not any(off_the_floor(lo, bigram[n]) for n, lo in cells):
+            out.add(("text", str(arm)))
+    return frozenset(out)
+
+
+def floor_line(floored, table: pd.DataFrame, bigram: dict) -> str | None:
+    """Which text arms never left the bigram plateau, with their best and softmax's accuracy at every N."""
+    arms = sorted({a for t, a in floored if t == "text"}, key=lambda a: list(LABEL).index(a) if a in LABEL else 99)
+    if not arms:
+        return None
+    t = table[table["task"] == "text"]
+    med = {(r.arm, int(r.N)): float(r.median) for r in t.itertuples()}
+    cells = ", ".join(f"N={n}: softmax {med[('softmax', n)]:.3f}, best median of these "
+                      f"{max(med[(a, n)] for a in arms if (a, n) in med):.3f}, bigram {bigram[n]:.3f}"
+                      for n in sorted(bigram) if bigram[n] is not None and ("softmax", n) in med)
+    return (f"text floor: {', '.join(arm_label(a) for a in arms)} never left the bigram plateau (every seed by > "
+            f"{PLATEAU_MARGIN}) at any N while softmax did — on this task they do not replace softmax at any N, and "
+            f"their trend over N is not measurable (their readings are not judged); {cells}")
 
 
 def bigram_by_n(Ns, config: dict) -> dict:
@@ -319,10 +373,28 @@ def plateau_line(p: dict | None) -> str:
                       for n, v in p["per_N"].items())
     left = [n for n, v in p["per_N"].items() if v["left"]]
     verdict = ("softmax left the bigram plateau at every N" if p["left_at_every_N"] else
-               f"softmax left the bigram plateau (by > {p['margin']}) only at N = {left}" if left else
-               f"softmax has not left the bigram plateau (by > {p['margin']}) at any N: the text arms are compared near "
+               f"softmax left the bigram plateau (every seed by > {p['margin']}) only at N = {left}" if left else
+               f"softmax has not left the bigram plateau (every seed by > {p['margin']}) at any N: the text arms are "
+               f"compared near "
                f"that plateau, not on what attention adds to it")
     return f"text bigram plateau: {verdict}; {cells}"
+
+
+def flattening_line(flat: pd.DataFrame) -> str:
+    """Softmax's validation curve per (task, N): the step it flattened at (within FLAT_TOL), or still rising."""
+    from empirics.study_analysis import FLAT_TOL
+
+    if flat is None or flat.empty:
+        return "softmax's learning curve: not measured"
+    cells = [f"{r.task} N={r.N}: " + (f"flat from step {r.flat_step} of {r.steps}" if r.past else
+                                      f"still rising at step {r.steps}") + f" (last gain {r.last_gain:+.3f})"
+             for r in flat.itertuples()]
+    rising = [f"{r.task} N={r.N}" for r in flat.itertuples() if not r.past]
+    head = (f"softmax's validation accuracy (median over seeds, best lr) stopped rising by more than {FLAT_TOL} before "
+            f"the last step at every (task, N): training went past its flattening point" if not rising else
+            f"softmax's validation accuracy was still rising by more than {FLAT_TOL} at the last step at "
+            f"{', '.join(rising)}: longer training could still move those cells")
+    return f"{head}; " + ", ".join(cells)
 
 
 def alpha_line(prov: dict) -> str:
@@ -339,20 +411,28 @@ def corrected(rs: tuple[Reading, ...]) -> str | None:
     if rs and rs[0].verdict == "HOLDS":
         return None
     by = {v: [r.name.split(" accuracy")[0] for r in heads if r.verdict == v] for v in ("HOLDS", "FAILS", "UNDETERMINED")}
+    floored = [r.name.split(" accuracy")[0] for r in heads if r.why.startswith("not judged")]
+    und = [n for n in by["UNDETERMINED"] if n not in floored]
     return ("In these tiny-model runs: no degradation beyond 0.05 accuracy relative to softmax is shown for "
             f"{', '.join(by['HOLDS']) or 'none'}; a degradation beyond it is shown for {', '.join(by['FAILS']) or 'none'}; "
-            f"undetermined for {', '.join(by['UNDETERMINED']) or 'none'} (more seeds or N values would narrow Δ).")
+            f"undetermined for {', '.join(und) or 'none'} (more seeds or N values would narrow Δ)"
+            + (f"; {', '.join(floored)} never left the task's floor at any N, so x^p/√N does not replace softmax "
+               "there at any N and its trend over N cannot be measured." if floored else "."))
 
 
 def headline(rs: tuple[Reading, ...], a: dict) -> str:
     from sapa.rules.stability import decide_accuracy
 
-    parts = [f"{task} {arm_label(arm)} Δ {_f(ev.delta)}" for task in a["tasks"] for arm in HEADLINE_ARMS
-             if (ev := a["accuracy"].get((task, arm))) is not None]
+    fl = set(a.get("floored", ()))
+    parts = [f"{task} {arm_label(arm)} Δ {_f(ev.delta)}" + (" (on the floor, not judged)" if (task, arm) in fl else "")
+             for task in a["tasks"] for arm in HEADLINE_ARMS if (ev := a["accuracy"].get((task, arm))) is not None]
     fails = [f"{task} {arm_label(arm)} (Δ {_f(ev.delta)})" for (task, arm), ev in a["accuracy"].items()
-             if arm not in HEADLINE_ARMS and decide_accuracy(ev) == "FAILS"]
+             if arm not in HEADLINE_ARMS and (task, arm) not in fl and decide_accuracy(ev) == "FAILS"]
+    floor = sorted({t for t, _ in fl})
+    on_floor = "".join(f"; {t}: {sum(1 for u, _ in fl if u == t)} polynomial arm(s) never left the floor "
+                       f"(bigram plateau) at any N while softmax did" for t in floor)
     return (f"x^p/√N accuracy gap to softmax over N: {', '.join(parts) or 'no runs'} → {rs[0].verdict if rs else '?'}; "
-            f"other arms degrading beyond 0.05: {', '.join(fails) or 'none shown'}")
+            f"other arms degrading beyond 0.05: {', '.join(fails) or 'none shown'}{on_floor}")
 
 
 # --------------------------------------------------------------------------- the check
@@ -372,18 +452,24 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     runs = study.runs
     table = SA.accuracy_table(runs, SA.best_lr(runs))
     texts = table[table["task"] == "text"]
-    plateau = plateau_from(table, bigram_by_n(sorted(set(texts["N"])), study.config)) if len(texts) else None
+    bigram = bigram_by_n(sorted(set(texts["N"])), study.config) if len(texts) else {}
+    plateau = plateau_from(table, bigram) if len(texts) else None
     flat = frozenset(("text", int(n)) for n, v in ((plateau or {}).get("per_N") or {}).items() if not v["left"])
-    a = analyse(runs, flat)
+    floored = floored_arms(table, bigram, flat)
+    a = analyse(runs, flat, floored)
     rs = readings(a)
     figures = study_figures(ctx, study)
     prov = study.provenance or {}
     left_out = (f"accuracy trends leave out {', '.join(f'{t} N={n}' for t, n in a['uninformative'])}: softmax did not "
                 f"leave the bigram plateau there, so a gap to it says nothing about the scale rule",) if a[
         "uninformative"] else ()
-    findings = (*level_lines(a["table"]), *left_out, *table_lines(a["table"]), *divergence_lines(a["counts"]),
-                alpha_line(prov), *edge_lines(a["best"]), plateau_line(plateau))
-    from empirics.study_analysis import lr_sensitivity
+    from empirics.study_analysis import flattening, lr_sensitivity
+
+    flat = flattening(study.history, a["best"]) if study.history is not None else None
+    floor = floor_line(floored, table, bigram)
+    findings = (*((floor,) if floor else ()), *level_lines(a["table"]), *left_out, *table_lines(a["table"]),
+                *divergence_lines(a["counts"]),
+                alpha_line(prov), *edge_lines(a["best"]), plateau_line(plateau), flattening_line(flat))
 
     return Outcome(
         verdict=rs[0].verdict,
@@ -398,8 +484,8 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
             "why_this_verdict": rs[0].why,
             "cells_left_out_of_the_accuracy_trends": {
                 "cells": [{"task": t, "N": n} for t, n in a["uninformative"]],
-                "why": "softmax (the reference) did not leave the bigram plateau there (median test accuracy ≤ the "
-                       f"bigram predictor's + {PLATEAU_MARGIN}): a gap to a reference that learned nothing beyond "
+                "why": "softmax (the reference) did not leave the bigram plateau there (some seed's test accuracy ≤ "
+                       f"the bigram predictor's + {PLATEAU_MARGIN}): a gap to a reference that learned nothing beyond "
                        "bigram statistics says nothing about the scale rule"},
             "accuracy_trends": {f"{t}/{arm}": ev.as_dict() for (t, arm), ev in a["accuracy"].items()},
             "divergence_trends": {f"{t}/{arm}": ev.as_dict() for (t, arm), ev in a["divergence"].items()},
@@ -409,6 +495,11 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
             "lr_sensitivity": _records(lr_sensitivity(study.runs)),
             "alpha_star": prov.get("alpha_star"),
             "bigram_plateau": plateau,
+            "arms_on_the_floor": {"arms": [{"task": t, "arm": arm} for t, arm in sorted(floored)],
+                                  "why": "at no N of the trend did every seed's test accuracy at the best lr clear "
+                                         "the bigram predictor's by the plateau margin: censored at the floor, the "
+                                         "trend reading is not judged"},
+            "softmax_flattening": _records(flat) if flat is not None else None,
             "config": study.config,
             "numerics": prov.get("numerics"),
             "study_wall_seconds": prov.get("wall_s"),

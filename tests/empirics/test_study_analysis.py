@@ -151,3 +151,35 @@ def test_median_interval_coverage_is_what_it_says():
     hit = ((x.min(axis=1) <= math.log(2)) & (x.max(axis=1) >= math.log(2))).mean()
     lo, hi = stats.binom.interval(0.999, 20000, 0.75)
     assert lo / 20000 <= hit <= hi / 20000
+
+
+def test_flattening_finds_where_the_median_curve_stops_rising():
+    """t_flat = first t with max_{t' ≥ t} c(t') − c(t) ≤ tol; c = median over seeds at the arm's best lr only."""
+    from empirics.study_analysis import flattening
+
+    steps = [0, 100, 200, 300, 400]
+    curves = {  # (task, N): per seed (3), val_acc at each step; the median curve is the middle seed
+        ("text", 32): [[0.0, 0.30, 0.35, 0.355, 0.356], [0.0, 0.31, 0.36, 0.365, 0.366], [0.0, 0.2, 0.2, 0.2, 0.2]],
+        ("text", 64): [[0.0, 0.1, 0.2, 0.3, 0.4]] * 3,  # still rising at the end
+        ("digits", 16): [[0.1, 0.5, 0.7, 0.68, 0.6]] * 3,  # peaks, then falls: flat from the peak
+    }
+    rows = []
+    for (task, N), seeds in curves.items():
+        for r, c in enumerate(seeds):
+            for t, v in zip(steps, c):
+                rows.append({"task": task, "N": N, "arm": "softmax", "alpha": np.nan, "lr": 1e-2, "seed": r, "step": t,
+                             "quantity": "val_acc", "value": v})
+                # another lr and another arm must be ignored
+                rows.append({"task": task, "N": N, "arm": "softmax", "alpha": np.nan, "lr": 1e-3, "seed": r,
+                             "step": t, "quantity": "val_acc", "value": 0.9 * t / 400})
+                rows.append({"task": task, "N": N, "arm": "x_sqrtN", "alpha": np.nan, "lr": 1e-2, "seed": r,
+                             "step": t, "quantity": "val_acc", "value": t / 400})
+    hist = pd.DataFrame(rows)
+    best = pd.DataFrame([{"task": t, "N": N, "arm": a, "lr": 1e-2} for (t, N) in curves for a in ("softmax", "x_sqrtN")])
+    f = flattening(hist, best).set_index(["task", "N"])
+    assert f.loc[("text", 32), "flat_step"] == 200 and bool(f.loc[("text", 32), "past"])  # 0.30→0.35 (+.05), then +.005
+    assert f.loc[("text", 64), "flat_step"] == 400 and not bool(f.loc[("text", 64), "past"])
+    assert f.loc[("text", 64), "last_gain"] == pytest.approx(0.1)
+    assert f.loc[("digits", 16), "flat_step"] == 200 and f.loc[("digits", 16), "final"] == pytest.approx(0.6)
+    g = flattening(hist, best, arm="x_sqrtN", tol=0.3).set_index(["task", "N"])
+    assert (g["flat_step"] == 300).all()  # t/400 rises by 0.25 over the last 100 steps: within 0.3 from 300 on

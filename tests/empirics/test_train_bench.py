@@ -36,7 +36,7 @@ def test_bench_reports_a_gemm_ceiling_per_cell(monkeypatch):
     res = tb.bench_training(quick=True, rounds=1)
     (row,) = res["cells"]
     for k in ("loop_gemm_fraction", "ensemble_gemm_fraction"):
-        assert 0 < row[k] <= 1
+        assert 0 < row[k] < 1.5  # GEMM seconds (profiled) over timed seconds: ≤ 1 up to the profiler's overhead
     assert row["speedup_ceiling"] >= 1
     assert row["speedup_ceiling"] == pytest.approx(1 / row["loop_gemm_fraction"])  # the definition
     assert res["speedup_ceiling"] == row["speedup_ceiling"]  # the first cell, like ensemble_speedup
@@ -49,13 +49,13 @@ def test_the_profiled_rounds_do_not_enter_the_speedup(monkeypatch):
     monkeypatch.setattr(tb, "_cells", lambda quick: (tb.BenchCell("text", 8, members=6, steps=1, loop_members=2),))
     monkeypatch.setattr(tb, "_time_ensemble", lambda *a: 3.0)
     monkeypatch.setattr(tb, "_time_loop", lambda *a: 4.0)
-    profiles = iter([(1.0, 4.0), (2.0, 8.0)])  # (GEMM s, all s): the loop's, then the ensemble's
+    profiles = iter([(1.0, 9.0), (2.0, 9.0)])  # (GEMM s, op s): the loop's, then the ensemble's; timed: 4 s, 3 s
     monkeypatch.setattr(tb, "gemm_profile", lambda run: next(profiles))
     res = tb.bench_training(quick=True, rounds=2)
     (row,) = res["cells"]
     assert row["speedup"] == pytest.approx((6 / 3.0) / (2 / 4.0)) == res["ensemble_speedup"]
     assert row["loop_gemm_fraction"] == pytest.approx(0.25) and row["speedup_ceiling"] == pytest.approx(4.0)
-    assert row["ensemble_gemm_fraction"] == pytest.approx(0.25)
+    assert row["ensemble_gemm_fraction"] == pytest.approx(2.0 / 3.0)  # of the ensemble's timed 3 s
     assert row["loop_gemm_s_per_member"] == pytest.approx(0.5) and row["ensemble_gemm_s_per_member"] == pytest.approx(2 / 6)
 
 

@@ -165,3 +165,49 @@ def test_serial_equals_parallel(study, tmp_path):
     par = ts.run_study(MICRO, tmp_path, workers=2, progress=False)
     pd.testing.assert_frame_equal(par.runs.drop(columns="cpu_s"), res.runs.drop(columns="cpu_s"))
     pd.testing.assert_frame_equal(par.history, res.history)
+
+
+def test_best_snapshot_keeps_the_weights_np_argmax_would_pick():
+    """_BestSnapshot holds member e's weights at argmax over evaluations (earliest of ties, −inf never wins late)."""
+    import torch
+
+    from empirics.study_chunk import _BestSnapshot
+
+    rng = np.random.default_rng(3)
+    E, T = 5, 7
+    acc = rng.choice([0.1, 0.5, 0.5, 0.9, -np.inf], size=(T, E))  # ties and non-finite evaluations
+    snap = _BestSnapshot()
+    for t in range(T):
+        snap.update({"w": torch.full((E, 2), float(t))}, acc[t])
+    pick = np.argmax(acc, axis=0)  # what _summarise reports as the best evaluation
+    np.testing.assert_array_equal(snap.prm["w"][:, 0].numpy(), pick.astype(float))
+
+
+def test_test_split_is_evaluated_twice_on_the_final_and_the_best_weights(monkeypatch):
+    """The held-out split is read twice — on the final weights and on each member's best-validation weights."""
+    import torch
+
+    from empirics import study_chunk as sc
+
+    calls = []
+    real = sc._evaluate
+
+    def spy(prm, spec, rowc, data, xy, E, cfg):
+        calls.append(("test" if xy is data.test else "val", {k: v.detach().clone() for k, v in prm.items()}))
+        return real(prm, spec, rowc, data, xy, E, cfg)
+
+    monkeypatch.setattr(sc, "_evaluate", spy)
+    cfg = ts.study_config(replace(MICRO, text=replace(MICRO.text, steps=12, evals=4, lrs=(3e-2,))))
+    chunk = [c for c in ts.plan_chunks(cfg, "text", 8, None) if c.family == "p1"][0]
+    rows = sc.train_chunk(chunk, cfg)["rows"]
+    kinds = [k for k, _ in calls]
+    steps = cfg.text.eval_steps()
+    assert kinds == ["val"] * len(steps) + ["test", "test"]
+    val_w = [w for k, w in calls if k == "val"]
+    final_w, best_w = calls[-2][1], calls[-1][1]
+    assert len({r["best_step"] for r in rows}) > 1, "members should peak at different evaluations"
+    for e, r in enumerate(rows):
+        at = val_w[steps.index(r["best_step"])]
+        for k in final_w:
+            assert torch.equal(final_w[k][e], val_w[-1][k][e])
+            assert torch.equal(best_w[k][e], at[k][e])

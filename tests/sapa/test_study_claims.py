@@ -182,3 +182,39 @@ def test_cells_where_softmax_stayed_on_the_plateau_leave_the_trend_not_the_table
     assert a["divergence"].keys() == a_all["divergence"].keys()
     line = SC.level_lines(a["table"])
     assert any(s.startswith("text level") and "N=128" in s for s in line)
+
+
+def _table(cells):
+    """A minimal accuracy table: (arm, N, median, lo) rows of the text task."""
+    return pd.DataFrame([{"task": "text", "arm": a, "N": n, "median": m, "lo": lo, "hi": m + 0.01}
+                         for a, n, m, lo in cells])
+
+
+def test_an_arm_is_on_the_floor_only_if_no_trend_cell_left_it_for_every_seed():
+    bigram = {32: 0.27, 64: 0.27, 128: 0.27}
+    m = SC.PLATEAU_MARGIN
+    t = _table([("softmax", n, 0.40, 0.38) for n in bigram]
+               + [("x_sqrtN", 32, 0.30, 0.27 + m - 1e-9), ("x_sqrtN", 64, 0.28, 0.275), ("x_sqrtN", 128, 0.28, 0.27)]
+               + [("x", 32, 0.31, 0.27 + m + 1e-3), ("x", 64, 0.28, 0.27), ("x", 128, 0.28, 0.27)]  # left at N = 32
+               + [("x3", 32, 0.28, 0.27), ("x3", 64, 0.28, 0.27), ("x3", 128, 0.40, 0.35)])  # left only at N = 128
+    assert SC.floored_arms(t, bigram) == {("text", "x_sqrtN")}  # a median above the band is not enough: every seed
+    assert SC.floored_arms(t, bigram, frozenset({("text", 128)})) == {("text", "x_sqrtN"), ("text", "x3")}
+    assert SC.floored_arms(t, {32: 0.27, 64: None, 128: None}) == frozenset()  # one trend N: no trend to censor
+    assert SC.off_the_floor(0.30, 0.27) and not SC.off_the_floor(0.27 + m, 0.27)
+    line = SC.floor_line(SC.floored_arms(t, bigram), t, bigram)
+    assert line.startswith("text floor: x/√N never left the bigram plateau") and "N=32: softmax 0.400" in line
+
+
+def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
+    st = _study(_degrade({"x3"}))  # text x³ degrades (the rule reads FAILS); x/√N is flat (HOLDS)
+    fl = frozenset({("text", "x_sqrtN"), ("text", "x3")})
+    a = SC.analyse(st.runs, floored=fl)
+    rs = SC.readings(a)
+    r = {x.name: x for x in rs}
+    for lab, would in (("x/√N", "HOLDS"), ("x³", "FAILS")):
+        got = r[f"text: {lab} accuracy vs softmax over N"]
+        assert got.verdict == "UNDETERMINED" and got.why.startswith("not judged") and f"would have read {would}" in got.why
+    assert r["digits: x³ accuracy vs softmax over N"].verdict == "FAILS"  # the same arm elsewhere is judged
+    assert rs[0].verdict == "UNDETERMINED"  # a component not judged: the conjunction cannot hold
+    assert "text x/√N Δ" in SC.headline(rs, a) and "(on the floor, not judged)" in SC.headline(rs, a)
+    assert "text: x/√N never left the task's floor" in SC.corrected(rs)
