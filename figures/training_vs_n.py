@@ -6,7 +6,8 @@ Drawn only from a stored training study (``empirics.train_study.StudyResult`` or
 
 (a) ``<stem>_acc``: per task, test accuracy against N (log2), one line per arm at its best lr: median over
     seeds, bars = [min, max] over seeds (a distribution-free interval for the median, 75 % at 3 seeds);
-    softmax thick and black; below, the share of the arm's whole lr grid that diverged, against N.
+    softmax thick and black; the task's floor (text: the bigram predictor's accuracy) dotted grey when
+    given; below, the share of the arm's whole lr grid that diverged, against N.
 (b) ``<stem>_norms``: ‖φ(S)‖_F over training steps (log y), one panel per (task, N), one line per arm at its
     best lr (median over seeds).
 (c) ``<stem>_lr``: validation accuracy (median over seeds) against the learning rate, one panel per (task, N),
@@ -51,7 +52,7 @@ def file_stem(config: dict) -> str:
                       seed=cfg.get("seed", 0))
 
 
-def _accuracy_figure(study, out_dir: Path, stem: str) -> list[Path]:
+def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None) -> list[Path]:
     from empirics.study_analysis import accuracy_table, best_lr, divergence_counts
 
     best = best_lr(study.runs)
@@ -72,6 +73,10 @@ def _accuracy_figure(study, out_dir: Path, stem: str) -> list[Path]:
             h = d[d["arm"] == arm].sort_values("N")
             axd.plot(h["N"], h["grid_diverged"] / h["grid_runs"], color=st["color"], marker=st["marker"],
                      ls=st["linestyle"], lw=st.get("lw", 1.2), ms=4)
+        fl = sorted((int(n), float(v)) for n, v in ((floors or {}).get(task) or {}).items() if v is not None)
+        if fl:
+            ax.plot([n for n, _ in fl], [v for _, v in fl], color="0.55", ls=":", lw=1.6, marker="_", ms=10,
+                    label="bigram predictor (floor)" if task == "text" else "floor", zorder=1)
         for a in (ax, axd):
             a.set_xscale("log", base=2)
             a.set_xticks(sorted(set(t["N"])))
@@ -172,15 +177,16 @@ def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
     return style.save(fig, out_dir, f"{stem}_lr")
 
 
-def draw(study, out_dir: str | Path, file_stem_: str | None = None) -> list[Path]:
+def draw(study, out_dir: str | Path, file_stem_: str | None = None, floors: dict | None = None) -> list[Path]:
     """Save (a) ``<stem>_acc``, (b) ``<stem>_norms`` and (c) ``<stem>_lr`` (PNG + PDF each) from a stored study.
 
-    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.train_study``.
+    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.train_study``;
+    ``floors``: {task: {N: accuracy}} drawn as the task's floor in (a) (text: the bigram predictor).
     """
     out_dir = Path(out_dir)
     stem = file_stem_ or file_stem(study.config)
     with plt.rc_context(style.RC):
-        return (_accuracy_figure(study, out_dir, stem) + _norms_figure(study, out_dir, stem)
+        return (_accuracy_figure(study, out_dir, stem, floors) + _norms_figure(study, out_dir, stem)
                 + _lr_figure(study, out_dir, stem))
 
 

@@ -127,12 +127,15 @@ def get_study(ctx: Context):
     return study
 
 
-def study_figures(ctx: Context, study) -> tuple[str, ...]:
-    """Draw the study's figures once per run (``ctx.cache["train_study_figures"]``); paths relative to out_dir."""
+def study_figures(ctx: Context, study, bigram: dict | None = None) -> tuple[str, ...]:
+    """Draw the study's figures once per run (``ctx.cache["train_study_figures"]``); paths relative to out_dir.
+
+    ``bigram``: {N: the bigram predictor's text test accuracy}, drawn as the text task's floor.
+    """
     if FIG_KEY not in ctx.cache:
         from figures import training_vs_n as fig
 
-        paths = fig.draw(study, ctx.out_dir / "figures")
+        paths = fig.draw(study, ctx.out_dir / "figures", floors={"text": bigram} if bigram else None)
         ctx.cache[FIG_KEY] = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
     return ctx.cache[FIG_KEY]
 
@@ -458,7 +461,7 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     floored = floored_arms(table, bigram, flat)
     a = analyse(runs, flat, floored)
     rs = readings(a)
-    figures = study_figures(ctx, study)
+    figures = study_figures(ctx, study, bigram)
     prov = study.provenance or {}
     left_out = (f"accuracy trends leave out {', '.join(f'{t} N={n}' for t, n in a['uninformative'])}: softmax did not "
                 f"leave the bigram plateau there, so a gap to it says nothing about the scale rule",) if a[

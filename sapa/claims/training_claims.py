@@ -261,8 +261,9 @@ def check_norm_vs_accuracy(ctx: Context) -> Outcome:
     verdict, rs, why = decide(analysis, complete=True)
     table = accuracy_table(runs)
     texts = table[table["task"] == "text"]
-    plateau = plateau_from(table, bigram_by_n(sorted(set(texts["N"])), study.config)) if len(texts) else None
-    figures = study_figures(ctx, study)
+    bigram = bigram_by_n(sorted(set(texts["N"])), study.config) if len(texts) else {}
+    plateau = plateau_from(table, bigram) if len(texts) else None
+    figures = study_figures(ctx, study, bigram)
     counts = divergence_counts(runs)
     prov = study.provenance or {}
     return Outcome(

@@ -49,3 +49,16 @@ def test_accuracy_panel_plots_the_table_medians(tmp_path, monkeypatch):
     lines = [ln for ln in ax.get_lines() if list(ln.get_xdata()) == list(want["N"])]
     assert any(np.array_equal(ln.get_ydata(), want["median"].to_numpy()) for ln in lines)
     plt.close(fig)
+
+
+def test_the_text_floor_is_drawn_when_given(tmp_path, monkeypatch):
+    st = _study()
+    saved = {}
+    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
+    F._accuracy_figure(st, tmp_path, "s", floors={"text": {32: 0.27, 64: 0.26, 128: None}})
+    fig = saved["s_acc"]
+    text_ax, digits_ax = fig.axes[1], fig.axes[0]
+    floor = [ln for ln in text_ax.get_lines() if ln.get_label() == "bigram predictor (floor)"]
+    assert len(floor) == 1 and list(floor[0].get_xdata()) == [32, 64] and list(floor[0].get_ydata()) == [0.27, 0.26]
+    assert not any("floor" in ln.get_label() for ln in digits_ax.get_lines())  # only the task given
+    plt.close(fig)

@@ -128,8 +128,9 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     monkeypatch.setattr(SC, "bigram_by_n", lambda Ns, cfg: {N: 0.3 for N in Ns})
     drawn = []
 
-    def fake_draw(study, out_dir):  # drawing is tested in tests/figures/test_training_vs_n.py
+    def fake_draw(study, out_dir, floors=None):  # drawing is tested in tests/figures/test_training_vs_n.py
         drawn.append(study)
+        assert floors == {"text": {N: 0.3 for N in TASKS["text"]}}  # the bigram predictor, drawn as the floor
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [out_dir / f"s_{k}.png" for k in ("acc", "norms", "lr")]
         for p in paths:
