@@ -2,7 +2,9 @@
 
 ``progress_bar(..., progress=True)`` gives a tqdm bar when stderr is a TTY and otherwise a
 :class:`LineProgress` that prints ``desc: 40% (12/30 run) 95 s elapsed, eta 140 s`` at most every
-``every_s`` seconds and once at the end, so a log never stays silent for minutes.
+``every_s`` seconds and once at the end, so a log never stays silent for minutes. A run that stops
+early (an error, an interrupt) before its first periodic line prints nothing: its error line stays
+the only line of a short failed run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class LineProgress:
         self.total, self.n, self.desc, self.unit, self.postfix = float(total), float(initial), desc, unit, ""
         self._start_n, self._every, self._file, self._clock = float(initial), float(every_s), file, clock
         self._t0 = self._last = clock()
-        self._closed = False
+        self._closed = self._emitted = False
 
     def line(self) -> str:
         """``desc: pct% (n/total unit) postfix, E s elapsed, eta R s`` (eta from this run's rate)."""
@@ -38,6 +40,7 @@ class LineProgress:
     def _emit(self) -> None:
         print(self.line(), file=self._file or sys.stderr, flush=True)
         self._last = self._clock()
+        self._emitted = True
 
     def update(self, n: float = 1) -> None:
         self.n += n
@@ -51,7 +54,8 @@ class LineProgress:
         self.postfix = s
 
     def close(self) -> None:
-        if not self._closed and self.n > self._start_n:
+        """The summary line: when the work finished, or when the log already shows how far a stopped run got."""
+        if not self._closed and self.n > self._start_n and (self.n >= self.total or self._emitted):
             self._emit()
         self._closed = True
 

@@ -620,6 +620,12 @@ def test_fuzz_found_regressions(pool, cli_dir):
         ["norms", "--x", paths["complex"], "--w", paths["w33"], "--activation", "poly"],
         ["sweep", paths["missing"], "--out", "/dev/null/x"],
     ]
+    # a log (stderr not a TTY): the softmax cell finished, then x^1 overflowed — the half-way progress line
+    # once printed at close came before the error line
+    overflow = cli_dir / "overflow_after_one_cell.toml"
+    overflow.write_text('"N" = 1\n"D" = 1\n"sigma_x" = 1e+200\n[[activation]]\n"kind" = "softmax"\n'
+                        '[[activation]]\n"kind" = "poly"\n"p" = 1\n', encoding="utf-8")
+    bad_argv.append(["sweep", str(overflow), "--out", str(cli_dir / "overflow_out")])
     for argv in bad_argv:
         code, out, err, caught = run_cli(argv)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and not caught, (argv, err)

@@ -50,3 +50,20 @@ def test_progress_bar_kinds(monkeypatch):
     assert isinstance(progress_bar(3, desc="x", progress=True), LineProgress)
     assert not isinstance(progress_bar(3, desc="x", progress=False), LineProgress)
     assert not isinstance(progress_bar(3, desc="x", progress="force"), LineProgress)
+
+
+def test_a_short_run_that_stops_early_prints_nothing_a_long_one_says_where_it_stopped():
+    """An error in a quick run leaves its error line alone; a run already logging ends with where it stopped."""
+    out, clock = io.StringIO(), Clock()
+    bar = LineProgress(64, desc="sweep", every_s=30, file=out, clock=clock)
+    bar.update(32)
+    bar.close()  # stopped at half, before any periodic line
+    assert out.getvalue() == ""
+    out, clock = io.StringIO(), Clock()
+    bar = LineProgress(64, desc="sweep", every_s=30, file=out, clock=clock)
+    clock.t = 31
+    bar.update(16)
+    clock.t = 40
+    bar.update(16)
+    bar.close()
+    assert out.getvalue().splitlines()[-1] == "sweep:  50% (32/64), 40 s elapsed, eta 40 s"
