@@ -48,8 +48,6 @@ SLOW = {  # 9 cells of ~0.5 s each: long enough to kill something in the middle
     "weight_model": ["iid", "tied", "corr"],
     "activation": [{"kind": "softmax"}, {"kind": "poly", "p": [1, 3], "scale": "inv_sqrt_n"}],
 }
-# 9 cells of ~2 s: the interrupt must land mid-sweep even when a loaded client writes finished cells in a burst
-LONGER = {**SLOW, "trials": 256}
 
 
 def _toml(value) -> str:
@@ -259,8 +257,19 @@ def test_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, client, 
     assert killed[0] not in worker_pids(client).values()
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default, so Python installs its KeyboardInterrupt handler.
+
+    A test runner started as a background job (``cmd &`` in a script) ignores SIGINT, the child
+    inherits SIG_IGN, and Python then installs no handler: a Ctrl-C test would send a signal that
+    nothing receives, and the sweep would simply finish.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(cmd: list[str], **kw) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint, **kw)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -345,7 +354,7 @@ def test_client_killed_then_rerun_resumes_to_identical_data(tmp_path, monkeypatc
 def test_client_interrupted_with_local_cluster_exits_130_and_cleans_up(tmp_path):
     """Ctrl-C on `sapa sweep --workers 2`: exit 130, one line, worker processes gone; rerun resumes."""
     psutil = pytest.importorskip("psutil")
-    cfg = write_config(tmp_path / "c.toml", LONGER)
+    cfg = write_config(tmp_path / "c.toml", SLOW)
     out = tmp_path / "out"
     argv = ["sweep", str(cfg), "--out", str(out), "--no-progress", "--workers", "2"]
     proc = _start([sys.executable, "-m", "sapa.cli", *argv])
@@ -362,8 +371,8 @@ def test_client_interrupted_with_local_cluster_exits_130_and_cleans_up(tmp_path)
     gone, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, f"left behind: {alive}"
     assert_complete_parts_only(out)
-    ref = run_sweep(config_from_dict(LONGER), tmp_path / "ref", progress=False)
-    got = run_sweep(config_from_dict(LONGER), out, progress=False)  # resume serially: same numbers
+    ref = run_sweep(config_from_dict(SLOW), tmp_path / "ref", progress=False)
+    got = run_sweep(config_from_dict(SLOW), out, progress=False)  # resume serially: same numbers
     pd.testing.assert_frame_equal(ref, got)
     assert_same_store(tmp_path / "ref", out)
 
