@@ -215,18 +215,17 @@ def load_study(out_dir: str | Path) -> StudyResult:
 # --------------------------------------------------------------------------- CLI
 
 
-def best_lr_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (task, N, arm): the best lr (median validation accuracy; ties → smaller lr), its test accuracies, divergences."""
-    r = runs[runs["in_study"]]
-    med = r.groupby(["task", "N", "arm", "lr"], sort=False)["val_acc_final"].median().reset_index()
-    med = med.sort_values(["task", "N", "arm", "val_acc_final", "lr"], ascending=[True, True, True, False, True])
-    best = med.drop_duplicates(["task", "N", "arm"])[["task", "N", "arm", "lr"]]
-    sel = r.merge(best, on=["task", "N", "arm", "lr"])
-    g = sel.groupby(["task", "N", "arm"], sort=False)
+def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (task, N, arm) at the ledger's best lr (:func:`empirics.study_analysis.best_lr`): test accuracies
+    (diverged members at chance, as in the ledger), divergences at that lr and over the grid, median ‖φ(S)‖_F."""
+    from empirics.study_analysis import at_best, best_lr, study_rows
+
+    best = best_lr(runs) if best is None else best
+    g = at_best(runs, best).groupby(["task", "N", "arm"], sort=False)
     tab = g.agg(lr=("lr", "first"), seeds=("seed", "size"), test_acc_median=("test_acc", "median"),
                 test_acc_min=("test_acc", "min"), test_acc_max=("test_acc", "max"),
                 diverged=("diverged", "sum"), attn_fro_median=("attn_fro", "median")).reset_index()
-    grid_div = r.groupby(["task", "N", "arm"])["diverged"].agg(["sum", "size"]).reset_index()
+    grid_div = study_rows(runs).groupby(["task", "N", "arm"])["diverged"].agg(["sum", "size"]).reset_index()
     tab = tab.merge(grid_div.rename(columns={"sum": "diverged_grid", "size": "runs_grid"}), on=["task", "N", "arm"])
     order = {a: i for i, a in enumerate(ARMS)}
     return tab.sort_values(["task", "N", "arm"], key=lambda s: s.map(order) if s.name == "arm" else s,
@@ -240,7 +239,10 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
     t0 = time.perf_counter()
     with sigterm_as_interrupt():
         res = run_study(budget, out, seed=seed, workers=workers, progress=progress)
-    tab = best_lr_summary(res.runs)
+    from empirics.study_analysis import FLAT_TOL, best_lr, flattening
+
+    best = best_lr(res.runs)
+    tab = best_lr_summary(res.runs, best)
     print(f"{'task':6s} {'N':>4s} {'arm':9s} {'best lr':>8s} {'test acc med':>12s} {'range':>13s} "
           f"{'div@lr':>6s} {'div/grid':>8s} {'‖φ(S)‖ med':>11s}")
     for r in tab.itertuples():
@@ -249,9 +251,7 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
               f"{int(r.diverged_grid):3d}/{r.runs_grid:<4d} {r.attn_fro_median:11.4g}")
     prov = res.provenance
     print(f"α* (tuned at the smallest N): {prov['alpha_star']}")
-    from empirics.study_analysis import FLAT_TOL, best_lr, flattening
-
-    flat = flattening(res.history, best_lr(res.runs))
+    flat = flattening(res.history, best)
     print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
         f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
         for r in flat.itertuples()))

@@ -325,7 +325,7 @@ def floored_arms(table: pd.DataFrame, bigram: dict, uninformative=frozenset()) -
     The trend N are the text N with a bigram reading that are not ``uninformative`` (softmax on the
     plateau there). An arm pinned to the floor at all of them is censored: its gap to softmax can
     only move with softmax, so "does not degrade" would be read off the reference alone. An arm that
-    left the floor at some N and not at others is judged: falling to the floor is a degradation.
+    left the floor at some N is judged by the rule as usual (its gap says what it learned there).
     """
     t = table[(table["task"] == "text") & (table["arm"] != "softmax")]
     out = set()
@@ -408,13 +408,14 @@ def alpha_line(prov: dict) -> str:
         f"{task} " + ", ".join(f"p={p}: {v:g}" for p, v in sorted(d.items())) for task, d in a.items())
 
 
-def corrected(rs: tuple[Reading, ...]) -> str | None:
+def corrected(rs: tuple[Reading, ...], floored=()) -> str | None:
+    """The claim as the headline readings support it; ``floored``: the (task, arm) pairs not judged (on the floor)."""
     heads = [r for r in rs[1:] if r.rule == "stability-trend"
              and any(f": {arm_label(a)} accuracy" in r.name for a in HEADLINE_ARMS)]
     if rs and rs[0].verdict == "HOLDS":
         return None
     by = {v: [r.name.split(" accuracy")[0] for r in heads if r.verdict == v] for v in ("HOLDS", "FAILS", "UNDETERMINED")}
-    floored = [r.name.split(" accuracy")[0] for r in heads if r.why.startswith("not judged")]
+    floored = [f"{t}: {arm_label(a)}" for t, a in sorted(floored) if a in HEADLINE_ARMS]
     und = [n for n in by["UNDETERMINED"] if n not in floored]
     return ("In these tiny-model runs: no degradation beyond 0.05 accuracy relative to softmax is shown for "
             f"{', '.join(by['HOLDS']) or 'none'}; a degradation beyond it is shown for {', '.join(by['FAILS']) or 'none'}; "
@@ -480,7 +481,7 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
         rule="stability-trend",
         headline=headline(rs, a),
         tested_statement=TESTED,
-        corrected_claim=corrected(rs),
+        corrected_claim=corrected(rs, floored),
         figures=figures,
         findings=findings,
         evidence={

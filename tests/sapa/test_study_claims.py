@@ -218,4 +218,5 @@ def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
     assert r["digits: x³ accuracy vs softmax over N"].verdict == "FAILS"  # the same arm elsewhere is judged
     assert rs[0].verdict == "UNDETERMINED"  # a component not judged: the conjunction cannot hold
     assert "text x/√N Δ" in SC.headline(rs, a) and "(on the floor, not judged)" in SC.headline(rs, a)
-    assert "text: x/√N never left the task's floor" in SC.corrected(rs)
+    c = SC.corrected(rs, fl)
+    assert "text: x/√N never left the task's floor" in c and "undetermined for none" in c
