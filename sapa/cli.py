@@ -56,6 +56,13 @@ def _finite_float(text: str) -> float:
     return v
 
 
+def _positive_factor(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive factor, got {text!r}")
+    return v
+
+
 def _positive_seconds(text: str) -> float:
     v = _finite_float(text)
     if v <= 0:
@@ -145,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--timeout", type=_positive_int, default=1200, help="seconds one cell may run")
     c = sub.add_parser("calibrate", help="measure every verdict rule's error rates on synthetic evidence with a known truth",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("--rule", nargs="+", metavar="NAME", help="only these rules (default: all)")
+    c.add_argument("--rule", nargs="+", action="extend", metavar="NAME",
+                   help="only these rules (default: all); repeatable: --rule A --rule B runs both")
     c.add_argument("--trials", type=_positive_int, help="synthetic evidences per truth (default: each rule's own)")
     c.add_argument("--seed", type=_int_nonneg, default=0)
     c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
@@ -166,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
     a.add_argument("--trials", type=_positive_int, default=200, help="Monte Carlo draws per N (row-normalised φ)")
     a.add_argument("--seed", type=_int_nonneg, default=0)
+    a.add_argument("--logit-scale", choices=("S", "S/sqrt(d)"), default="S",
+                   help="what x is: an entry of S = X W_Q W_Kᵀ Xᵀ (the paper's theory) or of S/√d (as transformers "
+                        "compute it: x → x/√d is substituted)")
+    a.add_argument("--size-factor", type=_positive_factor, default=None,
+                   help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
+                        "sapa.rules.audit.SIZE_FACTOR = 10)")
     a.add_argument("--json", action="store_true", help="print a flat JSON object")
     return p
 
@@ -267,6 +281,9 @@ def cmd_norms(args: argparse.Namespace) -> int:
         "log10_jac_s_fro_norm": _finite_or_none(r.log10_jac_s_fro),
         "max_abs": r.max_abs,
         "dtype": "float64",
+        "logit_scale": "S",
+        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(τ·S), c·S^p (τ = 1/√d or c = d^(-p/2) "
+                 "gives the S/√d convention)",
     }
     if args.json:
         print(json.dumps(out))
@@ -386,7 +403,17 @@ def cmd_exact(args: argparse.Namespace) -> int:
         "growth_exponent_of": "d log √E‖x^p/√N‖²_F / d log N at N (the 1/√N-scaled norm; _jac: its Jacobian w.r.t. X)",
         "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
         "formula": m.formula,
+        "logit_scale": "S",
+        "logit": "S = X W_Q W_Kᵀ Xᵀ (or ABᵀ), no 1/√d: the paper's theory",
     }
+    if m.d is not None:  # the same moments under S/√d: E‖(S/√d)^{∘p}‖² = d^(−p)·E‖S^{∘p}‖², Jacobians alike, N* unchanged
+        from sapa.conditions import scaled_by_logit_convention as conv
+
+        out["at_logit_scale_s_over_sqrt_d"] = {
+            "expected_fro2": conv(out["expected_fro2"], m.p, m.d, squared=True),
+            "expected_jac_fro2": conv(out["expected_jac_fro2"], m.p, m.d, squared=True),
+            "factor": f"d^(-p) = {m.d}^(-{m.p})", "crossover_n": out["crossover_n"],
+            "growth_exponent": out["growth_exponent"]}
     if args.json:
         print(json.dumps(out))
     else:
@@ -574,13 +601,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.seed != SEED or args.trials is not None:
             raise InputError(f"--store keeps the ledger's calibrations only: seed {SEED}, each rule's default trials")
         write_store(list(zip(rules, results)))
+    from sapa.rules.base import EXACT_NOTE
+
     if args.json:
-        print(json.dumps({"rules": [c.as_dict() for c in results],
+        print(json.dumps({"rules": [{**c.as_dict(), "evidence": r.evidence,
+                                     **({"note": EXACT_NOTE} if r.evidence == "exact" else {})}
+                                    for r, c in zip(rules, results)],
                           "targets": {"false_fails_rate": FALSE_FAILS_TARGET, "false_holds_rate": FALSE_HOLDS_TARGET}}))
         return 0
     w = max(len(c.rule) for c in results)
     print(f"{'rule':<{w}}  false FAILS  false HOLDS   power  undetermined (null)  trials  targets")
-    for c in results:
+    for r, c in zip(rules, results):
+        if r.evidence == "exact":  # rates of 0 / 0 / 100 % would only restate the decision logic
+            print(f"{c.rule:<{w}}  {EXACT_NOTE} (decision logic on synthetic exact evidence: {c.false_fails_rate:.2%} / "
+                  f"{c.false_holds_rate:.2%} / {c.power:.1%}, {c.trials} trials)")
+            continue
         print(f"{c.rule:<{w}}  {c.false_fails_rate:>11.2%}  {c.false_holds_rate:>11.2%}  {c.power:>6.1%}  "
               f"{c.undetermined_rate_null:>19.1%}  {c.trials:>6}  {'met' if c.meets_targets else 'MISSED'}")
     print(f"targets: false FAILS ≤ {FALSE_FAILS_TARGET:.0%} (statement true, least favourable case), "

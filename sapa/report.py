@@ -164,6 +164,8 @@ def _calibration_text(c: dict | None) -> str:
     """'false FAILS / false HOLDS / power' as '0.4% / 1.2% / 97%' ('not calibrated' without rates)."""
     if not c:
         return "not calibrated"
+    if c.get("exact"):
+        return c.get("note", "exact: no sampling error")
 
     def pct(key: str, digits: int) -> str:
         x = c.get(key)

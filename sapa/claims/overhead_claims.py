@@ -251,6 +251,9 @@ CLAIMS = [
             n_range="N = 128…16384 (full) or 128…1024 (quick), powers of 2; cells over the memory/time caps unmeasured",
             predicted_exponent="time O(N²·d) for softmax and the quadratic forms; O(N·C(d+p−1,p)·d_v) linearised",
             refuted_by="a measured cell where the best polynomial form takes more than 1.5× softmax's time",
+            logit_scale="S/sqrt(d)",
+            logit_note="softmax SDPA scales by 1/√d inside; the polynomial's Q, K entries carry d^(−1/4) each; a "
+                       "timing does not depend on the convention",
         ),
         check=check_overhead,
         kind="question",

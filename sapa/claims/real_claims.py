@@ -405,6 +405,8 @@ CONTRACT = Contract(
     refuted_by=f"(question) 'the heads sit in the regime' is refuted, for a protocol and activation, when fewer than "
                f"{rule.FAIL_BELOW:.0%} of heads have an interval reaching down to 0.5 + {TOL}; the answer is "
                "protocol-dependent when the verdicts differ between protocols",
+    logit_scale="S/sqrt(d)",
+    logit_note="the model's own logits (XW_Q+b_Q)(XW_K+b_K)ᵀ/√d; exponents do not depend on the convention",
 )
 
 CLAIMS = [Claim("real-model-regime", STATEMENT, CONTRACT, check_real_model_regime, kind="question")]

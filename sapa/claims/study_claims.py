@@ -548,6 +548,8 @@ CLAIMS = [
             n_range="digits N ∈ {16, 64}; text N ∈ {32, 64, 128, 256} (full budget only; quick: digits)",
             predicted_exponent="not a rate: Δ (change of the gap over the N range) ≥ −0.05 for x^p/√N",
             refuted_by="a one-sided 99.75 % upper bound of Δ below −0.05 for x/√N or x³/√N on any task",
+            logit_scale="S/sqrt(d)",
+            logit_note="the tiny transformers' scores q·k/√d (empirics.tiny_models); x^p/√N is applied to them",
         ),
         check=check_scale_keeps_training_stable,
     ),

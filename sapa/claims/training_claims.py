@@ -321,6 +321,8 @@ CLAIMS = [
             n_range="digits N ∈ {16, 64}; text N = the study's context grid",
             predicted_exponent="not a rate: the reviewers' premise predicts arm-level Spearman ρ̄(norm, accuracy) < 0",
             refuted_by="an arm-level ρ̄ > 0 with permutation p ≤ 0.01 and an arm-bootstrap interval above 0",
+            logit_scale="S/sqrt(d)",
+            logit_note="the tiny transformers' scores q·k/√d (empirics.tiny_models)",
         ),
         check=check_norm_vs_accuracy,
     ),
