@@ -107,6 +107,18 @@ def stop_prefetch(ctx: Context) -> None:
             proc.terminate()
 
 
+def wait_for_prefetch(ctx: Context) -> float:
+    """Wait until a prefetched training study has finished (its workers load the cores); seconds waited."""
+    import time
+
+    got = ctx.cache.get(CACHE_KEY)
+    if not isinstance(got, _Prefetch):
+        return 0.0
+    t0 = time.perf_counter()
+    ctx.cache[CACHE_KEY] = got.wait()
+    return round(time.perf_counter() - t0, 3)
+
+
 def get_study(ctx: Context):
     """The training study of this run: ``ctx.cache["train_study"]``, else ``run_study`` (or its stored error)."""
     got = ctx.cache.get(CACHE_KEY)
