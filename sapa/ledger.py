@@ -178,10 +178,24 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         rule=_rule_dict(outcome.rule),
         answer=outcome.answer,
         findings=list(outcome.findings),
-        falsifiability=outcome.falsifiability,
-        robustness=outcome.robustness,
+        falsifiability=outcome.falsifiability or _not_examined_falsifiability(outcome),
+        robustness=outcome.robustness or _not_examined_robustness(verdict, outcome),
         regime=outcome.regime,
     )
+
+
+def _not_examined_falsifiability(outcome: Outcome) -> dict:
+    """A check that stopped before its evidence (not installed, runs failed): no control could be run — said so."""
+    return {"kind": "could_fail", "why": "the check stopped before its evidence: " + (outcome.headline or "no evidence"),
+            "negative_control": {"statement": "(not run: no evidence to push a false variant through)",
+                                 "verdict": "UNDETERMINED", "control_ok": False}}
+
+
+def _not_examined_robustness(verdict: str, outcome: Outcome) -> dict:
+    """Nothing varied (the check stopped before its evidence): ``stable`` is false — not shown to be stable."""
+    return {"headline": verdict, "stable": False, "flips": [],
+            "varied": [{"condition": "every condition", "verdict": None, "reading": "headline",
+                        "note": "not run: the check stopped before its evidence (" + (outcome.headline or "-") + ")"}]}
 
 
 def _reading_dict(r: Reading) -> dict:
