@@ -15,7 +15,8 @@ import numpy as np
 
 __all__ = ["exponent_windows", "windows_text"]
 
-GRID_POINTS = 481          # log-spaced N per window search, 2 … 2²⁰ (40 points per octave)
+GRID_POINTS = 241          # log-spaced N per window search, 2 … 2²⁰ (12 points per octave)
+BISECTIONS = 40            # halvings of a log-N bracket: boundaries to a relative 1e-13
 N_LO, N_HI = 2.0, 2.0**20
 
 
@@ -27,9 +28,9 @@ def _max_exponent(prof, N: np.ndarray, qs: tuple[str, ...] | None = None) -> np.
 
 
 def _edge_crossing(prof, lo: float, hi: float, edge: float, rising: bool, qs=None) -> float:
-    """Bisect in log N for the crossing of ``edge`` between lo and hi (60 halvings: float64 resolution)."""
+    """Bisect in log N for the crossing of ``edge`` between lo and hi (BISECTIONS halvings)."""
     a, b = math.log(lo), math.log(hi)
-    for _ in range(60):
+    for _ in range(BISECTIONS):
         m = 0.5 * (a + b)
         above = float(_max_exponent(prof, np.array([math.exp(m)]), qs)[0]) > edge
         if above == rising:

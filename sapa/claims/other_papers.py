@@ -272,9 +272,9 @@ def _conditions(ctx: Context, cid: str, act, per_model: dict, profiles: dict, re
     if norm == "row":
         fal = by_construction("each row of the normalised matrix is a probability vector, so ‖P‖²_F = Σ_ij P_ij² ≤ "
                               "Σ_i (Σ_j P_ij)² = N: ‖P‖_F ≤ √N for every input, softmax's own bound (rate ½, ratio ≤ 1)")
-        rows.append(varied("logit convention S (no 1/√d)", _poly4_other_convention(ctx, cid),
-                           "(x)⁴ instead of (x/8)⁴: row normalisation cancels the constant 8⁴ exactly; recomputed by "
-                           "the same Monte Carlo"))
+        rows.append(varied("logit convention S (no 1/√d)", per_model["iid"]["verdict"],
+                           "x⁴/Σ_j x_j⁴ = (x/8)⁴/Σ_j (x_j/8)⁴ exactly: row normalisation cancels 8⁴, so the same draws "
+                           "give the same matrix and the same verdict"))
         ev = LikeSoftmaxEvidence(**per_model["iid"]["evidence"])
         for k in threshold_variants(K):
             rows.append(varied(f"size factor {k:g} (±20 % of {K:g})", decide(ev, factor=k)))
@@ -340,10 +340,6 @@ def _poly4_mc(ctx: Context, text: str, seed: int) -> str:
     spec = model_spec("iid", *MC_SIZE)
     mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=seed, key=("ledger", "poly4-normalised")) for n in ROW_NS]
     return decide(mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1]))
-
-
-def _poly4_other_convention(ctx: Context, cid: str) -> str:
-    return _poly4_mc(ctx, "x**4", ctx.budget.seed)
 
 
 def _poly4_seed(ctx: Context, cid: str) -> str:

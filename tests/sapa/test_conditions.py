@@ -96,3 +96,18 @@ def test_docs_define_each_label_once_with_the_code_definitions():
     text = (Path(__file__).resolve().parents[2] / "docs" / "verdicts.md").read_text(encoding="utf-8")
     for label, sentence in DEFINITIONS.items():
         assert text.count(f"| `{label}` | {sentence} |") == 1, label
+
+
+def test_the_quick_ledger_fixture_keeps_every_definition(softmax_verify):
+    """Every entry of the shared quick ledger (tests/conftest.py: sapa verify --only the Thm 4.1 claims) against
+    sapa.labels: labels, logit convention, falsifiability with its control, robustness; the report says the same."""
+    from sapa.labels import violations
+
+    code, _, _, out_dir, ledger = softmax_verify
+    assert code == 0
+    for c in ledger["claims"]:
+        assert violations(c) == [], c["id"]
+        ctrl = c["falsifiability"].get("negative_control")
+        assert ctrl is None or ctrl["verdict"] == "FAILS"  # bounds of 0.95√N and 0.45√N: the searches refute them
+    md = (out_dir / "report.md").read_text(encoding="utf-8")
+    assert "exact: no sampling error" in md and "Logits: S" in md and "negative control" in md
