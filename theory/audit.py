@@ -11,7 +11,7 @@ sympy expression in the logit ``x``, the sequence length ``N`` and (optionally) 
   E φ(S_12)² = Σ_{k,l} a_k a_l E S_12^{k+l}, and the moments of every order come from the same
   quadratic-form cumulants as :mod:`theory.moments` (odd off-diagonal moments vanish, the diagonal's
   do not). The Jacobian w.r.t. X needs E[S_12^k (‖Wx_2‖² + ‖Wᵀx_1‖²)] and E[S_11^k ‖(W+Wᵀ)x_1‖²]
-  (per-sample identity of :mod:`empirics.norms`), also exact for every k.
+  (per-sample identity of :mod:`empirics.kernels.norms`), also exact for every k.
 * **other element-wise φ**: quadrature. Given x_2 (and the weights) an off-diagonal logit is
   Gaussian, S_12 ~ N(0, v), v = ‖W x_2‖², so E φ(S_12)² = E_v ∫ φ(√v z)² dγ(z): Gauss–Hermite in z,
   averaged over v with the Gauss rule of v's law built from v's exact moments (Golub–Welsch on the
@@ -22,7 +22,7 @@ sympy expression in the logit ``x``, the sequence length ``N`` and (optionally) 
   a-posteriori relative difference, at the audited N, to the rule of half the order in the laws of v
   and S_11, plus the last change when the Hermite order in z was doubled.
 * causal mask (row i sees j ≤ i) and row-index dependence c(N, i)·ψ(x, N): exact sums over rows.
-* row normalisation (divide each row by its sum) has no closed form: :mod:`empirics.audit` does
+* row normalisation (divide each row by its sum) has no closed form: :mod:`empirics.experiments.audit` does
   Monte Carlo with exact kernels; this module supplies the worst case (rows are probability
   vectors).
 
@@ -1020,7 +1020,7 @@ def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Pr
     """Exact (polynomial) or quadrature per-entry expectations of ``act`` under ``spec`` (``quadrature``: force it)."""
     if act.normalize == "row" or not act.separable:
         raise InputError("row-normalised or non-separable i-dependent activations have no closed form: "
-                         "use empirics.audit (Monte Carlo)")
+                         "use empirics.experiments.audit (Monte Carlo)")
     if act.polynomial and not quadrature:
         K = 2 * (len(act.coeffs) - 1)
         em = entry_moments(spec, max(K, 0))
