@@ -170,11 +170,11 @@ def spec_from_args(args) -> ModelSpec:
     if args.model == "shared":
         if args.w is None:
             raise InputError("--model shared needs --w W.npy")
-        from sapa.cli import _load_npy, finite_matrix_arg
+        from sapa.npyfile import load_square_matrix
 
-        W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+        W = load_square_matrix(args.w, "--w")
         if args.sigma_x is not None:
-            sigma_x = finite_matrix_arg("--sigma-x", _load_npy(args.sigma_x, "--sigma-x"))
+            sigma_x = load_square_matrix(args.sigma_x, "--sigma-x")
         D = args.D if args.D is not None else None
     else:
         if args.w is not None or args.sigma_x is not None:

@@ -358,11 +358,13 @@ def cmd_exact(args: argparse.Namespace) -> int:
     if args.model == "shared":
         if args.w is None:
             raise InputError("--model shared needs --w W.npy")
-        W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+        from sapa.npyfile import load_square_matrix
+
+        W = load_square_matrix(args.w, "--w")
         if args.D is not None and args.D != W.shape[0]:
             raise InputError(f"--D {args.D} does not match --w of shape {W.shape}")
         if args.sigma_x is not None:
-            sigma_x = finite_matrix_arg("--sigma-x", _load_npy(args.sigma_x, "--sigma-x"))
+            sigma_x = load_square_matrix(args.sigma_x, "--sigma-x")
     else:
         if args.w is not None or args.sigma_x is not None:
             raise InputError("--w and --sigma-x apply to --model shared only")
@@ -393,16 +395,6 @@ def cmd_exact(args: argparse.Namespace) -> int:
         for k, val in out.items():
             print(f"{k:>20}: {val}")
     return 0
-
-
-def finite_matrix_arg(name: str, a):
-    """A finite square float64 matrix from a loaded file, or InputError."""
-    from common.validate import finite_matrix
-
-    arr = finite_matrix(name, a, (None, None))
-    if arr.shape[0] != arr.shape[1]:
-        raise InputError(f"{name} must be square, got shape {arr.shape}")
-    return arr
 
 
 def _sweep_guards(args: argparse.Namespace, cfg) -> int:
