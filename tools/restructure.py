@@ -51,8 +51,15 @@ _GROUPS = {
 }
 MODULES: dict[str, str] = {f"empirics.{m}": f"{pkg}.{m}" for pkg, ms in _GROUPS.items() for m in ms}
 
-# Renames after the move (phase 2: one name per idea). old → new, applied after MODULES (chains are resolved).
+# Renames after the move (one name per idea). old → new, applied after MODULES (chains are resolved).
 RENAMES: dict[str, str] = {}
+
+# Names that moved from one module to another (old dotted name → new), rewritten after the module moves.
+# Seeds: every random stream derives from (seed, key) in one module named for it.
+SYMBOLS: dict[str, str] = {}
+
+# Tests that move without their module moving (tests mirror the source tree).
+TEST_MOVES: dict[str, str] = {}
 
 # Tests whose file name is not test_<module>.py: the module whose folder they follow.
 TEST_HOME = {"test_norms_range": "empirics.norms", "test_trial_design": "empirics.sweep",
@@ -89,6 +96,13 @@ def module_map() -> dict[str, str]:
         out[f"tests.empirics.{test}"] = _test_module(_resolve(home), leaf=test)
     for pkg in PACKAGES:
         out["tests." + pkg] = "tests." + _resolve(pkg)
+    for old in RENAMES:  # the test of a renamed module follows it (from its mirrored or its flat place)
+        pkg, leaf = old.rsplit(".", 1)
+        new_test = _test_module(_resolve(old))
+        out[f"tests.{pkg}.test_{leaf}"] = new_test
+        if pkg.startswith("sapa."):
+            out[f"tests.sapa.test_{leaf}"] = new_test
+    out.update(TEST_MOVES)
     return {k: v for k, v in out.items() if k != v}
 
 
@@ -184,6 +198,10 @@ def rewrite_text(text: str, mapping: dict[str, str], rules) -> str:
     text = _rewrite_from(text, mapping)
     for pat, new in rules:
         text = pat.sub(new, text)
+    # second pass: names that moved between modules (the module paths above are already the new ones)
+    text = _rewrite_from(text, SYMBOLS)
+    for old, new in SYMBOLS.items():
+        text = re.sub(r"(?<![\w.])" + re.escape(old) + r"(?!\w)", new, text)
     return text
 
 
@@ -232,14 +250,31 @@ def rewrite(check_only: bool = False, exclude: tuple[str, ...] = ()) -> list[Pat
                 before[f.resolve()] = text.encode("utf-8")
                 f.write_text(new, encoding="utf-8")
     if not check_only and any("sapa/rules/" in str(p) for p in before):
-        _refresh_fingerprints(before, mapping, rules)
+        refresh_fingerprints(before)
     return changed
 
 
-def _refresh_fingerprints(before: dict[Path, bytes], mapping, rules) -> None:
+def _old_names(meta: str) -> list[str]:
+    """Candidate pre-rewrite forms of a rule's metadata: as is, and with every new module path put back.
+
+    A rule's design can name the estimator it calibrates (``empirics.training.study_analysis.gap_trend``):
+    the rewrite changes that text, so the stored fingerprint was taken over the old name.
+    """
+    step = {**MODULES, **PACKAGES, **RENAMES, **SYMBOLS}  # one step of the history: name → its next name
+    back = {new: old for old, new in step.items()}
+    out, text = [meta], meta
+    for _ in range(3):  # undo up to three steps (move, rename, moved name)
+        for new in sorted(back, key=len, reverse=True):
+            text = re.sub(r"(?<![\w.])" + re.escape(new) + r"(?!\w)", back[new], text)
+        out.append(text)
+    return out
+
+
+def refresh_fingerprints(before: dict[Path, bytes]) -> list[str]:
+    """Refresh each stored fingerprint that matched its rule's source (and metadata) before the rewrite."""
     store = ROOT / "sapa/rules/calibrations.json"
     if not store.is_file():
-        return
+        return []
     data = json.loads(store.read_text(encoding="utf-8"))
     fixed = []
     for name, (src, meta) in _rule_fingerprints().items():
@@ -247,8 +282,9 @@ def _refresh_fingerprints(before: dict[Path, bytes], mapping, rules) -> None:
         e = data.get(name)
         if src not in before or not isinstance(e, dict):
             continue
-        if e.get("fingerprint") == _fp(before[src], meta):  # the metadata names no module path
-            e["fingerprint"] = _fp(src.read_bytes(), meta)
+        new_fp = _fp(src.read_bytes(), meta)
+        if e.get("fingerprint") != new_fp and any(e.get("fingerprint") == _fp(before[src], m) for m in _old_names(meta)):
+            e["fingerprint"] = new_fp
             fixed.append(name)
     if fixed:
         sys.path.insert(0, str(ROOT))
@@ -256,10 +292,12 @@ def _refresh_fingerprints(before: dict[Path, bytes], mapping, rules) -> None:
 
         atomic_write_json(store, dict(sorted(data.items())))
         print(f"restructure: refreshed the fingerprints of {len(fixed)} stored calibrations ({', '.join(fixed)})")
+    return fixed
 
 
 def map_lines() -> list[str]:
-    return [f"{old} → {new}" for old, new in sorted(module_map().items())]
+    return ([f"{old} → {new}" for old, new in sorted(module_map().items())]
+            + [f"{old} → {new}  (name)" for old, new in sorted(SYMBOLS.items())])
 
 
 def main(argv: list[str] | None = None) -> int:
