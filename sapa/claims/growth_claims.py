@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from empirics.samplers import rng_for
+from empirics.montecarlo.samplers import rng_for
 from sapa.claims import mc
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
@@ -255,7 +255,12 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
     const_str = ", ".join(f"{m} {cb[m]['rms_fro_s_over_sqrt_d']:.3g}" for m, _ in MODELS)
     ratio_str = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}" for m, _ in MODELS)
     ratio_s = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN']:.4g}" for m, _ in MODELS)
-    findings = (
+    size_finding = ((f"Rate and size apart (one standard for every activation family): with logits S/√d the "
+                     f"size reading is {_size_words(readings)}, while the rate O(√N) holds for every model"
+                     + (" — it fails on size, not on rate." if any(r.verdict == "FAILS" for r in readings
+                                                                  if r.rule == "size-within-factor" and "S/√d" in r.name)
+                        else ".")),) if scaled else ()
+    findings = size_finding + (
         f"Constant, not rate: at ViT-Base (D=768, d=64, N=196), with logits S/√d as transformers compute them, "
         f"E-RMS ‖{word}‖_F = {const_str} against softmax's bound √196 = 14 (ratio {ratio_str}); with the paper's own "
         f"logits S (no 1/√d) the ratio is {ratio_s} — the same exact moments times d^(p/2) = {64 ** (p / 2):g}.",
@@ -271,9 +276,7 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
                 f"{cb['tied']['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}× (tied), "
                 f"{cb['iid']['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}× (iid) [paper's S: "
                 f"{cb['tied']['ratio_to_softmax_bound_sqrtN']:.4g}×, {cb['iid']['ratio_to_softmax_bound_sqrtN']:.4g}×]"
-                + (f"; size within {_size_factor():g}×: " + ", ".join(f"{r.name.split(', ')[-1]} {r.verdict}"
-                                                                     for r in readings if r.rule == "size-within-factor"
-                                                                     and "S/√d" in r.name) if scaled else "")
+                + (f"; size within {_size_factor():g}× (S/√d): " + _size_words(readings) if scaled else "")
                 + "; MC agrees on "
                 f"{len(judged) - len(disagree)}/{len(judged)} first-pass series; " + worst_side.headline(wc))
     corrected = (
@@ -323,6 +326,12 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
             "other_reading": mp or "p = 1: element-wise and matrix power coincide",
         },
     )
+
+
+def _size_words(readings) -> str:
+    """'iid HOLDS, tied FAILS' for the S/√d size readings."""
+    return ", ".join(f"{r.name.split(', ')[-2].split()[0]} {r.verdict}" for r in readings
+                     if r.rule == "size-within-factor" and "S/√d" in r.name)
 
 
 def _size_factor() -> float:

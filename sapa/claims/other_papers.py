@@ -43,7 +43,7 @@ ENTRIES = {
 def _figure(ctx: Context) -> tuple[str, ...]:
     """The comparative figure, computed once per run and stored for ``sapa figures``."""
     if "audit_compare" not in ctx.cache:
-        from empirics.audit import run_audit_compare
+        from empirics.experiments.audit import run_audit_compare
         from figures import audit_compare as fig
         from sapa.ledger import store_figure_data
 
@@ -58,7 +58,7 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 
 def _check(cid: str, ctx: Context) -> Outcome:
-    from empirics.audit import sample_norms, z_scores
+    from empirics.experiments.audit import sample_norms, z_scores
     from sapa.claims import mc as mc_log
     from sapa.claims.mc import agreement_gate
     from sapa.regime import exponent_windows
@@ -332,7 +332,7 @@ def exponent_sup(prof, n_min: float) -> float:
 
 
 def _poly4_mc(ctx: Context, text: str, seed: int) -> str:
-    from empirics.audit import sample_norms
+    from empirics.experiments.audit import sample_norms
     from sapa.rules.audit import decide, mc_evidence
     from theory.audit import model_spec, parse_activation
 
