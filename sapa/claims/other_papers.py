@@ -267,7 +267,7 @@ def _conditions(ctx: Context, cid: str, act, per_model: dict, profiles: dict, re
     from sapa.rules.audit import A, K, TOL, LikeSoftmaxEvidence, decide, decide_rate, decide_size
 
     head = readings[0].verdict
-    _, norm = ENTRIES[cid][0], ENTRIES[cid][1]
+    norm = ENTRIES[cid][1]
     rows = []
     if norm == "row":
         fal = by_construction("each row of the normalised matrix is a probability vector, so ‖P‖²_F = Σ_ij P_ij² ≤ "
