@@ -27,6 +27,7 @@ import math
 import time
 
 import pandas as pd
+from scipy import stats
 
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
@@ -469,15 +470,27 @@ def conditions(a: dict, rs: tuple[Reading, ...]) -> tuple[dict, dict]:
                           else ev.slope)
         ctrl = decide_accuracy(ctrl_ev)
         what = f"{keys[0][0]}: {arm_label(keys[0][1])}"
+        from sapa.rules.stability import ALPHA_FAILS
+
+        reach = (-MARGIN - float(stats.t.ppf(1 - ALPHA_FAILS, ev.df)) * ev.se
+                 if ev.df >= 1 and math.isfinite(ev.se) else math.nan)
     else:
-        ctrl, what = "UNDETERMINED", "(no x^p/√N arm in the study)"
+        ctrl, what, reach = "UNDETERMINED", "(no x^p/√N arm in the study)", math.nan
     fal = could_fail("accuracy gaps are measured per seed; a scale rule whose accuracy falls behind softmax's as N grows "
                      "moves Δ below −δ",
                      f"{what}'s gap to softmax stays within −{MARGIN} over N even after losing a further "
                      f"{injected:.2f} accuracy over the range (deliberately false)", ctrl,
                      how="the study's own paired gaps with a linear loss of 0.20 over log2 N subtracted (Δ − 0.20, "
                          "se and df unchanged), rule stability-trend; at the real per-seed spread (≈ 0.14) the rule's "
-                         "measured power is low, so an UNDETERMINED control is reported, not hidden")
+                         "measured power is low, so an UNDETERMINED control is reported, not hidden",
+                     fails_only_below=None if not math.isfinite(reach) else round(reach, 4),
+                     reachable=bool(math.isfinite(reach) and reach > -1.0),
+                     note=("with this design the rule says FAILS only for Δ < "
+                           + (f"{reach:.3f}" if math.isfinite(reach) else "(undefined)")
+                           + " (−δ − t·se); an accuracy gap cannot change by less than −1, so "
+                           + ("no false variant can be shown to fail here: the verdict can only be HOLDS or "
+                              "UNDETERMINED at this budget" if not (math.isfinite(reach) and reach > -1.0)
+                              else "a large enough degradation would be caught")))
     rows = [not_applicable("logit convention", "the tiny transformers compute S/√d; changing it changes the models "
                                                "(a new study), not the judgement")]
     heads = [(t, arm) for t, arm in keys]
