@@ -171,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _claim_ids() -> list[str]:
-    """The ids ``verify --only`` accepts, in ledger order (claims, then questions)."""
-    from sapa.claims import ORDER
+    """The ids ``verify --only`` accepts, in ledger order, from the light registry (no claim is imported)."""
+    from sapa.claim_ids import ORDER
 
     return list(ORDER)
 

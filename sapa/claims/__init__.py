@@ -9,13 +9,9 @@ from __future__ import annotations
 from sapa.claims import growth_claims, overhead_claims, real_claims, scale_claims, softmax_claims, training_claims
 from sapa.claims import study_claims
 from sapa.claims import other_papers
+from sapa.claim_ids import ORDER  # noqa: F401  (re-exported: the order lives in the light registry)
 from sapa.ledger import Claim
 
-ORDER = [
-    "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled",
-    "fig1-scale-direction", "causal-masking", "other-powers", "overhead", "scale-keeps-training-stable",
-    "norm-vs-accuracy", "real-model-regime", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
-]
 
 # Claims whose check is not built yet: (paper statement, owner issue).
 _PENDING: dict[str, tuple[str, str]] = {}
