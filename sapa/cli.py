@@ -248,7 +248,10 @@ def cmd_norms(args: argparse.Namespace) -> int:
     from common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", _load_npy(args.x, "--x"), (None, None))
-    W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
+    W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+    if W.shape[0] != X.shape[1]:  # neither file is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
+        raise InputError(f"--x and --w do not match: --x has D = {X.shape[1]} columns (shape {X.shape}) but --w is "
+                         f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
     scale = positive_float("--scale", args.scale)
     act = Activation(args.activation, args.p, scale)
     r = attention_norms(X, W, act, mask=args.mask)
@@ -271,9 +274,17 @@ def cmd_norms(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>12}: {val}")
+        print(_readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
     return 0
+
+
+def _readable(out: dict, why_missing: dict[str, str]) -> str:
+    """A command's flat result as aligned ``key : value`` lines; a missing value as ``— (why)``."""
+    from sapa.display import key_values, value_or_reason
+
+    return "\n".join(key_values((k, value_or_reason(v, why_missing.get(k, "not applicable"), digits=6))
+                                for k, v in out.items()))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -390,8 +401,7 @@ def cmd_exact(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>20}: {val}")
+        print(_readable(out, {"rho": "--model corr only", "sigma": "--model shared: the weights are --w"}))
     return 0
 
 
@@ -483,12 +493,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(flat, default=float))
     else:
+        from sapa.display import ratio, sig
+
         for r in res["vs_autograd"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['activation']:<22} kernel {r['kernel_s']:.4g} s  "
-                  f"jacrev {r['autograd_s']:.4g} s  speedup {r['speedup_vs_autograd']:.0f}×")
+                  f"jacrev {r['autograd_s']:.4g} s  speedup {ratio(r['speedup_vs_autograd'])}")
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
-                  f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+                  f"cost vs forming S {ratio(r['cost_vs_gemm'])}  peak {sig(r['peak_mem_bytes'] / 2**20, 3)} MiB")
         if "overhead" in res:
             from empirics.overhead import summary_lines
 
@@ -497,9 +509,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in res["training"]["cells"]:
                 print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
-                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
-                      f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
-            print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
+                      f"{ratio(r['speedup'])} (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
+                      f"{ratio(r['speedup_ceiling'])}; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+            print(f"ensemble_speedup {ratio(res['training']['ensemble_speedup'])} ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
