@@ -521,7 +521,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
-    from empirics.train_study import main_cli, plan_chunks, study_config
+    from empirics.train_study import plan_chunks, run_study, study_config
+    from sapa.train_summary import summary
     from empirics.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -531,7 +532,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
     if note:
         print(f"sapa: note: {note}", file=sys.stderr)
-    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    t0 = time.perf_counter()
+    res = run_study(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    print(summary(res, args.out, time.perf_counter() - t0))
+    return 0
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
