@@ -296,12 +296,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa.claims.mc import monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
+    from sapa.verify_progress import expected_seconds
+    from empirics.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = _select(all_claims(), args.only, lambda c: c.id, "claim id")
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
+    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
@@ -317,10 +320,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     entries = []
     try:
         for i, claim in enumerate(claims, 1):
-            print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
-            entry = run_claim(claim, ctx)
-            print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr,
-                  flush=True)
+            tag = f"[{i}/{len(claims)}] {claim.id}"
+            say(f"{tag} ...")
+            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
+                entry = run_claim(claim, ctx)
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
     except BaseException:
         stop_prefetch(ctx)
@@ -348,8 +352,11 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
 
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
-    print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
-    done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+    from empirics.progress import say, stage
+
+    say(f"drawing {len(jobs)} figures ...")
+    with stage(f"drawing {len(jobs)} figures"):
+        done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
