@@ -13,9 +13,9 @@ from sapa.display import sig, text_table
 
 def summary(res, out: Path, seconds: float) -> str:
     """The table (task, N, arm, best lr, test accuracy, divergences, ‖φ(S)‖_F) and the lines below it."""
-    from empirics.study_analysis import best_lr, flattening
-    from empirics.study_config import ARMS
-    from empirics.train_study import best_lr_summary
+    from empirics.training.study_analysis import best_lr, flattening
+    from empirics.training.study_config import ARMS
+    from empirics.training.train_study import best_lr_summary
     from sapa.claims.study_claims import alpha_line, flattening_line
 
     best = best_lr(res.runs)

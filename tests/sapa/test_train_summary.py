@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sapa.train_summary import reuse_line, summary
-from tests.empirics.study_fixture import make_study
+from tests.empirics.training.study_fixture import make_study
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def test_no_estimate_without_a_matching_ledger(tmp_path):
 
 def test_verify_runs_every_entry_and_the_figures_inside_a_stage(tmp_path, capsys, monkeypatch):
     """Each entry's check runs inside progress.stage (named [i/n] id, with the last run's seconds as its ETA)."""
-    import empirics.progress as progress
+    import common.progress as progress
     import figures.regenerate as rg
     from sapa.cli import main
 
