@@ -141,6 +141,22 @@ class LineProgress:
             self._closed = True
 
 
+def skip(bar, n: float) -> None:
+    """Count ``n`` units found already done (resumed work) without crediting them to this run's speed, so the ETA
+    comes from what this run itself computes."""
+    if n <= 0:
+        return
+    if isinstance(bar, LineProgress):
+        with bar._lock:
+            bar.n += n
+            bar._start_n += n
+        return
+    bar.n += n  # tqdm: update() would feed its rate; this moves the count and the start of its average
+    if hasattr(bar, "initial"):
+        bar.initial += n
+    bar.refresh()
+
+
 def progress_bar(total: float, initial: float = 0.0, *, desc: str, unit: str = "", progress: bool | str = True,
                  **tqdm_kwargs):
     """tqdm on a TTY (or ``progress="force"``), LineProgress in a log (``progress=True``), nothing for False.

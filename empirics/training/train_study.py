@@ -46,6 +46,7 @@ import pandas as pd
 import torch
 
 from common.atomic import atomic_write, atomic_write_json
+from common.progress import skip
 from common.validate import InputError, positive_int
 from common.numerics import PINNED
 from common.pool import process_pool, terminate_workers
@@ -97,7 +98,7 @@ def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executo
     """Train the chunks not yet on disk (largest first; in ``ex`` when given); return (members, chunks) trained."""
     chash = cfg.hash()
     todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
-    bar.update(sum(len(c.members) for c in chunks if c not in todo))
+    skip(bar, sum(len(c.members) for c in chunks if c not in todo))  # found finished: not this run's speed
     todo.sort(key=lambda c: -len(c.members) * bytes_per_member(cfg, c.task, c.N))
 
     def finish(c: Chunk, res: dict) -> None:

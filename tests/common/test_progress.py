@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from common.progress import EVERY_S, Heartbeat, LineProgress, LogClock, StageBeat, progress_bar
+from common.progress import EVERY_S, Heartbeat, LineProgress, LogClock, StageBeat, progress_bar, skip
 
 
 class Clock:
@@ -141,3 +141,23 @@ def test_a_stage_with_a_sparse_bar_fills_the_gaps():
     times, lines = _simulate(100, 25)  # bar lines every 25 s: the stage speaks in between
     assert max(b - a for a, b in zip([0] + times, times)) <= EVERY_S and lines
     assert all(x.endswith("no estimate (first quick run in results)") for x in lines)
+
+
+def test_resumed_work_does_not_speed_up_the_eta():
+    """Half of a study found finished on disk: the ETA comes from what this run trains, not from the skipped half."""
+    out, clock = io.StringIO(), Clock()
+    bar = LineProgress(100, desc="train members", unit="member", every_s=0, file=out, clock=clock)
+    skip(bar, 50)
+    clock.t = 40
+    bar.update(10)  # 10 members in 40 s: 40 left → 160 s
+    assert out.getvalue().strip() == "train members:  60% (60/100 member), 40 s elapsed, eta 160 s"
+
+
+def test_skip_on_a_terminal_bar_moves_count_and_start():
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, file=io.StringIO())
+    skip(bar, 30)
+    assert bar.n == 30 and bar.initial == 30
+    bar.close()
+    skip(tqdm(total=5, disable=True), 2)  # a disabled bar takes it silently
