@@ -92,14 +92,14 @@ class LineProgress:
         self._beat: Heartbeat | None = None
 
     def line(self) -> str:
-        """``desc: pct% (n/total unit) postfix, E s elapsed, eta R s`` (eta from this run's rate; the count only
-        when it has a unit: a cost-weighted total is no count a reader knows)."""
+        """``desc: pct% (n/total unit) postfix, E s elapsed, eta R s`` (eta from this run's rate, none before its
+        first unit is done; the count only when it has a unit: a cost-weighted total is no count a reader knows)."""
         elapsed = self._clock() - self._t0
         pct = 100.0 * self.n / self.total if self.total else 100.0
         done_now = self.n - self._start_n
         eta = elapsed * (self.total - self.n) / done_now if done_now > 0 else None
         count = f" ({self.n:g}/{self.total:g} {self.unit})" if self.unit else ""
-        tail = f", eta {eta:.0f} s" if eta is not None and self.n < self.total else ""
+        tail = "" if self.n >= self.total else f", eta {eta:.0f} s" if eta is not None else ", no ETA before a first unit"
         post = f" {self.postfix}" if self.postfix else ""
         return f"{self.desc}: {pct:3.0f}%{count}{post}, {elapsed:.0f} s elapsed{tail}"
 

@@ -161,3 +161,11 @@ def test_skip_on_a_terminal_bar_moves_count_and_start():
     assert bar.n == 30 and bar.initial == 30
     bar.close()
     skip(tqdm(total=5, disable=True), 2)  # a disabled bar takes it silently
+
+
+def test_before_the_first_unit_the_line_says_there_is_no_eta_yet():
+    out, clock = io.StringIO(), Clock()
+    bar = LineProgress(108, desc="train members", unit="member", every_s=10, file=out, clock=clock)
+    clock.t = 11
+    bar.tick()
+    assert out.getvalue().strip() == "train members:   0% (0/108 member), 11 s elapsed, no ETA before a first unit"
