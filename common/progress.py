@@ -42,16 +42,24 @@ class LogClock:
 LOG = LogClock()  # one per process, as stderr is
 
 
-def say(line: str, file: TextIO | None = None, log: LogClock = LOG) -> None:
-    """Print one progress line to ``file`` (stderr), above any live terminal bar, and note the time in ``log``."""
-    out = file or sys.stderr
-    if file is None and out.isatty():
-        from tqdm import tqdm
+_WRITING = threading.Lock()  # lines come from several threads (a bar's heartbeat, a stage's, the main thread)
 
-        tqdm.write(line, file=out)  # keeps a live bar intact
-    else:
-        print(line, file=out, flush=True)
-    log.mark()
+
+def say(line: str, file: TextIO | None = None, log: LogClock = LOG) -> None:
+    """Print one progress line to ``file`` (stderr), above any live terminal bar, and note the time in ``log``.
+
+    One write per line under a lock: two threads never splice their lines together.
+    """
+    out = file or sys.stderr
+    with _WRITING:
+        if file is None and out.isatty():
+            from tqdm import tqdm
+
+            tqdm.write(line, file=out)  # keeps a live bar intact
+        else:
+            out.write(line + "\n")
+            out.flush()
+        log.mark()
 
 
 class Heartbeat:

@@ -169,3 +169,38 @@ def test_before_the_first_unit_the_line_says_there_is_no_eta_yet():
     clock.t = 11
     bar.tick()
     assert out.getvalue().strip() == "train members:   0% (0/108 member), 11 s elapsed, no ETA before a first unit"
+
+
+def test_lines_from_many_threads_are_never_spliced():
+    """A bar's heartbeat and the main thread print at once: each line arrives whole (one write under a lock)."""
+    import threading
+
+    from common.progress import say
+
+    class Slow(io.StringIO):
+        def write(self, s):  # a stream that yields between writes, as a pipe does
+            n = 0
+            for ch in s:
+                n += super().write(ch)
+            return n
+
+    out = Slow()
+    lines = [f"thread {t} line {k} " + "x" * 40 for t in range(4) for k in range(50)]
+
+    def run(t):
+        for k in range(50):
+            say(f"thread {t} line {k} " + "x" * 40, file=out, log=LogClock(Clock()))
+
+    import sys
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between characters: unlocked writes splice (checked by hand)
+    try:
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert sorted(out.getvalue().splitlines()) == sorted(lines)
