@@ -277,6 +277,7 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
     f, fp = _lam(expr), _lam(sp.diff(expr, x_))
     X = X_CHECK[None, :]
     for N in N_CHECK:
+        positive = {}  # row i -> φ > 0 somewhere in the row (over the checked x and columns j)
         for i, j in sorted({(1.0, 1.0), (N, N), (1.0, N), (N, 1.0)}):
             for g, what in ((f, "φ"), (fp, "∂φ/∂x")):
                 with np.errstate(all="ignore"):
@@ -291,8 +292,9 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
                     at = float(X_CHECK[int(np.argmin(vals.ravel()))])
                     raise InputError(f"--normalize row needs φ ≥ 0 (a row sum could vanish): φ({at:.4g}) = "
                                      f"{float(vals.min()):.4g} at N = {N:g}")
-            if normalize == "row" and not np.any(np.asarray(f(X, N, i, j)) > 0):
-                raise InputError(f"--normalize row needs φ > 0 somewhere; φ ≡ 0 at N = {N:g}")
+            positive[i] = positive.get(i, False) or bool(np.any(np.asarray(f(X, N, i, j)) > 0))
+        if normalize == "row" and not all(positive.values()):
+            raise InputError(f"--normalize row needs φ > 0 somewhere in every row; φ ≡ 0 at N = {N:g}")
     if normalize == "none":
         for N in (2.0, 196.0):
             for sgn in (1.0, -1.0):
