@@ -158,8 +158,8 @@ def certified_spectral_norm(
             xn = float(np.linalg.norm(x))
             lower = float(np.linalg.norm(matvec(x))) / xn if xn > 0 else 0.0
             slack = ROUND * k  # relative round-off of the products and of the basis' orthonormality
-            upper = min(math.sqrt(lam_up), math.sqrt(fro2)) * (1 + slack)
-            lower = min(max(lower, 0.0) * (1 - slack), upper)
+            upper = float(min(math.sqrt(lam_up), math.sqrt(fro2)) * (1 + slack))
+            lower = float(min(max(lower, 0.0) * (1 - slack), upper))
             width = (upper - lower) / upper if upper > 0 else 0.0
             result = SpectralBracket(lower, upper, math.sqrt(max(th, 0.0)), math.sqrt(fro2), width, bool(width <= tol), k,
                                      res, t_rest, tol, x / xn if xn > 0 else x)
