@@ -53,6 +53,8 @@ class Layer:
     Wk: np.ndarray
     Wv: np.ndarray | None = None
     Wo: np.ndarray | None = None
+    bq: np.ndarray | None = None  # (H, d) query bias: a_i = W_Qᵀx_i + b_Q (constant: the Jacobian keeps its form)
+    bk: np.ndarray | None = None  # (H, d) key bias
 
     @property
     def H(self) -> int:
@@ -164,11 +166,20 @@ def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray
     return P, g
 
 
-def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns) -> _Head:
+def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, bq=None, bk=None) -> _Head:
     A, B = X @ Wq, X @ Wk          # (N, D) @ (D, d) -> (N, d)
+    if bq is not None:
+        A, B = A + bq[None, :], B + bk[None, :]
     S = A @ B.T                    # (N, d) @ (d, N) -> (N, N)
     P, g = attention_rows(S, act, fns)
     return _Head(A, B, B @ Wq.T, A @ Wk.T, P, g, act.normalize == "row")
+
+
+def _bias(layer: Layer, k: int) -> tuple:
+    """(b_Q, b_K) of head k, or (None, None)."""
+    if layer.bq is None:
+        return None, None
+    return layer.bq[k], layer.bk[k]
 
 
 def _pow2(a: np.ndarray) -> int:
@@ -236,25 +247,40 @@ def _values(h: _Head, X: np.ndarray, Wv: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def layer_jac_fro2(X: np.ndarray, layer: Layer, heads: list) -> float:
-    """‖∂F/∂X‖²_F of F(X) = Σ_h P_h X W_V^h W_O^h: Σ_{h,h'} [t11 + t22 + t33 + 2(t12 + t13 + t23)] (module docstring)."""
+    """‖∂F/∂X‖²_F of F(X) = Σ_h P_h X W_V^h W_O^h: Σ_{h,h'} [t11 + t22 + t33 + 2(t12 + t13 + t23)] (module docstring).
+
+    The weight Gram matrices of all head pairs come from three stacked products (W_O W_Oᵀ, W_QᵀW_Q, W_VᵀW_Q and
+    W_VᵀW_V), so a pair costs O(N d_v d² + N² d_v).
+    """
+    H = layer.H
+    d, dv = layer.Wq.shape[2], layer.Wv.shape[2]
     vals = [_values(h, X, layer.Wv[k]) for k, h in enumerate(heads)]
+    Qs = np.concatenate(list(layer.Wq), axis=1)   # (D, H·d)
+    Vs = np.concatenate(list(layer.Wv), axis=1)   # (D, H·d_v)
+    Os = np.concatenate(list(layer.Wo), axis=0)   # (H·d_v, D_out)
+    GO, GQ, GVQ, GVV = Os @ Os.T, Qs.T @ Qs, Vs.T @ Qs, Vs.T @ Vs
+
+    def blk(G, a, b, ra, rb):
+        return G[a * ra:(a + 1) * ra, b * rb:(b + 1) * rb]
+
+    ZQ = [h.Z @ Qs for h in heads]   # (N, H·d): z_i^h · W_Q^{h'} columns
+    ZV = [h.Z @ Vs for h in heads]   # (N, H·d_v)
     total = 0.0
     for a, (h, (V, c, C, w)) in enumerate(zip(heads, vals)):
-        Q, Vw = layer.Wq[a], layer.Wv[a]
         for b, (h2, (V2, c2, C2, w2)) in enumerate(zip(heads, vals)):
-            Q2, Vw2 = layer.Wq[b], layer.Wv[b]
-            O = layer.Wo[a] @ layer.Wo[b].T  # (d_v, d_v')
-            t11 = float(np.sum(C * np.einsum("ab,ibc,cd->iad", O, C2, Q2.T @ Q, optimize=True)))
-            t12 = float(np.einsum("ia,iva,iv->", h2.Z @ Q, C, w2 @ O.T, optimize=True))
-            t13 = float(np.einsum("i,iva,va->", np.diagonal(h2.P), C, O @ Vw2.T @ Q, optimize=True))
+            O = blk(GO, a, b, dv, dv)  # W_O^a W_O^bᵀ (d_v, d_v')
+            t11 = float(np.sum(C * (np.matmul(O, C2) @ blk(GQ, b, a, d, d))))  # Σ_i ⟨C_i, O C'_i Q'ᵀQ⟩
+            ZQ2 = ZQ[b][:, a * d:(a + 1) * d]  # rows Qᵀ z'_i
+            t12 = float(np.sum(np.matmul(C, ZQ2[:, :, None])[:, :, 0] * (w2 @ O.T)))  # Σ_i (C_i Qᵀz'_i)·(O ω'_ii)
+            t13 = float(np.diagonal(h2.P) @ np.tensordot(C, O @ blk(GVQ, b, a, dv, d), axes=([1, 2], [0, 1])))
             zz = np.sum(h.Z * h2.Z, axis=1)  # z_i·z'_i
             vv = np.sum((V @ O) * V2, axis=1)  # v_k O v'_k
             CV, VC = c @ O @ V2.T, c2 @ O.T @ V.T  # c_i O v'_k, v_k O c'_i (both indexed [i, k])
             cc = np.sum((c @ O) * c2, axis=1)
             t22 = float(np.sum(zz[:, None] * h.g * h2.g * (vv[None, :] - CV - VC + cc[:, None])))
-            R = h.Z @ Vw2 @ O.T  # r_i = O W_V'ᵀ z_i, (N, d_v)
+            R = ZV[a][:, b * dv:(b + 1) * dv] @ O.T  # r_i = O W_V'ᵀ z_i, (N, d_v)
             t23 = float(np.sum(h2.P * h.g * (R @ V.T - np.sum(c * R, axis=1)[:, None])))
-            t33 = float(np.sum(h.P * h2.P)) * float(np.trace(O @ Vw2.T @ Vw))
+            t33 = float(np.sum(h.P * h2.P)) * float(np.sum(O * blk(GVV, b, a, dv, dv).T))  # tr(O W_V'ᵀW_V)
             total += t11 + t22 + t33 + 2.0 * (t12 + t13 + t23)
     if not math.isfinite(total):
         raise NormOverflowError("the layer Jacobian's Frobenius norm overflows float64; rescale X or the weights")
@@ -297,7 +323,7 @@ def expr_norms(X, layer: Layer, act) -> ExprNorms:
     if N * N * layer.H > MAX_ENTRIES:
         raise InputError(f"N = {N} with {layer.H} heads needs {N * N * layer.H} attention entries (at most {MAX_ENTRIES})")
     fns = activation_functions(act)
-    heads = [_head(X, layer.Wq[k], layer.Wk[k], act, fns) for k in range(layer.H)]
+    heads = [_head(X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in range(layer.H)]
     hn = [head_norms(h) for h in heads]
     l10 = math.log10(2) / 2
 
@@ -331,7 +357,7 @@ class LayerOperator:
             self.idx = list(range(layer.H))
         else:
             self.idx = [0 if head is None else int(head)]
-        self.heads = {k: _head(self.X, layer.Wq[k], layer.Wk[k], act, fns) for k in self.idx}
+        self.heads = {k: _head(self.X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in self.idx}
         self.values = layer.has_values and head is None
         self.in_shape = self.X.shape
         N = self.X.shape[0]

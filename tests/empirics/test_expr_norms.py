@@ -152,3 +152,29 @@ def test_bad_shapes_are_one_line_errors():
         layer_from_qk(np.ones((3, 4)), np.ones((3, 4)), Wo=np.ones((4, 3)))
     with pytest.raises(InputError, match="NaN"):
         expr_norms(np.full((2, 3), np.nan), layer_from_w(np.eye(3)), act)
+
+
+def test_query_and_key_biases_as_in_a_real_layer():
+    from dataclasses import replace
+
+    N, D, H = 5, 4, 2
+    rng = np.random.default_rng(10)
+    X = rng.standard_normal((N, D))
+    layer = layer_from_qk(*_weights(11, D, H, 2, 2, 3), heads=H)
+    layer = replace(layer, bq=rng.standard_normal((H, 2)), bk=rng.standard_normal((H, 2)))
+    act = parse_activation("exp(x/2)", "row")
+    r = expr_norms(X, layer, act)
+
+    def f(x):
+        out = 0
+        for h in range(H):
+            A = x @ torch.from_numpy(layer.Wq[h]) + torch.from_numpy(layer.bq[h])
+            B = x @ torch.from_numpy(layer.Wk[h]) + torch.from_numpy(layer.bk[h])
+            out = out + torch.softmax(A @ B.T / 2, dim=1) @ x @ torch.from_numpy(layer.Wv[h]) @ torch.from_numpy(layer.Wo[h])
+        return out
+
+    J = torch.autograd.functional.jacobian(f, torch.from_numpy(X)).reshape(N * 3, N * D)
+    assert r.layer_jac_fro == pytest.approx(float(torch.linalg.norm(J)), rel=1e-12)
+    op = LayerOperator(X, layer, act)
+    E = rng.standard_normal((N, D))
+    np.testing.assert_allclose(op.matvec(E).ravel(), (J @ torch.from_numpy(E).ravel()).numpy(), rtol=1e-12, atol=1e-12)
