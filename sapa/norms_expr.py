@@ -3,8 +3,8 @@
 ``--activation EXPR`` (anything ``sapa audit`` accepts, with ``--normalize`` and ``--mask``) or
 ``softmax`` / ``poly`` (read as ``exp(τx)`` row-normalised and ``c·x^p``) on X and either W (S = XWXᵀ),
 ``--wq/--wk`` [``--wv`` [``--wo``]] split into ``--heads``, or one ``.safetensors`` file of a layer.
-Exact Frobenius norms come from :mod:`empirics.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
-(and of the whole layer when it has values) as the certified bracket of :mod:`empirics.spectral`.
+Exact Frobenius norms come from :mod:`empirics.kernels.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
+(and of the whole layer when it has values) as the certified bracket of :mod:`empirics.kernels.spectral`.
 """
 
 from __future__ import annotations
@@ -77,10 +77,10 @@ def load_layer_file(path: Path, prefix: str = "") -> dict:
 
 
 def layer_from_args(args, D: int):
-    """The :class:`empirics.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
+    """The :class:`empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
     from common.validate import finite_matrix
-    from empirics.expr_norms import layer_from_qk, layer_from_w
-    from sapa.cli import _load_npy
+    from empirics.kernels.expr_norms import layer_from_qk, layer_from_w
+    from sapa.npyfile import load_npy as _load_npy
 
     given = [n for n in ("w", "wq", "safetensors") if getattr(args, n, None) is not None]
     if len(given) != 1:
@@ -109,8 +109,8 @@ def layer_from_args(args, D: int):
 def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,
               seed: int = 0) -> dict:
     """The flat result of ``sapa norms`` with an expression (see the module docstring)."""
-    from empirics.expr_norms import LayerOperator, expr_norms
-    from empirics.spectral import certified_spectral_norm
+    from empirics.kernels.expr_norms import LayerOperator, expr_norms
+    from empirics.kernels.spectral import certified_spectral_norm
 
     r = expr_norms(X, layer, act)
 

@@ -18,7 +18,7 @@ Pairs: when φ depends on (i, j) only through i − j (checked symbolically), th
 the 2N − 1 offsets δ with multiplicity N − |δ| (causal: δ = 1…N−1); otherwise every pair is summed. Causal
 masks keep j ≤ i. The local exponent is a centred difference over integer N; the sup of the exponent is
 taken over N = 2…:data:`N_MAX` (a sum over pairs, not the closed forms in N of theory.audit).
-Row-normalised φ with j goes to Monte Carlo (:mod:`empirics.audit`), as without j.
+Row-normalised φ with j goes to Monte Carlo (:mod:`empirics.experiments.audit`), as without j.
 """
 
 from __future__ import annotations
@@ -31,17 +31,9 @@ import numpy as np
 import sympy as sp
 
 from common.validate import InputError
-from theory.audit import (
-    POLY_MAX_DEGREE,
-    Z_LEVELS,
-    Z_RTOL,
-    Activation,
-    ModelSpec,
-    entry_moments,
-    i_,
-    j_,
-    x_,
-)
+from theory.activation import POLY_MAX_DEGREE, Activation, i_, j_, x_
+from theory.entry_moments import ModelSpec, entry_moments
+from theory.norm_profile import Z_LEVELS, Z_RTOL
 
 __all__ = ["N_MAX", "N_GRID_J", "RelposProfile", "relpos_profile", "relpos_worst_case", "is_relative"]
 
@@ -109,7 +101,7 @@ class RelposProfile:
     def _coeffs(self):
         poly = sp.Poly(sp.expand(self.act.expr), x_)
         a = list(reversed(poly.all_coeffs()))
-        from theory.audit import _lam
+        from theory.activation import _lam
 
         return [_lam(c) for c in a], len(a) - 1
 
@@ -138,7 +130,8 @@ class RelposProfile:
             return {"fro": qf(A, pr.w, em.off, K) + qf(Ad, pr.dw, em.diag, K),
                     "jac_s": qf(B, pr.w, em.off, K - 1) + qf(Bd, pr.dw, em.diag, K - 1),
                     "jac": qf(B, pr.w, em.joff, K - 1) + qf(Bd, pr.dw, em.jdiag, K - 1)}
-        from theory.audit import _lam, _rules
+        from theory.activation import _lam
+        from theory.gauss_rules import _rules
 
         rules = _rules(self.spec, level, self.nz)
         K = rules.off.x.size
@@ -181,7 +174,7 @@ def relpos_profile(act: Activation, spec: ModelSpec, N: int) -> RelposProfile:
     if not act.uses_j:
         raise InputError("theory.relpos is for activations with a column index j")
     if act.normalize == "row":
-        raise InputError("row-normalised φ has no closed form: Monte Carlo (empirics.audit)")
+        raise InputError("row-normalised φ has no closed form: Monte Carlo (empirics.experiments.audit)")
     relative = is_relative(act.expr)
     expr = sp.expand(act.expr)
     if expr.is_polynomial(x_) and sp.Poly(expr, x_).degree() <= POLY_MAX_DEGREE:
@@ -206,7 +199,7 @@ def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
     is reported as the witness (a position bias that concentrates rows makes it ½; the bound is then attained
     when it is within 0.01 of ½). Element-wise exponents between N = 2¹¹ and 2¹².
     """
-    from theory.audit import _lam
+    from theory.activation import _lam
 
     s = np.concatenate([np.linspace(-B, B, 401), [0.0]])
     f = _lam(act.expr)

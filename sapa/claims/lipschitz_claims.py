@@ -4,8 +4,8 @@ Castin, Ablin & Peyré (ICML 2024, "How Smooth Is Attention?") bound the Lipschi
 self-attention on bounded inputs (√n up to a constant, their abstract). The question: at a real model's
 layers (all-MiniLM-L6-v2, every layer and head, with W_O) and at random ViT-Base-sized layers, what is the
 measured local Lipschitz constant σ₁(∂F/∂X) against N, how far is the published bound above it, and does
-the gap grow with N? The measurement is the certified bracket of :mod:`empirics.spectral`
-(:mod:`empirics.layer_lipschitz`); the published bound is not computed (its statement was not available to
+the gap grow with N? The measurement is the certified bracket of :mod:`empirics.kernels.spectral`
+(:mod:`empirics.experiments.layer_lipschitz`); the published bound is not computed (its statement was not available to
 this session, and sapa does not guess a formula), so the entry stays UNDETERMINED on the gap and reports
 the measured side.
 """
@@ -51,7 +51,7 @@ def _slopes(res) -> dict:
 
 
 def check_layer_lipschitz(ctx: Context) -> Outcome:
-    from empirics.layer_lipschitz import PUBLISHED_BOUND, run_layer_lipschitz
+    from empirics.experiments.layer_lipschitz import PUBLISHED_BOUND, run_layer_lipschitz
 
     cfg = QUICK if ctx.budget.name == "quick" else FULL
     res = run_layer_lipschitz(cfg["minilm_Ns"], cfg["vit_Ns"], max_steps=cfg["max_steps"], seed=ctx.budget.seed)
@@ -85,7 +85,7 @@ def check_layer_lipschitz(ctx: Context) -> Outcome:
         evidence={"rows": res.rows, "slopes": slopes, "published_bound": PUBLISHED_BOUND, "budget": cfg,
                   "brackets_closed": conv,
                   "certificate": "lower: ‖Jx‖ at the top Ritz vector; upper: λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½, "
-                                 "t_⊥ = ‖J‖²_F − tr T, and ≤ ‖J‖_F (empirics.spectral)"},
+                                 "t_⊥ = ‖J‖²_F − tr T, and ≤ ‖J‖_F (empirics.kernels.spectral)"},
     )
 
 

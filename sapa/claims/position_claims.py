@@ -5,7 +5,7 @@ before softmax. arXiv 2410.18613 replaces softmax by x^p/√N; for a polynomial 
 ways: added to the logit, (x − m|i − j|)^p/√N, or — what the additive bias *is* for exp — as the factor
 e^{−m|i−j|}. Each is audited with :mod:`theory.relpos` (exact for polynomials in x with position-dependent
 coefficients; sums over offsets up to N = 4096) and softmax with and without the bias by Monte Carlo with
-exact kernels (:mod:`empirics.audit`; no closed form for row-normalised φ). Verdicts from the calibrated
+exact kernels (:mod:`empirics.experiments.audit`; no closed form for row-normalised φ). Verdicts from the calibrated
 rules ``growth-upper`` / ``growth-upper-exact`` (exponent ≤ ½ + TOL: softmax's O(√N)) and
 ``audit-like-softmax``.
 """
@@ -47,7 +47,7 @@ def _poly_exponents(text: str) -> dict:
 
 
 def _softmax(ctx: Context, m: float | None) -> dict:
-    from empirics.audit import sample_norms
+    from empirics.experiments.audit import sample_norms
     from sapa.rules.audit import decide, mc_evidence
     from theory.audit import model_spec, parse_activation
 

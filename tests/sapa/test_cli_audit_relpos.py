@@ -9,7 +9,7 @@ import pytest
 from sapa.cli import main
 from theory.audit import model_spec, parse_activation
 from theory.relpos import relpos_profile
-from empirics.audit import sample_norms, z_scores
+from empirics.experiments.audit import sample_norms, z_scores
 
 ALIBI = "sigmoid(x/8 - log(N) - 0.1*Abs(i - j))"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.expr_norms import expr_norms, layer_from_qk, layer_from_w
+from empirics.kernels.expr_norms import expr_norms, layer_from_qk, layer_from_w
 from sapa.cli import main
 from theory.audit import parse_activation
 

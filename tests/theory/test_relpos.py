@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from common.validate import InputError
-from empirics.audit import sample_norms, z_scores
+from empirics.experiments.audit import sample_norms, z_scores
 from theory.audit import model_spec, parse_activation, profile
 from theory.relpos import RelposProfile, is_relative, relpos_profile, relpos_worst_case
 
