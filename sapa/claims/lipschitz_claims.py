@@ -16,7 +16,7 @@ import math
 
 from sapa.ledger import Claim, Context, Contract, Outcome
 
-QUICK = {"minilm_Ns": (8, 32), "vit_Ns": (8, 16), "max_steps": 30}
+QUICK = {"minilm_Ns": (8, 32), "vit_Ns": (8, 16), "max_steps": 20}
 FULL = {"minilm_Ns": (8, 16, 32, 64, 128), "vit_Ns": (8, 16, 32, 64, 128, 196), "max_steps": 150}
 
 
