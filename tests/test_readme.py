@@ -62,7 +62,7 @@ def test_usage_rendering_marks_required_optional_choices_and_lists():
     assert exact.startswith("sapa exact --p p --model paper|shared|iid|tied|corr --N N [--D D] [--d d]")
     assert "[--model" in usage(p, "audit") and "[--N N]" in usage(p, "audit")  # optional there, with defaults
     assert "[--workers WORKERS | --scheduler SCHEDULER]" in usage(p, "sweep") and "[--only ID ...]" in usage(p, "verify")
-    assert usage(p, "norms").startswith("sapa norms --x X.npy --w W.npy --activation softmax|poly")
+    assert usage(p, "norms").startswith("sapa norms --x X.npy [--w W.npy] --activation ACTIVATION")
 
 
 def test_worked_audit_example_is_real_output(capsys):
