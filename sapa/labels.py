@@ -1,7 +1,7 @@
 """One meaning per label: the definition of every verdict label, and the check of a ledger entry against them.
 
-The same sentences are the legend of ``report.md`` / ``report.html`` and the table "Labels" of
-docs/verdicts.md (a test requires each sentence there verbatim, once); :func:`violations` checks a
+The same sentences are :data:`sapa.glossary.VERDICTS` (the reports' and README's glossary) and the table "Labels"
+of docs/verdicts.md (a test requires each sentence there verbatim, once); :func:`violations` checks a
 ``ledger.json`` entry against them, and :func:`question_verdict` is the one rule that labels a question.
 """
 
@@ -12,16 +12,16 @@ from sapa.conditions import LOGIT_SCALES
 __all__ = ["DEFINITIONS", "question_verdict", "violations", "undecided"]
 
 DEFINITIONS = {
-    "HOLDS": "the claim's headline reading is true as stated (and sharp where it is a bound).",
-    "HOLDS_LOOSE": "the headline reading is true, but its constant or rate is not sharp.",
+    "HOLDS": "the claim's headline reading is true as stated (and sharp where it is a bound)",
+    "HOLDS_LOOSE": "the headline reading is true, but its constant or rate is not sharp",
     "HOLDS_IN_REGIME": "the headline reading is true only in a stated region of N (or of the grid); the entry's "
                        "`regime` names its boundary and every window where the condition fails, judged from a "
-                       "practical minimum N.",
-    "FAILS": "the evidence refutes the headline reading.",
+                       "practical minimum N",
+    "FAILS": "the evidence refutes the headline reading",
     "UNDETERMINED": "not settled: inconclusive evidence, a reading a question relies on is undecided, a gate (Monte "
-                    "Carlo agreement, machine load) is not met, or the kinds of evidence disagree.",
+                    "Carlo agreement, machine load) is not met, or the kinds of evidence disagree",
     "ANSWERED": "a reviewers' question whose every reading is decided (none UNDETERMINED) and whose gates are met; "
-                "its answer is built from those readings.",
+                "its answer is built from those readings",
 }
 
 

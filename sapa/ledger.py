@@ -185,17 +185,17 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
 
 
 def _not_examined_falsifiability(outcome: Outcome) -> dict:
-    """A check that stopped before its evidence (not installed, runs failed): no control could be run — said so."""
-    return {"kind": "could_fail", "why": "the check stopped before its evidence: " + (outcome.headline or "no evidence"),
-            "negative_control": {"statement": "(not run: no evidence to push a false variant through)",
-                                 "verdict": "UNDETERMINED", "control_ok": False}}
+    """An entry whose check states no falsifiability (or stopped before its evidence): no control was run — said so."""
+    return {"kind": "could_fail", "why": "this entry's check runs no negative control (" + (outcome.headline or "-")[:200]
+            + ")", "negative_control": {"statement": "(none run: the check states no false variant)",
+                                        "verdict": "UNDETERMINED", "control_ok": False}}
 
 
 def _not_examined_robustness(verdict: str, outcome: Outcome) -> dict:
-    """Nothing varied (the check stopped before its evidence): ``stable`` is false — not shown to be stable."""
+    """Nothing varied by this entry's check: ``stable`` is false — not shown to be stable."""
     return {"headline": verdict, "stable": False, "flips": [],
             "varied": [{"condition": "every condition", "verdict": None, "reading": "headline",
-                        "note": "not run: the check stopped before its evidence (" + (outcome.headline or "-") + ")"}]}
+                        "note": "not run: this entry's check varies no condition"}]}
 
 
 def _reading_dict(r: Reading) -> dict:
