@@ -155,4 +155,6 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
                                        "upper = λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), "
                                        "and ≤ ‖J‖_F; converged: (upper − lower) ≤ tol·upper")
     out["dtype"] = "float64"
+    out["logit_scale"] = "S"  # x = S_ij with S = X W Xᵀ as given; an expression dividing x by √d computes S/√d
+    out["logit"] = "S = X W Xᵀ as given (no 1/√d unless the expression divides x by √d, e.g. x/8 for d = 64)"
     return out
