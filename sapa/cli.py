@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--size-factor", type=_positive_factor, default=None,
                    help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
                         "sapa.rules.audit.SIZE_FACTOR = 10)")
-    a.add_argument("--json", action="store_true", help="print a flat JSON object")
+    a.add_argument("--json", action="store_true",
+                   help="print one JSON object (nested: range, readings, named_sizes, verdict_evidence)")
     return p
 
 
