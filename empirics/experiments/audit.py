@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 from empirics.montecarlo.stats import local_slopes
 from theory.audit import Activation, ModelSpec, x_
 from common.validate import InputError, positive_int

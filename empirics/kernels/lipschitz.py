@@ -28,7 +28,7 @@ import torch
 from torch.func import grad, jvp, vjp, vmap
 
 from common.validate import choice, positive_float, positive_int
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 

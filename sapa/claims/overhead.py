@@ -78,7 +78,7 @@ def _linearisation_check(seed: int) -> dict:
 
     from empirics.kernels.linearised import poly_attention_linearised, poly_attention_quadratic
 
-    from empirics.montecarlo.samplers import torch_gen_for
+    from common.seeds import torch_gen_for
 
     gen = torch_gen_for(seed, "overhead")
     Q, K = (torch.randn(2, 37, 6, generator=gen, dtype=torch.float64) for _ in range(2))
