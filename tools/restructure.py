@@ -227,6 +227,34 @@ def _rewrite_from(text: str, mapping: dict[str, str]) -> str:
     return _FROM.sub(fix, text)
 
 
+def _rewrite_alias_attrs(text: str) -> str:
+    """``M.name`` where module M was imported under an alias and ``name`` moved (SYMBOLS): point it at the new module.
+
+    ``from empirics.montecarlo import samplers`` … ``samplers.trial_generator(…)`` becomes
+    ``from common import seeds`` … ``seeds.trial_generator(…)`` (the import is added after the alias's import).
+    """
+    for old_full, new_full in SYMBOLS.items():
+        old_mod, name = old_full.rsplit(".", 1)
+        new_mod = new_full.rsplit(".", 1)[0]
+        opkg, oleaf = old_mod.rsplit(".", 1)
+        npkg, nleaf = new_mod.rsplit(".", 1)
+        binds = [(m.group(0), m.group("alias") or oleaf) for m in re.finditer(
+            rf"^[ \t]*from {re.escape(opkg)} import [^\n]*?\b{oleaf}\b(?: as (?P<alias>\w+))?[^\n]*$", text, re.M)]
+        binds += [(m.group(0), m.group("alias")) for m in re.finditer(
+            rf"^[ \t]*import {re.escape(old_mod)} as (?P<alias>\w+)[^\n]*$", text, re.M)]
+        for line, alias in binds:
+            use = re.compile(rf"(?<![\w.]){re.escape(alias)}\.{name}\b")
+            if not use.search(text):
+                continue
+            local = nleaf if not re.search(rf"(?<![\w.]){nleaf}\b", text.replace(new_mod, "")) else f"{npkg.replace('.', '_')}_{nleaf}"
+            text = use.sub(f"{local}.{name}", text)
+            imp = f"from {npkg} import {nleaf}" + ("" if local == nleaf else f" as {local}")
+            if imp not in text:
+                indent = re.match(r"[ \t]*", line).group(0)
+                text = text.replace(line, f"{line}\n{indent}{imp}", 1)
+    return text
+
+
 def rewrite_text(text: str, mapping: dict[str, str], rules) -> str:
     text = _rewrite_from(text, mapping)
     for pat, new in rules:
@@ -235,7 +263,7 @@ def rewrite_text(text: str, mapping: dict[str, str], rules) -> str:
     text = _rewrite_from(text, SYMBOLS)
     for old, new in SYMBOLS.items():
         text = re.sub(r"(?<![\w.])" + re.escape(old) + r"(?!\w)", new, text)
-    return text
+    return _rewrite_alias_attrs(text)
 
 
 def rewrite_notebook(raw: str, mapping: dict[str, str], rules) -> str:
