@@ -63,6 +63,10 @@ RENAMES: dict[str, str] = {
     "sapa.claims.study_claims": "sapa.claims.scale_keeps_training_stable",    # scale-keeps-training-stable
     "sapa.claims.training_claims": "sapa.claims.norm_vs_accuracy",            # norm-vs-accuracy
     "sapa.claims.real_claims": "sapa.claims.real_model_regime",               # real-model-regime
+    "sapa.claims.position_claims": "sapa.claims.alibi_scaling",               # alibi-scaling
+    "sapa.claims.lipschitz_claims": "sapa.claims.lipschitz_vs_published_bound",  # lipschitz-vs-published-bound
+    # measured on real MiniLM layers (and random ViT-B layers beside them): the real model's floor
+    "empirics.experiments.layer_lipschitz": "empirics.realmodel.layer_lipschitz",
 }
 
 # Names that moved from one module to another (old dotted name → new), rewritten after the module moves.
@@ -70,6 +74,9 @@ RENAMES: dict[str, str] = {
 SEED_NAMES = ("canonical_json", "stable_hash", "spawn_key", "seed_sequence", "rng_for", "torch_gen_for",
               "torch_generator", "trial_generator", "trial_generators")
 SYMBOLS: dict[str, str] = {f"empirics.montecarlo.samplers.{n}": f"common.seeds.{n}" for n in SEED_NAMES}
+# φ and φ' of an audited activation: a kernel (used by the exact norms of any φ), not the audit experiment's own.
+SYMBOLS.update({f"empirics.experiments.audit.{n}": f"empirics.kernels.activation_fns.{n}"
+                for n in ("activation_functions", "_Fns")})
 
 # Tests that move without their module moving (tests mirror the source tree).
 TEST_MOVES = {

@@ -21,11 +21,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import sympy as sp
 
 from common.seeds import rng_for
+from empirics.kernels.activation_fns import _Fns, activation_functions
 from empirics.montecarlo.stats import local_slopes
-from theory.audit import Activation, ModelSpec, x_
+from theory.audit import Activation, ModelSpec
 from common.validate import InputError, positive_int
 
 __all__ = [
@@ -66,37 +66,11 @@ class MCNorms:
                 "jac2": ms(self.jac2)}
 
 
-@dataclass(frozen=True)
-class _Fns:
-    f: object     # φ(x, N, i)
-    fp: object    # ∂φ/∂x
-    logf: object  # log φ (row-normalised exp-type φ), or None
-    dlogf: object
-
-
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Batched a @ b through torch (float64; numpy's stacked matmul does not use BLAS here and is ~30× slower)."""
     import torch
 
     return (torch.from_numpy(np.ascontiguousarray(a)) @ torch.from_numpy(np.ascontiguousarray(b))).numpy()
-
-
-def _np(expr: sp.Expr):
-    from theory.audit import _lam
-
-    return _lam(expr)
-
-
-def activation_functions(act: Activation) -> _Fns:
-    """φ, φ' (and log φ, (log φ)' for exp-type row-normalised φ) as numpy functions of (x, N, i)."""
-    logf = dlogf = None
-    if act.normalize == "row" and act.expr.has(sp.exp):
-        L = sp.expand_log(sp.log(act.expr), force=True)
-        if not L.has(sp.log) or all(a.has(sp.exp) is False for a in L.atoms(sp.log)):
-            L = sp.simplify(L)
-        if not L.has(sp.exp):  # e.g. exp(x/8) -> x/8: softmax evaluated stably
-            logf, dlogf = _np(L), _np(sp.diff(L, x_))
-    return _Fns(_np(act.expr), _np(sp.diff(act.expr, x_)), logf, dlogf)
 
 
 @dataclass(frozen=True)
@@ -180,13 +154,14 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
     S = geo.S
     N = S.shape[1]  # S: (T, N, N)
     i = np.arange(1, N + 1, dtype=np.float64)[None, :, None]  # (1, N, 1) row index
+    j = np.arange(1, N + 1, dtype=np.float64)[None, None, :]  # (1, 1, N) column index
     vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
     eye = np.eye(N, dtype=bool)
     ny2, nz2 = geo.ny2, geo.nz2
     with np.errstate(all="ignore"):
         if act.normalize == "none":
-            F = np.where(vis, fns.f(S, float(N), i), 0.0)
-            G = np.where(vis, fns.fp(S, float(N), i), 0.0)
+            F = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+            G = np.where(vis, fns.fp(S, float(N), i, j), 0.0)
             fro2 = np.einsum("tij,tij->t", F, F)
             G2 = G * G
             jac_s2 = G2.sum(axis=(1, 2))
@@ -199,16 +174,16 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
                         + np.einsum("ti,ti->t", np.diagonal(G2, axis1=1, axis2=2), diagR))
         else:
             if fns.logf is not None:
-                L = np.where(vis, fns.logf(S, float(N), i), -np.inf)
+                L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)
                 L = L - L.max(axis=2, keepdims=True)
                 E = np.exp(L)
                 P = E / E.sum(axis=2, keepdims=True)
-                G = np.where(vis, fns.dlogf(S, float(N), i), 0.0) * P  # φ'/s = (log φ)'·P
+                G = np.where(vis, fns.dlogf(S, float(N), i, j), 0.0) * P  # φ'/s = (log φ)'·P
             else:
-                Fv = np.where(vis, fns.f(S, float(N), i), 0.0)
+                Fv = np.where(vis, fns.f(S, float(N), i, j), 0.0)
                 s = Fv.sum(axis=2, keepdims=True)
                 P = Fv / s
-                G = np.where(vis, fns.fp(S, float(N), i), 0.0) / s
+                G = np.where(vis, fns.fp(S, float(N), i, j), 0.0) / s
             p2 = np.einsum("tij,tij->ti", P, P)  # (T, N) ‖P_i‖²
             fro2 = p2.sum(axis=1)
             G2 = G * G

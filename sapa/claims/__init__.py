@@ -6,14 +6,16 @@ lists them as not yet examined instead of guessing a verdict.
 
 from __future__ import annotations
 
-from sapa.claims import (norm_vs_accuracy, other_papers, overhead, real_model_regime, scale_direction_and_causal,
-                         scale_keeps_training_stable, thm4_1, thm4_2_to_cor4_5)
+from sapa.claims import (alibi_scaling, lipschitz_vs_published_bound, norm_vs_accuracy, other_papers, overhead,
+                         real_model_regime, scale_direction_and_causal, scale_keeps_training_stable, thm4_1,
+                         thm4_2_to_cor4_5)
 from sapa.ledger import Claim
 
 ORDER = [
     "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled",
     "fig1-scale-direction", "causal-masking", "other-powers", "overhead", "scale-keeps-training-stable",
-    "norm-vs-accuracy", "real-model-regime", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
+    "norm-vs-accuracy", "real-model-regime", "alibi-scaling",
+    "lipschitz-vs-published-bound", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
 ]
 
 # Claims whose check is not built yet: (paper statement, owner issue).
@@ -23,7 +25,7 @@ _PENDING: dict[str, tuple[str, str]] = {}
 def all_claims() -> list[Claim]:
     """Every claim of DESIGN.md (and the real-model entry), in order."""
     modules = (thm4_1, thm4_2_to_cor4_5, scale_direction_and_causal, overhead, scale_keeps_training_stable,
-               norm_vs_accuracy, real_model_regime, other_papers)
+               norm_vs_accuracy, real_model_regime, other_papers, alibi_scaling, lipschitz_vs_published_bound)
     built = {c.id: c for m in modules for c in m.CLAIMS}
     pending = {cid: Claim(id=cid, statement=st, owner=owner) for cid, (st, owner) in _PENDING.items()}
     return [built.get(cid) or pending[cid] for cid in ORDER]
