@@ -155,24 +155,61 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
 
 
 def text_report(out: dict) -> str:
-    """The human-readable form of :func:`run_audit`'s result."""
-    lines = [f"activation        : {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})",
-             f"model             : {out['model']}  N = {out['n']}, D = {out['d_model']}, d = {out['d_head']}",
-             f"method            : {out['method']}  (error bound {out['error_bound']:.2g}: {out['error_bound_kind']})"]
-    keys = ("expected_fro2", "expected_jac_s_fro2", "expected_jac_fro2", "growth_exponent", "growth_exponent_jac_s",
-            "growth_exponent_jac", "sup_growth_exponent", "asymptotic_exponent", "crossover_n", "constant_vs_softmax",
-            "matching_scale", "matching_scale_exponent", "worst_case_exponent", "worst_case_exponent_jac")
-    for k in keys:
-        v = out.get(k)
-        lines.append(f"{k:<18}: {v:.6g}" if isinstance(v, float) else f"{k:<18}: {v}")
-    for r in out.get("range") or ():
-        lines.append(f"  N = {r['n']:>6}: E‖φ‖² = {r['expected_fro2']:.4g}, exponent {r['growth_exponent']:.3f}, "
-                     f"‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    for name, r in (out.get("named_sizes") or {}).items():
-        cn = r["crossover_n"]
-        lines.append(f"  {name:<11} (D={r['D']}, d={r['d']}, N={r['n']}): exponent {r['growth_exponent']:.3f}, "
-                     f"N* = {cn if cn is None else f'{cn:.4g}'}, ‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    lines.append(f"verdict           : {out['verdict']}  ({out['rule']}: {out['verdict_statement']})")
+    """The human-readable form of :func:`run_audit`'s result: labelled, aligned, a missing value as ``— (why)``."""
+    from sapa.display import key_values, sig, text_table, value_or_reason
+
+    mc = out["method"] == "monte_carlo"
+    no_form = "Monte Carlo: no closed form in N" if mc else "not defined here"
+    wc_why = "no bound derived for a row-normalised φ's Jacobian" if out["normalize"] == "row" else "not derived"
+    v = value_or_reason
+    model = f"{out['model']} weights, N = {out['n']} tokens, D = {v(out['d_model'], 'from --w')}, " \
+            f"d = {v(out['d_head'], 'from --w')}"
+    if out.get("rho") is not None:
+        model += f", ρ = {sig(out['rho'])}"
+    method = {"exact": "exact: closed-form rational moments (no numerical error)",
+              "quadrature": f"quadrature; error bound {sig(out['error_bound'], 2)} ({out['error_bound_kind']})",
+              "monte_carlo": f"Monte Carlo, {out.get('trials')} draws per N (seed {out.get('seed')}); error bound "
+                             f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}[out["method"]]
+    head = key_values([("activation", f"φ(x) = {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})"),
+                       ("model", model), ("method", method)])
+    size = key_values([(f"E‖φ(S)‖²_F at N = {out['n']}", v(out["expected_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂S‖²_F", v(out["expected_jac_s_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂X‖²_F", v(out["expected_jac_fro2"], no_form)),
+                       ("E-RMS ‖φ‖_F / √N (softmax's bound: 1)", v(out["constant_vs_softmax"], no_form)),
+                       ("scale c that brings it to √N", f"{v(out['matching_scale'], no_form)} "
+                                                         f"(local exponent {v(out['matching_scale_exponent'], no_form)})")])
+    growth = key_values([("of ‖φ‖_F at N (softmax: ≤ ½)", v(out["growth_exponent"], no_form)),
+                         ("of ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F at N", f"{v(out['growth_exponent_jac_s'], no_form)}, "
+                                                           f"{v(out['growth_exponent_jac'], no_form)}"),
+                         ("largest over N = 2…2^20", v(out["sup_growth_exponent"], no_form)),
+                         ("as N → ∞", v(out["asymptotic_exponent"], no_form)),
+                         ("crossover N* (√N growth beyond it)", v(out["crossover_n"], no_form)),
+                         ("worst case over bounded tokens", v(out["worst_case_exponent"], "not pinned: see --json")),
+                         ("worst case of ‖∂φ/∂X‖_F", v(out["worst_case_exponent_jac"], wc_why))])
+    lines = head + ["", "size"] + ["  " + x for x in size] + ["", "growth exponent (½ d log E‖·‖² / d log N)"]
+    lines += ["  " + x for x in growth]
+    if out.get("range"):
+        lines += ["", "over N"] + ["  " + x for x in text_table(
+            ["N", "E‖φ‖²_F", "exponent", "‖φ‖/√N"],
+            [[r["n"], sig(r["expected_fro2"], 4), f"{r['growth_exponent']:.3f}", sig(r["constant_vs_softmax"])]
+             for r in out["range"]], right=[True] * 4)]
+    if out.get("named_sizes"):
+        lines += ["", "at named sizes"] + ["  " + x for x in text_table(
+            ["size", "D", "d", "N", "exponent", "N*", "‖φ‖/√N"],
+            [[name, r["D"], r["d"], r["n"], f"{r['growth_exponent']:.3f}", v(r["crossover_n"], "none"),
+              sig(r["constant_vs_softmax"])] for name, r in out["named_sizes"].items()],
+            right=[False] + [True] * 6)]
+    from sapa.rules.audit import TOL, K
+
+    if mc:
+        (elo, ehi), (clo, chi) = out["growth_exponent_interval"], out["constant_vs_softmax_interval"]
+        decisive = (f"exponent in [{sig(elo)}, {sig(ehi)}] (limit ½ + {TOL}), ‖φ‖/√N in [{sig(clo)}, {sig(chi)}] "
+                    f"(limit {K:g})")
+    else:
+        decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
+                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {K:g})")
+    lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']}",
+              f"  decisive numbers: {decisive}"]
     return "\n".join(lines)
 
 

@@ -187,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _claim_ids() -> list[str]:
-    """The ids ``verify --only`` accepts, in ledger order (claims, then questions)."""
-    from sapa.claims import ORDER
+    """The ids ``verify --only`` accepts, in ledger order, from the light registry (no claim is imported)."""
+    from sapa.claim_ids import ORDER
 
     return list(ORDER)
 
@@ -282,10 +282,14 @@ def cmd_norms(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            for k, val in out.items():
-                print(f"{k:>22}: {val}")
+            print(_readable(out, {}))
         return 0
-    W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
+    from sapa.npyfile import load_square_matrix
+
+    W = load_square_matrix(args.w, "--w")
+    if W.shape[0] != X.shape[1]:  # neither file is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
+        raise InputError(f"--x and --w do not match: --x has D = {X.shape[1]} columns (shape {X.shape}) but --w is "
+                         f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
     scale = positive_float("--scale", args.scale)
     act = Activation(args.activation, args.p, scale)
     r = attention_norms(X, W, act, mask=args.mask)
@@ -308,9 +312,17 @@ def cmd_norms(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>12}: {val}")
+        print(_readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
     return 0
+
+
+def _readable(out: dict, why_missing: dict[str, str]) -> str:
+    """A command's flat result as aligned ``key : value`` lines; a missing value as ``— (why)``."""
+    from sapa.display import key_values, value_or_reason
+
+    return "\n".join(key_values((k, value_or_reason(v, why_missing.get(k, "not applicable"), digits=6))
+                                for k, v in out.items()))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -322,12 +334,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa.claims.mc import monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
+    from sapa.verify_progress import expected_seconds
+    from common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = _select(all_claims(), args.only, lambda c: c.id, "claim id")
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
+    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
@@ -343,10 +358,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     entries = []
     try:
         for i, claim in enumerate(claims, 1):
-            print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
-            entry = run_claim(claim, ctx)
-            print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr,
-                  flush=True)
+            tag = f"[{i}/{len(claims)}] {claim.id}"
+            say(f"{tag} ...")
+            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
+                entry = run_claim(claim, ctx)
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
     except BaseException:
         stop_prefetch(ctx)
@@ -374,8 +390,11 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
 
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
-    print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
-    done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+    from common.progress import say, stage
+
+    say(f"drawing {len(jobs)} figures ...")
+    with stage(f"drawing {len(jobs)} figures"):
+        done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
@@ -429,8 +448,7 @@ def cmd_exact(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>20}: {val}")
+        print(_readable(out, {"rho": "--model corr only", "sigma": "--model shared: the weights are --w"}))
     return 0
 
 
@@ -512,12 +530,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(flat, default=float))
     else:
+        from sapa.display import ratio, sig
+
         for r in res["vs_autograd"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['activation']:<22} kernel {r['kernel_s']:.4g} s  "
-                  f"jacrev {r['autograd_s']:.4g} s  speedup {r['speedup_vs_autograd']:.0f}×")
+                  f"jacrev {r['autograd_s']:.4g} s  speedup {ratio(r['speedup_vs_autograd'])}")
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
-                  f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+                  f"cost vs forming S {ratio(r['cost_vs_gemm'])}  peak {sig(r['peak_mem_bytes'] / 2**20, 3)} MiB")
         if "overhead" in res:
             from empirics.timing.overhead import summary_lines
 
@@ -526,9 +546,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in res["training"]["cells"]:
                 print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
-                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
-                      f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
-            print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
+                      f"{ratio(r['speedup'])} (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
+                      f"{ratio(r['speedup_ceiling'])}; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+            print(f"ensemble_speedup {ratio(res['training']['ensemble_speedup'])} ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
@@ -538,7 +558,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
-    from empirics.training.train_study import main_cli, plan_chunks, study_config
+    from empirics.training.train_study import plan_chunks, run_study, study_config
+    from sapa.train_summary import summary
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -548,7 +569,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
     if note:
         print(f"sapa: note: {note}", file=sys.stderr)
-    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    t0 = time.perf_counter()
+    res = run_study(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    print(summary(res, args.out, time.perf_counter() - t0))
+    return 0
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
