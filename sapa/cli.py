@@ -369,7 +369,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
-    from sapa.claims.study_claims import prefetch_study, stop_prefetch
+    from sapa.claims.scale_keeps_training_stable import prefetch_study, stop_prefetch
 
     if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
