@@ -120,8 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
     t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
-    t.add_argument("--workers", type=_positive_int, default=2,
-                   help="ensemble chunks in parallel (processes, 1 thread each; identical numbers)")
+    tw = t.add_mutually_exclusive_group()
+    tw.add_argument("--workers", type=_positive_int, default=2,
+                    help="ensemble chunks in parallel on a local Dask cluster (K processes, 1 thread each; 1: serial "
+                         "here; identical numbers)")
+    tw.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786 or a scheduler file): "
+                                        "train the chunks on its workers (docs/cluster.md)")
+    t.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the mechanism chunks train (float32; cuda only when present)")
+    t.add_argument("--activation", metavar="EXPR",
+                   help="train φ(x, N, i) (any expression `sapa audit` accepts) beside softmax on the mechanism tasks "
+                        "across N and print its learning-curve statistics")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     b = sub.add_parser("bench", help="benchmark the exact kernels, polynomial vs softmax attention runtime, ensemble training")
@@ -500,18 +509,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
+    """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
+    from empirics.training.mechanism import resolve_device
     from empirics.training.train_study import main_cli, plan_chunks, study_config
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786")
+    resolve_device(args.device)
     cfg = study_config(args.budget, args.seed)
-    chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
-    workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
-    if note:
-        print(f"sapa: note: {note}", file=sys.stderr)
-    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    workers = args.workers
+    if args.scheduler is None:
+        chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
+        workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
+        if note:
+            print(f"sapa: note: {note}", file=sys.stderr)
+    if args.activation is not None:
+        from empirics.training.activation_train import main_activation
+
+        return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
+                               scheduler=args.scheduler, device=args.device)
+    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
+                    scheduler=args.scheduler, device=args.device)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:

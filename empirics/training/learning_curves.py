@@ -20,6 +20,7 @@ may leave it a little later. Every quantity here is therefore a statement *withi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from common.validate import InputError
 
 __all__ = ["EXIT_MARGIN", "FLAT_GAIN", "log_eval_steps", "exit_step", "censored_exits", "flat", "curve_stats",
-           "slowdown", "aligned_on_exit", "exit_change"]
+           "slowdown", "aligned_on_exit", "exit_change", "SlowdownEvidence", "slowdown_evidence"]
 
 EXIT_MARGIN = 0.03  # a curve has left its floor at the first evaluation above floor + 0.03
 FLAT_GAIN = 0.01  # flat: no more than one accuracy point gained over the last doubling of steps
@@ -180,3 +181,24 @@ def exit_change(rows: Sequence[Sequence[float | None]], before: int = 3) -> dict
     return {"runs": len(d), "median_change_at_exit": round(float(np.median(ce)), 5),
             "median_change_before": round(float(np.median(cp)), 5), "larger_at_exit": int(pos),
             "p_sign_test": round(p, 5)}
+
+
+@dataclass(frozen=True)
+class SlowdownEvidence:
+    """The OLS trend of the cell-mean slowdown over log2 N (a GapTrend) and the censored members per cell."""
+
+    trend: object  # empirics.training.study_analysis.GapTrend of s = log2(t_arm/t_softmax)
+    censored: tuple[int, ...]  # per cell (ascending N): arm members censored at the cap
+
+    def as_dict(self) -> dict:
+        return {**self.trend.as_dict(), "censored": list(self.censored)}
+
+
+def slowdown_evidence(Ns, values, censored, *, task: str = "", arm: str = "") -> SlowdownEvidence:
+    """Evidence of ``slowdown-trend`` from per-cell slowdown values (lists of floats) and censored flags (bools)."""
+    from empirics.training.study_analysis import gap_trend
+
+    keep = [k for k in range(len(Ns)) if len(values[k])]
+    tr = gap_trend([Ns[k] for k in keep], [values[k] for k in keep], task=task, arm=arm, quantity="log2_slowdown")
+    order = sorted(keep, key=lambda k: Ns[k])
+    return SlowdownEvidence(tr, tuple(int(sum(censored[k])) for k in order))

@@ -41,7 +41,7 @@ from empirics.training.learning_curves import log_eval_steps
 from empirics.training.tiny_models import TinyModelConfig
 
 __all__ = ["MechArm", "MECH_ARMS", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
-           "train_mechanism_chunk", "run_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
+           "train_mechanism_chunk", "run_mechanisms", "start_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
 
 SCHEMA = 1
 OFFSETS = 8  # profile bins: offsets 0 … 7 and "8 or more"
@@ -117,10 +117,10 @@ class MechConfig:
         return stable_hash({"schema": SCHEMA, **asdict(self)})
 
 
-# Quick: N = 16, 32, 64, 2 seeds, a 600-step cap; seconds per chunk (the cap censors slow arms: said so in the output).
-MECH_QUICK = MechConfig(name="quick", Ns=(16, 32, 64), steps=600, seeds=2, points=12, eval_size=64)
-# Full: N = 16 … 128, 3 seeds, a 3000-step cap (the independent runs: every arm solves copy by 2400 steps at N = 64).
-MECH_FULL = MechConfig(name="full", Ns=(16, 32, 64, 128), steps=3000, seeds=3, points=16, eval_size=128)
+# Quick: N = 16, 32, 2 seeds, a 400-step cap (≈ 90 CPU-s; the cap censors slow arms: said so in the output).
+MECH_QUICK = MechConfig(name="quick", Ns=(16, 32), steps=400, seeds=2, points=12, eval_size=256)
+# Full: N = 16 … 64, 3 seeds, a 3000-step cap (the independent runs: every arm solves copy by 2400 steps at N = 64).
+MECH_FULL = MechConfig(name="full", Ns=(16, 32, 64), steps=3000, seeds=3, points=16, eval_size=256)
 MECH_TINY = MechConfig(name="tiny", tasks=("copy1", "mqar"), Ns=(16, 32), steps=6, seeds=2, points=3, eval_size=8,
                        probe=2, model=TinyModelConfig(width=8, layers=1, heads=2))
 MECH_BUDGETS = {"quick": MECH_QUICK, "full": MECH_FULL, "tiny": MECH_TINY}
@@ -285,7 +285,7 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     j = lambda a: np.round(np.asarray(a, float), 6).tolist()  # noqa: E731
     return {"steps": list(evals), "members": [list(m) for m in chunk.members],
             "val_acc": j(rec["val_acc"]), "val_loss": j(np.where(np.isfinite(rec["val_loss"]), rec["val_loss"], 1e300)),
-            "profile": j(rec["profile"]), "attn_fro": j(np.where(np.isfinite(rec["attn_fro"]), rec["attn_fro"], 1e300)),
+            "profile": j(rec["profile"]), "attn_fro": np.where(np.isfinite(rec["attn_fro"]), rec["attn_fro"], 1e300).tolist(),
             "chance": MD.chance(task, V), "device": str(dev)}
 
 
@@ -302,13 +302,14 @@ def _stored(path: Path, chash: str) -> dict | None:
     return d["result"] if isinstance(d, dict) and d.get("config_hash") == chash and "result" in d else None
 
 
-def run_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
-                   on_chunk=None) -> dict:
-    """Train (or resume) every chunk of ``cfg`` into ``out/mechanism``; return {file name: chunk result}.
+def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
+                     on_chunk=None):
+    """Submit the chunks of ``cfg`` not yet stored in ``out/mechanism`` to ``ex`` now; return ``finish()``.
 
+    ``finish()`` trains the rest here when there is no executor, writes each result atomically as it
+    arrives (``on_chunk(chunk)`` after each) and returns {"config", "config_hash", "chunks", "results"}.
     ``ex``: any ``concurrent.futures.Executor`` (a process pool, or the Dask executor of
-    :func:`empirics.montecarlo.distributed.executor_for`); None trains here. The numbers do not depend on
-    the executor. ``on_chunk(chunk)`` is called as each chunk finishes (progress).
+    :func:`empirics.montecarlo.distributed.executor_for`); the numbers do not depend on it.
     """
     d = Path(out) / "mechanism"
     try:
@@ -320,24 +321,33 @@ def run_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = No
     res = {c.file_name: _stored(d / c.file_name, chash) for c in chunks}
     todo = [c for c in chunks if res[c.file_name] is None]
     todo.sort(key=lambda c: -c.N * len(c.members))
+    futs = {ex.submit(train_mechanism_chunk, c, cfg, device): c for c in todo} if ex is not None else {}
 
-    def finish(c: MechChunk, r: dict) -> None:
+    def store(c: MechChunk, r: dict) -> None:
         atomic_write_json(d / c.file_name, {"config_hash": chash, "chunk": asdict(c), "result": r})
         res[c.file_name] = r
         if on_chunk is not None:
             on_chunk(c)
 
-    if ex is None or len(todo) <= 1:
-        for c in todo:
-            finish(c, train_mechanism_chunk(c, cfg, device))
-    else:
-        futs = {ex.submit(train_mechanism_chunk, c, cfg, device): c for c in todo}
+    def finish() -> dict:
         try:
-            for fut in cf.as_completed(futs):
-                finish(futs[fut], fut.result())
+            if futs:
+                for fut in cf.as_completed(futs):
+                    store(futs[fut], fut.result())
+            else:
+                for c in todo:
+                    store(c, train_mechanism_chunk(c, cfg, device))
         except BaseException:
             for f in futs:
                 f.cancel()
             raise
-    return {"config": asdict(cfg), "config_hash": chash, "chunks": [asdict(c) for c in chunks],
-            "results": [res[c.file_name] for c in chunks]}
+        return {"config": asdict(cfg), "config_hash": chash, "chunks": [asdict(c) for c in chunks],
+                "results": [res[c.file_name] for c in chunks]}
+
+    return finish
+
+
+def run_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
+                   on_chunk=None) -> dict:
+    """Train (or resume) every chunk of ``cfg`` into ``out/mechanism``; return {"config", …, "results"}."""
+    return start_mechanisms(cfg, out, ex, device, on_chunk)()

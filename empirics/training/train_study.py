@@ -85,12 +85,13 @@ def select_alpha(runs: pd.DataFrame, task: str, p: int) -> float:
 
 @dataclass(frozen=True)
 class StudyResult:
-    """The stored study: runs (one row per member), history (long form), config, provenance."""
+    """The stored study: runs (one row per member), history (long form), config, provenance, mechanism runs."""
 
     runs: pd.DataFrame
     history: pd.DataFrame
     config: dict
     provenance: dict
+    mechanism: dict | None = None  # empirics.training.mechanism.run_mechanisms's result (None: not run)
 
 
 def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> int:
@@ -133,19 +134,39 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
+def _mechanism_config(budget, seed: int, mechanism):
+    """The mechanism study to run beside ``budget``: "budget" → the budget's own (by name), None → none."""
+    from empirics.training.mechanism import MECH_BUDGETS, MechConfig, mech_config
+
+    if mechanism is None or isinstance(mechanism, MechConfig):
+        return mechanism
+    if mechanism != "budget":
+        return mech_config(mechanism, seed)
+    name = budget if isinstance(budget, str) else None
+    return mech_config(name, seed) if name in MECH_BUDGETS else None
+
+
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
-              progress: bool | str = True) -> StudyResult:
+              progress: bool | str = True, executor: cf.Executor | None = None, mechanism="budget",
+              device: str = "cpu") -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
     Phase 1 trains every task's smallest N (the α grid included) and selects α*; phase 2 trains the
-    other N with α* held fixed. ``workers`` 1 trains here; K > 1 in a pool of K single-threaded
-    processes (identical numbers). Writes ``chunks/*.json`` as chunks finish, then ``runs.parquet``,
-    ``history.parquet`` and ``study.json`` atomically.
+    other N with α* held fixed; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
+    "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
+    ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
+    executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
+    numbers either way). ``device``: where the mechanism chunks train ("cpu" | "cuda"). Writes
+    ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
+    and ``study.json`` atomically.
     """
     from common.progress import progress_bar
+    from empirics.training.mechanism import plan_mech_chunks, resolve_device, start_mechanisms
 
     cfg = study_config(budget, seed)
     workers = positive_int("workers", workers)
+    resolve_device(device)
+    mcfg = _mechanism_config(budget, seed, mechanism)
     out = Path(out_dir)
     try:
         (out / "chunks").mkdir(parents=True, exist_ok=True)
@@ -154,21 +175,29 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     t0 = time.perf_counter()
     phase1 = [c for t in cfg.tasks for c in plan_chunks(cfg, t, cfg.plan(t).Ns[0], None)]
     total_members = member_count(cfg)
+    mchunks = plan_mech_chunks(mcfg) if mcfg is not None else []
+    total_members += sum(len(c.members) for c in mchunks)
     bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
-    ex = process_pool(workers) if workers > 1 else None  # one pool for both phases (spawning costs seconds)
+    own = executor is None and workers > 1
+    ex = executor if executor is not None else process_pool(workers) if own else None  # one pool for all phases
+    mech = None
     try:
+        mech_done = None if mcfg is None else start_mechanisms(mcfg, out, ex, device,
+                                                                 on_chunk=lambda c: bar.update(len(c.members)))
         ran = _run_chunks(phase1, cfg, out, ex, bar)
         runs1, _ = assemble(phase1, out)
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
         ran += _run_chunks(phase2, cfg, out, ex, bar)
+        if mech_done is not None:
+            mech = mech_done()
     except BaseException:
-        if ex is not None:
+        if own:
             terminate_workers(ex)  # chunks in flight are lost; finished ones are on disk
         raise
     finally:
         bar.close()
-        if ex is not None:
+        if own:
             ex.shutdown(wait=True, cancel_futures=True)
     runs, hist = assemble(phase1 + phase2, out)
     for t, by_p in alpha_star.items():
@@ -187,7 +216,9 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     write_parquet(out / "runs.parquet", runs)
     write_parquet(out / "history.parquet", hist)
     atomic_write_json(out / "study.json", prov)
-    return StudyResult(runs, hist, cfg.as_dict(), prov)
+    if mech is not None:
+        atomic_write_json(out / "mechanism.json", mech)
+    return StudyResult(runs, hist, cfg.as_dict(), prov, mech)
 
 
 def _text_source() -> dict:
@@ -208,8 +239,10 @@ def load_study(out_dir: str | Path) -> StudyResult:
         if not (out / f).is_file():
             raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
     prov = json.loads((out / "study.json").read_text(encoding="utf-8"))
+    mech = json.loads((out / "mechanism.json").read_text(encoding="utf-8")) if (out / "mechanism.json").is_file() \
+        else None
     return StudyResult(pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "history.parquet"),
-                       prov.get("config", {}), prov)
+                       prov.get("config", {}), prov, mech)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -232,13 +265,19 @@ def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.
                            ignore_index=True)
 
 
-def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True) -> int:
-    """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr."""
+def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
+             scheduler: str | None = None, device: str = "cpu") -> int:
+    """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr.
+
+    Chunks run serially (``workers`` 1), on a local Dask cluster of ``workers`` processes, or on the
+    cluster of ``scheduler`` — :func:`empirics.montecarlo.distributed.executor_for`, as ``sapa sweep``.
+    """
     from common.interrupt import sigterm_as_interrupt
+    from empirics.montecarlo.distributed import executor_for
 
     t0 = time.perf_counter()
-    with sigterm_as_interrupt():
-        res = run_study(budget, out, seed=seed, workers=workers, progress=progress)
+    with sigterm_as_interrupt(), executor_for(workers=workers, scheduler=scheduler) as ex:
+        res = run_study(budget, out, seed=seed, workers=1, progress=progress, executor=ex, device=device)
     from empirics.training.study_analysis import FLAT_TOL, best_lr, flattening
 
     best = best_lr(res.runs)
@@ -255,6 +294,10 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
     print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
         f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
         for r in flat.itertuples()))
+    if res.mechanism is not None:
+        from empirics.training.activation_train import print_mechanism
+
+        print_mechanism(res.mechanism)
     print(f"{prov['members']} members in {prov['chunks']} ensemble chunks ({prov['members_trained_now']} trained now) "
           f"in {time.perf_counter() - t0:.1f} s; training float32, norms float64; results in {out}")
     return 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from empirics.training.learning_curves import SlowdownEvidence, slowdown_evidence
 from sapa.rules.base import Rule
 from sapa.rules.stability import ALPHA_FAILS, ALPHA_HOLDS, MARGIN, _decide
 
@@ -38,27 +39,6 @@ MARGIN_SLOW = 1.0  # a doubling of the slowdown ratio over the studied N range
 SIM_SLOW_SD = 0.7  # sd of log2 t_exit over seeds (the independent runs: exits at 1k … 3k steps, seed-dependent)
 SIM_GAP_SD = 0.14  # sd of a paired final-accuracy gap over seeds (the real study: 0.13–0.15)
 SIM_CENSOR = 0.15  # probability that a synthetic study has censored members at its largest N
-
-
-@dataclass(frozen=True)
-class SlowdownEvidence:
-    """The OLS trend of the cell-mean slowdown over log2 N (a GapTrend) and the censored members per cell."""
-
-    trend: object  # empirics.training.study_analysis.GapTrend of s = log2(t_arm/t_softmax)
-    censored: tuple[int, ...]  # per cell (ascending N): arm members censored at the cap
-
-    def as_dict(self) -> dict:
-        return {**self.trend.as_dict(), "censored": list(self.censored)}
-
-
-def slowdown_evidence(Ns, values, censored, *, task: str = "", arm: str = "") -> SlowdownEvidence:
-    """Evidence from per-cell slowdown values (lists of floats) and their censored flags (lists of bools)."""
-    from empirics.training.study_analysis import gap_trend
-
-    keep = [k for k in range(len(Ns)) if len(values[k])]
-    tr = gap_trend([Ns[k] for k in keep], [values[k] for k in keep], task=task, arm=arm, quantity="log2_slowdown")
-    order = sorted(keep, key=lambda k: Ns[k])
-    return SlowdownEvidence(tr, tuple(int(sum(censored[k])) for k in order))
 
 
 def decide_slowdown(ev: SlowdownEvidence) -> str:
