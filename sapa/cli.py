@@ -476,7 +476,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
         "peak_memory_mib": {f"{r['kernel']}@N={r['N']}": r["peak_mem_bytes"] / 2**20 for r in res["vs_gemm"]},
         **(flat_summary(res["overhead"]) if "overhead" in res else {}),
-        **({"ensemble_speedup": res["training"]["ensemble_speedup"]} if "training" in res else {}),
+        **({"ensemble_speedup": res["training"]["ensemble_speedup"], "speedup_ceiling": res["training"]["speedup_ceiling"],
+            "member_steps_per_s": {f"N={r['N']}": r["member_steps_per_s"] for r in res["training"]["member_steps_per_s"]}}
+           if "training" in res else {}),
         **res,
     }
     if args.out:
@@ -500,6 +502,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
                       f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
                       f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+            print("member-steps per second (one thread, ensemble of 6, text shape): " + ", ".join(
+                f"N={r['N']} {r['member_steps_per_s']:.0f}" for r in res["training"]["member_steps_per_s"]))
             print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]

@@ -14,7 +14,7 @@ from sapa.ledger import Claim
 ORDER = [
     "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled",
     "fig1-scale-direction", "causal-masking", "other-powers", "overhead", "scale-keeps-training-stable",
-    "mechanism-across-n", "norm-vs-accuracy", "real-model-regime", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
+    "norm-vs-accuracy", "mechanism-across-n", "real-model-regime", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
 ]
 
 # Claims whose check is not built yet: (paper statement, owner issue).
