@@ -117,8 +117,8 @@ class MechConfig:
         return stable_hash({"schema": SCHEMA, **asdict(self)})
 
 
-# Quick: N = 16, 32, 2 seeds, a 400-step cap (≈ 90 CPU-s; the cap censors slow arms: said so in the output).
-MECH_QUICK = MechConfig(name="quick", Ns=(16, 32), steps=400, seeds=2, points=12, eval_size=256)
+# Quick: N = 16, 32, 2 seeds, a 300-step cap (≈ 70 CPU-s; the cap censors slow arms: said so in the output).
+MECH_QUICK = MechConfig(name="quick", Ns=(16, 32), steps=300, seeds=2, points=12, eval_size=256)
 # Full: N = 16 … 64, 3 seeds, a 3000-step cap (the independent runs: every arm solves copy by 2400 steps at N = 64).
 MECH_FULL = MechConfig(name="full", Ns=(16, 32, 64), steps=3000, seeds=3, points=16, eval_size=256)
 MECH_TINY = MechConfig(name="tiny", tasks=("copy1", "mqar"), Ns=(16, 32), steps=6, seeds=2, points=3, eval_size=8,

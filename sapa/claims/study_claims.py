@@ -197,8 +197,9 @@ def _acc_reading(task: str, arm: str, ev, floored: bool = False) -> Reading:
     if floored:  # censored at the floor at every N: the rule's Δ would be softmax's own trend, sign reversed
         return Reading(name=f"{task}: {arm_label(arm)} accuracy vs softmax over N", statement=statement,
                        verdict="UNDETERMINED", rule="stability-trend",
-                       why=f"not judged: {arm_label(arm)} never left the task's floor (text: the bigram plateau, every "
-                           f"seed by > {PLATEAU_MARGIN}) at any N of the trend, so its accuracy is pinned there and the gap "
+                       why=f"not judged: {arm_label(arm)} did not leave the task's floor within the step cap (text: the "
+                           f"bigram plateau, every seed by > {PLATEAU_MARGIN}; censored, not converged) at any N of the "
+                           f"trend, so its accuracy is pinned there and the gap "
                            f"moves only with softmax's accuracy (the rule would have read {decide_accuracy(ev)}); "
                            + trend_why(ev))
     return Reading(name=f"{task}: {arm_label(arm)} accuracy vs softmax over N", statement=statement,
