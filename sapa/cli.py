@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_int_nonneg, default=0)
     tw = t.add_mutually_exclusive_group()
     tw.add_argument("--workers", type=_positive_int, default=2,
-                    help="ensemble chunks in parallel on a local Dask cluster (K processes, 1 thread each; 1: serial "
+                    help="ensemble chunks in parallel (K processes, 1 thread each, that die with sapa; 1: serial "
                          "here; identical numbers)")
     tw.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786 or a scheduler file): "
                                         "train the chunks on its workers (docs/cluster.md)")

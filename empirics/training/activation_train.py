@@ -56,8 +56,19 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
     arm = expr_arm(expr)  # parse and translate first: a bad expression is one clear line
     cfg = replace(mech_config(budget, seed, activation=expr), arms=("softmax",))
     t0 = time.perf_counter()
-    with sigterm_as_interrupt(), executor_for(workers=workers, scheduler=scheduler) as ex:
-        mech = run_mechanisms(cfg, Path(out) / "activation", ex, device=device)
+    from common.pool import process_pool, terminate_workers
+
+    with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
+        pool = process_pool(workers) if ex is None and workers > 1 else None  # dies with this process (issue 15)
+        try:
+            mech = run_mechanisms(cfg, Path(out) / "activation", ex or pool, device=device)
+        except BaseException:
+            if pool is not None:
+                terminate_workers(pool)
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
     print(f"{arm.label} beside softmax (lr {cfg.lr:g}, {cfg.seeds} seeds, width {cfg.model.width}, "
           f"{cfg.model.layers} layers, vocabulary {cfg.vocab}; training float32 on {device})")
     print_mechanism(mech)

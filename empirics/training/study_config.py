@@ -155,7 +155,7 @@ class StudyConfig:
 # layer's scores are the theory's single S = X W_Q W_Kᵀ Xᵀ/√d, and the (B, N, N) passes are half those of two heads).
 QUICK = StudyConfig(
     name="quick",
-    digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=20, evals=12, eval_size=256),
+    digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(3e-3, 1e-2), warmup=20, evals=12, eval_size=256),
     text=TaskPlan(Ns=(32, 64), steps=200, batch=16, lrs=(1e-3, 3e-3, 1e-2), eval_size=64),
     seeds=2,
     model=TinyModelConfig(width=32, layers=2, heads=1),

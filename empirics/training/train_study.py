@@ -142,7 +142,7 @@ def _mechanism_config(budget, seed: int, mechanism):
         return mechanism
     if mechanism != "budget":
         return mech_config(mechanism, seed)
-    name = budget if isinstance(budget, str) else None
+    name = study_config(budget, seed).name if isinstance(budget, str) else None  # the budget's config, as registered
     return mech_config(name, seed) if name in MECH_BUDGETS else None
 
 
@@ -265,19 +265,54 @@ def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.
                            ignore_index=True)
 
 
+def study_floors(res: StudyResult) -> dict:
+    """{(task, N): floor accuracy}: chance on digits (0.1), the bigram predictor's test accuracy on text."""
+    from empirics.training.norm_accuracy import bigram_accuracy
+    from empirics.training.train_data import load_text
+
+    out = {}
+    for task, N in {(t, int(n)) for t, n in zip(res.runs["task"], res.runs["N"])}:
+        if task == "digits":
+            out[(task, N)] = 0.1
+        else:
+            t = load_text(N, int(res.config.get("text", {}).get("eval_size", 128)))
+            out[(task, N)] = bigram_accuracy(t.train.numpy(), t.test_x.numpy(), t.test_y.numpy())
+    return out
+
+
+def print_learning(res: StudyResult, best: pd.DataFrame) -> None:
+    """Per (task, N, arm) at the best lr: seeds that left the floor within the cap, median exit, final acc, converged."""
+    from empirics.training.learning_analysis import study_learning
+
+    cells = study_learning(res.runs, res.history, best, study_floors(res))
+    cens = sum(c["exits"]["censored"] for c in cells)
+    print(f"learning curves (floor: chance on digits, the bigram predictor on text; left = first evaluation above "
+          f"floor + 0.03; {cens} run(s) censored: not converged within the cap)")
+    for c in cells:
+        ex = c["exits"]
+        m = c.get("acc_at_matched_steps")
+        print(f"  {c['task']:6s} {c['N']:4d} {ARMS[c['arm']].label:9s} left {ex['n'] - ex['censored']}/{ex['n']}, "
+              f"median exit {ex['median'] if ex['median'] is not None else '>cap'} of {c['steps'][-1]}, final val acc "
+              f"{c['final_acc_median']:.3f}, converged {sum(c['converged'].values())}/{len(c['converged'])}"
+              + (f", gap to softmax at the cap {m[-1][3]:+.3f}" if m else ""))
+
+
 def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
              scheduler: str | None = None, device: str = "cpu") -> int:
     """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr.
 
-    Chunks run serially (``workers`` 1), on a local Dask cluster of ``workers`` processes, or on the
-    cluster of ``scheduler`` — :func:`empirics.montecarlo.distributed.executor_for`, as ``sapa sweep``.
+    Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
+    this one (issue 15: a killed ``sapa train`` leaves nothing behind), or on the Dask cluster of
+    ``scheduler`` — :func:`empirics.montecarlo.distributed.executor_for`, the executor ``sapa sweep`` uses.
+    Every path passes a ``concurrent.futures.Executor`` to :func:`run_study`; the chunks are identical.
     """
     from common.interrupt import sigterm_as_interrupt
     from empirics.montecarlo.distributed import executor_for
 
     t0 = time.perf_counter()
-    with sigterm_as_interrupt(), executor_for(workers=workers, scheduler=scheduler) as ex:
-        res = run_study(budget, out, seed=seed, workers=1, progress=progress, executor=ex, device=device)
+    with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
+        res = run_study(budget, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
+                        device=device)
     from empirics.training.study_analysis import FLAT_TOL, best_lr, flattening
 
     best = best_lr(res.runs)
@@ -294,6 +329,7 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
     print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
         f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
         for r in flat.itertuples()))
+    print_learning(res, best)
     if res.mechanism is not None:
         from empirics.training.activation_train import print_mechanism
 
