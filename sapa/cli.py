@@ -310,7 +310,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
     from sapa.claims.study_claims import prefetch_study, stop_prefetch
 
-    if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy") for c in claims):
+    if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy", "mechanism-across-n") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
     try:
