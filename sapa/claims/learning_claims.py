@@ -178,11 +178,15 @@ def check_mechanism_across_n(ctx: Context) -> Outcome:
         return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline="no mechanism runs in this study",
                        evidence={"status": "not run"}, rule="slowdown-trend")
     verdict, rs, answer, ev, findings = mechanism_outcome(study.mechanism, HEADLINE_ARMS)
+    from figures import learning_curves as fig
+
+    paths = fig.draw(ev["cells"], ctx.out_dir / "figures", stem="mechanism_learning", solved=True)
     ev["check_wall_seconds"] = round(time.perf_counter() - t0, 1)
     head = "; ".join(f"{r.name.split(' slowdown')[0]} {r.verdict}" for r in rs)
     return Outcome(verdict=verdict, tested_statement=TESTED, headline=f"slowdown vs softmax over N: {head}",
                    readings=rs, rule="slowdown-trend", answer=answer if verdict == "ANSWERED" else None,
-                   findings=findings, evidence=ev)
+                   findings=findings, evidence=ev,
+                   figures=tuple(str(p.relative_to(ctx.out_dir)) for p in paths))
 
 
 CLAIMS = [

@@ -472,6 +472,10 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     learn = learning_block(study, a["best"], a["accuracy"], floors)
     rs = (rs[0], *learn["readings"], *rs[1:])
     figures = study_figures(ctx, study, bigram)
+    from figures import learning_curves as lfig
+
+    figures = (*figures, *(str(p.relative_to(ctx.out_dir))
+                           for p in lfig.draw(learn["cells"], ctx.out_dir / "figures", stem="study_learning")))
     prov = study.provenance or {}
     left_out = (f"accuracy trends leave out {', '.join(f'{t} N={n}' for t, n in a['uninformative'])}: softmax did not "
                 f"leave the bigram plateau there, so a gap to it says nothing about the scale rule",) if a[

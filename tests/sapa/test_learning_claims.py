@@ -98,3 +98,13 @@ def test_ledger_fields_on_a_tiny_study(tiny):
         assert 0 <= c["solved_fraction"] <= 1 and len(c["profile_end"]) == 9
         assert abs(sum(c["profile_end"]) - 1) < 1e-2
     assert any("solved (accuracy ≥ 0.9)" in f for f in findings)
+
+
+def test_figures_draw_from_the_cells(tiny, tmp_path):
+    from figures import learning_curves as fig
+
+    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(tiny.mechanism)
+    paths = fig.draw(ev["cells"], tmp_path, stem="m", solved=True)
+    assert sorted(p.name for p in paths) == sorted(f"m_{k}.{e}" for k in ("curves", "exit", "solved")
+                                                   for e in ("png", "pdf"))
+    assert fig.draw([], tmp_path) == []
