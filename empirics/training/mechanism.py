@@ -43,7 +43,7 @@ from empirics.training.tiny_models import TinyModelConfig
 __all__ = ["MechArm", "MECH_ARMS", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
            "train_mechanism_chunk", "run_mechanisms", "start_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
 
-SCHEMA = 1
+SCHEMA = 2
 OFFSETS = 8  # profile bins: offsets 0 … 7 and "8 or more"
 SOLVED = 0.9  # a task is solved at the first evaluation with validation accuracy ≥ 0.9
 
@@ -240,7 +240,8 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     rowc = None if rc[0] is None else torch.stack(rc).to(dev)  # (E, N)
     gens = {r: torch_gen_for(cfg.seed, "mech", task, N, r, "data") for r in seeds}
     who = torch.tensor([seeds.index(r) for _, r in chunk.members])
-    xv, yv = MD.batch(task, cfg.eval_size, N, V, torch_gen_for(cfg.seed, "mech", task, N, "val"))
+    n_val = cfg.eval_size * (4 if task == "induction" else 1)  # one scored token per sequence: 4× the sequences
+    xv, yv = MD.batch(task, n_val, N, V, torch_gen_for(cfg.seed, "mech", task, N, "val"))
     xv, yv = xv.to(dev), yv.to(dev)
     probe = xv[:cfg.probe]
     st = AdamWState.zeros(prm)

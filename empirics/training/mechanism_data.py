@@ -18,7 +18,8 @@ next-token task whose solution needs one specific attention pattern:
   than N (8 192); a CPU study uses a small one (V = 32 by default), which the task allows as long as
   D ≤ V/2 − 1.
 
-Chance: 1/V (copy, induction) and 2/V (MQAR: a value is one of V/2 tokens). All draws come from an
+Chance: 1/V (copy), 1/(V − 1) (induction: the answer is a filler token) and 2/V (MQAR: a value is one of V/2
+tokens). All draws come from an
 explicit ``torch.Generator``.
 """
 
@@ -52,7 +53,7 @@ def check_task(task: str, N: int, vocab: int) -> None:
 
 def chance(task: str, vocab: int) -> float:
     """Accuracy of a uniform guess over the scored tokens' range."""
-    return 2.0 / vocab if task == "mqar" else 1.0 / vocab
+    return 2.0 / vocab if task == "mqar" else 1.0 / (vocab - 1) if task == "induction" else 1.0 / vocab
 
 
 def batch(task: str, B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
