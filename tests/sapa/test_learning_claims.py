@@ -108,3 +108,18 @@ def test_figures_draw_from_the_cells(tiny, tmp_path):
     assert sorted(p.name for p in paths) == sorted(f"m_{k}.{e}" for k in ("curves", "exit", "solved")
                                                    for e in ("png", "pdf"))
     assert fig.draw([], tmp_path) == []
+
+
+def test_learning_speed_only_withholds_a_holds():
+    from sapa.claims.study_claims import with_learning_speed
+    from sapa.ledger import Reading
+
+    first = Reading(name="x^p/√N … (conjunction)", statement="s", verdict="HOLDS", rule="stability-trend", why="w")
+    slow = lambda v: Reading(name="digits: x/√N slowdown vs softmax over N", statement="s", verdict=v,  # noqa: E731
+                             rule="slowdown-trend")
+    assert with_learning_speed(first, (slow("HOLDS"),)).verdict == "HOLDS"
+    got = with_learning_speed(first, (slow("FAILS"),))
+    assert got.verdict == "UNDETERMINED" and "learning speed" in got.why and "learning speed" in got.name
+    failing = Reading(name="n (conjunction)", statement="s", verdict="FAILS", rule="stability-trend")
+    assert with_learning_speed(failing, (slow("HOLDS"),)).verdict == "FAILS"
+    assert with_learning_speed(first, ()) is first
