@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -322,19 +323,33 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     res = {c.file_name: _stored(d / c.file_name, chash) for c in chunks}
     todo = [c for c in chunks if res[c.file_name] is None]
     todo.sort(key=lambda c: -c.N * len(c.members))
-    futs = {ex.submit(train_mechanism_chunk, c, cfg, device): c for c in todo} if ex is not None else {}
+    written = threading.Condition()
 
     def store(c: MechChunk, r: dict) -> None:
         atomic_write_json(d / c.file_name, {"config_hash": chash, "chunk": asdict(c), "result": r})
-        res[c.file_name] = r
-        if on_chunk is not None:
-            on_chunk(c)
+        with written:
+            res[c.file_name] = r
+            if on_chunk is not None:
+                on_chunk(c)
+            written.notify_all()
+
+    def stored_when_done(c: MechChunk):
+        def cb(fut: cf.Future) -> None:  # runs as the chunk finishes: a killed run keeps it on disk
+            if not fut.cancelled() and fut.exception() is None:
+                store(c, fut.result())
+        return cb
+
+    futs = {}
+    for c in todo if ex is not None else ():
+        fut = ex.submit(train_mechanism_chunk, c, cfg, device)
+        futs[fut] = c
+        fut.add_done_callback(stored_when_done(c))
 
     def finish() -> dict:
         try:
             if futs:
                 for fut in cf.as_completed(futs):
-                    store(futs[fut], fut.result())
+                    fut.result()  # raises a chunk's error here; its result was stored by the callback
             else:
                 for c in todo:
                     store(c, train_mechanism_chunk(c, cfg, device))
@@ -342,6 +357,10 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
             for f in futs:
                 f.cancel()
             raise
+        with written:  # a finished future's callback may still be writing its file
+            if not written.wait_for(lambda: all(res[c.file_name] is not None for c in chunks), timeout=120):
+                raise RuntimeError("mechanism chunks finished but their results were not stored: "
+                                   + ", ".join(c.file_name for c in chunks if res[c.file_name] is None))
         return {"config": asdict(cfg), "config_hash": chash, "chunks": [asdict(c) for c in chunks],
                 "results": [res[c.file_name] for c in chunks]}
 
