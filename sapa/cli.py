@@ -516,6 +516,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
     from empirics.training.mechanism import resolve_device
     from empirics.training.train_study import main_cli, plan_chunks, study_config
+    from sapa.rules.learning import decide_slowdown
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -534,9 +535,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         from empirics.training.activation_train import main_activation
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
-                               scheduler=args.scheduler, device=args.device)
+                               scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
     return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
-                    scheduler=args.scheduler, device=args.device)
+                    scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:

@@ -17,8 +17,12 @@ from pathlib import Path
 __all__ = ["main_activation", "print_mechanism"]
 
 
-def print_mechanism(mech: dict) -> None:
-    """The mechanism runs' statistics, one line per (task, N, arm), then the slowdown trend per (task, arm)."""
+def print_mechanism(mech: dict, decide=None) -> None:
+    """The mechanism runs' statistics, one line per (task, N, arm), then the slowdown trend per (task, arm).
+
+    ``decide``: the verdict rule of a slowdown trend (the CLI passes :func:`sapa.rules.learning.decide_slowdown`;
+    empirics does not import the judgement layer).
+    """
     from empirics.training.learning_analysis import mechanism_learning, slowdown_trends
 
     cells = mechanism_learning(mech)
@@ -35,19 +39,17 @@ def print_mechanism(mech: dict) -> None:
               f"{ex['median'] if ex['median'] is not None else '>cap':>11} {so['n'] - so['censored']:>2d}/{so['n']:<3d} "
               f"{so['median'] if so['median'] is not None else '>cap':>12} {c['final_acc_median']:9.3f} "
               f"{(f'{m[-1][3]:+.3f}' if m else ''):>8s}")
-    from sapa.rules.learning import decide_slowdown
-
     for (task, arm), ev in slowdown_trends(cells).items():
         t = ev.trend
         lab = "φ" if arm == "expr" else arm
         cells_txt = ", ".join(f"N={n}: {v:+.2f}" for n, v in zip(t.N, t.cell_mean))
         print(f"slowdown {task} {lab}: log2(exit steps / softmax's) per N {{{cells_txt}}}, Δ over N "
-              f"{t.delta:+.2f} (se {t.se:.2f}) → {decide_slowdown(ev)}"
+              f"{t.delta:+.2f} (se {t.se:.2f})" + (f" → {decide(ev)}" if decide is not None else "")
               + (f"; censored per N {list(ev.censored)}" if any(ev.censored) else ""))
 
 
 def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: int = 1, scheduler: str | None = None,
-                    device: str = "cpu") -> int:
+                    device: str = "cpu", decide=None) -> int:
     """Train ``expr`` and softmax on the mechanism tasks of ``budget`` into ``out/activation``; print the statistics."""
     from common.interrupt import sigterm_as_interrupt
     from empirics.montecarlo.distributed import executor_for
@@ -71,7 +73,7 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
                 pool.shutdown(wait=True, cancel_futures=True)
     print(f"{arm.label} beside softmax (lr {cfg.lr:g}, {cfg.seeds} seeds, width {cfg.model.width}, "
           f"{cfg.model.layers} layers, vocabulary {cfg.vocab}; training float32 on {device})")
-    print_mechanism(mech)
+    print_mechanism(mech, decide)
     print(f"{len(mech['chunks'])} ensemble chunks in {time.perf_counter() - t0:.1f} s; results in "
           f"{Path(out) / 'activation'}")
     return 0

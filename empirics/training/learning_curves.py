@@ -40,8 +40,10 @@ def log_eval_steps(cap: int, points: int = 16) -> tuple[int, ...]:
     >>> log_eval_steps(3200, 16)[:4], log_eval_steps(3200, 16)[-1], len(log_eval_steps(3200, 16))
     ((0, 25, 35, 48), 3200, 17)
     """
-    if cap < 1 or points < 2:
-        raise InputError(f"need a step cap ≥ 1 and ≥ 2 evaluation points, got {cap}, {points}")
+    if cap < 1 or points < 1:
+        raise InputError(f"need a step cap ≥ 1 and ≥ 1 evaluation point, got {cap}, {points}")
+    if points == 1:
+        return (0, int(cap))
     s = np.unique(np.round(np.geomspace(max(1.0, cap / 128), cap, points)).astype(int))
     return (0, *(int(v) for v in s))
 

@@ -298,7 +298,7 @@ def print_learning(res: StudyResult, best: pd.DataFrame) -> None:
 
 
 def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
-             scheduler: str | None = None, device: str = "cpu") -> int:
+             scheduler: str | None = None, device: str = "cpu", decide=None) -> int:
     """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr.
 
     Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
@@ -333,7 +333,7 @@ def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: 
     if res.mechanism is not None:
         from empirics.training.activation_train import print_mechanism
 
-        print_mechanism(res.mechanism)
+        print_mechanism(res.mechanism, decide)
     print(f"{prov['members']} members in {prov['chunks']} ensemble chunks ({prov['members_trained_now']} trained now) "
           f"in {time.perf_counter() - t0:.1f} s; training float32, norms float64; results in {out}")
     return 0
