@@ -58,7 +58,13 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
-    if act.normalize == "none" and act.separable:
+    if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
+        from sapa.audit_relpos import relpos_result
+
+        out.update(relpos_result(act, spec, N))
+        wc = out.pop("_worst_case")
+        verdict, ev = out.pop("_verdict"), out.pop("_verdict_evidence")
+    elif act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
         verdict, ev = _verdict_exact(a)
@@ -117,13 +123,21 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             "constant_jac_s_vs_softmax": math.sqrt(float(m.jac_s2.mean())) / (math.sqrt(N) / 2),
             "matching_scale": math.sqrt(N / fro2), "matching_scale_exponent": 0.5 - fit["growth_exponent"],
         })
-        wc = worst_case(act, N=N)
+        if act.uses_j:
+            from theory.relpos import relpos_worst_case
+
+            wc = relpos_worst_case(act, N=N)
+            wc = {"exponent": wc["exponent"], "exponent_is_exact": wc["exponent_is_exact"], "fro": wc,
+                  "jac_s": None, "jac": None}
+        else:
+            wc = worst_case(act, N=N)
     out.update({
         "worst_case_exponent": wc["exponent"], "worst_case_exponent_is_exact": wc["exponent_is_exact"],
         "worst_case_exponent_jac_s": (wc["jac_s"] or {}).get("exponent"), "worst_case_exponent_jac": (wc["jac"] or {}).get("exponent"),
         "worst_case_witness": wc["fro"]["witness"], "worst_case_bracket": wc["fro"].get("bracket"),
         "verdict": verdict, "rule": "audit-like-softmax",
-        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…2^20) and "
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…"
+                             f"{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
                              f"within {K:g}× of softmax's bound √N at N = {N}",
         "verdict_evidence": ev,
     })
@@ -131,7 +145,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         named = {}
         for name, (D, d, n) in NAMED_SIZES.items():
             sp2 = model_spec(spec.name, D, d, rho=float(spec.rho))
-            if act.normalize == "none" and act.separable:
+            if act.normalize == "none" and act.separable and not act.uses_j:
                 r = audit(act, sp2, n)
                 named[name] = {"D": D, "d": d, "n": n, "growth_exponent": r.growth_exponent, "crossover_n": r.crossover_n,
                                "constant_vs_softmax": r.constant_vs_softmax}

@@ -78,14 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=_int_nonneg, default=0, help="seed of every random stream")
     v.add_argument("--only", nargs="+", metavar="ID", help="run only these entries: " + ", ".join(_claim_ids()))
 
-    n = sub.add_parser("norms", help="exact ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F for given X (N×D) and W (D×D)")
+    n = sub.add_parser("norms", help="exact ‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ(S)/∂X‖_F for given X (N×D) and W (D×D) or heads; "
+                                     "--spectral: certified σ₁")
     n.add_argument("--x", type=Path, required=True, help="X as a .npy file, shape (N, D)")
-    n.add_argument("--w", type=Path, required=True, help="W = W_Q W_Kᵀ as a .npy file, shape (D, D)")
-    n.add_argument("--activation", choices=("softmax", "poly"), required=True)
+    n.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as a .npy file, shape (D, D)")
+    n.add_argument("--activation", required=True,
+                   help='softmax, poly, or any expression sapa audit accepts, e.g. "sigmoid(x/8 - log(N))"')
+    n.add_argument("--normalize", choices=("none", "row"), default="none",
+                   help="expressions: row divides each row by its sum")
     n.add_argument("--p", type=_positive_int, default=1, help="polynomial degree (poly only)")
     n.add_argument("--scale", type=_finite_float, default=1.0,
                    help="softmax: temperature τ inside softmax(τS); poly: coefficient c of c·x^p")
     n.add_argument("--mask", choices=("none", "causal"), default="none")
+    n.add_argument("--wq", type=Path, help="W_Q as .npy (D, H·d); with --wk, S_h = X W_Q^h W_K^hᵀ Xᵀ")
+    n.add_argument("--wk", type=Path, help="W_K as .npy (D, H·d)")
+    n.add_argument("--wv", type=Path, help="W_V as .npy (D, H·d_v): the layer Σ_h φ(S_h) X W_V^h W_O^h")
+    n.add_argument("--wo", type=Path, help="W_O as .npy (H·d_v, D_out) (default: heads concatenated)")
+    n.add_argument("--heads", type=_positive_int, default=1, help="number of heads the columns are split into")
+    n.add_argument("--safetensors", type=Path, help="a layer's weights (wq/wk/wv/wo, or BERT's attention.* names)")
+    n.add_argument("--prefix", help="with --safetensors: the layer's name prefix, e.g. encoder.layer.0.")
+    n.add_argument("--spectral", action="store_true",
+                   help="also σ₁ of ∂φ/∂X (per head) and of the layer, as a certified bracket")
+    n.add_argument("--tol", type=_finite_float, default=1e-8, help="--spectral: relative bracket width to stop at")
+    n.add_argument("--max-steps", type=_positive_int, default=200, help="--spectral: Lanczos vectors at most")
+    n.add_argument("--seed", type=_int_nonneg, default=0, help="--spectral: seed of the Lanczos start vectors")
     n.add_argument("--json", action="store_true", help="print a flat JSON object")
 
     e = sub.add_parser("exact", help="exact E‖φ(S)‖²_F, E‖∂φ(S)/∂X‖²_F and the crossover N* for φ(x) = x^p")
@@ -257,6 +273,27 @@ def cmd_norms(args: argparse.Namespace) -> int:
     from common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", _load_npy(args.x, "--x"), (None, None))
+    plain = (args.activation in ("softmax", "poly") and args.w is not None and not args.spectral
+             and args.normalize == "none" and args.heads == 1
+             and all(getattr(args, k) is None for k in ("wq", "wk", "wv", "wo", "safetensors")))
+    if not plain:  # expressions, heads, values, --spectral: sapa.norms_expr
+        from sapa.norms_expr import activation_from_args, layer_from_args, run_norms
+
+        if args.activation in ("softmax", "poly") and args.normalize != "none":
+            raise InputError(f"--normalize applies to expressions; {args.activation} fixes its own")
+        if args.activation not in ("softmax", "poly") and (args.p != 1 or args.scale != 1.0):
+            raise InputError("--p and --scale apply to softmax/poly; write them into the expression")
+        if not 0 < args.tol < 1:
+            raise InputError(f"--tol must be in (0, 1), got {args.tol}")
+        act = activation_from_args(args)
+        layer = layer_from_args(args, X.shape[1])
+        out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed)
+        if args.json:
+            print(json.dumps(out))
+        else:
+            for k, val in out.items():
+                print(f"{k:>22}: {val}")
+        return 0
     W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
     scale = positive_float("--scale", args.scale)
     act = Activation(args.activation, args.p, scale)
