@@ -156,14 +156,14 @@ class _MaskedPower(torch.autograd.Function):
 
 @functools.lru_cache(maxsize=32)
 def torch_activation(text: str):
-    """φ(x, N, i) of ``text`` (:func:`theory.activation.parse_activation`) as a torch function of (S, N, i) tensors.
+    """φ(x, N, i, j) of ``text`` (:func:`theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
 
     sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
     An expression the printer cannot translate is one :class:`InputError`.
     """
     import sympy as sp
 
-    from theory.activation import i_, N_, parse_activation, x_
+    from theory.activation import i_, j_, N_, parse_activation, x_
 
     act = parse_activation(text)
     expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()
@@ -174,9 +174,9 @@ def torch_activation(text: str):
     mods = [{"max": lambda *a: functools.reduce(torch.maximum, map(as_t, a)),
              "min": lambda *a: functools.reduce(torch.minimum, map(as_t, a))}, "torch"]
     try:
-        f = sp.lambdify((x_, N_, i_), expr, modules=mods)
-        probe = f(torch.linspace(-2, 2, 5, dtype=torch.float64), torch.tensor(4.0, dtype=torch.float64),
-                  torch.tensor(1.0, dtype=torch.float64))
+        f = sp.lambdify((x_, N_, i_, j_), expr, modules=mods)
+        one = torch.tensor(1.0, dtype=torch.float64)
+        probe = f(torch.linspace(-2, 2, 5, dtype=torch.float64), torch.tensor(4.0, dtype=torch.float64), one, one)
         as_t(probe)
     except Exception as exc:  # noqa: BLE001 - the printer's or torch's refusal, in one line
         raise InputError(f"activation {text!r} cannot be trained (no torch translation: {type(exc).__name__}: "
@@ -195,7 +195,8 @@ def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torc
     if spec.family.kind == "expr":
         f = torch_activation(spec.family.expr)
         i = torch.arange(1, N + 1, dtype=S.dtype, device=S.device)[:, None]  # (N, 1) row index
-        P = f(S, torch.tensor(float(N), dtype=S.dtype, device=S.device), i) * torch.ones_like(S)  # (E, B, H, N, N)
+        j = i.reshape(1, N)  # (1, N) column index
+        P = f(S, torch.tensor(float(N), dtype=S.dtype, device=S.device), i, j) * torch.ones_like(S)  # (E, B, H, N, N)
         return P if vis is None else torch.where(vis, P, torch.zeros((), dtype=P.dtype, device=P.device))
     M = rowc[:, None, None, :, None]  # (E, 1, 1, N, 1): row i of member e times r_e,i
     if vis is not None:

@@ -90,3 +90,10 @@ def test_cuda_asked_and_absent_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(InputError, match="no CUDA device"):
         M.resolve_device("cuda")
+
+
+def test_expression_uses_the_column_index():
+    spec = EN.EnsembleSpec("text", 3, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="x*j/N"),
+                           vocab=5, classes=5)
+    P = EN.phi(torch.ones(1, 1, 1, 3, 3), spec, None)[0, 0, 0]
+    assert torch.allclose(P, torch.tensor([[1 / 3, 0, 0], [1 / 3, 2 / 3, 0], [1 / 3, 2 / 3, 1.0]]))
