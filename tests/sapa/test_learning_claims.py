@@ -100,16 +100,6 @@ def test_ledger_fields_on_a_tiny_study(tiny):
     assert any("solved (accuracy ≥ 0.9)" in f for f in findings)
 
 
-def test_figures_draw_from_the_cells(tiny, tmp_path):
-    from figures import learning_curves as fig
-
-    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(tiny.mechanism)
-    paths = fig.draw(ev["cells"], tmp_path, stem="m", solved=True)
-    assert sorted(p.name for p in paths) == sorted(f"m_{k}.{e}" for k in ("curves", "exit", "solved")
-                                                   for e in ("png", "pdf"))
-    assert fig.draw([], tmp_path) == []
-
-
 def test_learning_speed_only_withholds_a_holds():
     from sapa.claims.study_claims import with_learning_speed
     from sapa.ledger import Reading
