@@ -39,22 +39,73 @@ def mc_grid(N: int) -> tuple[int, ...]:
     return tuple(sorted({max(2, N // 2), N, 2 * N}))
 
 
-def _verdict_exact(a) -> tuple[str, dict]:
-    from sapa.rules.audit import LikeSoftmaxEvidence, decide
+def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict, dict]:
+    """Rate and size readings from exact / quadrature evidence: the sup of the local exponent from ``n_min`` on."""
+    from sapa.regime import exponent_windows
+    from sapa.rules.audit import A, TOL, LikeSoftmaxEvidence
 
     w = 0.5 * a.error_bound
-    ev = LikeSoftmaxEvidence(a.sup_growth_exponent - w, a.sup_growth_exponent + w, a.asymptotic_exponent,
+    win = exponent_windows(prof, A + TOL, n_min)
+    sup = win["sup_from_n_min"]
+    ev = LikeSoftmaxEvidence(sup - w, sup + w, a.asymptotic_exponent,
                              a.constant_vs_softmax * (1 - w), a.constant_vs_softmax * (1 + w), a.method == "exact")
-    return decide(ev), ev.__dict__
+    return *_readings(ev, size_factor, win), ev.__dict__
+
+
+def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
+    """(like-softmax verdict, {"rate": …, "size": …, "why": …}) — the two readings apart, with the reading that failed."""
+    from sapa.regime import windows_text
+    from sapa.rules.audit import A, TOL, combine, decide_rate, decide_size, why_failed
+
+    rate, size = decide_rate(ev), decide_size(ev, size_factor)
+    rate_why = (f"sup of the local exponent for N ≥ {win['n_min']:g}: {win['sup_from_n_min']:.4f} (edge {A + TOL:g}); "
+                f"{windows_text(win)}" if win is not None else
+                f"exponent interval [{ev.exp_lo:.3f}, {ev.exp_hi:.3f}] (edge {A + TOL:g})")
+    out = {"rate": {"verdict": rate, "rule": "growth-upper-exact" if win is not None else "growth-upper",
+                    "statement": f"E-RMS ‖φ(S)‖_F = O(√N): local exponent ≤ ½ + {TOL}", "why": rate_why},
+           "size": {"verdict": size, "rule": "size-within-factor", "factor": size_factor,
+                    "statement": f"E-RMS ‖φ(S)‖_F within {size_factor:g}× of softmax's bound √N",
+                    "why": f"E-RMS ‖φ‖_F/√N in [{ev.ratio_lo:.4g}, {ev.ratio_hi:.4g}] against {size_factor:g}"},
+           "why": why_failed(rate, size) or "holds on rate and size"}
+    if win is not None:
+        out["rate"]["windows"] = win["windows"]
+        out["rate"]["n_min"] = win["n_min"]
+    return combine(rate, size), out
+
+
+def logit_substituted(text: str, logit_scale: str, d: int) -> str:
+    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged)."""
+    if logit_scale == "S":
+        return text
+    import sympy as sp
+
+    from theory.audit import parse_activation
+
+    expr = parse_activation(text).expr
+    xs = [s for s in expr.free_symbols if s.name == "x"]
+    return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
 
 
 def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIALS, seed: int = 0,
-              sizes: bool = True) -> dict:
-    """Flat result of one audit (the ``--json`` object of ``sapa audit``)."""
-    t0 = time.perf_counter()
-    from sapa.rules.audit import TOL, K
+              sizes: bool = True, size_factor: float | None = None, n_min: float | None = None,
+              logit_scale: str = "S", expr_as_given: str | None = None) -> dict:
+    """Flat result of one audit (the ``--json`` object of ``sapa audit``).
 
-    out: dict = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
+    ``act`` is applied to x = S_ij (S = X W_Q W_Kᵀ Xᵀ); for ``logit_scale="S/sqrt(d)"`` the caller has substituted
+    x → x/√d already (:func:`logit_substituted`) and passes the user's text as ``expr_as_given``.
+    """
+    t0 = time.perf_counter()
+    from sapa.rules.audit import N_MIN, SIZE_FACTOR, TOL
+
+    K = SIZE_FACTOR if size_factor is None else float(size_factor)
+    n_min = N_MIN if n_min is None else float(n_min)
+
+    out: dict = {"activation": expr_as_given or act.text, "expression": str(act.expr),
+                 "logit_scale": logit_scale,
+                 "logit": ("x = S_ij, S = X W_Q W_Kᵀ Xᵀ (the paper's theory; no 1/√d)" if logit_scale == "S" else
+                           f"x = S_ij/√d, d = {spec.d} (as transformers compute it); expression evaluated on S: "
+                           f"{act.expr}"),
+                 "normalize": act.normalize, "mask": act.mask,
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
@@ -63,11 +114,15 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
 
         out.update(relpos_result(act, spec, N))
         wc = out.pop("_worst_case")
-        verdict, ev = out.pop("_verdict"), out.pop("_verdict_evidence")
+        out.pop("_verdict")
+        ev = out.pop("_verdict_evidence")
+        from sapa.rules.audit import LikeSoftmaxEvidence
+
+        verdict, readings = _readings(LikeSoftmaxEvidence(**ev), K, None)  # rate and size apart (sup over N = 2…4096)
     elif act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
-        verdict, ev = _verdict_exact(a)
+        verdict, readings, ev = _verdict_exact(a, prof, K, n_min)
         rng_n = [n for n in RANGE_N]
         tot = prof.totals(rng_n)
         ex = prof.exponents(rng_n)
@@ -103,7 +158,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         from sapa.rules.audit import decide, mc_evidence
 
         ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N)
-        verdict, ev = decide(ev_o), ev_o.__dict__
+        (verdict, readings), ev = _readings(ev_o, K, None), ev_o.__dict__
         fit = {}
         for q, name in (("fro2", "growth_exponent"), ("jac_s2", "growth_exponent_jac_s"), ("jac2", "growth_exponent_jac")):
             y = [float(getattr(mcs[n], q).mean()) for n in grid]
@@ -136,9 +191,12 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         "worst_case_exponent_jac_s": (wc["jac_s"] or {}).get("exponent"), "worst_case_exponent_jac": (wc["jac"] or {}).get("exponent"),
         "worst_case_witness": wc["fro"]["witness"], "worst_case_bracket": wc["fro"].get("bracket"),
         "verdict": verdict, "rule": "audit-like-softmax",
-        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…"
-                             f"{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = "
+                             f"{n_min:g}…{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
                              f"within {K:g}× of softmax's bound √N at N = {N}",
+        "readings": readings, "size_factor": K, "n_min": n_min,
+        "rate_verdict": readings["rate"]["verdict"], "size_verdict": readings["size"]["verdict"],
+        "verdict_why": readings["why"],
         "verdict_evidence": ev,
     })
     if sizes and spec.name in ("iid", "tied", "corr"):
@@ -155,24 +213,65 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
 
 
 def text_report(out: dict) -> str:
-    """The human-readable form of :func:`run_audit`'s result."""
-    lines = [f"activation        : {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})",
-             f"model             : {out['model']}  N = {out['n']}, D = {out['d_model']}, d = {out['d_head']}",
-             f"method            : {out['method']}  (error bound {out['error_bound']:.2g}: {out['error_bound_kind']})"]
-    keys = ("expected_fro2", "expected_jac_s_fro2", "expected_jac_fro2", "growth_exponent", "growth_exponent_jac_s",
-            "growth_exponent_jac", "sup_growth_exponent", "asymptotic_exponent", "crossover_n", "constant_vs_softmax",
-            "matching_scale", "matching_scale_exponent", "worst_case_exponent", "worst_case_exponent_jac")
-    for k in keys:
-        v = out.get(k)
-        lines.append(f"{k:<18}: {v:.6g}" if isinstance(v, float) else f"{k:<18}: {v}")
-    for r in out.get("range") or ():
-        lines.append(f"  N = {r['n']:>6}: E‖φ‖² = {r['expected_fro2']:.4g}, exponent {r['growth_exponent']:.3f}, "
-                     f"‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    for name, r in (out.get("named_sizes") or {}).items():
-        cn = r["crossover_n"]
-        lines.append(f"  {name:<11} (D={r['D']}, d={r['d']}, N={r['n']}): exponent {r['growth_exponent']:.3f}, "
-                     f"N* = {cn if cn is None else f'{cn:.4g}'}, ‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    lines.append(f"verdict           : {out['verdict']}  ({out['rule']}: {out['verdict_statement']})")
+    """The human-readable form of :func:`run_audit`'s result: labelled, aligned, a missing value as ``— (why)``."""
+    from sapa.display import key_values, sig, text_table, value_or_reason
+
+    mc = out["method"] == "monte_carlo"
+    no_form = "Monte Carlo: no closed form in N" if mc else "not defined here"
+    wc_why = "no bound derived for a row-normalised φ's Jacobian" if out["normalize"] == "row" else "not derived"
+    v = value_or_reason
+    model = f"{out['model']} weights, N = {out['n']} tokens, D = {v(out['d_model'], 'from --w')}, " \
+            f"d = {v(out['d_head'], 'from --w')}"
+    if out.get("rho") is not None:
+        model += f", ρ = {sig(out['rho'])}"
+    method = {"exact": "exact: closed-form rational moments (no numerical error)",
+              "quadrature": f"quadrature; error bound {sig(out['error_bound'], 2)} ({out['error_bound_kind']})",
+              "monte_carlo": f"Monte Carlo, {out.get('trials')} draws per N (seed {out.get('seed')}); error bound "
+                             f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}[out["method"]]
+    head = key_values([("activation", f"φ(x) = {out['activation']}  (normalize {out['normalize']}, mask {out['mask']})"),
+                       ("logit convention", f"{out['logit_scale']}  ({out['logit']})"),
+                       ("model", model), ("method", method)])
+    size = key_values([(f"E‖φ(S)‖²_F at N = {out['n']}", v(out["expected_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂S‖²_F", v(out["expected_jac_s_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂X‖²_F", v(out["expected_jac_fro2"], no_form)),
+                       ("E-RMS ‖φ‖_F / √N (softmax's bound: 1)", v(out["constant_vs_softmax"], no_form)),
+                       ("scale c that brings it to √N", f"{v(out['matching_scale'], no_form)} "
+                                                         f"(local exponent {v(out['matching_scale_exponent'], no_form)})")])
+    growth = key_values([("of ‖φ‖_F at N (softmax: ≤ ½)", v(out["growth_exponent"], no_form)),
+                         ("of ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F at N", f"{v(out['growth_exponent_jac_s'], no_form)}, "
+                                                           f"{v(out['growth_exponent_jac'], no_form)}"),
+                         ("largest over N = 2…2^20", v(out["sup_growth_exponent"], no_form)),
+                         ("as N → ∞", v(out["asymptotic_exponent"], no_form)),
+                         ("crossover N* (√N growth beyond it)", v(out["crossover_n"], no_form)),
+                         ("worst case over bounded tokens", v(out["worst_case_exponent"], "not pinned: see --json")),
+                         ("worst case of ‖∂φ/∂X‖_F", v(out["worst_case_exponent_jac"], wc_why))])
+    lines = head + ["", "size"] + ["  " + x for x in size] + ["", "growth exponent (½ d log E‖·‖² / d log N)"]
+    lines += ["  " + x for x in growth]
+    if out.get("range"):
+        lines += ["", "over N"] + ["  " + x for x in text_table(
+            ["N", "E‖φ‖²_F", "exponent", "‖φ‖/√N"],
+            [[r["n"], sig(r["expected_fro2"], 4), f"{r['growth_exponent']:.3f}", sig(r["constant_vs_softmax"])]
+             for r in out["range"]], right=[True] * 4)]
+    if out.get("named_sizes"):
+        lines += ["", "at named sizes"] + ["  " + x for x in text_table(
+            ["size", "D", "d", "N", "exponent", "N*", "‖φ‖/√N"],
+            [[name, r["D"], r["d"], r["n"], f"{r['growth_exponent']:.3f}", v(r["crossover_n"], "none"),
+              sig(r["constant_vs_softmax"])] for name, r in out["named_sizes"].items()],
+            right=[False] + [True] * 6)]
+    from sapa.rules.audit import TOL, K
+
+    if mc:
+        (elo, ehi), (clo, chi) = out["growth_exponent_interval"], out["constant_vs_softmax_interval"]
+        decisive = (f"exponent in [{sig(elo)}, {sig(ehi)}] (limit ½ + {TOL}), ‖φ‖/√N in [{sig(clo)}, {sig(chi)}] "
+                    f"(limit {out['size_factor']:g})")
+    else:
+        decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
+                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})")
+    lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']} ({out['verdict_why']})",
+              f"  decisive numbers: {decisive}"]
+    for name in ("rate", "size"):
+        r = out["readings"][name]
+        lines.append(f"  {name} reading: {r['verdict']} — rule {r['rule']}: {r['why']}")
     return "\n".join(lines)
 
 
@@ -203,9 +302,11 @@ def cmd(args) -> int:
     """``sapa audit``: parse, audit, print (text or one JSON object)."""
     import json
 
-    act = parse_activation(args.expr, args.normalize, args.mask)
     spec = spec_from_args(args)
-    out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed)
+    scale = getattr(args, "logit_scale", "S")
+    act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
+    out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed, size_factor=getattr(args, "size_factor", None),
+                    logit_scale=scale, expr_as_given=args.expr)
     if args.json:
         print(json.dumps(_finite(out), default=_jsonable, allow_nan=False))
     else:

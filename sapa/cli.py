@@ -56,6 +56,13 @@ def _finite_float(text: str) -> float:
     return v
 
 
+def _positive_factor(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive factor, got {text!r}")
+    return v
+
+
 def _positive_seconds(text: str) -> float:
     v = _finite_float(text)
     if v <= 0:
@@ -170,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--timeout", type=_positive_int, default=1200, help="seconds one cell may run")
     c = sub.add_parser("calibrate", help="measure every verdict rule's error rates on synthetic evidence with a known truth",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("--rule", nargs="+", metavar="NAME", help="only these rules (default: all)")
+    c.add_argument("--rule", nargs="+", action="extend", metavar="NAME",
+                   help="only these rules (default: all); repeatable: --rule A --rule B runs both")
     c.add_argument("--trials", type=_positive_int, help="synthetic evidences per truth (default: each rule's own)")
     c.add_argument("--seed", type=_int_nonneg, default=0)
     c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
@@ -191,13 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
     a.add_argument("--trials", type=_positive_int, default=200, help="Monte Carlo draws per N (row-normalised φ)")
     a.add_argument("--seed", type=_int_nonneg, default=0)
+    a.add_argument("--logit-scale", choices=("S", "S/sqrt(d)"), default="S",
+                   help="what x is: an entry of S = X W_Q W_Kᵀ Xᵀ (the paper's theory) or of S/√d (as transformers "
+                        "compute it: x → x/√d is substituted)")
+    a.add_argument("--size-factor", type=_positive_factor, default=None,
+                   help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
+                        "sapa.rules.audit.SIZE_FACTOR = 10)")
     a.add_argument("--json", action="store_true", help="print a flat JSON object")
     return p
 
 
 def _claim_ids() -> list[str]:
-    """The ids ``verify --only`` accepts, in ledger order (claims, then questions)."""
-    from sapa.claims import ORDER
+    """The ids ``verify --only`` accepts, in ledger order, from the light registry (no claim is imported)."""
+    from sapa.claim_ids import ORDER
 
     return list(ORDER)
 
@@ -291,10 +305,14 @@ def cmd_norms(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            for k, val in out.items():
-                print(f"{k:>22}: {val}")
+            print(_readable(out, {}))
         return 0
-    W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
+    from sapa.npyfile import load_square_matrix
+
+    W = load_square_matrix(args.w, "--w")
+    if W.shape[0] != X.shape[1]:  # neither file is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
+        raise InputError(f"--x and --w do not match: --x has D = {X.shape[1]} columns (shape {X.shape}) but --w is "
+                         f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
     scale = positive_float("--scale", args.scale)
     act = Activation(args.activation, args.p, scale)
     r = attention_norms(X, W, act, mask=args.mask)
@@ -313,13 +331,24 @@ def cmd_norms(args: argparse.Namespace) -> int:
         "log10_jac_s_fro_norm": _finite_or_none(r.log10_jac_s_fro),
         "max_abs": r.max_abs,
         "dtype": "float64",
+        "logit_scale": "S",
+        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(τ·S), c·S^p (τ = 1/√d or c = d^(-p/2) "
+                 "gives the S/√d convention)",
     }
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>12}: {val}")
+        print(_readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
     return 0
+
+
+def _readable(out: dict, why_missing: dict[str, str]) -> str:
+    """A command's flat result as aligned ``key : value`` lines; a missing value as ``— (why)``."""
+    from sapa.display import key_values, value_or_reason
+
+    return "\n".join(key_values((k, value_or_reason(v, why_missing.get(k, "not applicable"), digits=6))
+                                for k, v in out.items()))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -331,12 +360,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa.claims.mc import monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
+    from sapa.verify_progress import expected_seconds
+    from common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = _select(all_claims(), args.only, lambda c: c.id, "claim id")
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
+    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
@@ -350,13 +382,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy", "mechanism-across-n") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
+    # timings last: by then the training study's workers (which load both cores) have finished
+    run_order = [c for c in claims if c.id != "overhead"] + [c for c in claims if c.id == "overhead"]
     try:
-        for i, claim in enumerate(claims, 1):
-            print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
-            entry = run_claim(claim, ctx)
-            print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr,
-                  flush=True)
+        for i, claim in enumerate(run_order, 1):
+            tag = f"[{i}/{len(claims)}] {claim.id}"
+            say(f"{tag} ...")
+            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
+                entry = run_claim(claim, ctx)
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
+        order = [c.id for c in claims]
+        entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
     except BaseException:
         stop_prefetch(ctx)
         raise
@@ -369,9 +406,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if prior is not None:  # the report and the table show the whole merged ledger
         entries, prov = ledger_entries(ledger), ledger["provenance"]
     atomic_write_json(out_dir / "ledger.json", ledger)
-    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_summary))
-    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_summary))
-    print(report.table(entries, mc=mc_summary))
+    mc_all = ledger.get("monte_carlo") or mc_summary  # after --only: the merged ledger's, as ledger.json says
+    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_all))
+    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_all))
+    print(report.table(entries, mc=mc_all))
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
@@ -383,8 +421,11 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
 
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
-    print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
-    done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+    from common.progress import say, stage
+
+    say(f"drawing {len(jobs)} figures ...")
+    with stage(f"drawing {len(jobs)} figures"):
+        done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
@@ -434,12 +475,21 @@ def cmd_exact(args: argparse.Namespace) -> int:
         "growth_exponent_of": "d log √E‖x^p/√N‖²_F / d log N at N (the 1/√N-scaled norm; _jac: its Jacobian w.r.t. X)",
         "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
         "formula": m.formula,
+        "logit_scale": "S",
+        "logit": "S = X W_Q W_Kᵀ Xᵀ (or ABᵀ), no 1/√d: the paper's theory",
     }
+    if m.d is not None:  # the same moments under S/√d: E‖(S/√d)^{∘p}‖² = d^(−p)·E‖S^{∘p}‖², Jacobians alike, N* unchanged
+        from sapa.conditions import scaled_by_logit_convention as conv
+
+        out["at_logit_scale_s_over_sqrt_d"] = {
+            "expected_fro2": conv(out["expected_fro2"], m.p, m.d, squared=True),
+            "expected_jac_fro2": conv(out["expected_jac_fro2"], m.p, m.d, squared=True),
+            "factor": f"d^(-p) = {m.d}^(-{m.p})", "crossover_n": out["crossover_n"],
+            "growth_exponent": out["growth_exponent"]}
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>20}: {val}")
+        print(_readable(out, {"rho": "--model corr only", "sigma": "--model shared: the weights are --w"}))
     return 0
 
 
@@ -523,12 +573,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(flat, default=float))
     else:
+        from sapa.display import ratio, sig
+
         for r in res["vs_autograd"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['activation']:<22} kernel {r['kernel_s']:.4g} s  "
-                  f"jacrev {r['autograd_s']:.4g} s  speedup {r['speedup_vs_autograd']:.0f}×")
+                  f"jacrev {r['autograd_s']:.4g} s  speedup {ratio(r['speedup_vs_autograd'])}")
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
-                  f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+                  f"cost vs forming S {ratio(r['cost_vs_gemm'])}  peak {sig(r['peak_mem_bytes'] / 2**20, 3)} MiB")
         if "overhead" in res:
             from empirics.timing.overhead import summary_lines
 
@@ -537,11 +589,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in res["training"]["cells"]:
                 print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
-                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
-                      f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+                      f"{ratio(r['speedup'])} (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
+                      f"{ratio(r['speedup_ceiling'])}; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
             print("member-steps per second (one thread, ensemble of 6, text shape): " + ", ".join(
                 f"N={r['N']} {r['member_steps_per_s']:.0f}" for r in res["training"]["member_steps_per_s"]))
-            print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
+            print(f"ensemble_speedup {ratio(res['training']['ensemble_speedup'])} ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
@@ -552,7 +604,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
     from empirics.training.mechanism import resolve_device
-    from empirics.training.train_study import main_cli, plan_chunks, study_config
+    from empirics.training.train_study import plan_chunks, study_config
     from sapa.rules.learning import decide_slowdown
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
@@ -573,8 +625,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
                                scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
-    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
-                    scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
+    from sapa.train_summary import main_train
+
+    return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
+                      scheduler=args.scheduler, device=args.device)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
@@ -629,13 +683,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.seed != SEED or args.trials is not None:
             raise InputError(f"--store keeps the ledger's calibrations only: seed {SEED}, each rule's default trials")
         write_store(list(zip(rules, results)))
+    from sapa.rules.base import EXACT_NOTE
+
     if args.json:
-        print(json.dumps({"rules": [c.as_dict() for c in results],
+        print(json.dumps({"rules": [{**c.as_dict(), "evidence": r.evidence,
+                                     **({"note": EXACT_NOTE} if r.evidence == "exact" else {})}
+                                    for r, c in zip(rules, results)],
                           "targets": {"false_fails_rate": FALSE_FAILS_TARGET, "false_holds_rate": FALSE_HOLDS_TARGET}}))
         return 0
     w = max(len(c.rule) for c in results)
     print(f"{'rule':<{w}}  false FAILS  false HOLDS   power  undetermined (null)  trials  targets")
-    for c in results:
+    for r, c in zip(rules, results):
+        if r.evidence == "exact":  # rates of 0 / 0 / 100 % would only restate the decision logic
+            print(f"{c.rule:<{w}}  {EXACT_NOTE} (decision logic on synthetic exact evidence: {c.false_fails_rate:.2%} / "
+                  f"{c.false_holds_rate:.2%} / {c.power:.1%}, {c.trials} trials)")
+            continue
         print(f"{c.rule:<{w}}  {c.false_fails_rate:>11.2%}  {c.false_holds_rate:>11.2%}  {c.power:>6.1%}  "
               f"{c.undetermined_rate_null:>19.1%}  {c.trials:>6}  {'met' if c.meets_targets else 'MISSED'}")
     print(f"targets: false FAILS ≤ {FALSE_FAILS_TARGET:.0%} (statement true, least favourable case), "

@@ -11,14 +11,8 @@ from sapa.claims import learning_claims, study_claims
 from sapa.claims import other_papers
 from sapa.claims import position_claims
 from sapa.claims import lipschitz_claims
+from sapa.claim_ids import ORDER  # noqa: F401  (re-exported: the order lives in the light registry)
 from sapa.ledger import Claim
-
-ORDER = [
-    "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled",
-    "fig1-scale-direction", "causal-masking", "other-powers", "overhead", "scale-keeps-training-stable",
-    "norm-vs-accuracy", "mechanism-across-n", "real-model-regime", "alibi-scaling",
-    "lipschitz-vs-published-bound", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
-]
 
 # Claims whose check is not built yet: (paper statement, owner issue).
 _PENDING: dict[str, tuple[str, str]] = {}

@@ -204,6 +204,8 @@ CLAIMS = [
             n_range="N ∈ {16, 32, 64} (quick, full) and 128 (full)",
             predicted_exponent="not a rate: the paper's thesis predicts no growth of the slowdown with N",
             refuted_by="a one-sided 99.75 % lower bound of the slowdown's growth above one doubling",
+            logit_scale="S/sqrt(d)",
+            logit_note="the tiny transformers compute S = X W_Q W_Kᵀ Xᵀ/√d, as transformers do; the φ arms act on it",
         ),
         check=check_mechanism_across_n,
     ),
