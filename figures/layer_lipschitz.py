@@ -4,9 +4,9 @@ Left: every layer of all-MiniLM-L6-v2 on its own hidden states (a text prefix of
 layers of ViT-Base size (D = 768, 12 heads, d = 64). Solid: the Lanczos lower bound of σ₁; dashed: the
 certified upper bound (:mod:`empirics.kernels.spectral`); dotted grey: a √N slope for reference (the rate that
 Castin, Ablin & Peyré, ICML 2024, state for their bound). The published bound itself is not drawn (see
-:data:`empirics.experiments.layer_lipschitz.PUBLISHED_BOUND`).
+:data:`empirics.realmodel.layer_lipschitz.PUBLISHED_BOUND`).
 
-Draws only: the data come from :func:`empirics.experiments.layer_lipschitz.run_layer_lipschitz` or its stored JSON.
+Draws only: the data come from :func:`empirics.realmodel.layer_lipschitz.run_layer_lipschitz` or its stored JSON.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import figdata
-from empirics.experiments.layer_lipschitz import LayerLipschitzResult
+from empirics.realmodel.layer_lipschitz import LayerLipschitzResult
 from figures import style
 
 NAME = "layer_lipschitz"  # stored by ``sapa verify`` under RESULTS/data/NAME.json

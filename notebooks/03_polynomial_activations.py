@@ -38,7 +38,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.montecarlo.samplers import RandomnessModel, sample_trials, trial_generators
+from empirics.montecarlo.samplers import RandomnessModel, sample_trials
+from common.seeds import trial_generators
 from theory.matrix_power import matrix_power_growth
 from theory.moments import exact_moments
 

@@ -41,7 +41,7 @@ import tempfile
 import numpy as np
 import torch
 
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 from theory.moments import crossover_table, exact_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"

@@ -205,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--size-factor", type=_positive_factor, default=None,
                    help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
                         "sapa.rules.audit.SIZE_FACTOR = 10)")
-    a.add_argument("--json", action="store_true", help="print a flat JSON object")
+    a.add_argument("--json", action="store_true",
+                   help="print one JSON object (nested: range, readings, named_sizes, verdict_evidence)")
     return p
 
 
@@ -377,7 +378,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
-    from sapa.claims.study_claims import prefetch_study, stop_prefetch
+    from sapa.claims.scale_keeps_training_stable import prefetch_study, stop_prefetch
 
     if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy", "mechanism-across-n") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run

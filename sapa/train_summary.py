@@ -16,7 +16,7 @@ def summary(res, out: Path, seconds: float) -> str:
     from empirics.training.study_analysis import best_lr, flattening
     from empirics.training.study_config import ARMS
     from empirics.training.train_study import best_lr_summary
-    from sapa.claims.study_claims import alpha_line, flattening_line
+    from sapa.claims.scale_keeps_training_stable import alpha_line, flattening_line
 
     best = best_lr(res.runs)
     tab = best_lr_summary(res.runs, best)

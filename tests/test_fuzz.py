@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from empirics.montecarlo import samplers
+from common import seeds
 from empirics.kernels.norms import Activation, attention_norms, paper_model_norms
 from empirics.montecarlo.stats import fit_exponent
 from empirics.montecarlo.sweep import cells, check_memory, config_from_dict
@@ -529,7 +530,7 @@ def check_samplers(case) -> None:
         cfg = samplers.RandomnessModel(**case["cfg"])
         fn = case["fn"]
         if fn == "generator":
-            samplers.trial_generator(case["seed"], case["key"], case["trial"])
+            seeds.trial_generator(case["seed"], case["key"], case["trial"])
             return "ok"
         if fn == "cov":
             cov = samplers.power_law_cov(case["D"], case["cfg"].get("aniso_alpha", 1.0), torch.Generator(), case["cfg"].get("sigma_x", 1.0))
@@ -648,7 +649,7 @@ def test_fuzz_found_regressions(pool, cli_dir):
     with pytest.raises(InputError, match="rng must be"):
         samplers.sample_trials(samplers.RandomnessModel(), 3, 2, 2, 2, "rng")
     with pytest.raises(InputError, match="key must be plain JSON"):
-        samplers.trial_generator(0, {"a": math.nan}, 0)
+        seeds.trial_generator(0, {"a": math.nan}, 0)
     with pytest.raises(InputError, match="population"):
         pop = samplers.make_population(samplers.RandomnessModel(inputs="aniso"), 4, torch.Generator())
         samplers.sample_trials(samplers.RandomnessModel(inputs="aniso"), 3, 2, 2, 2, torch.Generator(), population=pop)

@@ -52,14 +52,37 @@ _GROUPS = {
 MODULES: dict[str, str] = {f"empirics.{m}": f"{pkg}.{m}" for pkg, ms in _GROUPS.items() for m in ms}
 
 # Renames after the move (one name per idea). old → new, applied after MODULES (chains are resolved).
-RENAMES: dict[str, str] = {}
+RENAMES: dict[str, str] = {
+    # the arm-level statistics the training study uses (ρ̄ across arms, the paired seed contrast)
+    "empirics.training.norm_accuracy": "empirics.training.arm_statistics",
+    # claim modules named after the ledger ids they hold
+    "sapa.claims.softmax_claims": "sapa.claims.thm4_1",                      # thm4.1-norm, thm4.1-jacobian
+    "sapa.claims.growth_claims": "sapa.claims.thm4_2_to_cor4_5",             # thm4.2 … cor4.5, other-powers
+    "sapa.claims.scale_claims": "sapa.claims.scale_direction_and_causal",     # fig1-scale-direction, causal-masking
+    "sapa.claims.overhead_claims": "sapa.claims.overhead",                    # overhead
+    "sapa.claims.study_claims": "sapa.claims.scale_keeps_training_stable",    # scale-keeps-training-stable
+    "sapa.claims.training_claims": "sapa.claims.norm_vs_accuracy",            # norm-vs-accuracy
+    "sapa.claims.real_claims": "sapa.claims.real_model_regime",               # real-model-regime
+    "sapa.claims.position_claims": "sapa.claims.alibi_scaling",               # alibi-scaling
+    "sapa.claims.lipschitz_claims": "sapa.claims.lipschitz_vs_published_bound",  # lipschitz-vs-published-bound
+    # measured on real MiniLM layers (and random ViT-B layers beside them): the real model's floor
+    "empirics.experiments.layer_lipschitz": "empirics.realmodel.layer_lipschitz",
+}
 
 # Names that moved from one module to another (old dotted name → new), rewritten after the module moves.
 # Seeds: every random stream derives from (seed, key) in one module named for it.
-SYMBOLS: dict[str, str] = {}
+SEED_NAMES = ("canonical_json", "stable_hash", "spawn_key", "seed_sequence", "rng_for", "torch_gen_for",
+              "torch_generator", "trial_generator", "trial_generators")
+SYMBOLS: dict[str, str] = {f"empirics.montecarlo.samplers.{n}": f"common.seeds.{n}" for n in SEED_NAMES}
+# φ and φ' of an audited activation: a kernel (used by the exact norms of any φ), not the audit experiment's own.
+SYMBOLS.update({f"empirics.experiments.audit.{n}": f"empirics.kernels.activation_fns.{n}"
+                for n in ("activation_functions", "_Fns")})
 
 # Tests that move without their module moving (tests mirror the source tree).
-TEST_MOVES: dict[str, str] = {}
+TEST_MOVES = {
+    "tests.sapa.test_mc": "tests.sapa.claims.test_mc",
+    "tests.sapa.test_other_papers": "tests.sapa.claims.test_other_papers",
+}
 
 # Tests whose file name is not test_<module>.py: the module whose folder they follow.
 TEST_HOME = {"test_norms_range": "empirics.norms", "test_trial_design": "empirics.sweep",
@@ -168,6 +191,23 @@ _FROM = re.compile(r"^(?P<ind>[ \t]*)from (?P<pkg>[\w.]+) import (?P<names>\([^)
                    re.M)
 
 
+def _from_line(indent: str, parent: str, names: list[str], width: int = 120) -> str:
+    """``from parent import a, b``, wrapped in parentheses under ``width`` columns."""
+    line = f"{indent}from {parent} import {', '.join(names)}"
+    if len(line) <= width:
+        return line
+    head = f"{indent}from {parent} import ("
+    out, cur = [], head
+    for k, n in enumerate(names):
+        piece = n + (")" if k == len(names) - 1 else ",")
+        if len(cur) + len(piece) + 1 > width and cur.strip() not in ("", head.strip()):
+            out.append(cur.rstrip())
+            cur = " " * len(head)
+        cur += ("" if cur.endswith("(") or not cur.strip() else " ") + piece
+    out.append(cur)
+    return "\n".join(out)
+
+
 def _rewrite_from(text: str, mapping: dict[str, str]) -> str:
     """``from P import a, b as c`` where P.a moved: import each name from its new package (one line per package)."""
 
@@ -187,11 +227,39 @@ def _rewrite_from(text: str, mapping: dict[str, str]) -> str:
             parent, leaf = new.rsplit(".", 1)
             alias = alias or (name if leaf != name else "")
             groups.setdefault(parent, []).append(f"{leaf} as {alias}" if alias and alias != leaf else leaf)
-        lines = [f"{m['ind']}from {parent} import {', '.join(names)}" for parent, names in groups.items()]
+        lines = [_from_line(m["ind"], parent, names) for parent, names in groups.items()]
         lines[0] += m["tail"] or ""
         return "\n".join(lines)
 
     return _FROM.sub(fix, text)
+
+
+def _rewrite_alias_attrs(text: str) -> str:
+    """``M.name`` where module M was imported under an alias and ``name`` moved (SYMBOLS): point it at the new module.
+
+    ``from empirics.montecarlo import samplers`` … ``samplers.trial_generator(…)`` becomes
+    ``from common import seeds`` … ``seeds.trial_generator(…)`` (the import is added after the alias's import).
+    """
+    for old_full, new_full in SYMBOLS.items():
+        old_mod, name = old_full.rsplit(".", 1)
+        new_mod = new_full.rsplit(".", 1)[0]
+        opkg, oleaf = old_mod.rsplit(".", 1)
+        npkg, nleaf = new_mod.rsplit(".", 1)
+        binds = [(m.group(0), m.group("alias") or oleaf) for m in re.finditer(
+            rf"^[ \t]*from {re.escape(opkg)} import [^\n]*?\b{oleaf}\b(?: as (?P<alias>\w+))?[^\n]*$", text, re.M)]
+        binds += [(m.group(0), m.group("alias")) for m in re.finditer(
+            rf"^[ \t]*import {re.escape(old_mod)} as (?P<alias>\w+)[^\n]*$", text, re.M)]
+        for line, alias in binds:
+            use = re.compile(rf"(?<![\w.]){re.escape(alias)}\.{name}\b")
+            if not use.search(text):
+                continue
+            local = nleaf if not re.search(rf"(?<![\w.]){nleaf}\b", text.replace(new_mod, "")) else f"{npkg.replace('.', '_')}_{nleaf}"
+            text = use.sub(f"{local}.{name}", text)
+            imp = f"from {npkg} import {nleaf}" + ("" if local == nleaf else f" as {local}")
+            if imp not in text:
+                indent = re.match(r"[ \t]*", line).group(0)
+                text = text.replace(line, f"{line}\n{indent}{imp}", 1)
+    return text
 
 
 def rewrite_text(text: str, mapping: dict[str, str], rules) -> str:
@@ -202,7 +270,25 @@ def rewrite_text(text: str, mapping: dict[str, str], rules) -> str:
     text = _rewrite_from(text, SYMBOLS)
     for old, new in SYMBOLS.items():
         text = re.sub(r"(?<![\w.])" + re.escape(old) + r"(?!\w)", new, text)
-    return text
+    return _rewrite_alias_attrs(text)
+
+
+def rewrite_notebook(raw: str, mapping: dict[str, str], rules) -> str:
+    """An .ipynb rewritten cell by cell (its sources stay equal to the paired .py's); written as Jupyter does."""
+    try:
+        nb = json.loads(raw)
+    except ValueError:
+        return rewrite_text(raw, mapping, rules)
+    for cell in nb.get("cells", []):
+        src = cell.get("source")
+        text = "".join(src) if isinstance(src, list) else src
+        if not isinstance(text, str):
+            continue
+        new = rewrite_text(text, mapping, rules)
+        if new != text:
+            cell["source"] = new.splitlines(keepends=True) if isinstance(src, list) else new
+    out = json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    return out if out != json.dumps(json.loads(raw), sort_keys=True, indent=1, ensure_ascii=False) + "\n" else raw
 
 
 def _tracked_files(exclude: tuple[str, ...] = ()) -> list[Path]:
@@ -243,7 +329,7 @@ def rewrite(check_only: bool = False, exclude: tuple[str, ...] = ()) -> list[Pat
     changed: list[Path] = []
     for f in _tracked_files(exclude):
         text = f.read_text(encoding="utf-8")
-        new = rewrite_text(text, mapping, rules)
+        new = (rewrite_notebook if f.suffix == ".ipynb" else rewrite_text)(text, mapping, rules)
         if new != text:
             changed.append(f)
             if not check_only:
@@ -262,10 +348,10 @@ def _old_names(meta: str) -> list[str]:
     """
     step = {**MODULES, **PACKAGES, **RENAMES, **SYMBOLS}  # one step of the history: name → its next name
     back = {new: old for old, new in step.items()}
+    one_step = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(back, key=len, reverse=True))) + r")(?!\w)")
     out, text = [meta], meta
-    for _ in range(3):  # undo up to three steps (move, rename, moved name)
-        for new in sorted(back, key=len, reverse=True):
-            text = re.sub(r"(?<![\w.])" + re.escape(new) + r"(?!\w)", back[new], text)
+    for _ in range(3):  # undo up to three steps (move, rename, moved name), one step at a time
+        text = one_step.sub(lambda m: back[m.group(1)], text)
         out.append(text)
     return out
 

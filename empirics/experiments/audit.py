@@ -21,11 +21,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import sympy as sp
 
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
+from empirics.kernels.activation_fns import _Fns, activation_functions
 from empirics.montecarlo.stats import local_slopes
-from theory.audit import Activation, ModelSpec, x_
+from theory.audit import Activation, ModelSpec
 from common.validate import InputError, positive_int
 
 __all__ = [
@@ -66,37 +66,11 @@ class MCNorms:
                 "jac2": ms(self.jac2)}
 
 
-@dataclass(frozen=True)
-class _Fns:
-    f: object     # φ(x, N, i)
-    fp: object    # ∂φ/∂x
-    logf: object  # log φ (row-normalised exp-type φ), or None
-    dlogf: object
-
-
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Batched a @ b through torch (float64; numpy's stacked matmul does not use BLAS here and is ~30× slower)."""
     import torch
 
     return (torch.from_numpy(np.ascontiguousarray(a)) @ torch.from_numpy(np.ascontiguousarray(b))).numpy()
-
-
-def _np(expr: sp.Expr):
-    from theory.audit import _lam
-
-    return _lam(expr)
-
-
-def activation_functions(act: Activation) -> _Fns:
-    """φ, φ' (and log φ, (log φ)' for exp-type row-normalised φ) as numpy functions of (x, N, i)."""
-    logf = dlogf = None
-    if act.normalize == "row" and act.expr.has(sp.exp):
-        L = sp.expand_log(sp.log(act.expr), force=True)
-        if not L.has(sp.log) or all(a.has(sp.exp) is False for a in L.atoms(sp.log)):
-            L = sp.simplify(L)
-        if not L.has(sp.exp):  # e.g. exp(x/8) -> x/8: softmax evaluated stably
-            logf, dlogf = _np(L), _np(sp.diff(L, x_))
-    return _Fns(_np(act.expr), _np(sp.diff(act.expr, x_)), logf, dlogf)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from empirics.kernels.scale import row_coefficients as scale_rows
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 from empirics.experiments.scale_direction import row_norms2, sample_factors, trials_per_n
 from empirics.montecarlo.stats import local_slopes, ols_slopes
 from common.validate import InputError, choice, positive_int

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from empirics.montecarlo.samplers import RandomnessModel, rng_for, sample_paper_ab, sample_trials, trial_generator
+from empirics.montecarlo.samplers import RandomnessModel, sample_paper_ab, sample_trials
+from common.seeds import rng_for, trial_generator
 from empirics.montecarlo.stats import ols_slopes
 from common.validate import InputError, choice, positive_int
 

@@ -10,7 +10,7 @@ The numerical side of the Theorem 4.1 checks, beside the exact derivation of :mo
 * :func:`jacobian_wrt_x_growth` — ‖∂softmax(XWXᵀ)/∂X‖_F/√N grows with the weight scale (no bound in X);
 * :func:`lipschitz_search` — softmax attention's Lipschitz constant w.r.t. X against N.
 
-All float64, randomness only through the seeds given (``empirics.montecarlo.samplers.rng_for``).
+All float64, randomness only through the seeds given (``common.seeds.rng_for``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from empirics.montecarlo.samplers import rng_for, torch_gen_for
+from common.seeds import rng_for, torch_gen_for
 
 __all__ = [
     "adversarial_logits",

@@ -26,7 +26,7 @@ import torch
 
 from empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm, spectral_norm
 from empirics.kernels.norms import Activation, attention_norms
-from empirics.montecarlo.samplers import rng_for, torch_gen_for
+from common.seeds import rng_for, torch_gen_for
 from empirics.montecarlo.stats import loglog_slope
 from common.validate import InputError, choice, positive_int
 from theory.worst_case import CONSTRAINTS, QUANTITIES, bracket, witness_input, witnesses

@@ -140,7 +140,7 @@ class _Head:
 
 def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray]:
     """(P, g) for logits S (N, N): P = φ(S) or its row-normalised form, g as in the module docstring (masked: 0)."""
-    from empirics.experiments.audit import activation_functions
+    from empirics.kernels.activation_fns import activation_functions
 
     fns = fns or activation_functions(act)
     N = S.shape[0]
@@ -314,7 +314,7 @@ def expr_norms(X, layer: Layer, act) -> ExprNorms:
     >>> round(r.fro[0], 12), round(r.jac_fro[0] ** 2, 12)   # as empirics.kernels.norms' poly p = 1
     (1.414213562373, 12.0)
     """
-    from empirics.experiments.audit import activation_functions
+    from empirics.kernels.activation_fns import activation_functions
 
     X = _f64("X", X, 2)
     N, D = X.shape
@@ -348,7 +348,7 @@ class LayerOperator:
     """
 
     def __init__(self, X, layer: Layer, act, head: int | None = None):
-        from empirics.experiments.audit import activation_functions
+        from empirics.kernels.activation_fns import activation_functions
 
         self.X = _f64("X", X, 2)
         self.layer = layer

@@ -3,8 +3,8 @@
 Objects: ``f(X) = φ(X W Xᵀ)`` (the attention matrix, N×N; masked/row-scaled as in
 ``empirics.kernels.norms``) or, with a value matrix ``V``, the attention output ``φ(X W Xᵀ) X V``.
 
-* :func:`spectral_norm` — ``‖∂f/∂x‖₂`` by power iteration on ``JᵀJ`` using
-  ``torch.func.jvp``/``vjp``; the Jacobian is never materialised.
+* :func:`spectral_norm` — ``‖∂f/∂x‖₂`` by power iteration on ``JᵀJ`` using :func:`jvp` and
+  ``torch.func.vjp``; the Jacobian is never materialised.
 * :func:`jacobian_fro` — ``‖∂f/∂x‖_F² = Σ_j ‖J e_j‖²`` by batched JVPs over chunks of the
   input basis (at most ``chunk`` columns of J exist at a time).
 * :func:`maximise_jacobian_norm` — ``max_{‖X‖_F = r} ‖∂f/∂X‖`` (spectral or Frobenius) by
@@ -25,12 +25,34 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-from torch.func import grad, jvp, vjp, vmap
+from torch.func import grad, vjp, vmap
 
 from common.validate import choice, positive_float, positive_int
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
+
+
+# --------------------------------------------------------------------------- J v by reverse mode
+
+
+def jvp(f: Fn, primals: tuple[torch.Tensor], tangents: tuple[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(f(x), J v)`` by two reverse passes: ``g(u) = Jᵀu`` is linear in u, so ``J v = (∂g/∂u)ᵀ v`` at any u.
+
+    The same pair as ``torch.func.jvp``, composable with ``vmap`` and ``grad``, but without forward-mode
+    AD: that loads torch's JVP decompositions, which are compiled with the deprecated ``torch.jit.script``.
+    """
+    (x,), (v,) = primals, tangents
+    y, pull = vjp(f, x)
+    _, pull_t = vjp(lambda u: pull(u)[0], torch.zeros_like(y))
+    return y, pull_t(v)[0]
+
+
+def _jv_columns(f: Fn, x: torch.Tensor):
+    """``e ↦ J e`` at x, the reverse passes set up once (vmap it over a chunk of the input basis)."""
+    y, pull = vjp(f, x)
+    _, pull_t = vjp(lambda u: pull(u)[0], torch.zeros_like(y))
+    return lambda e: pull_t(e)[0]
 
 
 # --------------------------------------------------------------------------- the maps
@@ -161,8 +183,9 @@ def _basis_chunks(n: int, chunk: int, like: torch.Tensor):
 def jacobian_fro_sq(f: Fn, x: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
     """``‖∂f/∂x‖_F² = Σ_j ‖J e_j‖²`` over the input basis, ``chunk`` JVPs at a time (differentiable)."""
     total = x.new_zeros(())
+    jv = _jv_columns(f, x)
     for E in _basis_chunks(x.numel(), positive_int("chunk", chunk), x):
-        cols = vmap(lambda e: jvp(f, (x,), (e,))[1])(E)  # (c, *f(x).shape)
+        cols = vmap(jv)(E)  # (c, *f(x).shape)
         total = total + (cols**2).sum()
     return total
 

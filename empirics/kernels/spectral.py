@@ -106,7 +106,7 @@ def certified_spectral_norm(
     >>> b.converged, round(b.lower, 12), round(b.upper, 12)
     (True, 3.0, 3.0)
     """
-    from empirics.montecarlo.samplers import rng_for
+    from common.seeds import rng_for
 
     tol = positive_float("tol", tol)
     max_steps = positive_int("max_steps", max_steps)

@@ -61,7 +61,7 @@ from empirics.realmodel.real_records import (
     RealMeta,
     RealResult,
 )
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 
 __all__ = ["analyse", "phi_fro", "VIT_REFERENCES", "WEIGHT_MODELS", "vit_references", "layer_table"]
 

@@ -19,7 +19,7 @@ import numpy as np
 from common.validate import InputError
 from empirics.realmodel.real_model import HeadQK
 from empirics.realmodel.real_records import ABCorrelation, ABStats, Invariants, ProxyMoments
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 from empirics.montecarlo.stats import loglog_slope
 
 __all__ = [

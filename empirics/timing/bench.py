@@ -42,7 +42,7 @@ from empirics.kernels.norms import (
     default_device,
     jacobian_autograd,
 )
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 from common.validate import InputError, positive_int
 
 __all__ = ["bench_vs_autograd", "bench_vs_gemm", "bench_all", "DEFAULT_ACTIVATIONS"]

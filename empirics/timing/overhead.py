@@ -41,7 +41,7 @@ import torch.nn.functional as Fn
 from empirics.timing.bench import _sync, _time
 from empirics.kernels.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
 from empirics.kernels.norms import default_device
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 from common.validate import InputError, choice, positive_float, positive_int
 
 __all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "measured_crossover", "crossover_table", "flat_summary",

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from common.atomic import atomic_write_json
 from common.pool import one_thread
 from common.validate import InputError, choice, positive_int
-from empirics.montecarlo.samplers import stable_hash, torch_gen_for
+from common.seeds import stable_hash, torch_gen_for
 from empirics.training import mechanism_data as MD
 from empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs,
                                         clip_per_member, ensemble_forward, head_Ws, phi, stack_members)

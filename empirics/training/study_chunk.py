@@ -1,7 +1,7 @@
 """Train one ensemble chunk of the study: data, the step loop, evaluations and exact float64 norm probes.
 
 ``train_chunk(chunk, cfg)`` is a pure function of its arguments (one torch thread, deterministic
-algorithms, generators from :func:`empirics.montecarlo.samplers.torch_gen_for`), except its timing fields: the
+algorithms, generators from :func:`common.seeds.torch_gen_for`), except its timing fields: the
 same chunk gives the same numbers serially, in a worker, or in another order.
 """
 
@@ -19,7 +19,7 @@ from empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, at
                                ensemble_forward, head_Ws, member_losses, stack_members)
 from empirics.kernels.norms import Activation, NormOverflowError, attention_norms_batched
 from common.pool import one_thread
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 from empirics.training.study_config import ARMS, MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan
 from empirics.training.train_data import load_digits, load_text, text_probe
 

@@ -15,7 +15,7 @@ import torch
 
 from common.validate import InputError, choice, positive_int
 from empirics.training.ensemble import Family
-from empirics.montecarlo.samplers import stable_hash
+from common.seeds import stable_hash
 from empirics.training.tiny_models import TinyModelConfig
 
 __all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",

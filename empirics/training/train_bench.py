@@ -36,7 +36,7 @@ from torch.profiler import ProfilerActivity, profile
 from empirics.training.ensemble import AdamWState, EnsembleSpec, adamw_step, clip_per_member, ensemble_forward, member_losses
 from empirics.training.ensemble import stack_members
 from common.pool import one_thread
-from empirics.montecarlo.samplers import torch_gen_for
+from common.seeds import torch_gen_for
 from empirics.training.tiny_models import Arm, build_model
 
 __all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile", "member_step_rates"]

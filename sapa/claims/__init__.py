@@ -6,11 +6,9 @@ lists them as not yet examined instead of guessing a verdict.
 
 from __future__ import annotations
 
-from sapa.claims import growth_claims, overhead_claims, real_claims, scale_claims, softmax_claims, training_claims
-from sapa.claims import learning_claims, study_claims
-from sapa.claims import other_papers
-from sapa.claims import position_claims
-from sapa.claims import lipschitz_claims
+from sapa.claims import (alibi_scaling, lipschitz_vs_published_bound, mechanism_across_n, norm_vs_accuracy,
+                         other_papers, overhead, real_model_regime, scale_direction_and_causal, scale_keeps_training_stable, thm4_1,
+                         thm4_2_to_cor4_5)
 from sapa.claim_ids import ORDER  # noqa: F401  (re-exported: the order lives in the light registry)
 from sapa.ledger import Claim
 
@@ -20,8 +18,9 @@ _PENDING: dict[str, tuple[str, str]] = {}
 
 def all_claims() -> list[Claim]:
     """Every claim of DESIGN.md (and the real-model entry), in order."""
-    built = {c.id: c for c in softmax_claims.CLAIMS + growth_claims.CLAIMS + scale_claims.CLAIMS + overhead_claims.CLAIMS
-             + study_claims.CLAIMS + learning_claims.CLAIMS + training_claims.CLAIMS + real_claims.CLAIMS
-             + other_papers.CLAIMS + position_claims.CLAIMS + lipschitz_claims.CLAIMS}
+    modules = (thm4_1, thm4_2_to_cor4_5, scale_direction_and_causal, overhead, scale_keeps_training_stable,
+               norm_vs_accuracy, mechanism_across_n, real_model_regime, other_papers, alibi_scaling,
+               lipschitz_vs_published_bound)
+    built = {c.id: c for m in modules for c in m.CLAIMS}
     pending = {cid: Claim(id=cid, statement=st, owner=owner) for cid, (st, owner) in _PENDING.items()}
     return [built.get(cid) or pending[cid] for cid in ORDER]

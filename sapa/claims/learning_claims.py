@@ -6,7 +6,7 @@ and task — ``slowdown-trend`` (does the slowdown in steps to leave the floor, 
 grow with N?) and ``final-gap-trend`` (does the final accuracy gap grow?). A run that never leaves its
 floor within the cap is censored: "not converged within the cap", never evidence that an arm cannot learn.
 
-``mechanism-across-n`` (a question: the reviews ask whether the scale rule keeps attention trainable
+``mechanism-across-n`` (its check is :mod:`sapa.claims.mechanism_across_n`; a question: the reviews ask whether the scale rule keeps attention trainable
 as N grows): on copy at lag 1 and 2, an induction head and multi-query associative recall, does
 x^p/√N's learning slow down with N where softmax's does not? Per (task, arm) a ``slowdown-trend``
 reading; findings: solved fraction, censored steps to solve and the offset-mass profile per (task, N, arm).
@@ -14,20 +14,18 @@ reading; findings: solved fraction, censored steps to solve and the offset-mass 
 
 from __future__ import annotations
 
-import time
+from sapa.ledger import Reading
 
-from sapa.ledger import Claim, Context, Contract, Outcome, Reading
-
-__all__ = ["learning_block", "check_mechanism_across_n", "CLAIMS", "HEADLINE_ARMS"]
+__all__ = ["learning_block", "mechanism_outcome", "slowdown_reading", "HEADLINE_ARMS", "STATEMENT", "TESTED"]
 
 HEADLINE_ARMS = ("x_sqrtN", "x3_sqrtN")
 LABEL = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "expr": "φ"}
 
 
 def _lab(a: str) -> str:
-    from sapa.claims.study_claims import arm_label
+    from figures.training_vs_n import LABELS
 
-    return LABEL.get(a) or arm_label(a)
+    return LABEL.get(a) or LABELS.get(a, a)
 
 
 def _public(c: dict) -> dict:
@@ -163,50 +161,3 @@ def mechanism_outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], 
           "profile_bins": "share of Σ|φ(S)_ij| of layer 1 on offsets i − j = 0 … 7 and ≥ 8 (median over seeds)"}
     findings = mechanism_lines(cells) + tuple(norm_line(a, v) for a, v in nx.items())
     return ("ANSWERED" if decided else "UNDETERMINED"), rs, answer, ev, findings
-
-
-def check_mechanism_across_n(ctx: Context) -> Outcome:
-    from sapa.claims.study_claims import error_text, get_study
-
-    t0 = time.perf_counter()
-    try:
-        study = get_study(ctx)
-    except Exception as exc:  # noqa: BLE001 - runs that cannot complete are evidence of nothing
-        return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline=f"mechanism runs failed: "
-                       f"{error_text(exc)}", evidence={"error": error_text(exc)}, rule="slowdown-trend")
-    if not study.mechanism:
-        return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline="no mechanism runs in this study",
-                       evidence={"status": "not run"}, rule="slowdown-trend")
-    verdict, rs, answer, ev, findings = mechanism_outcome(study.mechanism, HEADLINE_ARMS)
-    from figures import learning_curves as fig
-
-    paths = fig.draw(ev["cells"], ctx.out_dir / "figures", stem="mechanism_learning", solved=True)
-    ev["check_wall_seconds"] = round(time.perf_counter() - t0, 1)
-    head = "; ".join(f"{r.name.split(' slowdown')[0]} {r.verdict}" for r in rs)
-    return Outcome(verdict=verdict, tested_statement=TESTED, headline=f"slowdown vs softmax over N: {head}",
-                   readings=rs, rule="slowdown-trend", answer=answer if verdict == "ANSWERED" else None,
-                   findings=findings, evidence=ev,
-                   figures=tuple(str(p.relative_to(ctx.out_dir)) for p in paths))
-
-
-CLAIMS = [
-    Claim(
-        id="mechanism-across-n",
-        statement=STATEMENT,
-        kind="question",
-        contract=Contract(
-            object="steps to leave chance + 0.03 (and to reach 0.9) of tiny causal transformers on copy (lag 1, 2), an "
-                   "induction head and MQAR (Zoology), x^p/√N against softmax at the same seed",
-            norm="not a norm: learning speed; the offset-mass profile of layer 1's |φ(S)| is reported beside it",
-            randomness="seeded inits and minibatch streams shared by every arm at one (task, N); independent models "
-                       "at different N",
-            quantifier="the (arm, N) cell is the unit, seeds nested; OLS trend of log2 slowdown in log2 N",
-            n_range="N ∈ {16, 32, 64} (quick, full) and 128 (full)",
-            predicted_exponent="not a rate: the paper's thesis predicts no growth of the slowdown with N",
-            refuted_by="a one-sided 99.75 % lower bound of the slowdown's growth above one doubling",
-            logit_scale="S/sqrt(d)",
-            logit_note="the tiny transformers compute S = X W_Q W_Kᵀ Xᵀ/√d, as transformers do; the φ arms act on it",
-        ),
-        check=check_mechanism_across_n,
-    ),
-]

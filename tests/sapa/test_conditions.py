@@ -36,7 +36,7 @@ def test_s_over_sqrt_d_moment_against_an_independent_monte_carlo(model, p):
 
 def test_vit_base_constants_under_both_conventions():
     """The ledger's constants: S/√d values are the S values times 64^(−p/2); the issue's figures at ViT-Base."""
-    from sapa.claims.growth_claims import constants
+    from sapa.claims.thm4_2_to_cor4_5 import constants
 
     for p, iid, tied in ((1, 1.00, 1.19), (3, 4.09, 46.8)):
         m = constants(p, True)["ViT-Base"]["models"]
@@ -49,7 +49,7 @@ def test_vit_base_constants_under_both_conventions():
 
 def test_size_readings_under_s_over_sqrt_d():
     """x/√N holds on size; x³/√N holds with independent weights and fails with tied ones (46.8× > 10×)."""
-    from sapa.claims.growth_claims import constants, size_readings
+    from sapa.claims.thm4_2_to_cor4_5 import constants, size_readings
 
     got = {}
     for p in (1, 3):

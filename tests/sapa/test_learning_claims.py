@@ -101,7 +101,7 @@ def test_ledger_fields_on_a_tiny_study(tiny):
 
 
 def test_learning_speed_only_withholds_a_holds():
-    from sapa.claims.study_claims import with_learning_speed
+    from sapa.claims.scale_keeps_training_stable import with_learning_speed
     from sapa.ledger import Reading
 
     first = Reading(name="x^p/√N … (conjunction)", statement="s", verdict="HOLDS", rule="stability-trend", why="w")

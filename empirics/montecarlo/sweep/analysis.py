@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from common.validate import InputError, positive_int
-from empirics.montecarlo.samplers import seed_sequence, trial_generator
+from common.seeds import seed_sequence, trial_generator
 from empirics.kernels.scale import PER_ROW, canonical_rule, coefficient
 from empirics.montecarlo.stats import QUANTILES, classify_regime, fit_exponent
 from empirics.montecarlo.sweep.cells import KEY_COLS, SCHEMA

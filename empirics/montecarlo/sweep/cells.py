@@ -13,7 +13,8 @@ from typing import Sequence
 import torch
 
 from common.validate import InputError
-from empirics.montecarlo.samplers import RandomnessModel, stable_hash
+from empirics.montecarlo.samplers import RandomnessModel
+from common.seeds import stable_hash
 from empirics.kernels.scale import PER_ROW, coefficient, row_coefficients
 from empirics.montecarlo.sweep.config import ActivationSpec, SweepConfig
 

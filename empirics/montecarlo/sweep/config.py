@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from common.validate import InputError, choice, positive_float, positive_int, unit_interval
-from empirics.montecarlo.samplers import INPUT_MODELS, WEIGHT_MODELS, stable_hash
+from empirics.montecarlo.samplers import INPUT_MODELS, WEIGHT_MODELS
+from common.seeds import stable_hash
 from empirics.kernels.scale import ALIASES, canonical_rule
 
 ACTIVATIONS = ("softmax", "poly")

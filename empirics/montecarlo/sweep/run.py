@@ -19,7 +19,8 @@ import torch
 
 from common.atomic import atomic_write_json
 from common.validate import InputError
-from empirics.montecarlo.samplers import make_population, sample_paper_ab, sample_trials, trial_generator, trial_generators
+from empirics.montecarlo.samplers import make_population, sample_paper_ab, sample_trials
+from common.seeds import trial_generator, trial_generators
 from empirics.montecarlo.sweep.cells import (
     KEY_COLS,
     Cell,

@@ -13,15 +13,8 @@ import pytest
 import sympy as sp
 import torch
 
-from empirics.experiments.audit import (
-    activation_functions,
-    draw_norms,
-    geometry,
-    geometry_paper,
-    geometry_qk,
-    sample_norms,
-    z_scores,
-)
+from empirics.kernels.activation_fns import activation_functions
+from empirics.experiments.audit import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
 from theory.audit import N_, i_, model_spec, parse_activation, profile, x_
 
 

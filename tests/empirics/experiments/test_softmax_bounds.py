@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 from empirics.experiments.softmax_bounds import (
     adversarial_logits,
     autograd_jacobian_ratio,

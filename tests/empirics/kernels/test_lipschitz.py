@@ -12,6 +12,7 @@ from torch.func import jacrev
 from empirics.kernels.lipschitz import (
     attention_map,
     jacobian_fro,
+    jvp,
     lipschitz_growth,
     maximise_jacobian_norm,
     softmax_rows,
@@ -56,6 +57,37 @@ def test_power_iteration_matches_materialised_jacobian(act, mask, rows, value):
     assert res.sigma == pytest.approx(spec, rel=1e-6)
     assert res.lower <= res.sigma * (1 + 1e-12)
     assert jacobian_fro(f, X, chunk=4) == pytest.approx(fro, rel=1e-10)
+
+
+@pytest.mark.parametrize("act,mask,rows,value", CASES)
+def test_jvp_is_the_jacobian_times_v(act, mask, rows, value):
+    """J v by two reverse passes equals the materialised Jacobian (torch.func.jacrev) times v, in float64."""
+    N, D = 5, 3
+    W, X, v = _rand(D, D, seed=1, scale=0.7), _rand(N, D, seed=2), _rand(N, D, seed=4)
+    rs = torch.arange(1, N + 1, dtype=F64).rsqrt() if rows else None
+    f = attention_map(W, act, mask, rs, _rand(D, 2, seed=3) if value else None)
+    y, Jv = jvp(f, (X,), (v,))
+    J = jacrev(f)(X).reshape(f(X).numel(), X.numel())
+    assert torch.equal(y, f(X))
+    torch.testing.assert_close(Jv.reshape(-1), J @ v.reshape(-1), rtol=1e-12, atol=1e-14)
+
+
+def test_no_forward_mode_ad_so_no_torch_jit_script_deprecation():
+    """Forward-mode AD would import torch's JVP decompositions (scripted with the deprecated torch.jit.script)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import torch; from empirics.kernels.lipschitz import attention_map, jacobian_fro, spectral_norm; "
+            "from empirics.kernels.norms import Activation; import sys; "
+            "g = torch.Generator().manual_seed(0); W = torch.randn(3, 3, generator=g, dtype=torch.float64); "
+            "X = torch.randn(4, 3, generator=g, dtype=torch.float64); f = attention_map(W, Activation('softmax'), 'none'); "
+            "jacobian_fro(f, X); spectral_norm(f, X, max_iter=5); "
+            "assert 'torch._decomp.decompositions_for_jvp' not in sys.modules")
+    root = Path(__file__).resolve().parents[3]
+    res = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True,
+                         cwd=root)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 @pytest.mark.parametrize("act,mask,rows", [(a, m, r) for a, m, r, v in CASES if not v])

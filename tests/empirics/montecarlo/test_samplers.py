@@ -1,4 +1,4 @@
-"""Tests for `empirics/montecarlo/samplers.py`: seeding, shapes and moments (fixed seeds, z/t-tests)."""
+"""Tests for `empirics/montecarlo/samplers.py`: shapes and moments (fixed seeds, z/t-tests); seeding is in common/seeds.py."""
 
 from __future__ import annotations
 
@@ -10,23 +10,10 @@ import torch
 from scipy import stats
 
 from common.validate import InputError
+from common.seeds import trial_generators
 from empirics.montecarlo import samplers
-from empirics.montecarlo.samplers import (
-    Population,
-    RandomnessModel,
-    cov_factor,
-    make_population,
-    power_law_cov,
-    random_orthonormal,
-    sample_paper_ab,
-    sample_qk,
-    sample_trials,
-    sample_x,
-    spawn_key,
-    stable_hash,
-    trial_generator,
-    trial_generators,
-)
+from empirics.montecarlo.samplers import (Population, RandomnessModel, cov_factor, make_population, power_law_cov,
+                                          random_orthonormal, sample_paper_ab, sample_qk, sample_trials, sample_x)
 
 # Each statistical check below runs on a fixed seed, so it is deterministic; thresholds are
 # set so that a correct sampler fails with probability ≲ 1e-3 over seeds (|z| < 4 or p > 1e-3).
@@ -37,40 +24,8 @@ def _g(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def test_stable_hash_is_canonical():
-    assert stable_hash({"a": 1, "b": [1, 2]}) == stable_hash({"b": (1, 2), "a": 1})
-    assert stable_hash({"a": 1}) != stable_hash({"a": 2})
-    # a fixed reference: sha256 of '{"a":1}'
-    assert stable_hash({"a": 1}) == "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
-    assert len(spawn_key({"a": 1})) == 8 and all(0 <= k < 2**32 for k in spawn_key({"a": 1}))
-
-
-def test_torch_gen_for_is_a_pure_function_of_seed_and_key():
-    draw = lambda g: torch.randn(6, generator=g, dtype=torch.float64)  # noqa: E731
-    a = draw(samplers.torch_gen_for(5, "lipschitz", 3))
-    assert torch.equal(a, draw(samplers.torch_gen_for(5, "lipschitz", 3)))
-    for other in (samplers.torch_gen_for(6, "lipschitz", 3), samplers.torch_gen_for(5, "lipschitz", 4),
-                  samplers.torch_gen_for(5, "lipschitz")):
-        assert not torch.equal(a, draw(other))
-    # the same SeedSequence as rng_for: its first 64-bit word seeds the generator
-    ss = samplers.seed_sequence(5, ["lipschitz", 3])
-    assert samplers.torch_gen_for(5, "lipschitz", 3).initial_seed() == int(ss.generate_state(1, dtype=np.uint64)[0])
-    with pytest.raises(InputError, match="seed"):
-        samplers.torch_gen_for(-1, "k")
-
-
 def test_old_model_config_name_is_gone():  # renamed RandomnessModel (tiny_models has TinyModelConfig)
     assert not hasattr(samplers, "ModelConfig") and RandomnessModel.__module__ == "empirics.montecarlo.samplers"
-
-
-def test_trial_generator_depends_only_on_seed_key_trial():
-    a = torch.randn(5, generator=trial_generator(3, {"cell": 1}, 7), dtype=torch.float64)
-    b = torch.randn(5, generator=trial_generator(3, {"cell": 1}, 7), dtype=torch.float64)
-    assert torch.equal(a, b)
-    for other in (trial_generator(4, {"cell": 1}, 7), trial_generator(3, {"cell": 2}, 7), trial_generator(3, {"cell": 1}, 8)):
-        assert not torch.equal(a, torch.randn(5, generator=other, dtype=torch.float64))
-    with pytest.raises(InputError, match="seed"):
-        trial_generator(-1, {"cell": 1})
 
 
 @pytest.mark.parametrize("weights", ["iid", "tied", "corr"])

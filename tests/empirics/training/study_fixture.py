@@ -1,6 +1,6 @@
 """A synthetic training study with exactly the schema of ``empirics.training.train_study`` (runs, history, config, provenance).
 
-Used by the tests of empirics/training/study_analysis.py, sapa/claims/study_claims.py, sapa/claims/training_claims.py
+Used by the tests of empirics/training/study_analysis.py, sapa/claims/scale_keeps_training_stable.py, sapa/claims/norm_vs_accuracy.py
 and figures/training_vs_n.py. Accuracies follow a known model, so tests can assert what the analysis must find:
 
   acc(task, N, arm, lr, r) = base[task] − CURV·(log10 lr − log10 lr_opt[arm])² + gap(task, arm, N) + u[task, N, r] + ε,

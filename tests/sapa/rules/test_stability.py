@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from empirics.montecarlo.samplers import rng_for
+from common.seeds import rng_for
 from empirics.training.study_analysis import GapTrend
 from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate, rule_named
 from sapa.rules import stability as S

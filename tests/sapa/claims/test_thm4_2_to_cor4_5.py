@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/growth_claims.py` and `sapa/claims/mc.py`: the regime rule and the MC plumbing."""
+"""Tests for `sapa/claims/thm4_2_to_cor4_5.py` and `sapa/claims/mc.py`: the regime rule and the MC plumbing."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import math
 import numpy as np
 import pytest
 
-from sapa.claims import growth_claims, mc
+from sapa.claims import thm4_2_to_cor4_5, mc
 from theory.moments import exact_moments, local_growth_exponent
 
 
 @pytest.mark.parametrize("r", [0.0, 0.5, 1.0, 1.003, 2.0, 60.0, 19672.9])
 def test_regime_start_is_the_first_n_within_tolerance(r):
-    n0 = growth_claims.regime_start(r)
+    n0 = thm4_2_to_cor4_5.regime_start(r)
     e = lambda N: 0.5 * N / (N - 1 + r)  # noqa: E731 - the local exponent of the 1/√N-scaled E-RMS norm
-    assert abs(e(n0) - 0.5) <= growth_claims.TOL + 1e-12
+    assert abs(e(n0) - 0.5) <= thm4_2_to_cor4_5.TOL + 1e-12
     if n0 > 1:
-        assert abs(e(n0 - 1) - 0.5) > growth_claims.TOL
+        assert abs(e(n0 - 1) - 0.5) > thm4_2_to_cor4_5.TOL
     for N in (n0, n0 + 1, 2 * n0, 100 * n0):  # monotone: stays inside afterwards
-        assert abs(e(N) - 0.5) <= growth_claims.TOL + 1e-12
+        assert abs(e(N) - 0.5) <= thm4_2_to_cor4_5.TOL + 1e-12
 
 
 def test_local_exponent_formula_matches_theory():
@@ -30,13 +30,13 @@ def test_local_exponent_formula_matches_theory():
 
 
 def test_exact_profile_paper_model_has_no_regime():
-    pr = growth_claims.exact_profile(3, "paper", 0.0, 64, 32)
+    pr = thm4_2_to_cor4_5.exact_profile(3, "paper", 0.0, 64, 32)
     assert pr["crossover_n"] == 2 and pr["regime_start_n"] == 1
     assert pr["scaled_exponent_at_196"] == 0.5 and pr["asymptotic_scaled_exponent"] == 0.5
 
 
 def test_exact_profile_tied_cubic_is_far_from_sqrt_n_at_vit_base():
-    pr = growth_claims.exact_profile(3, "tied", 1.0, 768, 64)
+    pr = thm4_2_to_cor4_5.exact_profile(3, "tied", 1.0, 768, 64)
     assert pr["crossover_n"] > 10_000 and pr["scaled_exponent_at_196"] < 0.01
     assert pr["regime_start_n"] > 100_000
 
@@ -95,7 +95,7 @@ def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
 
 @pytest.mark.parametrize("r,shift", [(1.0, 0.0), (19673.0, 0.0), (1.3, 0.5), (0.5, 0.0)])
 def test_sup_local_exponent_is_the_supremum_over_n(r, shift):
-    from sapa.claims.growth_claims import sup_local_exponent
+    from sapa.claims.thm4_2_to_cor4_5 import sup_local_exponent
 
     N = np.geomspace(2, 1e9, 4000)
     e = 0.5 * N / (N - 1 + r) + shift
@@ -108,7 +108,7 @@ def test_sup_local_exponent_is_the_supremum_over_n(r, shift):
 
 
 def test_upper_bound_reading_holds_where_the_tight_reading_is_a_regime():
-    from sapa.claims.growth_claims import _tight, _upper, sup_local_exponent
+    from sapa.claims.thm4_2_to_cor4_5 import _tight, _upper, sup_local_exponent
 
     r_tied = 19673.0  # tied x³ at ViT-Base
     assert _upper(0.5, sup_local_exponent(r_tied, 0.0)) == "HOLDS"
@@ -119,7 +119,7 @@ def test_upper_bound_reading_holds_where_the_tight_reading_is_a_regime():
 
 def test_constants_against_softmax_match_exact_moments():
     """‖x³/√N‖ at ViT-Base, tied weights: √(E‖S^{∘3}‖²/N) from exact_moments, and its ratio to √N."""
-    from sapa.claims.growth_claims import constants
+    from sapa.claims.thm4_2_to_cor4_5 import constants
 
     c = constants(3, scaled=True)["ViT-Base"]
     e = exact_moments(3, "tied", 196, 768, 64, rho=1.0, sigma=1 / math.sqrt(768))
@@ -132,8 +132,8 @@ def test_constants_against_softmax_match_exact_moments():
 
 def test_jacobian_wrt_s_moment_against_monte_carlo():
     """E‖∂(S^{∘3})/∂S‖²_F = 9·E‖S^{∘2}‖²_F: exact vs a seeded Monte Carlo (iid weights, small sizes)."""
-    from empirics.montecarlo.samplers import rng_for
-    from sapa.claims.growth_claims import jac_s_moments
+    from common.seeds import rng_for
+    from sapa.claims.thm4_2_to_cor4_5 import jac_s_moments
 
     N, D, d, T = 6, 4, 3, 20_000
     rng = rng_for(0, "test-jac-s")

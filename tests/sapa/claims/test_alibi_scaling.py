@@ -1,11 +1,11 @@
-"""Tests for `sapa/claims/position_claims.py`: the `alibi-scaling` question, its readings recomputed by their rules."""
+"""Tests for `sapa/claims/alibi_scaling.py`: the `alibi-scaling` question, its readings recomputed by their rules."""
 
 from __future__ import annotations
 
 import pytest
 
 from sapa.budget import budget_named
-from sapa.claims.position_claims import CLAIMS, check_alibi
+from sapa.claims.alibi_scaling import CLAIMS, check_alibi
 from sapa.ledger import Context, run_claim
 from sapa.rules.growth import UpperEvidence, decide_upper
 

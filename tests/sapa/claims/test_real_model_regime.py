@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/real_claims.py`: the question ``real-model-regime`` — its protocol logic and plumbing.
+"""Tests for `sapa/claims/real_model_regime.py`: the question ``real-model-regime`` — its protocol logic and plumbing.
 
 The judgement is tested on synthetic analysis results (no extra needed): ANSWERED only when every
 protocol agrees and the softmax baseline passes, UNDETERMINED (naming the protocols) when the
@@ -15,7 +15,7 @@ import pytest
 
 from empirics.realmodel import real
 from sapa.budget import QUICK
-from sapa.claims import real_claims
+from sapa.claims import real_model_regime
 from sapa.ledger import Context, run_claim
 from sapa.rules import heads as rule
 from sapa.rules.base import QUESTION_VERDICTS
@@ -53,7 +53,7 @@ def _mix(n_on, n_fast):
 
 
 def test_answered_when_every_protocol_agrees():
-    j = real_claims.judge(_res(_mix(3, 7), _mix(2, 8)))
+    j = real_model_regime.judge(_res(_mix(3, 7), _mix(2, 8)))
     assert j.verdict == "ANSWERED" and j.agreed == {"x/sqrt(N)": "FAILS", "x^3/sqrt(N)": "FAILS"}
     assert j.baseline_holds and len(j.cells) == 12
     c = j.cell("fixed", "x/sqrt(N)")
@@ -61,45 +61,45 @@ def test_answered_when_every_protocol_agrees():
     assert c.heads_above == tuple((i // 5, i % 5) for i in range(3, 10))
     s = j.cell("prefix", "softmax")
     assert s.verdict_upper == "HOLDS" and s.verdict_band == "FAILS"  # the two-sided band rejects softmax itself
-    text = real_claims.answer_text(j, {})
+    text = real_model_regime.answer_text(j, {})
     assert "under every protocol" in text and "30%" in text and "softmax itself" in text.lower()
 
 
 def test_answered_yes_when_every_protocol_holds():
-    j = real_claims.judge(_res(_mix(10, 0), _mix(10, 0)))
+    j = real_model_regime.judge(_res(_mix(10, 0), _mix(10, 0)))
     assert j.verdict == "ANSWERED" and set(j.agreed.values()) == {"HOLDS"}
-    assert "yes" in real_claims.answer_text(j, {})
+    assert "yes" in real_model_regime.answer_text(j, {})
 
 
 def test_undetermined_when_the_protocol_flips_the_conclusion():
     def p1(pr):
         return [ON] * 10 if pr.startswith("fixed") else [ON] * 3 + [FAST] * 7
 
-    j = real_claims.judge(_res(p1, _mix(2, 8)))
+    j = real_model_regime.judge(_res(p1, _mix(2, 8)))
     assert j.verdict == "UNDETERMINED" and j.agreed["x/sqrt(N)"] is None and j.agreed["x^3/sqrt(N)"] == "FAILS"
-    text = real_claims.answer_text(j, {})
+    text = real_model_regime.answer_text(j, {})
     assert "protocol" in text and "HOLDS under fixed" in text and "FAILS under prefix" in text
 
 
 def test_undetermined_when_a_protocol_is_undetermined_or_the_baseline_fails():
     mid = _mix(7, 3)  # 70 % consistent: neither ≥ 90 % within nor < 60 % consistent
-    assert real_claims.judge(_res(mid, mid)).verdict == "UNDETERMINED"
-    j = real_claims.judge(_res(_mix(2, 8), _mix(2, 8), softmax=lambda pr: [FAST] * 10 if pr == "fixed" else [SLOW] * 10))
+    assert real_model_regime.judge(_res(mid, mid)).verdict == "UNDETERMINED"
+    j = real_model_regime.judge(_res(_mix(2, 8), _mix(2, 8), softmax=lambda pr: [FAST] * 10 if pr == "fixed" else [SLOW] * 10))
     assert j.verdict == "UNDETERMINED" and not j.baseline_holds
-    assert "not a fair test" in real_claims.answer_text(j, {})
+    assert "not a fair test" in real_model_regime.answer_text(j, {})
 
 
 def test_undetermined_on_failed_sanity():
     ok = (_mix(2, 8), _mix(2, 8))
-    assert real_claims.judge(_res(*ok)).verdict == "ANSWERED"
-    assert real_claims.judge(_res(*ok, softmax_ok=False)).verdict == "UNDETERMINED"
-    assert real_claims.judge(_res(*ok, residual=1e-3)).verdict == "UNDETERMINED"
-    assert real_claims.judge(_res(*ok, level=0.5)).verdict == "UNDETERMINED"  # intervals at another level than the rule's
+    assert real_model_regime.judge(_res(*ok)).verdict == "ANSWERED"
+    assert real_model_regime.judge(_res(*ok, softmax_ok=False)).verdict == "UNDETERMINED"
+    assert real_model_regime.judge(_res(*ok, residual=1e-3)).verdict == "UNDETERMINED"
+    assert real_model_regime.judge(_res(*ok, level=0.5)).verdict == "UNDETERMINED"  # intervals at another level than the rule's
 
 
 def test_readings_cite_the_rule():
-    j = real_claims.judge(_res(_mix(3, 7), _mix(2, 8)))
-    rs = [real_claims.reading_of(c) for c in j.cells]
+    j = real_model_regime.judge(_res(_mix(3, 7), _mix(2, 8)))
+    rs = [real_model_regime.reading_of(c) for c in j.cells]
     assert len(rs) == 12 and {r.rule for r in rs} == {"head-fraction"}
     assert {r.verdict for r in rs if "softmax" in r.name} == {"HOLDS"}
     assert all("two-sided" in r.why for r in rs)
@@ -107,7 +107,7 @@ def test_readings_cite_the_rule():
 
 def test_not_installed_is_undetermined(monkeypatch, tmp_path):
     monkeypatch.setattr(real, "available", lambda: False)
-    entry = run_claim(real_claims.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
+    entry = run_claim(real_model_regime.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
     assert entry.verdict == "UNDETERMINED" and entry.kind == "question"
     assert entry.evidence == {"status": "optional extra 'real' not installed"}
     assert entry.falsifiability["negative_control"]["verdict"] == "UNDETERMINED"  # nothing to control: said so
@@ -115,9 +115,9 @@ def test_not_installed_is_undetermined(monkeypatch, tmp_path):
 
 
 def test_registered_as_a_question():
-    (claim,) = real_claims.CLAIMS
+    (claim,) = real_model_regime.CLAIMS
     assert claim.id == "real-model-regime" and claim.kind == "question"
-    assert claim.check is real_claims.check_real_model_regime and "all-MiniLM-L6-v2" in claim.statement
+    assert claim.check is real_model_regime.check_real_model_regime and "all-MiniLM-L6-v2" in claim.statement
 
 
 def test_end_to_end_small(monkeypatch, tmp_path):
@@ -125,7 +125,7 @@ def test_end_to_end_small(monkeypatch, tmp_path):
     for m in real.REQUIRED_MODULES:
         pytest.importorskip(m)
     monkeypatch.setattr(real, "QUICK", replace(real.QUICK, name="test", Ns=(8, 16, 32), n_texts=2, n_boot=100))
-    entry = run_claim(real_claims.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
+    entry = run_claim(real_model_regime.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
     assert entry.verdict in QUESTION_VERDICTS and entry.kind == "question" and entry.answer
     assert entry.rule["name"] == "head-fraction" and len(entry.readings) == 12
     assert {r["name"].split(" · ")[0] for r in entry.readings} == set(real.PROTOCOL_NAMES)

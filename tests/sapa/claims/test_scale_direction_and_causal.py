@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/scale_claims.py`: both checks run with the quick budget; verdicts follow the rules.
+"""Tests for `sapa/claims/scale_direction_and_causal.py`: both checks run with the quick budget; verdicts follow the rules.
 
 No verdict is locked to today's data: each test recomputes the rule from the stored evidence and
 checks the mathematics that does not depend on sampling (exact exponents, exact row formulas).
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from sapa.budget import budget_named
-from sapa.claims.scale_claims import CLAIMS
+from sapa.claims.scale_direction_and_causal import CLAIMS
 from sapa.ledger import Context, run_claim
 from sapa.rules.direction import case_direction
 
@@ -25,14 +25,14 @@ SMALL_CAUSAL = {"Ns": (64, 128), "trials": (4, 4), "max_trials": 64, "N_train": 
 
 @pytest.fixture(scope="module", params=["small", pytest.param("quick", marks=pytest.mark.slow)])
 def entries(request, tmp_path_factory):
-    from sapa.claims import scale_claims
+    from sapa.claims import scale_direction_and_causal
 
     out = tmp_path_factory.mktemp("ledger")
     ctx = Context(budget_named("quick", seed=0), out)
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "small":
-            mp.setattr(scale_claims, "_scale_config", lambda ctx: SMALL_SCALE)
-            mp.setattr(scale_claims, "_causal_config", lambda ctx: SMALL_CAUSAL)
+            mp.setattr(scale_direction_and_causal, "_scale_config", lambda ctx: SMALL_SCALE)
+            mp.setattr(scale_direction_and_causal, "_causal_config", lambda ctx: SMALL_CAUSAL)
         return out, {c.id: run_claim(c, ctx) for c in CLAIMS}, ctx
 
 

@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/overhead_claims.py`: the verdict comes from the rule, on synthetic tables and a tiny run."""
+"""Tests for `sapa/claims/overhead.py`: the verdict comes from the rule, on synthetic tables and a tiny run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import empirics.timing.overhead as ov
 from empirics.timing.overhead import OverheadGrid
 from sapa.budget import budget_named
-from sapa.claims.overhead_claims import CLAIMS, FACTOR, best_ratios, split_cells
+from sapa.claims.overhead import CLAIMS, FACTOR, best_ratios, split_cells
 from sapa.rules.timing import TimingEvidence
 from sapa.rules.timing import decide as decide_timing
 from sapa.ledger import Context, run_claim

@@ -1,4 +1,4 @@
-"""Tests for `empirics/training/norm_accuracy.py`: arm-level ρ̄ with exact permutation p (checked against brute-force
+"""Tests for `empirics/training/arm_statistics.py`: arm-level ρ̄ with exact permutation p (checked against brute-force
 enumeration) and arm bootstrap; replicate-level pair contrasts; the bigram plateau; training determinism per seed.
 Run-level (descriptive) Spearman intervals recover a monotone relation, cover 0 at about the nominal rate for
 independent data, respect strata; the run-paired contrast sees the reviewer's pattern."""
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.training.norm_accuracy import (_rho_rows, analyse, arm_association, arm_cube, arm_level, bigram_accuracy,
+from empirics.training.arm_statistics import (_rho_rows, analyse, arm_association, arm_cube, arm_level, bigram_accuracy,
                                    contrast_reproduced, paired_contrast, paired_seed_test, seed_contrast, spearman_ci,
                                    study_arm_level)
 from common.validate import InputError

@@ -1,11 +1,11 @@
-"""Tests for `sapa/claims/lipschitz_claims.py`: the measured-vs-published-bound question (bound not computed)."""
+"""Tests for `sapa/claims/lipschitz_vs_published_bound.py`: the measured-vs-published-bound question (bound not computed)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sapa.budget import budget_named
-from sapa.claims import lipschitz_claims as LC
+from sapa.claims import lipschitz_vs_published_bound as LC
 from sapa.ledger import Context, run_claim
 
 

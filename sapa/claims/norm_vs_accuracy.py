@@ -12,7 +12,7 @@ causal character model (N = context), every arm (softmax, x^p/√N, x^p/α*, x^p
 at its own best learning rate, several paired seeds per N; final ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F (exact,
 float64, mean over layers, heads and a fixed probe batch) against final test accuracy.
 
-Statistics with the **arm** as the unit (``empirics.training.norm_accuracy.study_arm_level``): seeds are
+Statistics with the **arm** as the unit (``empirics.training.arm_statistics.study_arm_level``): seeds are
 averaged within (arm, N); ρ̄ averages the across-arm Spearman ρ over the (task, N) cells (the
 strata); an exact (≤ 8 arms) or Monte Carlo permutation test permutes arm labels jointly in every
 stratum and a cluster bootstrap resamples arms. Readings (rules in :mod:`sapa.rules.association`):
@@ -56,7 +56,7 @@ def _nan(v) -> float:
 
 def _assoc_evidence(d: dict):
     """The ArmAssociation fields ``decide_arm`` reads, from its JSON form."""
-    from empirics.training.norm_accuracy import ArmAssociation
+    from empirics.training.arm_statistics import ArmAssociation
 
     lo, hi = d["ci"]
     return ArmAssociation(rho=_nan(d["rho"]), p_less=_nan(d["p_less"]), p_greater=_nan(d["p_greater"]), lo=_nan(lo),
@@ -65,7 +65,7 @@ def _assoc_evidence(d: dict):
 
 
 def _contrast_evidence(d: dict):
-    from empirics.training.norm_accuracy import SeedContrast
+    from empirics.training.arm_statistics import SeedContrast
 
     lo, hi = d["ci"]
     return SeedContrast(mean=_nan(d["mean"]), p_less=_nan(d["p_less"]), p_greater=_nan(d["p_greater"]), lo=_nan(lo),
@@ -161,8 +161,8 @@ def _times(v) -> str:
 
 
 def answer_text(analysis: dict, rs: tuple[Reading, ...], plateau: dict | None) -> str:
-    """The answer in a few sentences, from the numbers (``plateau``: ``study_claims.plateau_from``'s dict)."""
-    from sapa.claims.study_claims import plateau_line
+    """The answer in a few sentences, from the numbers (``plateau``: ``scale_keeps_training_stable.plateau_from``'s dict)."""
+    from sapa.claims.scale_keeps_training_stable import plateau_line
     from sapa.rules.association import ALPHA, K_READINGS
 
     parts = []
@@ -216,7 +216,7 @@ def _falsifiability(analysis: dict, seed: int) -> dict:
     accuracy — contrary to the premise), through the same permutation test and rule arm-association."""
     import numpy as np
 
-    from empirics.training.norm_accuracy import arm_association
+    from empirics.training.arm_statistics import arm_association
     from sapa.rules.association import LEVEL as ARM_LEVEL
     from sapa.conditions import could_fail
     from sapa.rules.association import decide_arm
@@ -234,7 +234,7 @@ def _falsifiability(analysis: dict, seed: int) -> dict:
                 f"{task}: across the study's arms, a lower {NORM_NAME[q]} goes with a higher accuracy — evaluated on "
                 "accuracies replaced by the arms' own norms (a higher norm with a higher accuracy: deliberately false)",
                 v, how="the study's arm means of log10 norm per N stratum, the same permutation test "
-                       "(empirics.training.norm_accuracy.arm_association) and rule arm-association")
+                       "(empirics.training.arm_statistics.arm_association) and rule arm-association")
     return could_fail("arm-level associations are measured", "(no arm-level association block in the analysis)",
                       "UNDETERMINED", how="not run")
 
@@ -267,7 +267,7 @@ def _assoc_dicts(analysis: dict) -> list[dict]:
 
 
 def _findings(analysis: dict, plateau: dict | None) -> tuple[str, ...]:
-    from sapa.claims.study_claims import plateau_line
+    from sapa.claims.scale_keeps_training_stable import plateau_line
 
     out = []
     for task, t in analysis["arm_level"].items():
@@ -297,9 +297,9 @@ def check_norm_vs_accuracy(ctx: Context) -> Outcome:
     """Answer the question from the training study's runs (shared with scale-keeps-training-stable)."""
     import time
 
-    from empirics.training.norm_accuracy import study_arm_level
+    from empirics.training.arm_statistics import study_arm_level
     from empirics.training.study_analysis import accuracy_table, divergence_counts
-    from sapa.claims.study_claims import (bigram_by_n, error_text, get_study, plateau_from, study_figures,
+    from sapa.claims.scale_keeps_training_stable import (bigram_by_n, error_text, get_study, plateau_from, study_figures,
                                           table_lines)
     from sapa.rules.association import CONTRAST_LEVEL, LEVEL as ARM_LEVEL
 

@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/training_claims.py`: the question read from the training study's runs (arms at their best lr,
+"""Tests for `sapa/claims/norm_vs_accuracy.py`: the question read from the training study's runs (arms at their best lr,
 the (task, N) cells as strata), every reading verdict on synthetic studies with a known arm-level relation, the answer
 built from the numbers, and the check end to end on a cached study (the same runs as scale-keeps-training-stable).
 No locked verdicts on real data: the rules' calibration is tested in tests/sapa/rules/test_association.py."""
@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 
-from empirics.training.norm_accuracy import study_arm_level
-from sapa.claims.training_claims import CLAIMS, CONTRAST, _headline, answer_text, decide
+from empirics.training.arm_statistics import study_arm_level
+from sapa.claims.norm_vs_accuracy import CLAIMS, CONTRAST, _headline, answer_text, decide
 from tests.empirics.training.study_fixture import ARMS, make_study
 
 ORDER = {a: k for k, a in enumerate(ARMS)}  # arm index k: norm 10^k in the designed studies
@@ -109,15 +109,15 @@ def test_check_reads_the_cached_study(tmp_path, monkeypatch):
     """The check takes the study from ctx.cache (never retrains) and the figures drawn once for both entries."""
     import sapa.ledger
     from sapa.budget import budget_named
-    from sapa.claims import study_claims
+    from sapa.claims import scale_keeps_training_stable
     from sapa.ledger import Context, run_claim
 
     monkeypatch.setattr(sapa.ledger, "calibration_note", lambda rule: {"rule": rule.name})  # calibration: own tests
-    monkeypatch.setattr(study_claims, "bigram_by_n", lambda Ns, cfg: {N: 0.2 for N in Ns})
+    monkeypatch.setattr(scale_keeps_training_stable, "bigram_by_n", lambda Ns, cfg: {N: 0.2 for N in Ns})
     st = _study("neg")
     ctx = Context(budget_named("quick", seed=0), tmp_path)
-    ctx.cache[study_claims.CACHE_KEY] = st
-    ctx.cache[study_claims.FIG_KEY] = ("figures/a.png",)
+    ctx.cache[scale_keeps_training_stable.CACHE_KEY] = st
+    ctx.cache[scale_keeps_training_stable.FIG_KEY] = ("figures/a.png",)
     e = run_claim(CLAIMS[0], ctx)
     assert e.verdict == "UNDETERMINED" and e.kind == "question" and e.figures == ["figures/a.png"]  # pair undecided
     from dataclasses import asdict
@@ -137,10 +137,10 @@ def test_check_reads_the_cached_study(tmp_path, monkeypatch):
 
 def test_check_is_undetermined_when_the_study_fails(tmp_path):
     from sapa.budget import budget_named
-    from sapa.claims import study_claims
+    from sapa.claims import scale_keeps_training_stable
     from sapa.ledger import Context
 
     ctx = Context(budget_named("quick", seed=0), tmp_path)
-    ctx.cache[study_claims.CACHE_KEY] = RuntimeError("out of memory")
+    ctx.cache[scale_keeps_training_stable.CACHE_KEY] = RuntimeError("out of memory")
     out = CLAIMS[0].check(ctx)
     assert out.verdict == "UNDETERMINED" and "RuntimeError: out of memory" in out.headline

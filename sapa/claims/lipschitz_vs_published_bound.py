@@ -5,7 +5,7 @@ self-attention on bounded inputs (√n up to a constant, their abstract). The qu
 layers (all-MiniLM-L6-v2, every layer and head, with W_O) and at random ViT-Base-sized layers, what is the
 measured local Lipschitz constant σ₁(∂F/∂X) against N, how far is the published bound above it, and does
 the gap grow with N? The measurement is the certified bracket of :mod:`empirics.kernels.spectral`
-(:mod:`empirics.experiments.layer_lipschitz`); the published bound is not computed (its statement was not available to
+(:mod:`empirics.realmodel.layer_lipschitz`); the published bound is not computed (its statement was not available to
 this session, and sapa does not guess a formula), so the entry stays UNDETERMINED on the gap and reports
 the measured side.
 """
@@ -51,7 +51,7 @@ def _slopes(res) -> dict:
 
 
 def check_layer_lipschitz(ctx: Context) -> Outcome:
-    from empirics.experiments.layer_lipschitz import PUBLISHED_BOUND, run_layer_lipschitz
+    from empirics.realmodel.layer_lipschitz import PUBLISHED_BOUND, run_layer_lipschitz
 
     cfg = QUICK if ctx.budget.name == "quick" else FULL
     res = run_layer_lipschitz(cfg["minilm_Ns"], cfg["vit_Ns"], max_steps=cfg["max_steps"], seed=ctx.budget.seed)

@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/study_claims.py`: the headline conjunction and the other readings on synthetic studies with
+"""Tests for `sapa/claims/scale_keeps_training_stable.py`: the headline conjunction and the other readings on synthetic studies with
 a known trend, the findings (table, divergences, α*, lr at the grid edge, bigram plateau), the shared study cache, and
 the check end to end on a cached study. The rule's calibration is tested in tests/sapa/rules/test_stability.py."""
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sapa.claims import study_claims as SC
+from sapa.claims import scale_keeps_training_stable as SC
 from tests.empirics.training.study_fixture import make_study
 
 TASKS = {"digits": (16, 64), "text": (32, 64, 128)}
@@ -113,7 +113,7 @@ def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
     ctx = Context(budget_named("quick", seed=4), tmp_path)
     out = SC.CLAIMS[0].check(ctx)
     assert out.verdict == "UNDETERMINED" and "RuntimeError: disk full" in out.headline
-    from sapa.claims.training_claims import CLAIMS as TC
+    from sapa.claims.norm_vs_accuracy import CLAIMS as TC
 
     assert TC[0].check(ctx).verdict == "UNDETERMINED" and calls == [("quick", tmp_path / "train", 4)]
 
@@ -161,7 +161,7 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     assert e.robustness["stable"] is True and len(e.robustness["varied"]) == 5
     json.dumps(asdict(e), allow_nan=False)
     # the second entry reuses the same runs and figures
-    from sapa.claims.training_claims import CLAIMS as TC
+    from sapa.claims.norm_vs_accuracy import CLAIMS as TC
 
     e2 = run_claim(TC[0], ctx)
     assert e2.figures == e.figures and len(drawn) == 1

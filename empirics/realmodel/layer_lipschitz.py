@@ -67,7 +67,7 @@ def minilm_layer(weights, l: int):
 def vit_layer(seed: int, D: int = 768, H: int = 12, d: int = 64):
     """A random layer of ViT-Base size: W_Q, W_K, W_V (D, H·d), W_O (H·d, D), entries N(0, 1/D); 1/√d in W_Q."""
     from empirics.kernels.expr_norms import layer_from_qk
-    from empirics.montecarlo.samplers import rng_for
+    from common.seeds import rng_for
 
     rng = rng_for(int(seed), "layer_lipschitz", "vit", D, H, d)
     s = 1.0 / math.sqrt(D)
@@ -102,7 +102,7 @@ def run_layer_lipschitz(minilm_Ns=(8, 16, 32, 64), vit_Ns=(8, 16, 32, 64), *, mi
                         vit_seeds=(0,), max_steps: int = 60, seed: int = 0) -> LayerLipschitzResult:
     """The brackets of every MiniLM layer (if the model is installed) and of random ViT-B layers at each N."""
     from empirics.realmodel import real_model as rm
-    from empirics.montecarlo.samplers import rng_for
+    from common.seeds import rng_for
 
     rows = []
     if rm.available():

@@ -375,7 +375,7 @@ def floor_line(floored, table: pd.DataFrame, bigram: dict) -> str | None:
 
 def bigram_by_n(Ns, config: dict) -> dict:
     """{N: test accuracy of the bigram predictor on the text windows of context N} (None where the corpus fails)."""
-    from empirics.training.norm_accuracy import bigram_accuracy
+    from empirics.training.arm_statistics import bigram_accuracy
     from empirics.training.train_data import load_text
 
     tc = (config or {}).get("text") or ((config or {}).get("tasks") or {}).get("text") or {}

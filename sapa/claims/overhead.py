@@ -122,7 +122,7 @@ def _linearisation_check(seed: int) -> dict:
 
     from empirics.kernels.linearised import poly_attention_linearised, poly_attention_quadratic
 
-    from empirics.montecarlo.samplers import torch_gen_for
+    from common.seeds import torch_gen_for
 
     gen = torch_gen_for(seed, "overhead")
     Q, K = (torch.randn(2, 37, 6, generator=gen, dtype=torch.float64) for _ in range(2))
@@ -156,7 +156,7 @@ def check_overhead(ctx: Context) -> Outcome:
     from figures import overhead as fig
     from sapa.ledger import store_figure_data
 
-    from sapa.claims.study_claims import wait_for_prefetch
+    from sapa.claims.scale_keeps_training_stable import wait_for_prefetch
 
     waited = wait_for_prefetch(ctx)  # the training study's workers would load both cores: time on a quiet machine
     grid = replace(ov.FULL if ctx.budget.name == "full" else ov.QUICK, seed=ctx.budget.seed)

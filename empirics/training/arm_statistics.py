@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from empirics.montecarlo.samplers import seed_sequence
+from common.seeds import seed_sequence
 from common.validate import InputError, positive_int, unit_interval
 
 __all__ = ["RankCorrelation", "spearman_ci", "paired_contrast", "arm_summary", "analyse", "LEVEL", "N_BOOT",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from empirics.realmodel import real_model as rm
-from empirics.experiments.layer_lipschitz import LayerLipschitzResult, measure_layer, minilm_layer, run_layer_lipschitz, vit_layer
+from empirics.realmodel.layer_lipschitz import LayerLipschitzResult, measure_layer, minilm_layer, run_layer_lipschitz, vit_layer
 
 needs_model = pytest.mark.skipif(not rm.available(), reason="optional extra 'real' not installed")
 
