@@ -143,8 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
     t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
-    t.add_argument("--workers", type=_positive_int, default=2,
-                   help="ensemble chunks in parallel (processes, 1 thread each; identical numbers)")
+    tw = t.add_mutually_exclusive_group()
+    tw.add_argument("--workers", type=_positive_int, default=2,
+                    help="ensemble chunks in parallel (K processes, 1 thread each, that die with sapa; 1: serial "
+                         "here; identical numbers)")
+    tw.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786 or a scheduler file): "
+                                        "train the chunks on its workers (docs/cluster.md)")
+    t.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the mechanism chunks train (float32; cuda only when present)")
+    t.add_argument("--activation", metavar="EXPR",
+                   help="train φ(x, N, i) (any expression `sapa audit` accepts) beside softmax on the mechanism tasks "
+                        "across N and print its learning-curve statistics")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     b = sub.add_parser("bench", help="benchmark the exact kernels, polynomial vs softmax attention runtime, ensemble training")
@@ -371,7 +380,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
     from sapa.claims.scale_keeps_training_stable import prefetch_study, stop_prefetch
 
-    if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy") for c in claims):
+    if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy", "mechanism-across-n") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
     # timings last: by then the training study's workers (which load both cores) have finished
@@ -555,7 +564,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
         "peak_memory_mib": {f"{r['kernel']}@N={r['N']}": r["peak_mem_bytes"] / 2**20 for r in res["vs_gemm"]},
         **(flat_summary(res["overhead"]) if "overhead" in res else {}),
-        **({"ensemble_speedup": res["training"]["ensemble_speedup"]} if "training" in res else {}),
+        **({"ensemble_speedup": res["training"]["ensemble_speedup"], "speedup_ceiling": res["training"]["speedup_ceiling"],
+            "member_steps_per_s": {f"N={r['N']}": r["member_steps_per_s"] for r in res["training"]["member_steps_per_s"]}}
+           if "training" in res else {}),
         **res,
     }
     if args.out:
@@ -581,6 +592,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
                       f"{ratio(r['speedup'])} (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
                       f"{ratio(r['speedup_ceiling'])}; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+            print("member-steps per second (one thread, ensemble of 6, text shape): " + ", ".join(
+                f"N={r['N']} {r['member_steps_per_s']:.0f}" for r in res["training"]["member_steps_per_s"]))
             print(f"ensemble_speedup {ratio(res['training']['ensemble_speedup'])} ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
@@ -590,22 +603,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
-    from empirics.training.train_study import plan_chunks, run_study, study_config
-    from sapa.train_summary import summary
+    """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
+    from empirics.training.mechanism import resolve_device
+    from empirics.training.train_study import plan_chunks, study_config
+    from sapa.rules.learning import decide_slowdown
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786")
+    resolve_device(args.device)
     cfg = study_config(args.budget, args.seed)
-    chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
-    workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
-    if note:
-        print(f"sapa: note: {note}", file=sys.stderr)
-    t0 = time.perf_counter()
-    res = run_study(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
-    print(summary(res, args.out, time.perf_counter() - t0))
-    return 0
+    workers = args.workers
+    if args.scheduler is None:
+        chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
+        workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
+        if note:
+            print(f"sapa: note: {note}", file=sys.stderr)
+    if args.activation is not None:
+        from empirics.training.activation_train import main_activation
+
+        return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
+                               scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
+    from sapa.train_summary import main_train
+
+    return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
+                      scheduler=args.scheduler, device=args.device)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:

@@ -129,7 +129,7 @@ REVIEW_POINTS = [
     ("1.3 — the final terms mix N and D: √N growth only if N ≫ D (ViT-Base: D = 768, N = 196)",
      ["cor4.3-linear-scaled", "cor4.5-cubic-scaled"]),
     ("2.1 — why should scaled polynomials behave like softmax?",
-     ["cor4.3-linear-scaled", "fig1-scale-direction", "scale-keeps-training-stable"]),
+     ["cor4.3-linear-scaled", "fig1-scale-direction", "scale-keeps-training-stable", "mechanism-across-n"]),
     ("2.2 — Figure 1: should the scale decrease or increase as N decreases?", ["fig1-scale-direction"]),
     ("4 — causal masking and dynamic sequence lengths", ["causal-masking"]),
     ("why only x and x³?", ["other-powers"]),

@@ -35,6 +35,34 @@ def summary(res, out: Path, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
+               scheduler: str | None = None, device: str = "cpu") -> int:
+    """``sapa train``: run (or resume) the study, then print :func:`summary`, the learning curves and the mechanism tasks.
+
+    Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
+    this one (issue 15), or on the Dask cluster of ``scheduler`` (:func:`empirics.montecarlo.distributed.executor_for`,
+    the executor ``sapa sweep`` uses); every path hands a ``concurrent.futures.Executor`` to ``run_study``.
+    """
+    import time
+
+    from common.interrupt import sigterm_as_interrupt
+    from empirics.montecarlo.distributed import executor_for
+    from empirics.training.activation_train import print_mechanism
+    from empirics.training.study_analysis import best_lr
+    from empirics.training.train_study import print_learning, run_study
+    from sapa.rules.learning import decide_slowdown
+
+    t0 = time.perf_counter()
+    with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
+        res = run_study(budget, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
+                        device=device)
+    print(summary(res, out, time.perf_counter() - t0))
+    print_learning(res, best_lr(res.runs))
+    if res.mechanism is not None:
+        print_mechanism(res.mechanism, decide_slowdown)
+    return 0
+
+
 def reuse_line(prov: dict, out: Path, seconds: float) -> str:
     """How much of the study this run trained and how much it found finished in ``out/chunks``."""
     members, chunks = int(prov["members"]), int(prov["chunks"])

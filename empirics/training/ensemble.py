@@ -19,6 +19,7 @@ Float32 for speed; the norms of :mod:`empirics.training.train_study` are measure
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -29,24 +30,34 @@ from empirics.training.tiny_models import TinyModelConfig, build_model, Arm
 from common.validate import InputError, choice, positive_int
 
 __all__ = ["Family", "EnsembleSpec", "stack_members", "ensemble_forward", "member_losses", "AdamWState",
-           "adamw_step", "clip_per_member", "attention_inputs", "head_Ws"]
+           "adamw_step", "clip_per_member", "attention_inputs", "head_Ws",
+           "torch_activation", "phi"]
 
-FAMILIES = ("softmax", "poly")
+FAMILIES = ("softmax", "poly", "expr")
 LN_EPS = 1e-5  # nn.LayerNorm's default
 
 
 @dataclass(frozen=True)
 class Family:
-    """The activation family shared by an ensemble: row softmax, or the element-wise power S^p."""
+    """The activation family shared by an ensemble: row softmax, the element-wise power S^p, or φ(x, N, i) from text.
 
-    kind: str  # "softmax" | "poly"
+    ``expr``: any activation :func:`theory.activation.parse_activation` accepts (kind "expr"), applied
+    element-wise to S with N the sequence length and i the 1-based row index (masked entries exactly 0).
+    """
+
+    kind: str  # "softmax" | "poly" | "expr"
     p: int = 1
+    expr: str = ""
 
     def __post_init__(self) -> None:
         choice("family", self.kind, FAMILIES)
         positive_int("p", self.p)
         if self.kind == "softmax" and self.p != 1:
             raise InputError("the softmax family has no degree")
+        if (self.kind == "expr") != bool(self.expr):
+            raise InputError("an expression family needs its expression, and only it has one")
+        if self.kind == "expr":
+            torch_activation(self.expr)  # parse now: a bad expression is one clear error
 
 
 @dataclass(frozen=True)
@@ -78,8 +89,8 @@ class EnsembleSpec:
 
 
 def _template_arm(family: Family) -> Arm:
-    """An Arm of the family (its scale is not used by the ensemble: r_e carries it)."""
-    if family.kind == "softmax":
+    """An Arm of the family (its scale is not used by the ensemble: r_e carries it; parameters do not depend on it)."""
+    if family.kind in ("softmax", "expr"):
         return Arm("softmax", "softmax")
     return Arm(f"x{family.p}", "poly", family.p, "const", 1.0)
 
@@ -143,18 +154,59 @@ class _MaskedPower(torch.autograd.Function):
         return dS, None, None
 
 
+@functools.lru_cache(maxsize=32)
+def torch_activation(text: str):
+    """φ(x, N, i, j) of ``text`` (:func:`theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
+
+    sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
+    An expression the printer cannot translate is one :class:`InputError`.
+    """
+    import sympy as sp
+
+    from theory.activation import i_, j_, N_, parse_activation, x_
+
+    act = parse_activation(text)
+    expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()
+
+    def as_t(v):
+        return v if torch.is_tensor(v) else torch.tensor(float(v))
+
+    mods = [{"max": lambda *a: functools.reduce(torch.maximum, map(as_t, a)),
+             "min": lambda *a: functools.reduce(torch.minimum, map(as_t, a))}, "torch"]
+    try:
+        f = sp.lambdify((x_, N_, i_, j_), expr, modules=mods)
+        one = torch.tensor(1.0, dtype=torch.float64)
+        probe = f(torch.linspace(-2, 2, 5, dtype=torch.float64), torch.tensor(4.0, dtype=torch.float64), one, one)
+        as_t(probe)
+    except Exception as exc:  # noqa: BLE001 - the printer's or torch's refusal, in one line
+        raise InputError(f"activation {text!r} cannot be trained (no torch translation: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:160]})") from None
+    return f
+
+
 def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torch.Tensor:
-    """φ_e(S) for S (E, B, H, N, N): softmax rows, or r_e,i·S^p (rowc (E, N)); causal: j > i masked."""
+    """φ_e(S) for S (E, B, H, N, N): softmax rows, r_e,i·S^p (rowc (E, N)) or φ(S, N, i); causal: j > i masked."""
     N = S.shape[-1]
-    vis = torch.ones(N, N, dtype=torch.bool).tril() if spec.causal else None  # (N, N)
+    vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if spec.causal else None  # (N, N)
     if spec.family.kind == "softmax":
         if vis is not None:
             S = S.masked_fill(~vis, -math.inf)
         return torch.softmax(S, dim=-1)
+    if spec.family.kind == "expr":
+        f = torch_activation(spec.family.expr)
+        i = torch.arange(1, N + 1, dtype=S.dtype, device=S.device)[:, None]  # (N, 1) row index
+        j = i.reshape(1, N)  # (1, N) column index
+        P = f(S, torch.tensor(float(N), dtype=S.dtype, device=S.device), i, j) * torch.ones_like(S)  # (E, B, H, N, N)
+        return P if vis is None else torch.where(vis, P, torch.zeros((), dtype=P.dtype, device=P.device))
     M = rowc[:, None, None, :, None]  # (E, 1, 1, N, 1): row i of member e times r_e,i
     if vis is not None:
         M = M * vis  # (E, 1, 1, N, N): and 0 where j > i
     return _MaskedPower.apply(S, M, spec.family.p)
+
+
+def phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torch.Tensor:
+    """φ_e(S) of the ensemble's family for S (E, B, H, N, N) (public: the offset profiles read it in float64)."""
+    return _phi(S, spec, rowc)
 
 
 def _attention(prm: dict, pre: str, a: torch.Tensor, spec: EnsembleSpec, rowc) -> torch.Tensor:
@@ -202,7 +254,7 @@ def ensemble_forward(prm: dict, x: torch.Tensor, spec: EnsembleSpec, rowc: torch
         return _linear(_trunk(prm, h, spec, rowc, capture).mean(dim=2), prm["head.weight"], prm["head.bias"])
     N = x.shape[2]
     V = prm["tok.weight"].shape[1]
-    ids = x + (torch.arange(E) * V)[:, None, None]  # member e's ids index rows e·V .. e·V + V − 1
+    ids = x + (torch.arange(E, device=x.device) * V)[:, None, None]  # member e's ids index rows e·V .. e·V + V − 1
     h = F.embedding(ids, prm["tok.weight"].reshape(E * V, D)) + prm["pos"][:, None, :N]  # (E, B, N, D)
     return _linear(_trunk(prm, h, spec, rowc, capture), prm["head.weight"], prm["head.bias"])
 

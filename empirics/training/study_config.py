@@ -22,7 +22,7 @@ __all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "TaskPlan", "StudyConfig", "QUICK"
            "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
            "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES"]
 
-SCHEMA = 1  # bump when the meaning of stored chunks changes
+SCHEMA = 2  # bump when the meaning of stored chunks changes
 TASKS = ("digits", "text")
 SCALES = ("softmax", "inv_sqrt_n", "alpha", "none", "inv_n", "inv_sqrt_i")
 HISTORY_QUANTITIES = ("train_loss", "val_loss", "val_acc", "attn_fro", "jac_s_fro", "jac_x_fro", "grad_norm")
@@ -78,7 +78,7 @@ class TaskPlan:
     batch: int  # sequences per step ("sequences"), or tokens per step ("tokens": B = max(1, batch // N))
     lrs: tuple[float, ...]  # peak learning rates (every arm gets every one)
     warmup: int = 20  # linear warm-up steps, then cosine decay to lr/10
-    evals: int = 4  # evaluation points after step 0 (evenly spaced, the last at ``steps``)
+    evals: int = 12  # evaluation points after step 0, log-spaced up to ``steps`` (learning_curves.log_eval_steps)
     eval_size: int = 128  # validation sequences (text: also the held-out test windows; digits test: all images)
     constant: str = "sequences"  # what is held constant across N: "sequences" (images) or "tokens" (text)
 
@@ -91,7 +91,10 @@ class TaskPlan:
         return self.batch if self.constant == "sequences" else max(1, self.batch // N)
 
     def eval_steps(self) -> tuple[int, ...]:
-        return tuple(sorted({0, *(round(self.steps * k / self.evals) for k in range(1, self.evals + 1))}))
+        """0 and ``evals`` log-spaced steps up to the cap (a dense learning curve, not a snapshot)."""
+        from empirics.training.learning_curves import log_eval_steps
+
+        return log_eval_steps(self.steps, self.evals)
 
 
 @dataclass(frozen=True)
@@ -146,29 +149,31 @@ class StudyConfig:
         return stable_hash({"schema": SCHEMA, **self.as_dict()})
 
 
-# Quick (≤ 90 s of `sapa verify` on 2 cores): digits only, the arms the claim turns on, 2 seeds. Every arm at
-# every lr of the grid; width 32 (at width 16 the digits models stay below 65 % accuracy in 300 steps); one head
-# per layer (d = D: each layer's scores are the theory's single S = X W_Q W_Kᵀ Xᵀ/√d, and the (B, N, N) passes,
-# which dominate the cost at large N, are half those of two heads: 51 vs 79 ms per member-step at text N = 256).
+# Quick (with the mechanism tasks, ≤ 90 s of `sapa train` on 2 cores): digits only, softmax and the arms without a
+# tuned α, 2 seeds, 12 log-spaced evaluations; a 200-step cap, so slow arms may be censored (the output says so).
+# Width 32 (at width 16 the digits models stay below 65 % accuracy in 300 steps); one head per layer (d = D: each
+# layer's scores are the theory's single S = X W_Q W_Kᵀ Xᵀ/√d, and the (B, N, N) passes are half those of two heads).
 QUICK = StudyConfig(
     name="quick",
-    digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=20, evals=4, eval_size=256),
+    digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(3e-3, 1e-2), warmup=20, evals=12, eval_size=256),
     text=TaskPlan(Ns=(32, 64), steps=200, batch=16, lrs=(1e-3, 3e-3, 1e-2), eval_size=64),
     seeds=2,
     model=TinyModelConfig(width=32, layers=2, heads=1),
-    arms=("softmax", "x_sqrtN", "x_alpha", "x", "x3_sqrtN", "x3_alpha", "x3"),
+    arms=("softmax", "x_sqrtN", "x", "x3_sqrtN", "x3"),
     tasks=("digits",),
 )
-# Full: both tasks, every arm; text N = 32 … 256 at 16 windows per step at every N (tokens per step grow with N).
-# At a constant 512 tokens per step (2 windows at N = 256) softmax never left the bigram plateau at N ≥ 128 in
-# 800 steps; with 16 windows it leaves it at N = 256 in the second half of training (docs/training_study.md).
+# Full: learning curves to a cap 4× the earlier 800 text steps (the independent runs: every polynomial arm leaves the
+# bigram plateau between 1k and 3k steps, seed-dependent), 16 log-spaced evaluations. Text N = 64, 128 at 16 windows
+# per step, 2 lrs; arms softmax, x/√N, x³/√N, x³/α* (α tuned at the smallest N), unscaled x and x³ (the paper's
+# negative controls; 6 arms on digits and 7 on text also keep norm-vs-accuracy's exact permutation p below its
+# 0.005 level: 6! orders), x³/√i. Digits N = 16, 64 to 2000 steps. Time estimate: docs/training_study.md.
 FULL = StudyConfig(
     name="full",
-    digits=TaskPlan(Ns=(16, 64), steps=500, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=5, eval_size=256),
-    text=TaskPlan(Ns=(32, 64, 128, 256), steps=800, batch=16, lrs=(1e-3, 3e-3, 1e-2), warmup=50, evals=8,
-                  eval_size=128),
+    digits=TaskPlan(Ns=(16, 64), steps=2000, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=16, eval_size=256),
+    text=TaskPlan(Ns=(64, 128), steps=3200, batch=16, lrs=(3e-3, 1e-2), warmup=50, evals=16, eval_size=128),
     seeds=3,
     model=TinyModelConfig(width=32, layers=2, heads=1),
+    arms=("softmax", "x_sqrtN", "x3_sqrtN", "x3_alpha", "x", "x3", "x3_sqrti"),
 )
 # A handful of steps, for tests.
 TINY = StudyConfig(

@@ -39,7 +39,7 @@ from common.pool import one_thread
 from common.seeds import torch_gen_for
 from empirics.training.tiny_models import Arm, build_model
 
-__all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile"]
+__all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile", "member_step_rates"]
 
 # The matrix-product kernels whose *self* time is arithmetic. In torch 2.13 (CPU) the loop's profile
 # shows aten::mm, aten::addmm and aten::bmm (forward and backward) and the ensemble's aten::bmm and
@@ -164,9 +164,34 @@ def bench_training(quick: bool = False, rounds: int = 3) -> dict:
                          "width": QUICK.model.width, "ensemble_members_per_s": ens_rate,
                          "loop_members_per_s": loop_rate, "speedup": ens_rate / loop_rate,
                          "ensemble_s": min(ens), "loop_s_per_member": min(loop) / cell.loop_members, **ceiling})
+        rates = member_step_rates((16, 32) if quick else (16, 32, 64, 128), steps=4 if quick else 8, rounds=rounds)
     return {"ensemble_speedup": rows[0]["speedup"], "speedup_ceiling": rows[0]["speedup_ceiling"], "cells": rows,
+            "member_steps_per_s": rates,
             "threads": 1, "rounds": rounds,
             "note": "one run, load-dependent: ratios of the fastest of interleaved rounds; training steps only; "
                     "float32; members/s at S steps each. speedup_ceiling = 1/loop_gemm_fraction (GEMM self CPU time of "
                     "one extra profiled loop round / the loop's timed seconds; not in the speedup): an upper bound "
                     "only if the ensemble did the same arithmetic at the same GEMM rate and removed all other cost"}
+
+
+def member_step_rates(Ns=(16, 32, 64, 128), members: int = 6, steps: int = 8, rounds: int = 3,
+                      vocab: int = 96) -> list[dict]:
+    """Member-steps per second (E·S / fastest of ``rounds``) of a causal ensemble at each N: the study's text shape.
+
+    Width, depth and heads of the quick study, 16 windows per step, the x³ family; the causal char model
+    with ``vocab`` tokens (the mechanism tasks' 16 cost the same to within the embedding). These are the
+    rates the full budget's time estimate multiplies (docs/training_study.md). One torch thread.
+    """
+    from empirics.training.ensemble import Family
+    from empirics.training.train_study import QUICK
+
+    out = []
+    with one_thread():
+        for N in Ns:
+            cell = BenchCell("text", N, members, steps, 1)
+            spec = EnsembleSpec("text", N, QUICK.model, Family("poly", 3), vocab=vocab, classes=vocab)
+            data = _batches(cell, 16, vocab, members)
+            best = min(_time_ensemble(cell, spec, data, 16) for _ in range(rounds))
+            out.append({"task": "text", "N": N, "members": members, "steps": steps, "batch": 16,
+                        "member_steps_per_s": members * steps / best, "ms_per_member_step": 1e3 * best / (members * steps)})
+    return out

@@ -86,12 +86,13 @@ def select_alpha(runs: pd.DataFrame, task: str, p: int) -> float:
 
 @dataclass(frozen=True)
 class StudyResult:
-    """The stored study: runs (one row per member), history (long form), config, provenance."""
+    """The stored study: runs (one row per member), history (long form), config, provenance, mechanism runs."""
 
     runs: pd.DataFrame
     history: pd.DataFrame
     config: dict
     provenance: dict
+    mechanism: dict | None = None  # empirics.training.mechanism.run_mechanisms's result (None: not run)
 
 
 def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> tuple[int, int]:
@@ -134,19 +135,39 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
+def _mechanism_config(budget, seed: int, mechanism):
+    """The mechanism study to run beside ``budget``: "budget" → the budget's own (by name), None → none."""
+    from empirics.training.mechanism import MECH_BUDGETS, MechConfig, mech_config
+
+    if mechanism is None or isinstance(mechanism, MechConfig):
+        return mechanism
+    if mechanism != "budget":
+        return mech_config(mechanism, seed)
+    name = study_config(budget, seed).name if isinstance(budget, str) else None  # the budget's config, as registered
+    return mech_config(name, seed) if name in MECH_BUDGETS else None
+
+
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
-              progress: bool | str = True) -> StudyResult:
+              progress: bool | str = True, executor: cf.Executor | None = None, mechanism="budget",
+              device: str = "cpu") -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
     Phase 1 trains every task's smallest N (the α grid included) and selects α*; phase 2 trains the
-    other N with α* held fixed. ``workers`` 1 trains here; K > 1 in a pool of K single-threaded
-    processes (identical numbers). Writes ``chunks/*.json`` as chunks finish, then ``runs.parquet``,
-    ``history.parquet`` and ``study.json`` atomically.
+    other N with α* held fixed; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
+    "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
+    ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
+    executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
+    numbers either way). ``device``: where the mechanism chunks train ("cpu" | "cuda"). Writes
+    ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
+    and ``study.json`` atomically.
     """
     from common.progress import progress_bar
+    from empirics.training.mechanism import plan_mech_chunks, resolve_device, start_mechanisms
 
     cfg = study_config(budget, seed)
     workers = positive_int("workers", workers)
+    resolve_device(device)
+    mcfg = _mechanism_config(budget, seed, mechanism)
     out = Path(out_dir)
     try:
         (out / "chunks").mkdir(parents=True, exist_ok=True)
@@ -155,22 +176,30 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     t0 = time.perf_counter()
     phase1 = [c for t in cfg.tasks for c in plan_chunks(cfg, t, cfg.plan(t).Ns[0], None)]
     total_members = member_count(cfg)
+    mchunks = plan_mech_chunks(mcfg) if mcfg is not None else []
+    total_members += sum(len(c.members) for c in mchunks)
     bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
-    ex = process_pool(workers) if workers > 1 else None  # one pool for both phases (spawning costs seconds)
+    own = executor is None and workers > 1
+    ex = executor if executor is not None else process_pool(workers) if own else None  # one pool for all phases
+    mech = None
     try:
+        mech_done = None if mcfg is None else start_mechanisms(mcfg, out, ex, device,
+                                                                 on_chunk=lambda c: bar.update(len(c.members)))
         ran, ran_chunks = _run_chunks(phase1, cfg, out, ex, bar)
         runs1, _ = assemble(phase1, out)
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
         ran2, ran_chunks2 = _run_chunks(phase2, cfg, out, ex, bar)
         ran, ran_chunks = ran + ran2, ran_chunks + ran_chunks2
+        if mech_done is not None:
+            mech = mech_done()
     except BaseException:
-        if ex is not None:
+        if own:
             terminate_workers(ex)  # chunks in flight are lost; finished ones are on disk
         raise
     finally:
         bar.close()
-        if ex is not None:
+        if own:
             ex.shutdown(wait=True, cancel_futures=True)
     runs, hist = assemble(phase1 + phase2, out)
     for t, by_p in alpha_star.items():
@@ -190,7 +219,9 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     write_parquet(out / "runs.parquet", runs)
     write_parquet(out / "history.parquet", hist)
     atomic_write_json(out / "study.json", prov)
-    return StudyResult(runs, hist, cfg.as_dict(), prov)
+    if mech is not None:
+        atomic_write_json(out / "mechanism.json", mech)
+    return StudyResult(runs, hist, cfg.as_dict(), prov, mech)
 
 
 def _text_source() -> dict:
@@ -211,8 +242,10 @@ def load_study(out_dir: str | Path) -> StudyResult:
         if not (out / f).is_file():
             raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
     prov = json.loads((out / "study.json").read_text(encoding="utf-8"))
+    mech = json.loads((out / "mechanism.json").read_text(encoding="utf-8")) if (out / "mechanism.json").is_file() \
+        else None
     return StudyResult(pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "history.parquet"),
-                       prov.get("config", {}), prov)
+                       prov.get("config", {}), prov, mech)
 
 
 # --------------------------------------------------------------------------- CLI summary (sapa/train_summary.py)
@@ -233,3 +266,35 @@ def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.
     order = {a: i for i, a in enumerate(ARMS)}
     return tab.sort_values(["task", "N", "arm"], key=lambda s: s.map(order) if s.name == "arm" else s,
                            ignore_index=True)
+
+
+def study_floors(res: StudyResult) -> dict:
+    """{(task, N): floor accuracy}: chance on digits (0.1), the bigram predictor's test accuracy on text."""
+    from empirics.training.norm_accuracy import bigram_accuracy
+    from empirics.training.train_data import load_text
+
+    out = {}
+    for task, N in {(t, int(n)) for t, n in zip(res.runs["task"], res.runs["N"])}:
+        if task == "digits":
+            out[(task, N)] = 0.1
+        else:
+            t = load_text(N, int(res.config.get("text", {}).get("eval_size", 128)))
+            out[(task, N)] = bigram_accuracy(t.train.numpy(), t.test_x.numpy(), t.test_y.numpy())
+    return out
+
+
+def print_learning(res: StudyResult, best: pd.DataFrame) -> None:
+    """Per (task, N, arm) at the best lr: seeds that left the floor within the cap, median exit, final acc, converged."""
+    from empirics.training.learning_analysis import study_learning
+
+    cells = study_learning(res.runs, res.history, best, study_floors(res))
+    cens = sum(c["exits"]["censored"] for c in cells)
+    print(f"learning curves (floor: chance on digits, the bigram predictor on text; left = first evaluation above "
+          f"floor + 0.03; {cens} run(s) censored: not converged within the cap)")
+    for c in cells:
+        ex = c["exits"]
+        m = c.get("acc_at_matched_steps")
+        print(f"  {c['task']:6s} {c['N']:4d} {ARMS[c['arm']].label:9s} left {ex['n'] - ex['censored']}/{ex['n']}, "
+              f"median exit {ex['median'] if ex['median'] is not None else '>cap'} of {c['steps'][-1]}, final val acc "
+              f"{c['final_acc_median']:.3f}, converged {sum(c['converged'].values())}/{len(c['converged'])}"
+              + (f", gap to softmax at the cap {m[-1][3]:+.3f}" if m else ""))

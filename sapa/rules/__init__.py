@@ -26,7 +26,7 @@ def _optional_modules() -> list:
     import importlib
 
     out = []
-    for name in ("bound", "direction", "profile", "agreement", "timing", "association", "heads", "audit", "stability"):
+    for name in ("bound", "direction", "profile", "agreement", "timing", "association", "heads", "audit", "stability", "learning"):
         try:
             out.append(importlib.import_module(f"sapa.rules.{name}"))
         except ModuleNotFoundError as exc:

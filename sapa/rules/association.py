@@ -48,9 +48,9 @@ CONTRAST_LEVEL = 1 - 2 * ALPHA_CONTRAST  # two-sided level of the t interval (95
 # Synthetic truth for calibration, shaped like the training study (empirics.training.train_study QUICK / FULL, read by
 # empirics.training.arm_statistics.study_arm_level): one design per (budget, task) reading; each synthetic experiment draws one.
 STUDY_DESIGNS = (        # (arms, strata = the task's N cells, seeds averaged within each (arm, N) cell)
-    (7, 2, 2),           # quick digits: 7 arms (exact p over 7! orders), N ∈ {16, 64}, 2 seeds
-    (9, 2, 3),           # full digits: 9 arms (Monte Carlo p, N_PERM_MC orders), N ∈ {16, 64}, 3 seeds
-    (10, 4, 3),          # full text: + x³/√i, 10 arms (Monte Carlo p), N ∈ {32, 64, 128, 256}, 3 seeds
+    (5, 2, 2),           # quick digits: 5 arms (exact p over 5! orders: never below ALPHA, a smoke test), N ∈ {16, 64}
+    (6, 2, 3),           # full digits: 6 arms (exact p over 6! orders), N ∈ {16, 64}, 3 seeds
+    (7, 2, 3),           # full text: + x³/√i, 7 arms (exact p), N ∈ {64, 128}, 3 seeds
 )
 SIM_N_BOOT = 4000        # arm resamples: empirics.training.arm_statistics.N_BOOT, what study_arm_level uses in the ledger
 # seed-contrast (simulate_contrast) keeps the earlier single-N experiment's shape:

@@ -213,7 +213,7 @@ def test_an_arm_is_on_the_floor_only_if_no_trend_cell_left_it_for_every_seed():
     assert SC.floored_arms(t, {32: 0.27, 64: None, 128: None}) == frozenset()  # one trend N: no trend to censor
     assert SC.off_the_floor(0.30, 0.27) and not SC.off_the_floor(0.27 + m, 0.27)
     line = SC.floor_line(SC.floored_arms(t, bigram), t, bigram)
-    assert line.startswith("text floor: x/√N never left the bigram plateau") and "N=32: softmax 0.400" in line
+    assert line.startswith("text floor: x/√N did not leave the bigram plateau") and "N=32: softmax 0.400" in line
 
 
 def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
@@ -229,4 +229,4 @@ def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
     assert rs[0].verdict == "UNDETERMINED"  # a component not judged: the conjunction cannot hold
     assert "text x/√N Δ" in SC.headline(rs, a) and "(on the floor, not judged)" in SC.headline(rs, a)
     c = SC.corrected(rs, fl)
-    assert "text: x/√N never left the task's floor" in c and "undetermined for none" in c
+    assert "text: x/√N did not leave the task's floor within the step cap" in c and "undetermined for none" in c

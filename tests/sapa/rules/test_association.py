@@ -48,7 +48,7 @@ def test_study_designs_are_the_training_study_readings():
 
     want = {(len(c.task_arms(t)), len(c.plan(t).Ns), c.seeds) for c in (QUICK, FULL) for t in c.tasks}
     assert set(A.STUDY_DESIGNS) == want and A.SIM_N_BOOT == N_BOOT
-    assert min(a for a, _, _ in A.STUDY_DESIGNS) <= MAX_EXACT_ARMS < max(a for a, _, _ in A.STUDY_DESIGNS)
+    assert max(a for a, _, _ in A.STUDY_DESIGNS) <= MAX_EXACT_ARMS  # every study design reads the exact p
     for d in A.STUDY_DESIGNS:
         e = A.simulate_study("holds", rng_for(0, "shape", *d), design=d)
         assert e.n_arms == d[0] and len(e.strata) == d[1] and e.level == A.LEVEL and e.n_boot == N_BOOT

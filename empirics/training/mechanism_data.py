@@ -1,0 +1,95 @@
+"""Mechanism tasks x (B, N) → targets y (B, N), −100 where not scored: copy at lag k, induction head, MQAR.
+
+The cheap capability probes the field uses for attention alternatives (issue 21), each a causal
+next-token task whose solution needs one specific attention pattern:
+
+* ``copy1`` / ``copy2`` — N uniform tokens of a vocabulary of V; y_t = x_{t−k} for t ≥ k (a head
+  that attends to offset k);
+* ``induction`` — uniform filler tokens of 0 … V − 2, a trigger token T = V − 1 followed by a
+  token b at a uniform position, and T again as the last token: y_{N−1} = b (a head that finds the
+  earlier T and copies the token after it; two layers);
+* ``mqar`` — multi-query associative recall as defined in Zoology (Arora, Eyuboglu et al. 2023,
+  "Zoology: Measuring and improving recall in efficient language models"): D key–value pairs
+  (keys distinct from 1 … V/2 − 1, values distinct from V/2 … V − 1) fill the first 2D positions;
+  each key is queried once in the rest of the sequence, at position 2D + 2g with the gaps g drawn
+  without replacement from P(g) ∝ a·g^(a−1), g = 1 … (N − 2D)/2 (power law, a = 0.01 as Zoology's
+  default: short gaps are likely); at a query position y = the key's value; every other position
+  holds a uniform random token (Zoology's ``random_non_queries``). Zoology uses a vocabulary larger
+  than N (8 192); a CPU study uses a small one (V = 32 by default), which the task allows as long as
+  D ≤ V/2 − 1.
+
+Chance: 1/V (copy), 1/(V − 1) (induction: the answer is a filler token) and 2/V (MQAR: a value is one of V/2
+tokens). All draws come from an
+explicit ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from common.validate import InputError, choice, positive_int
+
+__all__ = ["TASKS", "IGNORE", "MQAR_PAIRS", "MQAR_POWER", "batch", "chance", "check_task"]
+
+TASKS = ("copy1", "copy2", "induction", "mqar")
+IGNORE = -100  # F.cross_entropy's ignore_index: positions that are not scored
+MQAR_PAIRS = 4  # D key–value pairs (Zoology varies 4 … 64)
+MQAR_POWER = 0.01  # a of the power-law gap distribution (Zoology's default power_a)
+
+
+def check_task(task: str, N: int, vocab: int) -> None:
+    """Refuse a (task, N, V) the task cannot be built at (one clear :class:`InputError`)."""
+    choice("mechanism task", task, TASKS)
+    positive_int("N", N)
+    positive_int("vocab", vocab)
+    if task.startswith("copy") and N <= int(task[-1]):
+        raise InputError(f"{task} needs N > {task[-1]}, got {N}")
+    if task == "induction" and (N < 4 or vocab < 3):
+        raise InputError(f"induction needs N ≥ 4 and V ≥ 3, got N = {N}, V = {vocab}")
+    if task == "mqar" and (4 * MQAR_PAIRS > N or MQAR_PAIRS > vocab // 2 - 1):
+        raise InputError(f"mqar with {MQAR_PAIRS} pairs needs N ≥ {4 * MQAR_PAIRS} and V ≥ {2 * MQAR_PAIRS + 2}, "
+                         f"got N = {N}, V = {vocab}")
+
+
+def chance(task: str, vocab: int) -> float:
+    """Accuracy of a uniform guess over the scored tokens' range."""
+    return 2.0 / vocab if task == "mqar" else 1.0 / (vocab - 1) if task == "induction" else 1.0 / vocab
+
+
+def batch(task: str, B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x (B, N) int64 tokens, y (B, N) int64 targets, IGNORE where not scored) of ``task``."""
+    check_task(task, N, vocab)
+    if task.startswith("copy"):
+        k = int(task[-1])
+        x = torch.randint(0, vocab, (B, N), generator=gen)
+        y = torch.full((B, N), IGNORE, dtype=torch.int64)
+        y[:, k:] = x[:, :-k]
+        return x, y
+    if task == "induction":
+        T = vocab - 1
+        x = torch.randint(0, vocab - 1, (B, N), generator=gen)  # filler never equals T
+        pos = torch.randint(0, N - 2, (B,), generator=gen)  # T at pos, b at pos + 1 ≤ N − 2
+        rows = torch.arange(B)
+        x[rows, pos] = T
+        x[:, N - 1] = T
+        y = torch.full((B, N), IGNORE, dtype=torch.int64)
+        y[:, N - 1] = x[rows, pos + 1]
+        return x, y
+    return _mqar(B, N, vocab, gen)
+
+
+def _mqar(B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    D, half = MQAR_PAIRS, vocab // 2
+    keys = torch.argsort(torch.rand(B, half - 1, generator=gen), dim=1)[:, :D] + 1  # (B, D) distinct in 1 … V/2 − 1
+    vals = torch.argsort(torch.rand(B, vocab - half, generator=gen), dim=1)[:, :D] + half  # (B, D) distinct values
+    space = (N - 2 * D) // 2
+    g = torch.arange(1, space + 1, dtype=torch.float64)
+    p = MQAR_POWER * g ** (MQAR_POWER - 1)  # (space,) ∝ a·g^(a−1)
+    gaps = torch.multinomial(p.expand(B, space), D, replacement=False, generator=gen)  # (B, D) in 0 … space − 1
+    x = torch.randint(0, vocab, (B, N), generator=gen)  # random non-query tokens
+    x[:, 0:2 * D:2], x[:, 1:2 * D:2] = keys, vals
+    qpos = 2 * D + 2 * gaps  # (B, D) query positions
+    x.scatter_(1, qpos, keys)
+    y = torch.full((B, N), IGNORE, dtype=torch.int64)
+    y.scatter_(1, qpos, vals)
+    return x, y

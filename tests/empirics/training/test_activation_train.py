@@ -1,0 +1,18 @@
+"""Tests for `empirics/training/activation_train.py`: `sapa train --activation` end to end on a tiny budget."""
+
+from dataclasses import replace
+
+from empirics.training import mechanism as M
+from empirics.training.activation_train import main_activation
+
+
+def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, tasks=("copy1",)))
+    assert main_activation("relu(x)/N", "quick", tmp_path, decide=lambda ev: "VERDICT") == 0
+    out = capsys.readouterr().out
+    assert "φ = relu(x)/N beside softmax" in out and "censored: not converged within the cap" in out
+    rows = [ln for ln in out.splitlines() if ln.startswith("copy1")]
+    assert len(rows) == 2 * 2 and sum(" φ " in r for r in rows) == 2  # (N = 16, 32) × (softmax, φ)
+    assert "slowdown copy1 φ" in out and "→ VERDICT" in out
+    files = sorted(p.name for p in (tmp_path / "activation" / "mechanism").iterdir())
+    assert files == ["copy1_N16_expr.json", "copy1_N16_softmax.json", "copy1_N32_expr.json", "copy1_N32_softmax.json"]

@@ -1,0 +1,99 @@
+"""Tests for `empirics/training/mechanism.py` and the expression family of `empirics/training/ensemble.py`."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from common.validate import InputError
+from empirics.training import ensemble as EN
+from empirics.training import mechanism as M
+from empirics.training.tiny_models import TinyModelConfig
+
+TINY = replace(M.MECH_TINY, tasks=("copy1",), Ns=(16,), steps=4, points=2)
+
+
+def test_offset_profile_by_brute_force():
+    g = torch.Generator().manual_seed(0)
+    P = torch.randn(2, 3, 6, 6, generator=g, dtype=torch.float64).tril()  # (E, P, N, N) causal
+    got = M.offset_profile(P, 3)
+    for e in range(2):
+        mass = [0.0] * 4
+        for p in range(3):
+            for i in range(6):
+                for j in range(i + 1):
+                    mass[min(i - j, 3)] += abs(P[e, p, i, j].item())
+        tot = sum(mass)
+        assert torch.allclose(got[e], torch.tensor([m / tot for m in mass], dtype=torch.float64), rtol=1e-12)
+
+
+def test_expression_family_equals_the_power_family():
+    """φ = x³/√N from text gives the poly family's forward (r = 1/√N) to float32 round-off."""
+    cfg = TinyModelConfig(width=8, layers=1, heads=2)
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2)]
+    spec_p = EN.EnsembleSpec("text", 12, cfg, EN.Family("poly", 3), vocab=10, classes=10)
+    spec_e = EN.EnsembleSpec("text", 12, cfg, EN.Family("expr", expr="x^3/sqrt(N)"), vocab=10, classes=10)
+    prm = EN.stack_members(spec_p, gens)
+    x = torch.randint(0, 10, (2, 3, 12), generator=torch.Generator().manual_seed(3))
+    rowc = torch.full((2, 12), 12 ** -0.5)
+    a = EN.ensemble_forward(prm, x, spec_p, rowc)
+    b = EN.ensemble_forward(prm, x, spec_e, None)
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_expression_uses_the_row_index_and_masks():
+    spec = EN.EnsembleSpec("text", 4, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="relu(x)/i"),
+                           vocab=5, classes=5)
+    S = torch.ones(1, 1, 1, 4, 4) * 2.0
+    P = EN.phi(S, spec, None)[0, 0, 0]
+    want = torch.tensor([[2.0, 0, 0, 0], [1, 1, 0, 0], [2 / 3, 2 / 3, 2 / 3, 0], [0.5, 0.5, 0.5, 0.5]])
+    assert torch.allclose(P, want)
+
+
+def test_untrainable_expression_is_one_input_error():
+    with pytest.raises(InputError):
+        M.expr_arm("exp(x)")  # refused by the audit parser (overflows)
+    with pytest.raises(InputError):
+        M.expr_arm("x +")
+
+
+def test_chunks_identical_serial_and_in_a_pool(tmp_path):
+    from common.pool import process_pool
+
+    cfg = replace(TINY, activation="x/N")
+    a = M.run_mechanisms(cfg, tmp_path / "a")
+    with process_pool(2) as ex:
+        b = M.run_mechanisms(cfg, tmp_path / "b", ex)
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
+    assert [strip(r) for r in a["results"]] == [strip(r) for r in b["results"]]
+    f = sorted((tmp_path / "a" / "mechanism").iterdir())
+    assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.hash()
+
+
+def test_resume_reuses_stored_chunks(tmp_path, monkeypatch):
+    M.run_mechanisms(TINY, tmp_path)
+    monkeypatch.setattr(M, "train_mechanism_chunk", lambda *a, **k: pytest.fail("retrained a stored chunk"))
+    again = M.run_mechanisms(TINY, tmp_path)
+    assert all(r is not None for r in again["results"])
+
+
+def test_curves_have_every_evaluation_and_paired_inits():
+    cfg = replace(TINY, points=3, steps=8)
+    r = M.train_mechanism_chunk(M.plan_mech_chunks(cfg)[0], cfg)
+    assert r["steps"] == list(cfg.eval_steps()) and len(r["val_acc"]) == len(r["steps"])
+    prof = torch.tensor(r["profile"])  # (K, E, bins)
+    assert torch.allclose(prof.sum(-1), torch.ones(prof.shape[:2], dtype=prof.dtype), atol=1e-5)
+
+
+def test_cuda_asked_and_absent_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match="no CUDA device"):
+        M.resolve_device("cuda")
+
+
+def test_expression_uses_the_column_index():
+    spec = EN.EnsembleSpec("text", 3, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="x*j/N"),
+                           vocab=5, classes=5)
+    P = EN.phi(torch.ones(1, 1, 1, 3, 3), spec, None)[0, 0, 0]
+    assert torch.allclose(P, torch.tensor([[1 / 3, 0, 0], [1 / 3, 2 / 3, 0], [1 / 3, 2 / 3, 1.0]]))

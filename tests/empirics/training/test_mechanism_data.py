@@ -1,0 +1,61 @@
+"""Tests for `empirics/training/mechanism_data.py`: each task's targets from its definition, by brute force."""
+
+import pytest
+import torch
+
+from common.validate import InputError
+from empirics.training import mechanism_data as MD
+
+
+def _gen(s=0):
+    g = torch.Generator()
+    g.manual_seed(s)
+    return g
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_copy_targets_are_the_token_k_back(k):
+    x, y = MD.batch(f"copy{k}", 5, 12, 7, _gen())
+    for b in range(5):
+        for t in range(12):
+            assert y[b, t].item() == (x[b, t - k].item() if t >= k else MD.IGNORE)
+
+
+def test_induction_target_follows_the_earlier_trigger():
+    V, N = 9, 20
+    x, y = MD.batch("induction", 50, N, V, _gen(1))
+    for b in range(50):
+        trig = [t for t in range(N - 1) if x[b, t] == V - 1]
+        assert len(trig) == 1 and x[b, N - 1] == V - 1  # one earlier trigger, and the query trigger last
+        assert y[b, N - 1] == x[b, trig[0] + 1] and (y[b, :N - 1] == MD.IGNORE).all()
+
+
+def test_mqar_pairs_then_each_key_queried_once_with_its_value():
+    V, N, D = 16, 40, MD.MQAR_PAIRS
+    x, y = MD.batch("mqar", 30, N, V, _gen(2))
+    for b in range(30):
+        keys, vals = x[b, 0:2 * D:2].tolist(), x[b, 1:2 * D:2].tolist()
+        assert len(set(keys)) == D and all(1 <= k < V // 2 for k in keys)
+        assert len(set(vals)) == D and all(V // 2 <= v < V for v in vals)
+        q = [t for t in range(N) if y[b, t] != MD.IGNORE]
+        assert len(q) == D and all(t >= 2 * D and (t - 2 * D) % 2 == 0 for t in q)
+        assert sorted(x[b, t].item() for t in q) == sorted(keys)
+        for t in q:
+            assert y[b, t].item() == vals[keys.index(x[b, t].item())]
+
+
+def test_mqar_gaps_follow_the_power_law():
+    # P(g) ∝ g^(a−1), a = 0.01: the first gap slot is much likelier than the last (Zoology's short-gap bias)
+    x, y = MD.batch("mqar", 4000, 64, 16, _gen(3))
+    pos = (y != MD.IGNORE).nonzero()[:, 1]
+    g = (pos - 2 * MD.MQAR_PAIRS) // 2
+    assert (g == 0).float().mean() > (g == g.max()).float().mean() * 1.5
+
+
+def test_bad_sizes_are_one_input_error():
+    with pytest.raises(InputError):
+        MD.batch("mqar", 2, 8, 16, _gen())
+    with pytest.raises(InputError):
+        MD.batch("copy2", 2, 2, 16, _gen())
+    with pytest.raises(InputError):
+        MD.batch("sorting", 2, 8, 16, _gen())
