@@ -270,7 +270,7 @@ def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.
 
 def study_floors(res: StudyResult) -> dict:
     """{(task, N): floor accuracy}: chance on digits (0.1), the bigram predictor's test accuracy on text."""
-    from empirics.training.norm_accuracy import bigram_accuracy
+    from empirics.training.arm_statistics import bigram_accuracy
     from empirics.training.train_data import load_text
 
     out = {}
