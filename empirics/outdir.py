@@ -33,10 +33,19 @@ def check_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
 
 
 def check_file(path: str | os.PathLike, flag: str = "--out") -> Path:
-    """``path`` as a file a run can (atomically) write; InputError naming ``flag`` otherwise."""
+    """``path`` as a file a run can (atomically) write; InputError naming ``flag`` otherwise.
+
+    An existing target must be a regular file (symbolic links followed): the result is renamed over
+    it, so ``/dev/null``, ``/dev/full``, ``/dev/stdout`` or a FIFO would be replaced, not written to.
+    """
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} {path} is a directory; give a file name")
+    if path.exists() and not path.is_file():
+        from common.atomic import file_kind
+
+        raise InputError(f"{flag} {path} exists and is not a regular file ({file_kind(path.stat().st_mode)}); sapa "
+                         "replaces its output file, so it never writes to a device or pipe: give a file name")
     _probe(_nearest_existing(path.parent, path, flag), path, flag)
     return path
 

@@ -338,7 +338,7 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
     print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
-    done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+    done = run_jobs(out_dir, None, jobs=jobs)  # OUT/figures, refused if it is a symbolic link
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
@@ -528,7 +528,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     if not args.results.is_dir():
         raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
-    done = run_jobs(args.results, args.out or args.results / "figures", jobs=JOBS + STORED_JOBS, report=False)
+    done = run_jobs(args.results, args.out, jobs=JOBS + STORED_JOBS, report=False)
     paths = [p for drawn, _ in done.values() for p in drawn]
     for p in paths:
         print(p)

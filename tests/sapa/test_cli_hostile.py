@@ -1,0 +1,194 @@
+"""Hostile results folders and outputs (sapa/cli.py, figures/, empirics/figdata.py, common/): a name read from a
+file never chooses where sapa writes, a device or pipe is never replaced or read, and each refusal is one line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import stat
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sapa.cli import main
+
+
+def _run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _deadline(seconds: int):
+    """DeadlineExceeded if the block blocks for longer than ``seconds`` (a FIFO opened for reading waits for a writer)."""
+    from common.deadline import deadline
+
+    return deadline(seconds, "the test")
+
+
+@pytest.fixture
+def overhead_data() -> dict:
+    from empirics.overhead import OverheadGrid, bench_overhead
+
+    g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
+                     crossover_masks=("none",), time_cap_s=1.0)
+    return bench_overhead(grid=g, device="cpu", threads=1)
+
+
+@pytest.fixture
+def only_stored(monkeypatch):
+    import figures.regenerate as rg
+
+    monkeypatch.setattr(rg, "JOBS", [])
+
+
+def _files_under(root) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+# --------------------------------------------------------------------------- 1. names from files
+
+
+@pytest.mark.parametrize("stem", ["../../escape", "../escape", "/ABS/escape", "..", ".hidden", "a/b", "x\0y"])
+def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_stored, overhead_data, stem):
+    from empirics import figdata
+
+    results = tmp_path / "deep" / "results"
+    stem = stem.replace("/ABS", str(tmp_path))
+    figdata.write(results / "data" / "overhead.json", overhead_data, stem)
+    before = _files_under(tmp_path)
+    code, out, err = _run(["figures", "--results", results], capsys)
+    assert code == 2 and out == "", err
+    assert "is not a plain file name" in err and "Traceback" not in err
+    assert _files_under(tmp_path) == before  # nothing written, anywhere
+
+
+def test_a_symlinked_figures_folder_is_refused(tmp_path, capsys, only_stored, overhead_data):
+    from empirics import figdata
+
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    figdata.write(results / "data" / "overhead.json", overhead_data, "ov_tiny")
+    (results / "figures").symlink_to(elsewhere)
+    code, out, err = _run(["figures", "--results", results], capsys)
+    assert code == 2 and list(elsewhere.iterdir()) == []
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sapa: error: ") and "symbolic link" in lines[0], err
+
+
+def test_save_keeps_every_path_inside_its_folder(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from common.validate import InputError
+    from figures import style
+
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "sub").symlink_to(tmp_path)
+    for bad in ("../x", "sub/x", str(tmp_path / "x")):
+        with pytest.raises(InputError):
+            style.save(plt.figure(), out, bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figs"]
+    assert [p.name for p in style.save(plt.figure(), out, "fine_D64")] == ["fine_D64.png", "fine_D64.pdf"]
+
+
+# --------------------------------------------------------------------------- 2. devices and pipes are never replaced
+
+
+def _special_files(tmp_path) -> list:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    found = [fifo]
+    dev = tmp_path / "null"
+    with contextlib.suppress(OSError):  # a character device like /dev/null (root only)
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        found.append(dev)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)  # /dev/stdout is such a link
+    return found + [link]
+
+
+def test_bench_out_is_never_a_device_or_pipe(tmp_path, capsys, monkeypatch):
+    import empirics.bench
+
+    monkeypatch.setattr(empirics.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    for target in _special_files(tmp_path):
+        mode = os.lstat(target).st_mode
+        code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", target], capsys)
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "is not a regular file" in lines[0], err
+        assert os.lstat(target).st_mode == mode  # still the device / pipe / link
+
+
+def test_atomic_write_never_renames_over_a_device_or_pipe(tmp_path):
+    from common.atomic import atomic_write_text
+
+    for target in _special_files(tmp_path):
+        mode = os.lstat(target).st_mode
+        if stat.S_ISLNK(mode):
+            continue  # a link is replaced, its target untouched
+        with pytest.raises(FileExistsError, match="not a regular file"):
+            atomic_write_text(target, "x")
+        assert os.lstat(target).st_mode == mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+# --------------------------------------------------------------------------- 8. reading: regular files, bounded
+
+
+def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only_stored, overhead_data):
+    from empirics import figdata
+
+    figdata.write(tmp_path / "data" / "overhead.json", overhead_data, "ov_tiny")
+    os.mkfifo(tmp_path / "data" / "worst_case.json")
+    with _deadline(60):
+        code, out, err = _run(["figures", "--results", tmp_path], capsys)
+    assert code == 0, err
+    assert "sapa: skipped figure 'worst case':" in err and "is not a regular file (a named pipe)" in err
+
+
+def test_a_link_to_dev_zero_is_not_read(tmp_path):
+    from empirics import figdata
+    from empirics.figdata import FigureDataError
+
+    (tmp_path / "x.json").symlink_to("/dev/zero")
+    with _deadline(60), pytest.raises(FigureDataError, match="not a regular file"):
+        figdata.read(tmp_path / "x.json")
+
+
+def test_a_parquet_bomb_is_refused_before_decompressing(tmp_path, monkeypatch):
+    import common.readfile
+    from empirics import figdata
+    from empirics.figdata import FigureDataError
+
+    df = pd.DataFrame({"a": np.zeros(2**19)})  # 4 MiB of float64 that compresses to a few kB
+    path = figdata.write(tmp_path / "bomb.json", {"t": df}, "bomb")
+    assert path.stat().st_size < 200_000
+    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**20)
+    with pytest.raises(FigureDataError, match="declares 524,288 rows"):
+        figdata.read(path)
+    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**23)
+    pd.testing.assert_frame_equal(figdata.read(path)[0]["t"], df)
+
+
+# --------------------------------------------------------------------------- 9. one line, no warning before it
+
+
+def test_float128_beyond_float64_is_one_line_without_warnings(tmp_path, capsys):
+    if np.finfo(np.longdouble).max <= np.finfo(np.float64).max:
+        pytest.skip("no extended precision long double here")
+    x = np.ones((4, 3), dtype=np.longdouble)
+    x[0, 0] = np.longdouble("1e4000")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", np.eye(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = _run(["norms", "--x", tmp_path / "x.npy", "--w", tmp_path / "w.npy",
+                               "--activation", "softmax"], capsys)
+    assert [str(w.message) for w in caught] == []
+    assert code == 2 and err.count("\n") == 1 and err.startswith("sapa: error: ") and "float64's range" in err, err
