@@ -58,6 +58,10 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
+    if "fro" in act.infinite:
+        out.update(_infinite_result(act, N))
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
     if act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
@@ -127,6 +131,10 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
                              f"within {K:g}× of softmax's bound √N at N = {N}",
         "verdict_evidence": ev,
     })
+    if act.infinite:  # only ∂φ/∂x: the norm of φ is finite, its Jacobian's expectation is not
+        out.update({"expected_jac_s_fro2": math.inf, "expected_jac_fro2": math.inf, "growth_exponent_jac_s": None,
+                    "growth_exponent_jac": None, "constant_jac_s_vs_softmax": math.inf,
+                    "infinite": list(act.infinite), "infinite_because": [s.describe() for s in act.singular]})
     if sizes and spec.name in ("iid", "tied", "corr"):
         named = {}
         for name, (D, d, n) in NAMED_SIZES.items():
@@ -138,6 +146,28 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         out["named_sizes"] = named or None
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
+
+
+def _infinite_result(act: Activation, N: int) -> dict:
+    """The audit of a φ whose E φ(S_ij)² is infinite (a non-integrable singularity on the real line): by construction."""
+    why = "; ".join(s.describe() for s in act.singular)
+    statement = (f"E‖φ(S)‖²_F = ∞ at every N ≥ 2: {why}, and every logit S_ij has a positive density on the whole "
+                 "real line; so E-RMS ‖φ(S)‖_F is not O(√N)")
+    return {
+        "method": "singularity (symbolic)", "error_bound": 0.0,
+        "error_bound_kind": "none: the expectations are infinite by construction (theory.singular)",
+        "expected_fro2": math.inf, "expected_jac_s_fro2": math.inf, "expected_jac_fro2": math.inf,
+        "infinite": list(act.infinite), "infinite_because": [s.describe() for s in act.singular],
+        "growth_exponent": None, "growth_exponent_jac_s": None, "growth_exponent_jac": None,
+        "sup_growth_exponent": None, "asymptotic_exponent": None, "crossover_n": None,
+        "constant_vs_softmax": math.inf, "constant_jac_s_vs_softmax": math.inf,
+        "matching_scale": 0.0, "matching_scale_exponent": None,
+        "worst_case_exponent": None, "worst_case_exponent_is_exact": None, "worst_case_exponent_jac_s": None,
+        "worst_case_exponent_jac": None, "worst_case_witness": None, "worst_case_bracket": None,
+        "verdict": "FAILS", "rule": "audit-like-softmax", "verdict_by_construction": statement,
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N); here E‖φ(S)‖²_F is infinite ({why})",
+        "verdict_evidence": None, "named_sizes": None,
+    }
 
 
 def text_report(out: dict) -> str:
@@ -158,6 +188,8 @@ def text_report(out: dict) -> str:
         cn = r["crossover_n"]
         lines.append(f"  {name:<11} (D={r['D']}, d={r['d']}, N={r['n']}): exponent {r['growth_exponent']:.3f}, "
                      f"N* = {cn if cn is None else f'{cn:.4g}'}, ‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
+    for why in out.get("infinite_because") or ():
+        lines.append(f"infinite          : {why} (so {', '.join(out['infinite'])} are infinite)")
     lines.append(f"verdict           : {out['verdict']}  ({out['rule']}: {out['verdict_statement']})")
     return "\n".join(lines)
 
@@ -185,13 +217,31 @@ def spec_from_args(args) -> ModelSpec:
     return model_spec(args.model, D, args.d, rho=args.rho, sigma=args.sigma, W=W, sigma_x=sigma_x)
 
 
+def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:
+    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.audit_workload."""
+    from empirics.audit_workload import audit_work, check_audit_work
+
+    if "fro" in act.infinite:
+        return
+    mc = act.normalize == "row" or not act.separable
+    check_audit_work(audit_work(mc, spec.name, spec.D, spec.d, mc_grid(N) if mc else (N,), trials, act.uses_i),
+                     force)
+
+
 def cmd(args) -> int:
     """``sapa audit``: parse, audit, print (text or one JSON object)."""
     import json
 
+    from common.validate import InputError
+
     act = parse_activation(args.expr, args.normalize, args.mask)
     spec = spec_from_args(args)
-    out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed)
+    check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False))
+    try:
+        out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed)
+    except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
+        raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None
     if args.json:
         print(json.dumps(_finite(out), default=_jsonable, allow_nan=False))
     else:

@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
     a.add_argument("--trials", type=_positive_int, default=200, help="Monte Carlo draws per N (row-normalised φ)")
     a.add_argument("--seed", type=_int_nonneg, default=0)
+    a.add_argument("--force", action="store_true",
+                   help="run even beyond the work limit of sapa sweep or the available memory (estimated up front)")
     a.add_argument("--json", action="store_true", help="print a flat JSON object")
     return p
 
@@ -387,12 +389,26 @@ def cmd_exact(args: argparse.Namespace) -> int:
         "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
         "formula": m.formula,
     }
+    out.update(_exact_log10s(m))  # exact where float64 underflows (σ = 1e-300: E‖φ‖² ≈ 1e-1800 prints as 0.0)
     if args.json:
         print(json.dumps(out))
     else:
         for k, val in out.items():
             print(f"{k:>20}: {val}")
     return 0
+
+
+def _exact_log10s(m) -> dict:
+    """log10_expected_fro2, log10_expected_jac_fro2, log10_m_off, … of the exact moments (None for log₁₀ 0)."""
+    from theory.log10 import log10_abs
+
+    p2, N = m.p * m.p, m.N
+    paper = m.model == "paper"
+    fro2 = N * N * m.m_off if paper else N * (N - 1) * m.m_off + N * m.m_diag
+    jac2 = p2 * N * N * m.j_off if paper else p2 * (N * (N - 1) * m.j_off + N * m.j_diag)
+    vals = {"expected_fro2": fro2, "expected_jac_fro2": jac2, "m_off": m.m_off, "m_diag": m.m_diag,
+            "j_off": m.j_off, "j_diag": m.j_diag}
+    return {f"log10_{k}": _finite_or_none(log10_abs(v)) for k, v in vals.items()}
 
 
 def finite_matrix_arg(name: str, a):

@@ -33,3 +33,16 @@ def test_an_inner_deadline_leaves_the_outer_one_in_charge():
             with deadline(100, "inner"):
                 while True:
                     pass
+
+
+def test_a_shorter_inner_deadline_fires_and_the_outer_one_is_rearmed():
+    with pytest.raises(DeadlineExceeded, match="outer"):
+        with deadline(1.0, "outer"):
+            with pytest.raises(DeadlineExceeded, match="inner"):
+                with deadline(0.1, "inner"):
+                    while True:
+                        pass
+            assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] < 1.0
+            while True:
+                pass
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
