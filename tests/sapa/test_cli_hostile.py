@@ -192,3 +192,66 @@ def test_float128_beyond_float64_is_one_line_without_warnings(tmp_path, capsys):
                                "--activation", "softmax"], capsys)
     assert [str(w.message) for w in caught] == []
     assert code == 2 and err.count("\n") == 1 and err.startswith("sapa: error: ") and "float64's range" in err, err
+
+
+# --------------------------------------------------------------------------- 3–6. audits: bounded, no traceback, ∞ said
+
+
+def _audit_json(argv, capsys) -> dict:
+    code, out, err = _run(["audit", *argv, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("text,where", [("tan(x)", "pi/2"), ("1/(x - 1/40)", "1/40"), ("1/x", "x = 0"),
+                                        ("Abs(x)**(-1)", "x = 0")])
+def test_a_pole_on_the_real_line_gives_infinite_expectations_and_a_fails(text, where, capsys):
+    a = _audit_json([text, "--D", "16", "--d", "4"], capsys)
+    assert a["infinite"] == ["fro", "jac_s", "jac"] and where in a["infinite_because"][0]
+    assert a["expected_fro2"] is None and a["expected_jac_fro2"] is None  # ∞ is not JSON: null, named in "infinite"
+    assert a["verdict"] == "FAILS" and "E‖φ(S)‖²_F = ∞" in a["verdict_by_construction"]
+
+
+def test_a_log_singularity_leaves_the_norm_finite_and_the_jacobian_infinite(capsys):
+    a = _audit_json(["log(Abs(x - 1/40))", "--D", "16", "--d", "4"], capsys)
+    assert a["infinite"] == ["jac_s", "jac"] and a["expected_jac_fro2"] is None and a["expected_jac_s_fro2"] is None
+    assert a["method"] == "quadrature" and a["expected_fro2"] > 0
+
+
+def test_audit_work_beyond_the_limit_is_refused_unless_forced(capsys, monkeypatch):
+    import sapa.audit
+
+    code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000"], capsys)
+    assert code == 2 and "flops" in err and "--force" in err and err.count("\n") == 1
+    seen = []
+    monkeypatch.setattr(sapa.audit, "run_audit", lambda *a, **k: seen.append(k) or {"forced": True})
+    code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000", "--force", "--json"],
+                          capsys)
+    assert code == 0 and json.loads(out) == {"forced": True} and seen[0]["trials"] == 10**9, err
+
+
+# --------------------------------------------------------------------------- 7. sapa exact: no silent underflow
+
+
+def _exact(argv, capsys) -> dict:
+    code, out, err = _run(["exact", "--p", "3", *argv, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_exact_log10_fields_survive_underflow(capsys, tmp_path):
+    # E‖φ‖² and E‖∂φ/∂X‖² are homogeneous in the weights: degree 4p in σ (iid; S is quadratic in σ, and ∂S/∂X
+    # linear in W = QKᵀ), 2p in W (shared). So log₁₀ at a scale 10^-300 is log₁₀ at scale 1 minus 300·degree:
+    # an independent check of the exact log10 fields.
+    size = ["--N", "16", "--D", "8", "--d", "4"]
+    one, tiny = (_exact(["--model", "iid", *size, "--sigma", s], capsys) for s in ("1", "1e-300"))
+    assert tiny["expected_fro2"] == 0.0  # below float64: the log10 fields carry it
+    for k in ("expected_fro2", "expected_jac_fro2", "m_off", "m_diag"):
+        assert tiny[f"log10_{k}"] == pytest.approx(np.log10(one[k]) - 300 * 12, abs=1e-9), k
+    W = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [1.0, 0.0, 1.0]])
+    np.save(tmp_path / "w1.npy", W)
+    np.save(tmp_path / "w300.npy", 1e-300 * W)
+    a, b = (_exact(["--model", "shared", "--w", tmp_path / f, "--N", "16"], capsys) for f in ("w1.npy", "w300.npy"))
+    assert b["expected_fro2"] == 0.0
+    for k in ("expected_fro2", "expected_jac_fro2"):
+        assert b[f"log10_{k}"] == pytest.approx(np.log10(a[k]) - 300 * 6, abs=1e-9), k
