@@ -4,12 +4,12 @@ arXiv 2410.18613's x/√N and x³/√N beside softmax and the other papers' scal
 (Wortsman et al. 2023), sigmoid(x − log N) (Ramapuram et al. 2024) and the row-normalised degree-4
 polynomial (Kacham et al., PolySketchFormer). Logits are scaled by 1/√d (x/8 at d = 64) as all four
 papers do. Closed forms / quadrature (:mod:`theory.audit`) give smooth curves; softmax and the
-normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`empirics.audit`).
+normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`empirics.experiments.audit`).
 Left: e(N) = ½ d log E‖φ‖²_F / d log N (softmax's bound: ½). Right: E-RMS ‖φ‖_F / √N (softmax's
 bound: 1).
 
-Draws only: the data come from :func:`empirics.audit.run_audit_compare` (an
-:class:`~empirics.audit.AuditCompareResult`) or its stored JSON.
+Draws only: the data come from :func:`empirics.experiments.audit.run_audit_compare` (an
+:class:`~empirics.experiments.audit.AuditCompareResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics import figdata
-from empirics.audit import ACTIVATIONS, MODELS, AuditCompareResult
+from common import figdata
+from empirics.experiments.audit import ACTIVATIONS, MODELS, AuditCompareResult
 from figures import style
 
 NAME = "audit_compare"  # stored by ``sapa verify`` under RESULTS/data/NAME.json

@@ -43,8 +43,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from scipy.stats import t as _student
 
-from empirics.scale import coefficient
-from empirics.stats import loglog_slope
+from empirics.kernels.scale import coefficient
+from empirics.montecarlo.stats import loglog_slope
 from figures import style
 
 QUANTITIES = ("fro", "jac_fro")
@@ -58,11 +58,11 @@ class Series:
     name: str  # legend text
     activation: str  # "softmax" | "poly"
     p: int  # 0 for softmax
-    scale_policy: str  # an empirics.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
+    scale_policy: str  # an empirics.kernels.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
     c: float | None = None  # constant of the "const" policy
 
     def coefficient(self, N: np.ndarray) -> np.ndarray:
-        """c(N) of c·x^p under the series' rule (:func:`empirics.scale.coefficient`), over real N; (K,)."""
+        """c(N) of c·x^p under the series' rule (:func:`empirics.kernels.scale.coefficient`), over real N; (K,)."""
         return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
 
 
@@ -220,7 +220,7 @@ def assert_claim(result: dict, quantity: str) -> None:
 
 def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: float = 0.5,
          sigma_w: float | None = None, sigma_ab: float = 1.0, n_dense: int = 200) -> plt.Figure:
-    """The figure from a stored summary (``empirics.sweep.summarise`` output); nothing is sampled.
+    """The figure from a stored summary (``empirics.montecarlo.sweep.summarise`` output); nothing is sampled.
 
     Args:
       summary_df: per-cell summary with columns weight_model, rho, activation, p, scale_policy,
@@ -323,7 +323,7 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
 
 def tiny_config(small: bool):
     """The sweep ``main`` runs when given no results: D = 64, d = 16, the paper's five rows."""
-    from empirics.sweep import config_from_dict
+    from empirics.montecarlo.sweep import config_from_dict
 
     raw = {
         "name": "figure-norm-scaling-small" if small else "figure-norm-scaling",
@@ -347,7 +347,7 @@ def tiny_config(small: bool):
 @lru_cache(maxsize=2)
 def _tiny_sweep(small: bool) -> tuple[pd.DataFrame, dict]:
     """Run :func:`tiny_config` in a temporary directory (once per process: Figures 1 and 2 share it)."""
-    from empirics.sweep import run_sweep
+    from empirics.montecarlo.sweep import run_sweep
 
     cfg = tiny_config(small)
     with tempfile.TemporaryDirectory() as tmp:
@@ -356,7 +356,7 @@ def _tiny_sweep(small: bool) -> tuple[pd.DataFrame, dict]:
 
 
 def _load(results: str | Path) -> tuple[pd.DataFrame, dict]:
-    from empirics.sweep import read_metadata
+    from empirics.montecarlo.sweep import read_metadata
 
     path = Path(results) / "results.parquet"
     if not path.is_file():
@@ -378,7 +378,7 @@ def main(out_dir: str | Path = "results/figures", results: str | Path | None = N
       small: smaller self-run sweep.
       quantity: "fro" or "jac_fro".
     """
-    from empirics.sweep import summarise
+    from empirics.montecarlo.sweep import summarise
 
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")

@@ -7,7 +7,7 @@ reference slopes ∝ N² and ∝ N. Right (``STEM_crossover.png``): the N from w
 linearisation φ_p(Q)(φ_p(K)ᵀV) (symmetric features, F = C(d+p−1, p)) beats the naive N² form,
 measured (forward) against the flop-count prediction, per p and head dim d.
 
-Drawn from the dict :func:`empirics.overhead.bench_overhead` returns, so ``sapa figures`` redraws
+Drawn from the dict :func:`empirics.timing.overhead.bench_overhead` returns, so ``sapa figures`` redraws
 it from stored data.
 """
 
@@ -154,7 +154,7 @@ def _crossover_panels(res: dict) -> plt.Figure:
 
 
 def draw(res: dict, out_dir: str | Path, stem: str) -> list[Path]:
-    """Both figures from :func:`empirics.overhead.bench_overhead`'s dict: STEM (times) and STEM_crossover; PNG + PDF."""
+    """Both figures from :func:`empirics.timing.overhead.bench_overhead`'s dict: STEM (times) and STEM_crossover; PNG + PDF."""
     with plt.rc_context(style.RC):
         paths = style.save(_time_panels(res), out_dir, stem)
         if res.get("crossover"):
@@ -164,7 +164,7 @@ def draw(res: dict, out_dir: str | Path, stem: str) -> list[Path]:
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
     """Benchmark (``small``: a tiny grid in seconds, else the quick one) and draw."""
-    from empirics.overhead import QUICK, OverheadGrid, bench_overhead
+    from empirics.timing.overhead import QUICK, OverheadGrid, bench_overhead
 
     grid = (OverheadGrid(Ns=(32, 64, 128), d=16, repeats=1, methods=("naive", "linearised"), crossover_ds=(8, 16),
                          crossover_masks=("none",), time_cap_s=0.5) if small else QUICK)

@@ -10,9 +10,9 @@ measured on the model's own hidden states (prefixes of real text, N = 8 … 256,
 bootstrap interval over texts) against N* of the matched Gaussian proxy (bias and mean
 included), with the exact curve that a Gaussian head with that N* would follow.
 A second figure (:func:`draw_protocols`) shows every head's exponent under each protocol of
-``empirics.real`` (special tokens in/out × re-encoded prefixes / one fixed-context pass) for
+``empirics.realmodel.real`` (special tokens in/out × re-encoded prefixes / one fixed-context pass) for
 softmax, x/√N and x³/√N, with the O(√N) edge ½ + 0.05 and the fraction of heads consistent with it.
-Data: :func:`empirics.real.analyse` (optional extra ``real``).
+Data: :func:`empirics.realmodel.real.analyse` (optional extra ``real``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _check(res: dict) -> None:
 
 def draw(res: dict, out_dir: str | Path, file_stem: str | None = None) -> list[Path]:
     """Draw the 2 × 2 figure (p = 1, 3 × map, measured) from an ``analyse`` result; save PNG + PDF."""
-    from empirics.real import grid_slope, vit_references
+    from empirics.realmodel.real import grid_slope, vit_references
 
     _check(res)
     heads = res["heads"]
@@ -202,7 +202,7 @@ ACT_TITLES = {"softmax": "softmax (baseline)", "x/sqrt(N)": r"$x/\sqrt{N}$", "x^
 
 def draw_protocols(res: dict, out_dir: str | Path, file_stem: str | None = None, edge: float = 0.55) -> list[Path]:
     """Per-head exponent ± 90 % interval for each protocol (columns: softmax, x/√N, x³/√N); save PNG + PDF."""
-    from empirics.real import ACTIVATIONS, head_fits
+    from empirics.realmodel.real import ACTIVATIONS, head_fits
 
     fits = [f for f in head_fits(res) if f.kind == "fro"]
     protocols = list(dict.fromkeys(f.protocol for f in fits))
@@ -262,7 +262,7 @@ def draw_stored(results: str | Path, out_dir: str | Path) -> list[Path]:
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
     """Analyse the model (cached beside ``out_dir`` in ``../real``) and draw; ``small``: 3 texts, 3 lengths."""
-    from empirics import real
+    from empirics.realmodel import real
 
     cfg = real.QUICK
     if small:

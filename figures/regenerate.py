@@ -51,7 +51,7 @@ def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
     def draw(results: Path, out: Path) -> list[Path]:
         import importlib
 
-        from empirics import figdata
+        from common import figdata
 
         res, stem = figdata.read(results / "data" / f"{module}.json")
         return importlib.import_module(f"figures.{module}").draw(res, out, stem)
@@ -84,7 +84,7 @@ STORED_JOBS = [
 
 def _training(results: Path, out: Path) -> list[Path]:
     """The training study's figures, drawn from its stored tables (RESULTS/train)."""
-    from empirics.train_study import load_study
+    from empirics.training.train_study import load_study
     from figures import training_vs_n
 
     return training_vs_n.draw(load_study(results / "train"), out)

@@ -6,8 +6,8 @@ E‖softmax(S/√d)‖_F (Monte Carlo) or (b) its bound √N (Theorem 4.1) — n
 beside 1/√N. Every curve rises as N falls: c_b ∝ N^{−1/2} (exactly 1/√N's direction), c_a ∝ N^{−1}
 in the i.i.d. model (softmax's typical norm is nearly flat, ≈ √e).
 
-Draws only: the data come from :func:`empirics.scale_direction.run_scale_direction` (a
-:class:`~empirics.scale_direction.ScaleDirectionResult`) or its stored JSON.
+Draws only: the data come from :func:`empirics.experiments.scale_direction.run_scale_direction` (a
+:class:`~empirics.experiments.scale_direction.ScaleDirectionResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics import figdata
-from empirics.scale_direction import PS, REVIEWER_NS, ScaleDirectionResult
+from common import figdata
+from empirics.experiments.scale_direction import PS, REVIEWER_NS, ScaleDirectionResult
 from figures import style
 
 N_REF = 256  # curves are normalised to their value here (the largest N of the paper's Figure 1)

@@ -1,8 +1,8 @@
 """Figure 13: test accuracy against N per arm at its best learning rate, softmax as reference (arXiv 2410.18613 §5; issue 13).
 
-Drawn only from a stored training study (``empirics.train_study.StudyResult`` or its parquet files via
+Drawn only from a stored training study (``empirics.training.train_study.StudyResult`` or its parquet files via
 ``load_study``); the learning-rate selection and the per-cell medians are the ledger's own
-(:mod:`empirics.study_analysis`), nothing here decides a verdict.
+(:mod:`empirics.training.study_analysis`), nothing here decides a verdict.
 
 (a) ``<stem>_acc``: per task, test accuracy against N (log2), one line per arm at its best lr: median over
     seeds, bars = [min, max] over seeds (a distribution-free interval for the median, 75 % at 3 seeds);
@@ -53,7 +53,7 @@ def file_stem(config: dict) -> str:
 
 
 def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None) -> list[Path]:
-    from empirics.study_analysis import accuracy_table, best_lr, divergence_counts
+    from empirics.training.study_analysis import accuracy_table, best_lr, divergence_counts
 
     best = best_lr(study.runs)
     tab = accuracy_table(study.runs, best)
@@ -96,7 +96,7 @@ def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None
 
 def _best_history(study, quantity: str) -> pd.DataFrame:
     """History rows of ``quantity`` for the members at each arm's best lr (in-study α only)."""
-    from empirics.study_analysis import at_best
+    from empirics.training.study_analysis import at_best
 
     b = at_best(study.runs)
     keys = b[["task", "N", "arm", "lr", "seed"] + (["alpha"] if "alpha" in b else [])].copy()
@@ -147,7 +147,7 @@ def _norms_figure(study, out_dir: Path, stem: str) -> list[Path]:
 
 
 def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
-    from empirics.study_analysis import best_lr, lr_sensitivity
+    from empirics.training.study_analysis import best_lr, lr_sensitivity
 
     s = lr_sensitivity(study.runs)
     best = best_lr(study.runs)
@@ -180,7 +180,7 @@ def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
 def draw(study, out_dir: str | Path, file_stem_: str | None = None, floors: dict | None = None) -> list[Path]:
     """Save (a) ``<stem>_acc``, (b) ``<stem>_norms`` and (c) ``<stem>_lr`` (PNG + PDF each) from a stored study.
 
-    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.train_study``;
+    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.training.train_study``;
     ``floors``: {task: {N: accuracy}} drawn as the task's floor in (a) (text: the bigram predictor).
     """
     out_dir = Path(out_dir)
@@ -193,7 +193,7 @@ def draw(study, out_dir: str | Path, file_stem_: str | None = None, floors: dict
 def main(out_dir: str | Path = "results/figures", small: bool = False, train_dir: str | Path = "results/train"
          ) -> list[Path]:
     """Redraw from the study stored in ``train_dir`` (``small``: the lead's TINY budget trained into it first)."""
-    from empirics import train_study
+    from empirics.training import train_study
 
     if small:
         study = train_study.run_study("tiny", Path(train_dir))

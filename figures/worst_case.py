@@ -7,8 +7,8 @@ gradient ascent (started from random points and the witnesses); grey: one random
 set. Under per-token bounds the worst case grows like √N for every p; with only the total
 energy bounded x³/√N grows like N^{2.5} (the energy concentrates on one or two tokens).
 
-Draws only: the data come from :func:`empirics.worst_case.run_worst_case` (a
-:class:`~empirics.worst_case.WorstCaseResult`) or its stored JSON.
+Draws only: the data come from :func:`empirics.experiments.worst_case.run_worst_case` (a
+:class:`~empirics.experiments.worst_case.WorstCaseResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics import figdata
-from empirics.worst_case import WorstCaseResult
+from common import figdata
+from empirics.experiments.worst_case import WorstCaseResult
 from figures import style
 
 NAME = "worst_case"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
@@ -34,7 +34,7 @@ def _result(res: WorstCaseResult | dict) -> WorstCaseResult:
 
 def check(res: WorstCaseResult | dict) -> None:
     """The figure's claim: witnesses attain the exact lower ends, nothing found exceeds the upper bounds."""
-    from empirics.worst_case import summarise
+    from empirics.experiments.worst_case import summarise
 
     for p, df in _result(res).frames.items():
         for s in summarise(df, 0.5):

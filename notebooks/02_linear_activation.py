@@ -42,8 +42,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.norms import Activation, attention_norms_batched
-from empirics.samplers import RandomnessModel, sample_trials, trial_generators
+from empirics.kernels.norms import Activation, attention_norms_batched
+from empirics.montecarlo.samplers import RandomnessModel, sample_trials, trial_generators
 from theory.moments import exact_moments, symbolic_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"

@@ -38,7 +38,7 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.samplers import RandomnessModel, sample_trials, trial_generators
+from empirics.montecarlo.samplers import RandomnessModel, sample_trials, trial_generators
 from theory.matrix_power import matrix_power_growth
 from theory.moments import exact_moments
 
@@ -144,7 +144,7 @@ plt.show()
 # slope's limit as $N \to \infty$), *measured* the fitted slope; *agree* requires all three conditions.
 
 # %%
-from empirics.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
+from empirics.experiments.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
 from theory.worst_case import worst_case_exponent  # noqa: E402
 
 print("exact worst-case exponents of ‖x^p/√N‖_F / ‖∂(x^p/√N)/∂X‖_F")

@@ -41,7 +41,7 @@ import tempfile
 import numpy as np
 import torch
 
-from empirics.samplers import torch_gen_for
+from empirics.montecarlo.samplers import torch_gen_for
 from theory.moments import crossover_table, exact_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
@@ -61,7 +61,7 @@ def report(name, expected, measured, agree):
 # covariance against the exact $\|W_Q^\top W_K\|_F$, which the paper's model sets to 0; *agree* within four standard errors.
 
 # %%
-g = torch_gen_for(4, "notebook", "independence")  # the one named-stream derivation (empirics.samplers)
+g = torch_gen_for(4, "notebook", "independence")  # the one named-stream derivation (empirics.montecarlo.samplers)
 D, d = 16, 4
 WQ = torch.randn(D, d, generator=g, dtype=torch.float64) / math.sqrt(D)
 WK = WQ.clone()  # tied, the extreme case; any W_Qᵀ W_K ≠ 0 breaks independence

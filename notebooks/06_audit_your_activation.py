@@ -39,7 +39,7 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.audit import sample_norms, z_scores
+from empirics.experiments.audit import sample_norms, z_scores
 from theory.audit import audit, model_spec, parse_activation, profile
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"

@@ -2,7 +2,7 @@
 
 Exact (polynomial φ) or quadrature (other element-wise φ) expectations come from
 :mod:`theory.audit`; row-normalised φ, and φ whose row-index dependence is not a factor, go to Monte
-Carlo with exact kernels (:mod:`empirics.audit`); the verdict "grows like softmax" is the calibrated
+Carlo with exact kernels (:mod:`empirics.experiments.audit`); the verdict "grows like softmax" is the calibrated
 rule ``audit-like-softmax`` (:mod:`sapa.rules.audit`). Every result says which ``method`` produced it.
 """
 
@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from empirics.stats import loglog_slope
+from empirics.montecarlo.stats import loglog_slope
 from theory.audit import (
     N_GRID,
     Activation,
@@ -94,7 +94,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     else:
         grid = mc_grid(N)
         mcs = {}
-        from empirics.audit import sample_norms
+        from empirics.experiments.audit import sample_norms
         for n in grid:
             mcs[n] = sample_norms(act, spec, n, trials, seed=seed)
         m = mcs[N]
@@ -202,11 +202,11 @@ def spec_from_args(args) -> ModelSpec:
     if args.model == "shared":
         if args.w is None:
             raise InputError("--model shared needs --w W.npy")
-        from sapa.cli import _load_npy, finite_matrix_arg
+        from sapa.npyfile import load_square_matrix
 
-        W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+        W = load_square_matrix(args.w, "--w")
         if args.sigma_x is not None:
-            sigma_x = finite_matrix_arg("--sigma-x", _load_npy(args.sigma_x, "--sigma-x"))
+            sigma_x = load_square_matrix(args.sigma_x, "--sigma-x")
         D = args.D if args.D is not None else None
     else:
         if args.w is not None or args.sigma_x is not None:
@@ -218,8 +218,8 @@ def spec_from_args(args) -> ModelSpec:
 
 
 def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:
-    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.audit_workload."""
-    from empirics.audit_workload import audit_work, check_audit_work
+    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.montecarlo.audit_workload."""
+    from empirics.montecarlo.audit_workload import audit_work, check_audit_work
 
     if "fro" in act.infinite:
         return

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--force", action="store_true",
-                   help="run even beyond the work limits (empirics.workload: 100 000 cells, 1e16 flops)")
+                   help="run even beyond the work limits (empirics.montecarlo.workload: 100 000 cells, 1e16 flops)")
     s.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
                    help="with --scheduler: give up (exit 2) if no worker has joined within SECONDS (default: wait)")
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command draws files, never windows (a user's setting wins)
-    from empirics.interrupt import sigterm_as_interrupt
+    from common.interrupt import sigterm_as_interrupt
 
     try:
         args = build_parser().parse_args(argv)
@@ -215,7 +215,7 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
     verify / sweep / train: ``--out`` locked (verify also its ``sweep`` and ``train`` subdirectories, which
     ``sapa sweep`` / ``sapa train`` may target); bench: ``--out`` a writable file; figures: the figure directory.
     """
-    from empirics.outdir import check_dir, check_file, exclusive
+    from common.outdir import check_dir, check_file, exclusive
 
     stack = contextlib.ExitStack()
     if args.command in ("verify", "sweep", "train"):
@@ -246,7 +246,7 @@ def _finite_or_none(v: float) -> float | None:
 
 def cmd_norms(args: argparse.Namespace) -> int:
     """``sapa norms``: exact norms of φ(S) and its Jacobian w.r.t. X, S = X W Xᵀ."""
-    from empirics.norms import Activation, attention_norms
+    from empirics.kernels.norms import Activation, attention_norms
     from common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", _load_npy(args.x, "--x"), (None, None))
@@ -360,11 +360,13 @@ def cmd_exact(args: argparse.Namespace) -> int:
     if args.model == "shared":
         if args.w is None:
             raise InputError("--model shared needs --w W.npy")
-        W = finite_matrix_arg("--w", _load_npy(args.w, "--w"))
+        from sapa.npyfile import load_square_matrix
+
+        W = load_square_matrix(args.w, "--w")
         if args.D is not None and args.D != W.shape[0]:
             raise InputError(f"--D {args.D} does not match --w of shape {W.shape}")
         if args.sigma_x is not None:
-            sigma_x = finite_matrix_arg("--sigma-x", _load_npy(args.sigma_x, "--sigma-x"))
+            sigma_x = load_square_matrix(args.sigma_x, "--sigma-x")
     else:
         if args.w is not None or args.sigma_x is not None:
             raise InputError("--w and --sigma-x apply to --model shared only")
@@ -411,19 +413,9 @@ def _exact_log10s(m) -> dict:
     return {f"log10_{k}": _finite_or_none(log10_abs(v)) for k, v in vals.items()}
 
 
-def finite_matrix_arg(name: str, a):
-    """A finite square float64 matrix from a loaded file, or InputError."""
-    from common.validate import finite_matrix
-
-    arr = finite_matrix(name, a, (None, None))
-    if arr.shape[0] != arr.shape[1]:
-        raise InputError(f"{name} must be square, got shape {arr.shape}")
-    return arr
-
-
 def _sweep_guards(args: argparse.Namespace, cfg) -> int:
     """Refuse a blank --scheduler and absurd work (unless --force); return --workers capped by cores and memory."""
-    from empirics.workload import SWEEP_WORKER_BYTES, cap_workers, check_sweep_work
+    from empirics.montecarlo.workload import SWEEP_WORKER_BYTES, cap_workers, check_sweep_work
 
     if args.scheduler is not None and not args.scheduler.strip():
         raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786, "
@@ -439,7 +431,7 @@ def _sweep_guards(args: argparse.Namespace, cfg) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``sapa sweep``: run or resume a Monte Carlo sweep; serial, local Dask workers, or a remote scheduler."""
-    from empirics.sweep import builtin_config, load_config, run_sweep, with_overrides
+    from empirics.montecarlo.sweep import builtin_config, load_config, run_sweep, with_overrides
 
     path = Path(args.config)
     if not path.suffix and not path.exists():
@@ -457,7 +449,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if workers == 1 and args.scheduler is None:
         df = run_sweep(cfg, args.out, progress=progress)
     else:
-        from empirics.distributed import executor_for, wait_for_workers
+        from empirics.montecarlo.distributed import executor_for, wait_for_workers
 
         with executor_for(workers=workers, scheduler=args.scheduler) as ex:
             if args.scheduler is not None and args.timeout is not None:
@@ -470,8 +462,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """``sapa bench``: exact kernels vs torch.func.jacrev, and vs the cost of forming S once."""
     from common.atomic import atomic_write_json
-    from empirics.bench import bench_all
-    from empirics.overhead import bench_overhead, flat_summary
+    from empirics.timing.bench import bench_all
+    from empirics.timing.overhead import bench_overhead, flat_summary
 
     if args.out is not None and args.out.is_dir():
         raise InputError(f"--out {args.out} is a directory; give a file name for the JSON")
@@ -479,7 +471,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.part in ("all", "overhead"):
         res["overhead"] = bench_overhead(quick=args.quick, progress=not args.json, threads=1)
     if args.part in ("all", "training"):
-        from empirics.train_bench import bench_training
+        from empirics.training.train_bench import bench_training
 
         res["training"] = bench_training(quick=args.quick)
     if args.scaling:
@@ -506,7 +498,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
                   f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
         if "overhead" in res:
-            from empirics.overhead import summary_lines
+            from empirics.timing.overhead import summary_lines
 
             print("\n".join(summary_lines(res["overhead"])))
         if "training" in res:
@@ -525,8 +517,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
-    from empirics.train_study import main_cli, plan_chunks, study_config
-    from empirics.workload import TRAIN_WORKER_BYTES, cap_workers
+    from empirics.training.train_study import main_cli, plan_chunks, study_config
+    from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")

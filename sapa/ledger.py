@@ -186,7 +186,7 @@ def calibration_note(rule) -> dict:
 
 def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
     """Keep a figure's computed data (OUT/data/NAME.json, atomic, no pickle) so ``sapa figures`` redraws it."""
-    from empirics import figdata
+    from common import figdata
 
     figdata.write(ctx.out_dir / "data" / f"{name}.json", res, stem)
 

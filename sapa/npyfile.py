@@ -28,7 +28,8 @@ try:  # numpy >= 2 keeps the private reader (needed for version-3.0 headers) in 
 except ImportError:  # pragma: no cover - numpy 1.x
     _read_array_header = npf._read_array_header
 
-__all__ = ["NUMERIC_KINDS", "read_npy_header", "check_numeric_dtype", "load_npy"]
+__all__ = ["NUMERIC_KINDS", "read_npy_header", "check_numeric_dtype", "load_npy", "square_matrix",
+           "load_square_matrix"]
 
 NUMERIC_KINDS = {"i": "signed integer", "u": "unsigned integer", "f": "floating"}
 _REFUSED_KINDS = {"b": "boolean", "c": "complex", "U": "string", "S": "bytes", "M": "datetime64",
@@ -85,3 +86,18 @@ def load_npy(path: Path, name: str) -> np.ndarray:
         raise InputError(f"{name}: cannot read {path} as .npy ({' '.join(str(exc).split())})") from None
     except MemoryError:
         raise InputError(f"{name}: {path} holds {shape} of {dtype}, more than fits in memory") from None
+
+
+def square_matrix(name: str, a) -> np.ndarray:
+    """A finite square float64 matrix from a loaded array, or InputError (one line naming ``name``)."""
+    from common.validate import finite_matrix
+
+    arr = finite_matrix(name, a, (None, None))
+    if arr.shape[0] != arr.shape[1]:
+        raise InputError(f"{name} must be square, got shape {arr.shape}")
+    return arr
+
+
+def load_square_matrix(path: Path, name: str) -> np.ndarray:
+    """The finite square float64 matrix stored in ``path`` (``sapa exact`` / ``sapa audit``: --w, --sigma-x)."""
+    return square_matrix(name, load_npy(path, name))

@@ -25,7 +25,7 @@ def one_torch_thread():
 @pytest.fixture
 def no_network(monkeypatch):
     """Offline hub variables, and any socket connection raises (tests of the shipped real model)."""
-    from empirics import real
+    from empirics.realmodel import real
 
     for k, v in real.OFFLINE_ENV.items():
         monkeypatch.setenv(k, v)

@@ -31,10 +31,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from empirics import samplers
-from empirics.norms import Activation, attention_norms, paper_model_norms
-from empirics.stats import fit_exponent
-from empirics.sweep import cells, check_memory, config_from_dict
+from empirics.montecarlo import samplers
+from empirics.kernels.norms import Activation, attention_norms, paper_model_norms
+from empirics.montecarlo.stats import fit_exponent
+from empirics.montecarlo.sweep import cells, check_memory, config_from_dict
 from sapa.cli import build_parser, main
 from theory.moments import exact_moments
 from common.validate import InputError

@@ -1,10 +1,10 @@
-"""One seed derivation: no module derives a random stream except through `empirics.samplers`.
+"""One seed derivation: no module derives a random stream except through `empirics.montecarlo.samplers`.
 
 ``rng_for(seed, *key)`` / ``torch_gen_for(seed, *key)`` (``SeedSequence(seed, spawn_key=sha256(key))``)
 are the only way a stream is named. This test parses every source file (AST, so comments and strings
 do not count) and fails on the ad hoc derivations that used to live here: ``crc32`` of a name, a
 ``SeedSequence([...])`` / ``default_rng([...])`` of a hand-built list, ``seed + 42`` / ``seed * 1_000_003``
-arithmetic, and ``manual_seed(...)`` anywhere but in ``empirics/samplers.py``.
+arithmetic, and ``manual_seed(...)`` anywhere but in ``empirics/montecarlo/samplers.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "theory", "empirics", "figures", "sapa", "notebooks")
-ALLOWED = {"empirics/samplers.py"}  # the one place that seeds generators
+ALLOWED = {"empirics/montecarlo/samplers.py"}  # the one place that seeds generators
 
 
 def _name(node: ast.AST) -> str:
@@ -66,7 +66,7 @@ f2 = 7 + base_seed
     assert found == ["crc32", "SeedSequence([...])", "default_rng([...])", "manual_seed(", "seed Mult <int literal>",
                      "seed Add <int literal>", "seed Add <int literal>"]
     good = """
-from empirics.samplers import rng_for, torch_gen_for
+from empirics.montecarlo.samplers import rng_for, torch_gen_for
 rng = rng_for(cfg.seed, "worst_case", N)
 gen = torch_gen_for(seed, "overhead", N)
 n = seed_count + k  # names with 'seed' plus a non-literal are fine
@@ -83,4 +83,4 @@ def test_no_ad_hoc_seed_derivation(path):
     rel = path.relative_to(ROOT).as_posix()
     hits = [] if rel in ALLOWED else forbidden(path.read_text(encoding="utf-8"))
     assert not hits, f"{rel}: " + "; ".join(f"line {n}: {what}" for n, what in hits) + (
-        " — derive streams with empirics.samplers.rng_for(seed, *key) / torch_gen_for(seed, *key)")
+        " — derive streams with empirics.montecarlo.samplers.rng_for(seed, *key) / torch_gen_for(seed, *key)")

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from empirics.samplers import rng_for
+from empirics.montecarlo.samplers import rng_for
 from sapa.claims import mc
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 

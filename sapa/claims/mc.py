@@ -5,8 +5,8 @@ resumably, into ``OUT/sweep``; growth exponents of the RMS norms are fitted from
 beside the exact predictions of ``theory.moments`` (arXiv 2410.18613, Thm 4.2 – Cor 4.5).
 
 Agreement is judged once, on the first pass: trials per cell are fixed in advance by the sweep
-config (``empirics.stats.design_trials`` for the heavy-tailed x^p, p ≥ 2), each series gets one
-interval at LEVEL from ``empirics.stats.rms_exponent_interval``, and every comparison is logged
+config (``empirics.montecarlo.stats.design_trials`` for the heavy-tailed x^p, p ≥ 2), each series gets one
+interval at LEVEL from ``empirics.montecarlo.stats.rms_exponent_interval``, and every comparison is logged
 with :func:`record`; :func:`monte_carlo_summary` reports the first-pass coverage (nominal LEVEL).
 There is no rerun on disagreement: a miss stays a miss.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from empirics.growth_series import exact_rms_slope  # noqa: F401  (re-exported: the exact side of a series)
+from empirics.montecarlo.growth_series import exact_rms_slope  # noqa: F401  (re-exported: the exact side of a series)
 from sapa.ledger import Context
 
 LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
@@ -28,7 +28,7 @@ LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
 def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
     """Run (or resume) the budget's sweep into ``OUT/sweep`` once; return (tidy rows, config)."""
     if "sweep" not in ctx.cache:
-        from empirics.sweep import (
+        from empirics.montecarlo.sweep import (
             builtin_config,
             load_config,
             run_sweep,
@@ -44,14 +44,14 @@ def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
 
 @contextlib.contextmanager
 def _cell_pool(workers: int):
-    """``None`` (serial) for one worker or one usable core, else a pool of ``workers`` processes (``empirics.pool``)."""
+    """``None`` (serial) for one worker or one usable core, else a pool of ``workers`` processes (``common.pool``)."""
     import os
 
     n = min(int(workers), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if n <= 1:
         yield None
         return
-    from empirics.pool import process_pool, terminate_workers
+    from common.pool import process_pool, terminate_workers
 
     ex = process_pool(n)
     try:
@@ -66,7 +66,7 @@ def _cell_pool(workers: int):
 def sweep_summary(ctx: Context) -> pd.DataFrame:
     """Per-cell summary with exact E‖·‖² and z-scores attached (cached)."""
     if "summary" not in ctx.cache:
-        from empirics.sweep import attach_exact, summarise
+        from empirics.montecarlo.sweep import attach_exact, summarise
 
         df, cfg = sweep_frame(ctx)
         ctx.cache["summary"] = attach_exact(summarise(df), cfg)
@@ -74,8 +74,8 @@ def sweep_summary(ctx: Context) -> pd.DataFrame:
 
 
 def rms_exponent(N: list[int], sq_samples: list[np.ndarray]) -> dict:
-    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.growth_series.rms_exponent``)."""
-    from empirics.growth_series import rms_exponent as fit
+    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.montecarlo.growth_series.rms_exponent``)."""
+    from empirics.montecarlo.growth_series import rms_exponent as fit
 
     return fit(N, sq_samples, LEVEL)
 
@@ -89,7 +89,7 @@ def series(ctx: Context, *, p: int, scale_policy: str, c: float | None = None) -
     (family ``growth``); series with the same draws (x^p/√N and c·x^p differ by a coefficient)
     share a ``draws`` key, so the summary can count independent comparisons.
     """
-    from empirics.growth_series import poly_series, series_label
+    from empirics.montecarlo.growth_series import poly_series, series_label
 
     df, _ = sweep_frame(ctx)
     out = []

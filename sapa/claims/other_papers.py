@@ -42,7 +42,7 @@ ENTRIES = {
 def _figure(ctx: Context) -> tuple[str, ...]:
     """The comparative figure, computed once per run and stored for ``sapa figures``."""
     if "audit_compare" not in ctx.cache:
-        from empirics.audit import run_audit_compare
+        from empirics.experiments.audit import run_audit_compare
         from figures import audit_compare as fig
         from sapa.ledger import store_figure_data
 
@@ -57,7 +57,7 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 
 def _check(cid: str, ctx: Context) -> Outcome:
-    from empirics.audit import sample_norms, z_scores
+    from empirics.experiments.audit import sample_norms, z_scores
     from sapa.claims.mc import agreement_gate
     from sapa.rules.audit import TOL, K, LikeSoftmaxEvidence, decide, mc_evidence
     from sapa.rules.growth import UpperEvidence, decide_upper

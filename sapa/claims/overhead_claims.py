@@ -5,7 +5,7 @@ overhead  The paper is silent on runtime; the review asks for "an analysis of ti
           best available form — the minimum over the naive N² form, ``torch.compile`` of it and the
           exact linearisation φ_p(Q)(φ_p(K)ᵀV) — runs within FACTOR = 1.5× of softmax's fused kernel
           (``torch.nn.functional.scaled_dot_product_attention``), forward and forward+backward, masks
-          none and causal, at every N of the grid (``empirics.overhead``; d = 64, batch 1, float32).
+          none and causal, at every N of the grid (``empirics.timing.overhead``; d = 64, batch 1, float32).
 
 Rule. A cell is one (p, mask, pass, N) at d = 64; its ratio is the fastest repeat over the measured
 polynomial forms divided by softmax's fastest repeat in the same cell. One reading per p, decided by
@@ -76,9 +76,9 @@ def _linearisation_check(seed: int) -> dict:
     """float64: the exact linearisation equals the quadratic form (relative Frobenius error), small sizes."""
     import torch
 
-    from empirics.linearised import poly_attention_linearised, poly_attention_quadratic
+    from empirics.kernels.linearised import poly_attention_linearised, poly_attention_quadratic
 
-    from empirics.samplers import torch_gen_for
+    from empirics.montecarlo.samplers import torch_gen_for
 
     gen = torch_gen_for(seed, "overhead")
     Q, K = (torch.randn(2, 37, 6, generator=gen, dtype=torch.float64) for _ in range(2))
@@ -108,7 +108,7 @@ def _fmt_ratio(cells: dict[str, dict], p: int, mask: str, N: int) -> str:
 
 def check_overhead(ctx: Context) -> Outcome:
     """Is polynomial attention (best form) within 1.5× of softmax's fused kernel at every N? Rule: module docstring."""
-    from empirics import overhead as ov
+    from empirics.timing import overhead as ov
     from figures import overhead as fig
     from sapa.ledger import store_figure_data
 

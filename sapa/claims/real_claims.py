@@ -5,11 +5,11 @@ W_Q, W_K with A = XW_Q independent of B = XW_K; the reviews ask whether that des
 model, whose A and B share X (point 1.2) at lengths that need not be ≫ D (point 1.3). The
 paper never claims it, so this is a ``kind="question"`` entry with an answer.
 
-Evidence: ``empirics.real.analyse`` on all-MiniLM-L6-v2 (72 heads, 8 shipped passages,
+Evidence: ``empirics.realmodel.real.analyse`` on all-MiniLM-L6-v2 (72 heads, 8 shipped passages,
 N = 8 … 256, optional extra ``real``). The growth exponent of a head depends on how the
 attention input at length N is formed, so everything is computed under four **protocols**
 (special tokens in/out × each prefix re-encoded / one fixed-context pass; table in
-``empirics.real``), for the paper's x/√N and x³/√N and, as a **baseline**, the model's own
+``empirics.realmodel.real``), for the paper's x/√N and x³/√N and, as a **baseline**, the model's own
 softmax (‖softmax(S)‖_F ≤ √N always: whatever criterion is used must pass it).
 
 Judgement (rule ``head-fraction``, :mod:`sapa.rules.heads`, calibrated on synthetic heads shaped
@@ -38,7 +38,7 @@ from sapa.rules import heads as rule
 from sapa.rules.growth import TOL
 
 if TYPE_CHECKING:  # the model code (torch) is imported only when the check runs
-    from empirics.real_records import RealResult
+    from empirics.realmodel.real_records import RealResult
 
 NOT_INSTALLED = {"status": "optional extra 'real' not installed"}
 POLY = ("x/sqrt(N)", "x^3/sqrt(N)")
@@ -111,7 +111,7 @@ def _cell(fits) -> Cell:
 
 
 def judge(res: RealResult) -> Judgement:
-    """Cells, sanity and the question's verdict from an :func:`empirics.real.analyse` result, by rule head-fraction."""
+    """Cells, sanity and the question's verdict from an :func:`empirics.realmodel.real.analyse` result, by rule head-fraction."""
     fits = [f for f in res.head_fits("real") if f.kind == "fro"]
     protocols = tuple(dict.fromkeys(f.protocol for f in fits))
     cells = []
@@ -158,7 +158,7 @@ def _medians_text(j: Judgement, act: str) -> str:
 
 def reading_of(c: Cell) -> Reading:
     """The ledger reading of one cell (upper-bound reading; the two-sided numbers in ``why``)."""
-    from empirics.real import protocol_named
+    from empirics.realmodel.real import protocol_named
 
     return Reading(
         name=f"{c.protocol} · {LABEL[c.activation]} · O(√N) upper bound",
@@ -249,7 +249,7 @@ def canonical_summary(res: RealResult) -> dict:
 
 def _measured_vs_exact(res: RealResult) -> dict:
     """Per p, kind and proxy: median (measured − exact grid slope) and how often the exact slope is in the interval."""
-    from empirics import real
+    from empirics.realmodel import real
 
     out = {}
     for p, act in ((1, "x/sqrt(N)"), (3, "x^3/sqrt(N)")):
@@ -269,7 +269,7 @@ def _measured_vs_exact(res: RealResult) -> dict:
 
 
 def _evidence(res: RealResult, j: Judgement, canon: dict) -> dict:
-    from empirics import real
+    from empirics.realmodel import real
 
     heads = res.heads
     meta = res.meta
@@ -367,7 +367,7 @@ def _headline(j: Judgement, canon: dict) -> str:
 
 def check_real_model_regime(ctx: Context) -> Outcome:
     """Run (or reuse from ``OUT/real``) the real-model analysis under every protocol, judge it, draw the figures."""
-    from empirics import real
+    from empirics.realmodel import real
 
     if not real.available():
         return Outcome(verdict="UNDETERMINED", evidence=dict(NOT_INSTALLED), tested_statement=TESTED,

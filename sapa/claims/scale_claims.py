@@ -5,12 +5,12 @@ fig1-scale-direction  The paper: "as the sequence length N decreases the scale a
                       coefficient c(N) that makes the E-RMS norm of c·x^p match softmax — (a) its
                       typical norm E‖softmax(S/√d)‖_F (Monte Carlo), (b) its bound √N (Thm 4.1) —
                       from exact moments of the polynomial side; exponents of c(N) ∝ N^b fitted
-                      with bootstrap intervals (``empirics.scale_direction``).
+                      with bootstrap intervals (``empirics.experiments.scale_direction``).
 causal-masking        The paper is silent; the reviewer asks whether, under a causal mask (row i
                       sees i tokens), the scale should follow the effective length. Tested: whether
                       a global 1/√N keeps per-row norms as uniform in i as softmax's; exact row
                       formula E‖c_i(S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag] against Monte Carlo
-                      (``empirics.causal``); and the train-length transfer for generation.
+                      (``empirics.experiments.causal``); and the train-length transfer for generation.
 
 Verdict rules are stated in each check's docstring and in ``evidence["rule"]``.
 """
@@ -48,8 +48,8 @@ def check_scale_direction(ctx: Context) -> Outcome:
     c = 1/α. The entry is UNDETERMINED if the Monte Carlo disagrees with exact moments on the first
     pass (``mc-agreement``).
     """
-    from empirics.causal import crossover_n
-    from empirics.scale_direction import (
+    from empirics.experiments.causal import crossover_n
+    from empirics.experiments.scale_direction import (
         PS,
         REVIEWER_NS,
         bound_exponent,
@@ -227,7 +227,7 @@ def check_causal(ctx: Context) -> Outcome:
     p ∈ {1, 3}). ANSWERED when every reading is decided and the Monte Carlo agrees with the exact row
     formula on the first pass (``mc-agreement``); UNDETERMINED otherwise.
     """
-    from empirics.causal import (
+    from empirics.experiments.causal import (
         causal_agreement,
         exact_row_ms,
         masked_matrix_exponent,

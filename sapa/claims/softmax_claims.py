@@ -19,7 +19,7 @@ from sapa.rules.bound import decide as decide_bound
 
 def check_norm(ctx: Context) -> Outcome:
     """‖softmax(S)‖_F ≤ √N for every S: max ratio over random/adversarial S, and the supremum approached."""
-    from empirics.softmax_bounds import norm_search
+    from empirics.experiments.softmax_bounds import norm_search
     from theory.softmax import softmax_matrix_bounds
 
     per_n, worst = norm_search(ctx.budget.Ns, ctx.budget.random_rows, ctx.budget.seed)
@@ -54,7 +54,7 @@ def check_norm(ctx: Context) -> Outcome:
 
 def check_jacobian(ctx: Context) -> Outcome:
     """Eq. 4.2: ‖∂softmax(S)/∂S‖_F ≤ 2√N; compute the sharp constant and test both readings."""
-    from empirics.softmax_bounds import (
+    from empirics.experiments.softmax_bounds import (
         autograd_jacobian_search,
         jacobian_wrt_x_growth,
         row_jacobian_search,
@@ -134,7 +134,7 @@ def check_jacobian(ctx: Context) -> Outcome:
 
 def _lipschitz(ctx: Context) -> dict:
     """Softmax attention's Lipschitz constant w.r.t. X vs N (reported, not asserted): quick N = 4…16, full 4…32."""
-    from empirics.softmax_bounds import lipschitz_search
+    from empirics.experiments.softmax_bounds import lipschitz_search
 
     Ns = [n for n in (4, 8, 16, 32) if 2 * n <= max(ctx.budget.worst_Ns)]
     return lipschitz_search(Ns, ctx.budget.seed, ctx.budget.worst_steps, ctx.budget.worst_restarts)

@@ -3,7 +3,7 @@
 The paper's practical claim: softmax trains well because its attention norm does not grow with the
 sequence length N, and φ(x) = x^p/√N keeps the norm in check the same way, so it can replace softmax
 at any N; an unscaled x^p, or a constant α tuned at one N (the paper's x/16, x³/16), should not
-transfer across N. The training study (``empirics.train_study``, issue 13) trains tiny transformers
+transfer across N. The training study (``empirics.training.train_study``, issue 13) trains tiny transformers
 on 8×8 digits (N = 16, 64 patches) and a causal character model (N = context) with every arm at its
 own learning-rate sweep and several paired seeds per N.
 
@@ -75,7 +75,7 @@ class _Prefetch:
         self._thread.start()
 
     def _run(self, ctx: Context) -> None:
-        from empirics.train_study import run_study
+        from empirics.training.train_study import run_study
 
         try:
             self.result = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed,
@@ -117,7 +117,7 @@ def get_study(ctx: Context):
             raise got
         return got
     try:
-        from empirics.train_study import run_study
+        from empirics.training.train_study import run_study
 
         study = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed)
     except Exception as exc:  # keep the failure: the second reader must not retrain
@@ -156,7 +156,7 @@ def analyse(runs: pd.DataFrame, uninformative: frozenset = frozenset(), floored:
     ``floored``: (task, arm) pairs that sat on the task's floor at every N of the trend
     (:func:`floored_arms`): their accuracy is censored there, so their trend reading is not judged.
     """
-    from empirics import study_analysis as SA
+    from empirics.training import study_analysis as SA
 
     best = SA.best_lr(runs)
     keep = ~pd.Series([(t, int(n)) in uninformative for t, n in zip(runs["task"], runs["N"])], index=runs.index)
@@ -354,8 +354,8 @@ def floor_line(floored, table: pd.DataFrame, bigram: dict) -> str | None:
 
 def bigram_by_n(Ns, config: dict) -> dict:
     """{N: test accuracy of the bigram predictor on the text windows of context N} (None where the corpus fails)."""
-    from empirics.norm_accuracy import bigram_accuracy
-    from empirics.train_data import load_text
+    from empirics.training.norm_accuracy import bigram_accuracy
+    from empirics.training.train_data import load_text
 
     tc = (config or {}).get("text") or ((config or {}).get("tasks") or {}).get("text") or {}
     windows = int(tc.get("eval_size", tc.get("eval_windows", 128))) if isinstance(tc, dict) else 128
@@ -385,7 +385,7 @@ def plateau_line(p: dict | None) -> str:
 
 def flattening_line(flat: pd.DataFrame) -> str:
     """Softmax's validation curve per (task, N): the step it flattened at (within FLAT_TOL), or still rising."""
-    from empirics.study_analysis import FLAT_TOL
+    from empirics.training.study_analysis import FLAT_TOL
 
     if flat is None or flat.empty:
         return "softmax's learning curve: not measured"
@@ -451,7 +451,7 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
         msg = error_text(exc)
         return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline=f"training study failed: {msg}",
                        evidence={"status": "study could not be completed", "error": msg}, rule="stability-trend")
-    from empirics import study_analysis as SA
+    from empirics.training import study_analysis as SA
 
     runs = study.runs
     table = SA.accuracy_table(runs, SA.best_lr(runs))
@@ -467,7 +467,7 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     left_out = (f"accuracy trends leave out {', '.join(f'{t} N={n}' for t, n in a['uninformative'])}: softmax did not "
                 f"leave the bigram plateau there, so a gap to it says nothing about the scale rule",) if a[
         "uninformative"] else ()
-    from empirics.study_analysis import flattening, lr_sensitivity
+    from empirics.training.study_analysis import flattening, lr_sensitivity
 
     flat = flattening(study.history, a["best"]) if study.history is not None else None
     floor = floor_line(floored, table, bigram)

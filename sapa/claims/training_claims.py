@@ -6,13 +6,13 @@ bounded, and that x^p/√N does the same; it does not state that a smaller norm 
 lower attention norms than x/16 yet trains worse"), so the ledger asks: does a lower attention
 norm go with better accuracy across activations, as that argument assumes?
 
-Evidence: the **same runs** as ``scale-keeps-training-stable`` (``empirics.train_study``, issue 13,
+Evidence: the **same runs** as ``scale-keeps-training-stable`` (``empirics.training.train_study``, issue 13,
 kept in ``ctx.cache["train_study"]``): tiny transformers on 8×8 digits (N = 16, 64 patches) and a
 causal character model (N = context), every arm (softmax, x^p/√N, x^p/α*, x^p, x^p/N, x³/√i on text)
 at its own best learning rate, several paired seeds per N; final ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F (exact,
 float64, mean over layers, heads and a fixed probe batch) against final test accuracy.
 
-Statistics with the **arm** as the unit (``empirics.norm_accuracy.study_arm_level``): seeds are
+Statistics with the **arm** as the unit (``empirics.training.norm_accuracy.study_arm_level``): seeds are
 averaged within (arm, N); ρ̄ averages the across-arm Spearman ρ over the (task, N) cells (the
 strata); an exact (≤ 8 arms) or Monte Carlo permutation test permutes arm labels jointly in every
 stratum and a cluster bootstrap resamples arms. Readings (rules in :mod:`sapa.rules.association`):
@@ -56,7 +56,7 @@ def _nan(v) -> float:
 
 def _assoc_evidence(d: dict):
     """The ArmAssociation fields ``decide_arm`` reads, from its JSON form."""
-    from empirics.norm_accuracy import ArmAssociation
+    from empirics.training.norm_accuracy import ArmAssociation
 
     lo, hi = d["ci"]
     return ArmAssociation(rho=_nan(d["rho"]), p_less=_nan(d["p_less"]), p_greater=_nan(d["p_greater"]), lo=_nan(lo),
@@ -65,7 +65,7 @@ def _assoc_evidence(d: dict):
 
 
 def _contrast_evidence(d: dict):
-    from empirics.norm_accuracy import SeedContrast
+    from empirics.training.norm_accuracy import SeedContrast
 
     lo, hi = d["ci"]
     return SeedContrast(mean=_nan(d["mean"]), p_less=_nan(d["p_less"]), p_greater=_nan(d["p_greater"]), lo=_nan(lo),
@@ -240,8 +240,8 @@ def check_norm_vs_accuracy(ctx: Context) -> Outcome:
     """Answer the question from the training study's runs (shared with scale-keeps-training-stable)."""
     import time
 
-    from empirics.norm_accuracy import study_arm_level
-    from empirics.study_analysis import accuracy_table, divergence_counts
+    from empirics.training.norm_accuracy import study_arm_level
+    from empirics.training.study_analysis import accuracy_table, divergence_counts
     from sapa.claims.study_claims import (bigram_by_n, error_text, get_study, plateau_from, study_figures,
                                           table_lines)
     from sapa.rules.association import CONTRAST_LEVEL, LEVEL as ARM_LEVEL

@@ -2,9 +2,9 @@
 
 ``arm-association`` — tested statement: "across activation arms, a lower attention norm goes
 with a higher test accuracy" (ρ̄ < 0), with the **activation arm** as the unit: in the training study
-(``empirics.norm_accuracy.study_arm_level``) each arm at its best learning rate, seeds averaged within each
+(``empirics.training.norm_accuracy.study_arm_level``) each arm at its best learning rate, seeds averaged within each
 (arm, N) cell, arm labels permuted jointly in every (task, N) stratum. Evidence
-(:class:`empirics.norm_accuracy.ArmAssociation`): one-sided permutation p-values for ρ̄ < 0 and ρ̄ > 0
+(:class:`empirics.training.norm_accuracy.ArmAssociation`): one-sided permutation p-values for ρ̄ < 0 and ρ̄ > 0
 (exact over all A! orders up to MAX_EXACT_ARMS = 8 arms, else N_PERM_MC = 9999 random orders) and a
 cluster-bootstrap interval (arms resampled) at level 1 − 2·ALPHA.
 
@@ -24,7 +24,7 @@ single-N experiment: 5–6 arms × 2 paired weight-decay strata, exact p).
 ``seed-contrast`` — the reviewer's pair: tested statement "x³ reaches a lower test accuracy
 than x/16" (mean paired difference < 0). The unit is the replicate (its two weight-decay strata
 are averaged: they share initial weights and minibatches). Evidence
-(:class:`empirics.norm_accuracy.SeedContrast`): exact sign-flip p-values (2^R sign vectors) and a
+(:class:`empirics.training.norm_accuracy.SeedContrast`): exact sign-flip p-values (2^R sign vectors) and a
 Student-t interval at 1 − 2·ALPHA_CONTRAST. ``HOLDS`` / ``FAILS`` / ``UNDETERMINED`` as above,
 ALPHA_CONTRAST = 0.05/2 (Bonferroni over the 2 tasks). With R replicates the smallest p is 2^−R:
 3 seeds (quick) or 5 (full) can never reach it, which calibration reports as zero power.
@@ -45,14 +45,14 @@ K_CONTRASTS = 2          # seed-contrast readings: one per task
 ALPHA_CONTRAST = 0.05 / K_CONTRASTS  # per reading and direction (one-sided)
 CONTRAST_LEVEL = 1 - 2 * ALPHA_CONTRAST  # two-sided level of the t interval (95 %)
 
-# Synthetic truth for calibration, shaped like the training study (empirics.train_study QUICK / FULL, read by
-# empirics.norm_accuracy.study_arm_level): one design per (budget, task) reading; each synthetic experiment draws one.
+# Synthetic truth for calibration, shaped like the training study (empirics.training.train_study QUICK / FULL, read by
+# empirics.training.norm_accuracy.study_arm_level): one design per (budget, task) reading; each synthetic experiment draws one.
 STUDY_DESIGNS = (        # (arms, strata = the task's N cells, seeds averaged within each (arm, N) cell)
     (7, 2, 2),           # quick digits: 7 arms (exact p over 7! orders), N ∈ {16, 64}, 2 seeds
     (9, 2, 3),           # full digits: 9 arms (Monte Carlo p, N_PERM_MC orders), N ∈ {16, 64}, 3 seeds
     (10, 4, 3),          # full text: + x³/√i, 10 arms (Monte Carlo p), N ∈ {32, 64, 128, 256}, 3 seeds
 )
-SIM_N_BOOT = 4000        # arm resamples: empirics.norm_accuracy.N_BOOT, what study_arm_level uses in the ledger
+SIM_N_BOOT = 4000        # arm resamples: empirics.training.norm_accuracy.N_BOOT, what study_arm_level uses in the ledger
 # seed-contrast (simulate_contrast) keeps the earlier single-N experiment's shape:
 SIM_STRATA = 2           # weight decay 0 and 0.05, paired: a replicate's seed effect is shared by both
 SIM_SEEDS = 3            # replicates per arm and stratum (quick budget)
@@ -115,7 +115,7 @@ def simulate_study(truth: str, rng: np.random.Generator, design: tuple[int, int,
     Monte Carlo permutation p beyond ``MAX_EXACT_ARMS`` arms. holds: independent arm effects (with the within-run
     correlation); fails: arm effects correlated SIM_RHO = +0.9 (a higher norm goes with a higher accuracy).
     """
-    from empirics.norm_accuracy import _seed_means, arm_association
+    from empirics.training.norm_accuracy import _seed_means, arm_association
 
     A, S, R = design if design is not None else STUDY_DESIGNS[int(rng.integers(len(STUDY_DESIGNS)))]
     lnorm, acc = study_runs(rng, A, 0.0 if truth == "holds" else SIM_RHO, strata=S, seeds=R)
@@ -125,7 +125,7 @@ def simulate_study(truth: str, rng: np.random.Generator, design: tuple[int, int,
 def simulate_contrast(truth: str, rng: np.random.Generator, seeds: int = SIM_SEEDS):
     """Replicate-level evidence: d[s, r] = δ + replicate effect (t, shared by strata) + stratum noise; the
     test averages the strata. holds: δ = 0 (the edge of "x³ trains worse"); fails: δ = +SIM_DELTA replicate sd."""
-    from empirics.norm_accuracy import paired_seed_test
+    from empirics.training.norm_accuracy import paired_seed_test
 
     delta = 0.0 if truth == "holds" else SIM_DELTA
     rep = rng.standard_t(SIM_T_DF, size=seeds) / math.sqrt(SIM_T_DF / (SIM_T_DF - 2))
@@ -150,7 +150,7 @@ ARM_ASSOCIATION = Rule(
                      f"full text), t{SIM_T_DF} run effects (sd {SIM_SEED_SD} of the arm sd), {SIM_N_BOOT} arm "
                      f"resamples",
             "fails": f"arm effects correlated ρ = +{SIM_RHO} (a higher norm goes with a higher accuracy)",
-            "estimator": "empirics.norm_accuracy.arm_association (as study_arm_level calls it)"},
+            "estimator": "empirics.training.norm_accuracy.arm_association (as study_arm_level calls it)"},
     trials=400,
 )
 

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from empirics import figdata
-from empirics.audit import run_audit_compare
+from common import figdata
+from empirics.experiments.audit import run_audit_compare
 from figures import audit_compare
 
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from empirics import figdata
-from empirics.causal import run_causal_masking
+from common import figdata
+from empirics.experiments.causal import run_causal_masking
 from figures import causal_masking
 
 

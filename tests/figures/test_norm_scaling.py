@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirics.sweep import summarise
+from empirics.montecarlo.sweep import summarise
 from figures import norm_scaling
 from theory.moments import exact_moments
 

@@ -51,18 +51,18 @@ def test_no_figure_imports_an_experiment_runner(path):
 
 def test_the_runners_exist():
     """The list above names real functions (a renamed runner must not silently pass this test)."""
-    import empirics.audit
-    import empirics.causal
-    import empirics.scale_direction
-    import empirics.sweep
-    import empirics.worst_case
+    import empirics.experiments.audit
+    import empirics.experiments.causal
+    import empirics.experiments.scale_direction
+    import empirics.montecarlo.sweep
+    import empirics.experiments.worst_case
 
-    mods = (empirics.audit, empirics.causal, empirics.scale_direction, empirics.sweep, empirics.worst_case)
+    mods = (empirics.experiments.audit, empirics.experiments.causal, empirics.experiments.scale_direction, empirics.montecarlo.sweep, empirics.experiments.worst_case)
     assert all(any(callable(getattr(m, r, None)) for m in mods) for r in RUNNERS)
 
 
 def test_the_check_itself_catches_a_computing_figure():
-    src = "from empirics.worst_case import run_worst_case\n\ndef compute():\n    return run_worst_case()\n"
+    src = "from empirics.experiments.worst_case import run_worst_case\n\ndef compute():\n    return run_worst_case()\n"
     tree = ast.parse(src)
     assert _imported_names(tree) & RUNNERS == {"run_worst_case"}
     assert "compute" in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from empirics.overhead import OverheadGrid, bench_overhead
+from empirics.timing.overhead import OverheadGrid, bench_overhead
 from figures import overhead
 
 

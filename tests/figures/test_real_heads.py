@@ -50,7 +50,7 @@ def test_draw_protocols_from_synthetic_fits(tmp_path):
     """The per-protocol figure needs only the typed fits (no model): 4 protocols × 3 activations × 72 heads."""
     from dataclasses import asdict
 
-    from empirics import real
+    from empirics.realmodel import real
 
     rng = np.random.default_rng(2)
     fits = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from empirics import figdata
-from empirics.scale_direction import run_scale_direction
+from common import figdata
+from empirics.experiments.scale_direction import run_scale_direction
 from figures import scale_direction
 
 

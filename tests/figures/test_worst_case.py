@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from empirics import figdata
-from empirics.worst_case import run_worst_case
+from common import figdata
+from empirics.experiments.worst_case import run_worst_case
 from figures import worst_case
 
 

@@ -35,7 +35,7 @@ def xw(tmp_path):
 def test_norms_json_agrees_with_autograd(xw, capsys, activation, p, scale, mask):
     import torch
 
-    from empirics.norms import Activation, jacobian_autograd
+    from empirics.kernels.norms import Activation, jacobian_autograd
 
     d, X, W = xw
     code, out, err = _run(["norms", "--x", str(d / "X.npy"), "--w", str(d / "W.npy"), "--activation", activation,

@@ -126,7 +126,7 @@ def test_bench_quick_json(tmp_path, capsys):
 def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
     """``bench --quick --part overhead``: on the quick grid (``-m slow``, ~15 s) or, in the default run, on a tiny
     one (N = 32, 64, d = 8) through the same command."""
-    from empirics import overhead
+    from empirics.timing import overhead
 
     if grid == "tiny":
         monkeypatch.setattr(overhead, "QUICK", overhead.OverheadGrid(

@@ -1,4 +1,4 @@
-"""Hostile results folders and outputs (sapa/cli.py, figures/, empirics/figdata.py, common/): a name read from a
+"""Hostile results folders and outputs (sapa/cli.py, figures/, common/figdata.py, common/): a name read from a
 file never chooses where sapa writes, a device or pipe is never replaced or read, and each refusal is one line."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _deadline(seconds: int):
 
 @pytest.fixture
 def overhead_data() -> dict:
-    from empirics.overhead import OverheadGrid, bench_overhead
+    from empirics.timing.overhead import OverheadGrid, bench_overhead
 
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
                      crossover_masks=("none",), time_cap_s=1.0)
@@ -55,7 +55,7 @@ def _files_under(root) -> set[str]:
 
 @pytest.mark.parametrize("stem", ["../../escape", "../escape", "/ABS/escape", "..", ".hidden", "a/b", "x\0y"])
 def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_stored, overhead_data, stem):
-    from empirics import figdata
+    from common import figdata
 
     results = tmp_path / "deep" / "results"
     stem = stem.replace("/ABS", str(tmp_path))
@@ -68,7 +68,7 @@ def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_sto
 
 
 def test_a_symlinked_figures_folder_is_refused(tmp_path, capsys, only_stored, overhead_data):
-    from empirics import figdata
+    from common import figdata
 
     results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -113,9 +113,9 @@ def _special_files(tmp_path) -> list:
 
 
 def test_bench_out_is_never_a_device_or_pipe(tmp_path, capsys, monkeypatch):
-    import empirics.bench
+    import empirics.timing.bench
 
-    monkeypatch.setattr(empirics.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
     for target in _special_files(tmp_path):
         mode = os.lstat(target).st_mode
         code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", target], capsys)
@@ -142,7 +142,7 @@ def test_atomic_write_never_renames_over_a_device_or_pipe(tmp_path):
 
 
 def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only_stored, overhead_data):
-    from empirics import figdata
+    from common import figdata
 
     figdata.write(tmp_path / "data" / "overhead.json", overhead_data, "ov_tiny")
     os.mkfifo(tmp_path / "data" / "worst_case.json")
@@ -153,8 +153,8 @@ def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only
 
 
 def test_a_link_to_dev_zero_is_not_read(tmp_path):
-    from empirics import figdata
-    from empirics.figdata import FigureDataError
+    from common import figdata
+    from common.figdata import FigureDataError
 
     (tmp_path / "x.json").symlink_to("/dev/zero")
     with _deadline(60), pytest.raises(FigureDataError, match="not a regular file"):
@@ -163,8 +163,8 @@ def test_a_link_to_dev_zero_is_not_read(tmp_path):
 
 def test_a_parquet_bomb_is_refused_before_decompressing(tmp_path, monkeypatch):
     import common.readfile
-    from empirics import figdata
-    from empirics.figdata import FigureDataError
+    from common import figdata
+    from common.figdata import FigureDataError
 
     df = pd.DataFrame({"a": np.zeros(2**19)})  # 4 MiB of float64 that compresses to a few kB
     path = figdata.write(tmp_path / "bomb.json", {"t": df}, "bomb")

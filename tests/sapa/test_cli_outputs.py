@@ -35,18 +35,18 @@ def _one_error_line(code, out, err, needle: str) -> None:
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test if it starts."""
-    import empirics.bench
-    import empirics.overhead
-    import empirics.sweep
-    import empirics.train_study
+    import empirics.timing.bench
+    import empirics.timing.overhead
+    import empirics.montecarlo.sweep
+    import empirics.training.train_study
     import figures.regenerate
     import sapa.ledger
 
     def fail(*a, **k):
         pytest.fail("work started before the output location was checked")
 
-    for mod, name in [(sapa.ledger, "run_claim"), (empirics.sweep, "run_sweep"), (empirics.train_study, "main_cli"),
-                      (empirics.bench, "bench_all"), (empirics.overhead, "bench_overhead"),
+    for mod, name in [(sapa.ledger, "run_claim"), (empirics.montecarlo.sweep, "run_sweep"), (empirics.training.train_study, "main_cli"),
+                      (empirics.timing.bench, "bench_all"), (empirics.timing.overhead, "bench_overhead"),
                       (figures.regenerate, "run_jobs")]:
         monkeypatch.setattr(mod, name, fail)
 
@@ -101,8 +101,8 @@ def test_figures_exit_2_when_no_figure_was_written(tmp_path, capsys, monkeypatch
 
 def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
     import figures.regenerate as rg
-    from empirics import figdata
-    from empirics.overhead import OverheadGrid, bench_overhead
+    from common import figdata
+    from empirics.timing.overhead import OverheadGrid, bench_overhead
 
     monkeypatch.setattr(rg, "JOBS", [])
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
@@ -200,7 +200,7 @@ def test_the_source_check_sees_each_way_to_unpickle():
 def _holder(out) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import time
-        from empirics.outdir import exclusive
+        from common.outdir import exclusive
         with exclusive({str(out)!r}):
             print("held", flush=True)
             time.sleep(60)

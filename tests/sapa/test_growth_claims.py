@@ -57,7 +57,7 @@ def test_rms_exponent_interval_covers_truth_on_synthetic_data():
 
 
 def test_coefficient_of_scale_policies():
-    from empirics.scale import coefficient
+    from empirics.kernels.scale import coefficient
 
     assert coefficient("inv_sqrt_n", 16) == 0.25
     assert coefficient("const", 16, c=0.0625) == 0.0625
@@ -70,7 +70,7 @@ def worst_ctx(tmp_path_factory):
     from sapa.budget import QUICK
     from sapa.ledger import Context
 
-    # small sizes, the closed-form witnesses as the only starts (seeded restarts: tests/empirics/test_worst_case.py),
+    # small sizes, the closed-form witnesses as the only starts (seeded restarts: tests/empirics/experiments/test_worst_case.py),
     # in this process (spawning workers costs more than this small search)
     return Context(budget=replace(QUICK, worst_Ns=(3, 6), worst_steps=2, worst_restarts=0),
                    out_dir=tmp_path_factory.mktemp("wc"), workers=1)
@@ -132,7 +132,7 @@ def test_constants_against_softmax_match_exact_moments():
 
 def test_jacobian_wrt_s_moment_against_monte_carlo():
     """E‖∂(S^{∘3})/∂S‖²_F = 9·E‖S^{∘2}‖²_F: exact vs a seeded Monte Carlo (iid weights, small sizes)."""
-    from empirics.samplers import rng_for
+    from empirics.montecarlo.samplers import rng_for
     from sapa.claims.growth_claims import jac_s_moments
 
     N, D, d, T = 6, 4, 3, 20_000

@@ -207,3 +207,21 @@ def test_a_file_swapped_for_a_pickle_after_the_checks_is_never_unpickled(tmp_pat
                                          r"data\. If you trust the file"):
         load_npy(path, "--x")
     assert not marker.exists()
+
+
+def test_load_square_matrix_gives_float64_and_refuses_non_square_or_non_finite(tmp_path):
+    """``sapa exact`` and ``sapa audit`` read --w / --sigma-x through this one loader (no import of the CLI)."""
+    from sapa.npyfile import load_square_matrix
+
+    good = tmp_path / "w.npy"
+    np.save(good, np.arange(9, dtype=np.int32).reshape(3, 3))
+    W = load_square_matrix(good, "--w")
+    assert W.dtype == np.float64 and np.array_equal(W, np.arange(9).reshape(3, 3))
+    rect = tmp_path / "rect.npy"
+    np.save(rect, np.ones((2, 3)))
+    with pytest.raises(InputError, match=r"^--w must be square, got shape \(2, 3\)$"):
+        load_square_matrix(rect, "--w")
+    nan = tmp_path / "nan.npy"
+    np.save(nan, np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(InputError, match=r"^--sigma-x"):
+        load_square_matrix(nan, "--sigma-x")

@@ -23,7 +23,7 @@ IDS = ["relu-over-n", "sigmoid-bias-logn", "poly4-normalised"]
 def entries(request, tmp_path_factory):
     """The three checks at the quick budget (``-m slow``) or, in the default run, with fewer Monte Carlo trials
     (100 per exact comparison, 16 per normalised row size, 4 for the figure's two Monte Carlo sizes)."""
-    from empirics import audit as empirics_audit
+    from empirics.experiments import audit as empirics_audit
     from sapa.claims import other_papers
 
     out = tmp_path_factory.mktemp("ledger")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-import empirics.overhead as ov
-from empirics.overhead import OverheadGrid
+import empirics.timing.overhead as ov
+from empirics.timing.overhead import OverheadGrid
 from sapa.budget import budget_named
 from sapa.claims.overhead_claims import CLAIMS, FACTOR, best_ratios, split_cells
 from sapa.rules.timing import TimingEvidence
@@ -94,7 +94,7 @@ def test_figures_and_stored_data(entry, tmp_path):
     out, e = entry
     assert len(e.figures) == 4 and all((out / f).is_file() for f in e.figures)
     assert all(f.startswith("figures/overhead_d8_N16-32_threads1_dtypefloat32_budgetquick") for f in e.figures)
-    from empirics import figdata
+    from common import figdata
     from figures import overhead as fig
 
     res, stem = figdata.read(out / "data" / "overhead.json")

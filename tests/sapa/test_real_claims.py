@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from empirics import real
+from empirics.realmodel import real
 from sapa.budget import QUICK
 from sapa.claims import real_claims
 from sapa.ledger import Context, run_claim

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sapa.claims import study_claims as SC
-from tests.empirics.study_fixture import make_study
+from tests.empirics.training.study_fixture import make_study
 
 TASKS = {"digits": (16, 64), "text": (32, 64, 128)}
 
@@ -99,7 +99,7 @@ def test_findings_table_edges_alpha_and_plateau():
 
 
 def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
-    import empirics.train_study as TS
+    import empirics.training.train_study as TS
     from sapa.budget import budget_named
     from sapa.ledger import Context
 

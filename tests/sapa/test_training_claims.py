@@ -9,9 +9,9 @@ import json
 
 import numpy as np
 
-from empirics.norm_accuracy import study_arm_level
+from empirics.training.norm_accuracy import study_arm_level
 from sapa.claims.training_claims import CLAIMS, CONTRAST, _headline, answer_text, decide
-from tests.empirics.study_fixture import ARMS, make_study
+from tests.empirics.training.study_fixture import ARMS, make_study
 
 ORDER = {a: k for k, a in enumerate(ARMS)}  # arm index k: norm 10^k in the designed studies
 
@@ -51,7 +51,7 @@ def test_arm_level_uses_the_study_cells_as_strata():
     assert d["n_arms"] == 9 and t["n_arms"] == 10  # x³/√i only on text; α arms at α* only
     assert set(d["association"]) == {"attn_fro", "jac_x_fro"} and d["n_replicates"] == 3
     # per-stratum arm means are the seed means at the best lr: softmax's digits N = 16 accuracy, recomputed
-    from empirics.study_analysis import at_best
+    from empirics.training.study_analysis import at_best
 
     b = at_best(_study("neg").runs)
     soft = b[(b["task"] == "digits") & (b["N"] == 16) & (b["arm"] == "softmax")]["test_acc"].mean()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from empirics.norm_accuracy import ArmAssociation, SeedContrast
-from empirics.samplers import rng_for
+from empirics.training.norm_accuracy import ArmAssociation, SeedContrast
+from empirics.montecarlo.samplers import rng_for
 from sapa.rules import all_rules, calibrate, rule_named
 from sapa.rules import association as A
 
@@ -43,8 +43,8 @@ def test_thresholds_declared_once():
 
 def test_study_designs_are_the_training_study_readings():
     """One synthetic design per (budget, task) reading of study_arm_level; both permutation paths are calibrated."""
-    from empirics.norm_accuracy import MAX_EXACT_ARMS, N_BOOT
-    from empirics.train_study import FULL, QUICK
+    from empirics.training.norm_accuracy import MAX_EXACT_ARMS, N_BOOT
+    from empirics.training.train_study import FULL, QUICK
 
     want = {(len(c.task_arms(t)), len(c.plan(t).Ns), c.seeds) for c in (QUICK, FULL) for t in c.tasks}
     assert set(A.STUDY_DESIGNS) == want and A.SIM_N_BOOT == N_BOOT

@@ -14,7 +14,7 @@ import math
 import pytest
 from scipy import stats
 
-from empirics.samplers import rng_for
+from empirics.montecarlo.samplers import rng_for
 from sapa.rules import (
     CLAIM_VERDICTS,
     FALSE_FAILS_TARGET,

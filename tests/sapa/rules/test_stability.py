@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from empirics.samplers import rng_for
-from empirics.study_analysis import GapTrend
+from empirics.montecarlo.samplers import rng_for
+from empirics.training.study_analysis import GapTrend
 from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate, rule_named
 from sapa.rules import stability as S
 
@@ -94,6 +94,6 @@ def test_accuracy_rule_has_power_and_holds_when_nothing_changes():
 
 def _flat(rng):
     """Δ = 0, 5 N cells × 3 seeds, gap sd 0.02, no divergence: the study's design when x^p/√N works."""
-    from empirics.study_analysis import gap_trend
+    from empirics.training.study_analysis import gap_trend
 
     return gap_trend((32, 64, 128, 256, 512), [0.02 * rng.standard_normal(3) for _ in range(5)])

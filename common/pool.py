@@ -1,0 +1,80 @@
+"""Worker processes that die with their parent: a spawn-context pool of single-threaded, deterministic workers.
+
+Long experiments (the training study) run independent units of work in ``concurrent.futures``
+process pools. Every worker pins the kernel dispatch (:mod:`common.numerics`), uses one torch
+thread and deterministic algorithms, so a unit gives the same numbers in a worker as in the
+parent; and it dies with its parent (PR_SET_PDEATHSIG plus a ``getppid`` watchdog), so a killed
+command never leaves workers computing for nobody (issue 15).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import torch
+
+from common.numerics import pin_kernel_dispatch
+
+__all__ = ["one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCHDOG_S = 1.0  # how often a worker checks that its parent is alive
+
+
+@contextlib.contextmanager
+def one_thread():
+    """One torch thread and ``torch.use_deterministic_algorithms(True)`` inside; both restored after."""
+    before, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(det)
+        torch.set_num_threads(before)
+
+
+def worker_init(parent_pid: int | None = None) -> None:
+    """Pool initializer: die with ``parent_pid``, pin the kernel dispatch, one torch thread."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
+    pin_kernel_dispatch()  # inherited from the parent already; kept in case a caller cleared it
+    torch.set_num_threads(1)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process die with ``parent_pid``: PR_SET_PDEATHSIG(SIGKILL) on Linux, and a getppid() watchdog."""
+    import ctypes
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(WATCHDOG_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="sapa-parent-watchdog", daemon=True).start()
+
+
+def terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
+    """Stop the pool's worker processes now (SIGTERM), so an interrupted run does not wait for work in flight."""
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
+
+
+def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one)."""
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
+                                  initargs=(os.getpid(),))

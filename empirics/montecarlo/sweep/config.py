@@ -1,0 +1,269 @@
+"""Sweep configuration: grids over N, D, d, weight model, ρ, mask, input model and activations.
+
+A TOML file (:func:`load_config`) or a dict (:func:`config_from_dict`) becomes a frozen
+:class:`SweepConfig`; every key is validated, an unknown one raises :class:`InputError` naming it.
+
+Scale policies (the coefficient ``c`` of ``c·x^p``, or the softmax temperature τ):
+``inv_sqrt_n`` c = 1/√N (the paper); ``const`` a given c (the paper's x/16, x³/1 rows);
+``inv_sqrt_d`` c = 1/√d (softmax's default τ); ``inv_sqrt_i`` row scale c_i = 1/√i
+under the causal mask (row i sees i tokens). The names and coefficients are
+:mod:`empirics.kernels.scale`'s; a stored config's old ``dynamic_causal`` still parses, as ``inv_sqrt_i``.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import torch
+
+from common.validate import InputError, choice, positive_float, positive_int, unit_interval
+from empirics.montecarlo.samplers import INPUT_MODELS, WEIGHT_MODELS, stable_hash
+from empirics.kernels.scale import ALIASES, canonical_rule
+
+ACTIVATIONS = ("softmax", "poly")
+POLICIES = ("inv_sqrt_n", "const", "inv_sqrt_d", "inv_sqrt_i")  # empirics.kernels.scale rule names
+SOFTMAX_POLICIES = ("inv_sqrt_d", "const")
+MASKS = ("none", "causal")
+DTYPES = ("float64", "float32")
+
+
+@dataclass(frozen=True)
+class ActivationSpec:
+    """One activation: ``softmax(τ S)`` (p = 0) or ``c·S^p`` with ``c`` set by ``scale``."""
+
+    kind: str  # "softmax" | "poly"
+    p: int = 0  # degree; 0 for softmax
+    scale: str = "inv_sqrt_d"  # policy, see module docstring
+    c: float | None = None  # the constant of the "const" policy
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", canonical_rule(self.scale))  # "dynamic_causal" → "inv_sqrt_i"
+
+    def label(self) -> str:
+        """Readable name: ``softmax``, ``x^3/sqrt(N)``, ``0.0625*x^1``, ``x^1/sqrt(i)``."""
+        if self.kind == "softmax":
+            return "softmax" if self.scale == "inv_sqrt_d" else f"softmax(tau={self.c:g})"
+        if self.scale == "const":
+            return f"{self.c:g}*x^{self.p}"
+        return f"x^{self.p}/" + {"inv_sqrt_n": "sqrt(N)", "inv_sqrt_d": "sqrt(d)", "inv_sqrt_i": "sqrt(i)"}[self.scale]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A Monte Carlo sweep: grids (tuples) and per-sweep settings."""
+
+    N: tuple[int, ...]  # tokens
+    D: tuple[int, ...]  # model width
+    activations: tuple[ActivationSpec, ...]
+    d: tuple[int | str, ...] = ("D",)  # head width; "D" means d = D
+    weight_model: tuple[str, ...] = ("iid",)  # paper | iid | tied | corr
+    rho: tuple[float, ...] = (0.5,)  # corr only
+    mask: tuple[str, ...] = ("none",)
+    x_model: tuple[str, ...] = ("iso",)  # iso | aniso | spiked
+    mean_norm: tuple[float, ...] = (0.0,)  # shared mean token norm
+    trials: int = 32
+    seed: int = 0
+    dtype: str = "float64"
+    device: str = "cpu"
+    with_rows: bool = False  # also store per-row norms (quantity "row_fro")
+    sigma_w: float | None = None  # weight std; None -> 1/√D
+    sigma_ab: float = 1.0  # paper model entry std
+    sigma_x: float = 1.0
+    aniso_alpha: float = 1.0
+    spikes: int = 4
+    spike_strength: float = 10.0
+    memory_gib: float = 3.0  # working-set budget used to pick trials per batch (one trial must fit)
+    tail_trials_max: int = 0  # > 0: heavy-tailed cells (poly, p ≥ 2) get design_trials(N) ≤ this (see cell_trials)
+    threads: int = 1  # torch intra-op threads while a cell runs (0: leave torch's setting)
+    name: str = ""
+
+    def as_dict(self) -> dict:
+        """Plain-JSON form; ``config_from_dict(as_dict())`` round-trips."""
+        out = asdict(self)
+        out.pop("activations")
+        out["activation"] = [_activation_entry(a) for a in self.activations]
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in out.items()}
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of :meth:`as_dict`."""
+        return stable_hash(self.as_dict())
+
+
+def _activation_entry(a: ActivationSpec) -> dict:
+    """The TOML table of one activation (``p`` only for poly, ``c`` only for const)."""
+    e: dict = {"kind": a.kind, "scale": a.scale}
+    if a.kind == "poly":
+        e["p"] = a.p
+    if a.c is not None:
+        e["c"] = a.c
+    return e
+
+
+_GRID = {"N", "D", "d", "weight_model", "rho", "mask", "x_model", "mean_norm"}
+_SCALARS = {f.name for f in fields(SweepConfig)} - _GRID - {"activations"}
+_ACT_KEYS = {"kind", "p", "scale", "c"}
+
+
+def _as_list(name: str, v: object) -> list:
+    if isinstance(v, (list, tuple)):
+        if not v:
+            raise InputError(f"config key {name!r} must not be an empty list")
+        return list(v)
+    return [v]
+
+
+def _str(name: str, v: object, options: tuple[str, ...]) -> str:
+    if not isinstance(v, str):
+        raise InputError(f"{name} must be a string (one of {', '.join(options)}), got {v!r}")
+    return choice(name, v, options)
+
+
+def _policy(name: str, v: object, options: tuple[str, ...]) -> str:
+    """A scale rule of ``options`` under its one name (``dynamic_causal`` → ``inv_sqrt_i``, :mod:`empirics.kernels.scale`)."""
+    return _str(name, ALIASES.get(v, v) if isinstance(v, str) else v, options)
+
+
+def _nonneg_int(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"{name} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _nonneg_float(name: str, v: object) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise InputError(f"{name} must be a finite number ≥ 0, got {v!r}")
+    return float(v)
+
+
+def _device(v: object) -> str:
+    """A device string torch parses as ``cpu`` or ``cuda[:k]`` (availability is checked where cells run)."""
+    try:
+        ok = isinstance(v, str) and torch.device(v).type in ("cpu", "cuda")
+    except (RuntimeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(f"device must be 'cpu' or 'cuda[:k]', got {v!r}")
+    return v
+
+
+def _parse_activation(i: int, entry: object) -> list[ActivationSpec]:
+    where = f"activation[{i}]"
+    if not isinstance(entry, dict):
+        raise InputError(f"{where} must be a table with keys {sorted(_ACT_KEYS)}, got {entry!r}")
+    for key in entry:
+        if key not in _ACT_KEYS:
+            raise InputError(f"unknown config key {where}.{key!r} (allowed: {', '.join(sorted(_ACT_KEYS))})")
+    if "kind" not in entry:
+        raise InputError(f"{where} needs 'kind' (softmax or poly)")
+    kind = _str(f"{where}.kind", entry["kind"], ACTIVATIONS)
+    c = entry.get("c")
+    if c is not None:
+        c = positive_float(f"{where}.c", c)
+    if kind == "softmax":
+        if "p" in entry:
+            raise InputError(f"{where}.p is not used by softmax; remove it")
+        policies = [_policy(f"{where}.scale", s, SOFTMAX_POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", "inv_sqrt_d"))]
+        degrees = [0]
+    else:
+        policies = [_policy(f"{where}.scale", s, POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", "inv_sqrt_n"))]
+        if "p" not in entry:
+            raise InputError(f"{where} (poly) needs 'p'")
+        degrees = [positive_int(f"{where}.p", p) for p in _as_list(f"{where}.p", entry["p"])]
+    if "const" in policies and c is None:
+        raise InputError(f"{where}: scale 'const' needs 'c'")
+    if c is not None and "const" not in policies:
+        raise InputError(f"{where}.c is only used with scale 'const'")
+    return [
+        ActivationSpec(kind=kind, p=p, scale=s, c=(c if s == "const" else None)) for p in degrees for s in policies
+    ]
+
+
+def config_from_dict(raw: dict) -> SweepConfig:
+    """Validate a parsed TOML table into a :class:`SweepConfig`; unknown keys raise InputError naming them."""
+    if not isinstance(raw, dict):
+        raise InputError("config must be a table")
+    allowed = _GRID | _SCALARS | {"activation"}
+    for key in raw:
+        if key not in allowed:
+            raise InputError(f"unknown config key {key!r} (allowed: {', '.join(sorted(allowed))})")
+    for key in ("N", "D", "activation"):
+        if key not in raw:
+            raise InputError(f"config is missing required key {key!r}")
+    kw: dict = {}
+    kw["N"] = tuple(positive_int(f"N[{i}]", v) for i, v in enumerate(_as_list("N", raw["N"])))
+    kw["D"] = tuple(positive_int(f"D[{i}]", v) for i, v in enumerate(_as_list("D", raw["D"])))
+    if "d" in raw:
+        kw["d"] = tuple(v if v == "D" else positive_int(f"d[{i}]", v) for i, v in enumerate(_as_list("d", raw["d"])))
+    if "weight_model" in raw:
+        kw["weight_model"] = tuple(_str(f"weight_model[{i}]", v, WEIGHT_MODELS) for i, v in enumerate(_as_list("weight_model", raw["weight_model"])))
+    if "rho" in raw:
+        kw["rho"] = tuple(unit_interval(f"rho[{i}]", v) for i, v in enumerate(_as_list("rho", raw["rho"])))
+    if "mask" in raw:
+        kw["mask"] = tuple(_str(f"mask[{i}]", v, MASKS) for i, v in enumerate(_as_list("mask", raw["mask"])))
+    if "x_model" in raw:
+        kw["x_model"] = tuple(_str(f"x_model[{i}]", v, INPUT_MODELS) for i, v in enumerate(_as_list("x_model", raw["x_model"])))
+    if "mean_norm" in raw:
+        kw["mean_norm"] = tuple(_nonneg_float(f"mean_norm[{i}]", v) for i, v in enumerate(_as_list("mean_norm", raw["mean_norm"])))
+    acts = raw["activation"]
+    if not isinstance(acts, list) or not acts:
+        raise InputError("activation must be a non-empty array of tables ([[activation]])")
+    kw["activations"] = tuple(dict.fromkeys(a for i, e in enumerate(acts) for a in _parse_activation(i, e)))
+    checks = {
+        "trials": positive_int,
+        "seed": _nonneg_int,
+        "spikes": positive_int,
+        "sigma_ab": positive_float,
+        "sigma_x": positive_float,
+        "spike_strength": positive_float,
+        "aniso_alpha": _nonneg_float,
+        "memory_gib": positive_float,
+        "threads": _nonneg_int,
+        "tail_trials_max": _nonneg_int,
+    }
+    for key, check in checks.items():
+        if key in raw:
+            kw[key] = check(key, raw[key])
+    if raw.get("sigma_w") is not None:  # None (dicts only): the default 1/√D
+        kw["sigma_w"] = positive_float("sigma_w", raw["sigma_w"])
+    if "dtype" in raw:
+        kw["dtype"] = _str("dtype", raw["dtype"], DTYPES)
+    if "device" in raw:
+        kw["device"] = _device(raw["device"])
+    if "with_rows" in raw:
+        if not isinstance(raw["with_rows"], bool):
+            raise InputError(f"with_rows must be true or false, got {raw['with_rows']!r}")
+        kw["with_rows"] = raw["with_rows"]
+    if "name" in raw:
+        if not isinstance(raw["name"], str):
+            raise InputError(f"name must be a string, got {raw['name']!r}")
+        kw["name"] = raw["name"]
+    return SweepConfig(**kw)
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read a TOML sweep config (see ``empirics/configs/quick.toml``)."""
+    from common.readfile import read_regular_text
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"config file not found: {path}")
+    try:
+        raw = tomllib.loads(read_regular_text(path, "config", limit=2**20))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: invalid TOML ({exc})") from None
+    return config_from_dict(raw)
+
+
+def builtin_config(name: str) -> Path:
+    """Path of a bundled config: ``quick`` or ``full``."""
+    if name not in ("quick", "full"):
+        raise InputError(f"no config file {name!r} and no built-in config of that name (built-ins: quick, full)")
+    return Path(__file__).parents[2] / "configs" / f"{name}.toml"
+
+
+def with_overrides(config: SweepConfig, **changes) -> SweepConfig:
+    """``dataclasses.replace`` re-validated through :func:`config_from_dict`."""
+    return config_from_dict(replace(config, **changes).as_dict())

@@ -1,0 +1,508 @@
+"""Wall time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613, issue #8).
+
+The paper is silent on runtime; the review asks for "an analysis of time complexity or running
+times" (ledger claim ``overhead``). One attention layer, batch 1 and ``heads`` heads (default 1),
+head dim d = d_v = 64, float32, forward and forward+backward, masks none and causal:
+
+* ``softmax``    — ``torch.nn.functional.scaled_dot_product_attention`` (``is_causal`` for the mask):
+                   torch's fused kernel, O(N²d) time, O(N·d) memory;
+* ``naive``      — S = QKᵀ materialised, c·S^{∘p}V (``empirics.kernels.linearised._quadratic``): O(N²d), O(N²);
+* ``compiled``   — ``torch.compile`` of the naive function, S^{∘p} written as S·S·…·S (dynamic shapes:
+                   one compile per p, mask and grad mode; the first call, compile included, is recorded
+                   apart as ``first_call_s``; its output is checked against the naive one);
+                   "unavailable: <reason>" where compiling fails;
+* ``linearised`` — c·φ_p(Q)(φ_p(K)ᵀV) with symmetric features, F = C(d+p−1, p), causal by blockwise
+                   prefix sums (``empirics.kernels.linearised``): O(N·F·d_v) time, O(F·d_v + chunk·F) memory.
+
+The polynomial's scale is c = 1/√N without a mask and the per-row 1/√i under the causal mask (the
+scale the ``causal-masking`` check recommends); it costs N·d_v multiplies. Q, K, V are seeded
+N(0, 1/√d)-entry draws (S = O(1)). Per N, every method gets one warm-up call, then ``repeats``
+rounds in which the methods run in turn (interleaved, so a burst of load hits all alike); medians and
+minima are reported, ratios against softmax of both (CUDA synchronised), torch threads as the caller set them. A cell is
+skipped, and says why, when its estimated memory exceeds ``mem_cap_bytes`` or its time predicted
+from the fastest run at the previous N of its series (∝ N² quadratic, ∝ N linearised)
+exceeds ``time_cap_s`` (softmax, the baseline, is always timed). Measurements, not tests: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
+
+import torch
+import torch.nn.functional as Fn
+
+from empirics.timing.bench import _sync, _time
+from empirics.kernels.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
+from empirics.kernels.norms import default_device
+from empirics.montecarlo.samplers import torch_gen_for
+from common.validate import InputError, choice, positive_float, positive_int
+
+__all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "measured_crossover", "crossover_table", "flat_summary",
+           "summary_lines", "COMPLEXITY", "METHODS"]
+
+METHODS = ("naive", "compiled", "linearised")
+MASKS = ("none", "causal")
+PASSES = ("fwd", "fwd+bwd")
+DTYPE = torch.float32
+GIB = 2**30
+
+COMPLEXITY = {
+    "softmax": "O(N²·d) time, O(N·d) memory (fused: S never materialised)",
+    "naive": "O(N²·d) time, O(N²) memory (S materialised)",
+    "compiled": "O(N²·d) time, O(N²) memory (S materialised; element-wise ops fused)",
+    "linearised": "O(N·C(d+p−1,p)·d_v) time, O(C(d+p−1,p)·(d_v + chunk)) memory; causal adds O(N·chunk·d)",
+}
+
+
+@dataclass(frozen=True)
+class OverheadGrid:
+    """What :func:`bench_overhead` measures."""
+
+    Ns: tuple[int, ...] = tuple(2**k for k in range(7, 15))  # 128 … 16384
+    d: int = 64                                   # head dim (d_v = d) of the main comparison
+    ps: tuple[int, ...] = (1, 2, 3)
+    masks: tuple[str, ...] = MASKS
+    passes: tuple[str, ...] = PASSES
+    methods: tuple[str, ...] = METHODS
+    heads: int = 1                                # batch 1, this many heads
+    repeats: int = 5                              # timed calls after one warm-up; the median is reported
+    crossover_ds: tuple[int, ...] = (16, 32, 64)  # naive vs linearised, forward, for the crossover table
+    crossover_masks: tuple[str, ...] = MASKS
+    mem_cap_bytes: int = 4 * GIB                  # skip cells whose estimated working memory exceeds this
+    time_cap_s: float = 20.0                      # skip cells whose predicted seconds per call exceed this
+    chunk: int | None = None                      # linearised block length (None: empirics.kernels.linearised.default_chunk)
+    seed: int = 0
+
+
+FULL = OverheadGrid()
+# Quick: N ≤ 1024, 3 repeats, no torch.compile (its cold start costs 20–40 s per configuration on 2
+# cores), the x³ linearisation (F = 45 760 at d = 64) only where it predicts < 0.5 s per call.
+QUICK = OverheadGrid(Ns=(128, 256, 512, 1024), repeats=3, methods=("naive", "linearised"), crossover_masks=("none",),
+                     time_cap_s=0.5)
+
+
+# =========================================================================== the timed functions
+
+
+def _inputs(N: int, d: int, heads: int, seed: int, dev: torch.device, grad: bool) -> tuple[torch.Tensor, ...]:
+    """Q, K, V (1, heads, N, d) with N(0, 1/√d) entries, so S = QKᵀ = O(1); G = ∂L/∂O likewise.
+
+    Drawn from the named stream ``torch_gen_for(seed, "overhead", N)``.
+    """
+    g = torch_gen_for(seed, "overhead", N)
+    Q, K, V, G = (torch.randn(1, heads, N, d, generator=g, dtype=torch.float64) / d**0.25 for _ in range(4))
+    Q, K, V = (x.to(dev, DTYPE).requires_grad_(grad) for x in (Q, K, V))
+    return Q, K, V, G.to(dev, DTYPE)
+
+
+def _poly_scale(N: int, causal: bool, dev: torch.device) -> torch.Tensor:
+    """(N,) row scale: 1/√N everywhere, or 1/√i under the causal mask."""
+    if causal:
+        return torch.arange(1, N + 1, device=dev, dtype=DTYPE).rsqrt()
+    return torch.full((N,), N**-0.5, device=dev, dtype=DTYPE)
+
+
+def _naive_fn(p: int, causal: bool) -> Callable:
+    def naive(Q, K, V, r):  # (…, N, d) ×3, r (N,)
+        return _quadratic(Q, K, V, p, causal) * r.unsqueeze(-1)
+
+    return naive
+
+
+def _products_fn(p: int, causal: bool) -> Callable:
+    """The naive function with S^{∘p} as S·S·…·S: what ``compiled`` compiles (inductor fuses the products;
+    its dynamic-shape backward of ``S.pow(p)`` fails here with 'NYI SymInt equality', and a symbolic p
+    would let one graph serve every p)."""
+    def naive_products(Q, K, V, r):
+        S = Q @ K.transpose(-1, -2)  # (…, N, d) @ (…, d, N)
+        if causal:
+            S = torch.tril(S)
+        P = S
+        for _ in range(p - 1):
+            P = P * S
+        return (P @ V) * r.unsqueeze(-1)
+
+    return naive_products
+
+
+def _linearised_fn(p: int, causal: bool, chunk: int | None) -> Callable:
+    def linearised(Q, K, V, r):
+        return _linearised(Q, K, V, p, 1.0, causal, r, "sym", chunk)
+
+    return linearised
+
+
+def _softmax_fn(causal: bool) -> Callable:
+    def softmax(Q, K, V, r):  # r unused: softmax normalises its rows
+        return Fn.scaled_dot_product_attention(Q, K, V, is_causal=causal)
+
+    return softmax
+
+
+def _call(fn: Callable, args: tuple, G: torch.Tensor, pas: str) -> Callable[[], None]:
+    Q, K, V, r = args
+    if pas == "fwd":
+        def run() -> None:
+            with torch.no_grad():
+                fn(Q, K, V, r)
+    else:
+        def run() -> None:
+            torch.autograd.grad(fn(Q, K, V, r), (Q, K, V), G)
+    return run
+
+
+@contextlib.contextmanager
+def _dynamo_limits(needed: bool):
+    """Raise torch.compile's recompile limit (one code object serves every p and mask) and fail loudly if hit
+    (the default silently falls back to eager); a no-op unless ``compiled`` is timed (importing dynamo costs seconds)."""
+    if not needed:
+        yield
+        return
+    try:
+        import torch._dynamo as dynamo
+
+        keys = {"recompile_limit": 256, "fail_on_recompile_limit_hit": True}
+        cfg = {k: v for k, v in keys.items() if hasattr(dynamo.config, k)}
+        with dynamo.config.patch(**cfg):
+            yield
+    except ImportError:
+        yield
+
+
+# =========================================================================== memory and time caps
+
+
+def _mem_estimate(method: str, N: int, d: int, heads: int, p: int | None, pas: str, causal: bool,
+                  chunk: int | None) -> int:
+    """Working-memory estimate in bytes (float32) beyond the inputs: N×N matrices for the quadratic forms,
+    the F-row monomials of one block and the F × d_v state for the linearised one."""
+    item = 4
+    if method == "softmax":
+        return 8 * heads * N * d * item
+    if method in ("naive", "compiled"):
+        mats = (2 + causal) if pas == "fwd" else (5 + causal)  # S, S^p (tril) | + saved S, dP, dS
+        return mats * heads * N * N * item
+    F = feature_dim(d, p, "sym")
+    C = min(N, chunk or default_chunk(F, causal))
+    per_block = (p + 2) * C * F + C * C  # monomials of each degree, their gradient, the block's scores
+    return heads * (per_block + 4 * F * d) * item
+
+
+# =========================================================================== measurement
+
+
+def bench_overhead(quick: bool = False, *, device=None, progress: bool = False, grid: OverheadGrid | None = None,
+                   threads: int | None = None) -> dict:
+    """Seconds per call of softmax (fused), naive, compiled and linearised polynomial attention, and their ratios.
+
+    Args:
+      quick: use :data:`QUICK` (N ≤ 1024, seconds) instead of :data:`FULL` (N = 128…16384, minutes).
+      device: torch device (default: CUDA when available, else CPU).
+      progress: one line per cell on stderr.
+      grid: an explicit :class:`OverheadGrid` (overrides ``quick``).
+      threads: torch CPU threads for the run, restored afterwards (default None: as the caller set them;
+        on a shared machine 1 thread gives far steadier medians than 2 contended ones).
+
+    Returns:
+      JSON-ready dict: ``rows`` [{method, p, mask, N, d, d_v, heads, pass, seconds (median),
+      seconds_min, first_call_s, ratio_vs_softmax (of medians), ratio_min_vs_softmax (of the fastest
+      runs), status, ...}], ``ratios`` {"method/p{p}/{mask}/{pass}@N={N}": ratio}
+      at the main d, ``crossover`` [{p, d, mask, measured_crossover_N, measured_status, flop_crossover_N,
+      ...}], ``complexity``, ``features``, ``compile``, ``grid``, ``provenance``, ``seconds_total``.
+    """
+    g = _validated(grid if grid is not None else (QUICK if quick else FULL))
+    dev = default_device(device)
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(positive_int("threads", threads))
+    try:
+        return _bench(g, dev, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
+    t0 = time.perf_counter()
+    compiled: dict = {}
+    compile_info: dict = {}
+    rows: list[dict] = []
+    with _dynamo_limits("compiled" in g.methods):
+        for d in dict.fromkeys((g.d, *g.crossover_ds)):
+            main = d == g.d
+            masks = g.masks if main else g.crossover_masks
+            passes = g.passes if main else ("fwd",)
+            methods = g.methods if main else tuple(m for m in ("naive", "linearised") if m in g.methods)
+            for mask in masks:
+                for pas in passes:
+                    rows += _series(g, d, mask, pas, methods, dev, compiled, compile_info, progress)
+    main_rows = [r for r in rows if r["d"] == g.d]
+    ratios = {f"{r['method']}/p{r['p']}/{r['mask']}/{r['pass']}@N={r['N']}": r["ratio_vs_softmax"]
+              for r in main_rows if r["method"] != "softmax" and r["ratio_vs_softmax"] is not None}
+    return {
+        "rows": rows,
+        "ratios": ratios,
+        "crossover": crossover_table(rows, g),
+        "complexity": COMPLEXITY,
+        "features": {f"p{p}": {"sym": feature_dim(g.d, p, "sym"), "full": g.d**p} for p in g.ps},
+        "compile": compile_info,
+        "scales": {"none": "c = 1/√N", "causal": "row i times 1/√i", "softmax": "1/√d inside (SDPA default)"},
+        "grid": {**asdict(g), "mem_cap_gib": g.mem_cap_bytes / GIB},
+        "provenance": _provenance(dev),
+        "seconds_total": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _validated(g: OverheadGrid) -> OverheadGrid:
+    if not isinstance(g, OverheadGrid):
+        raise InputError(f"grid must be an OverheadGrid, got {type(g).__name__}")
+    Ns = tuple(positive_int("N", n) for n in g.Ns)
+    if not Ns or list(Ns) != sorted(set(Ns)):
+        raise InputError(f"Ns must be a non-empty increasing sequence, got {g.Ns!r}")
+    for m in g.methods:
+        choice("method", m, METHODS)
+    for m in (*g.masks, *g.crossover_masks):
+        choice("mask", m, MASKS)
+    for s in g.passes:
+        choice("pass", s, PASSES)
+    return replace(g, Ns=Ns, d=positive_int("d", g.d), ps=tuple(positive_int("p", p) for p in g.ps),
+                   heads=positive_int("heads", g.heads), repeats=positive_int("repeats", g.repeats),
+                   crossover_ds=tuple(positive_int("d", x) for x in g.crossover_ds),
+                   mem_cap_bytes=positive_int("mem_cap_bytes", g.mem_cap_bytes),
+                   time_cap_s=positive_float("time_cap_s", g.time_cap_s),
+                   chunk=None if g.chunk is None else positive_int("chunk", g.chunk), seed=int(g.seed))
+
+
+def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ...], dev: torch.device,
+            compiled: dict, compile_info: dict, progress: bool) -> list[dict]:
+    """Every (method, p) at every N for one (d, mask, pass), methods interleaved per N."""
+    causal = mask == "causal"
+    keys = [("softmax", None)] + [(m, p) for p in g.ps for m in methods]
+    last: dict = {}      # (method, p) -> (N, seconds) of the last measured cell
+    stopped: dict = {}   # (method, p) -> why later N are not measured
+    out = []
+    for N in g.Ns:
+        Q, K, V, G = _inputs(N, d, g.heads, g.seed, dev, pas != "fwd")
+        args = (Q, K, V, _poly_scale(N, causal, dev))
+        rows, runners = {}, {}
+        for method, p in keys:  # phase 1: skip checks, compile checks and one warm-up call per method
+            row = {"method": method, "p": p, "mask": mask, "N": N, "d": d, "d_v": d, "heads": g.heads, "pass": pas,
+                   "seconds": None, "seconds_min": None, "first_call_s": None, "ratio_vs_softmax": None,
+                   "ratio_min_vs_softmax": None,
+                   "repeats": g.repeats, "features": feature_dim(d, p, "sym") if method == "linearised" else None,
+                   "chunk": (g.chunk or default_chunk(feature_dim(d, p, "sym"), causal)) if method == "linearised"
+                   else None, "status": "ok"}
+            row["status"] = _skip_reason(g, method, N, d, p, pas, causal, last.get((method, p)),
+                                         stopped.get((method, p)))
+            if row["status"] == "ok":
+                try:
+                    fn = _function(method, p, causal, g.chunk, compiled)
+                    if method == "compiled":
+                        row["first_call_s"] = _first_call(fn, args, G, pas, dev)
+                        if f"p{p}/{mask}/{pas}" not in compile_info:  # the compile: check it once
+                            _same_as_naive(fn, args, p, causal)
+                            compile_info[f"p{p}/{mask}/{pas}"] = {"N": N, "first_call_s": row["first_call_s"]}
+                    runners[(method, p)] = _call(fn, args, G, pas)
+                    _time(runners[(method, p)], 0, dev)  # warm-up
+                except Exception as exc:  # a failed method is recorded, never fatal
+                    _fail(row, method, exc, stopped, (method, p))
+                    runners.pop((method, p), None)
+            rows[(method, p)] = row
+        runs = _rounds(runners, g.repeats, dev, rows, stopped)  # phase 2: interleaved rounds
+        soft = rows[("softmax", None)]
+        for key, row in rows.items():  # medians and minima; ratios of interleaved minima against softmax
+            if key in runs and runs[key]:
+                row["seconds"], row["seconds_min"] = statistics.median(runs[key]), min(runs[key])
+                last[key] = (N, min(runs[key]))  # the least disturbed run predicts the next N
+            if key[0] != "softmax" and row["seconds"] is not None and soft["seconds"]:
+                row["ratio_vs_softmax"] = row["seconds"] / soft["seconds"]
+                row["ratio_min_vs_softmax"] = row["seconds_min"] / soft["seconds_min"]
+            if progress:
+                t = "—" if row["seconds"] is None else f"{row['seconds']:.4g} s"
+                print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {key[0]:<10} p={key[1]} {t} {row['status'][:60]}",
+                      file=sys.stderr, flush=True)
+            out.append(row)
+        del Q, K, V, G, args
+    return out
+
+
+def _fail(row: dict, method: str, exc: Exception, stopped: dict, key) -> None:
+    """Record a failed method in its row and stop it for later N (never fatal)."""
+    word = "unavailable" if method == "compiled" else "failed"
+    row["status"] = f"{word}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    stopped[key] = row["status"]
+
+
+def _rounds(runners: dict, repeats: int, dev: torch.device, rows: dict, stopped: dict) -> dict:
+    """{key: seconds of each round}: ``repeats`` rounds in which every method runs once, in turn.
+
+    Interleaving puts a burst of machine load on every method alike, so ratios of minima stay steady.
+    """
+    runs: dict = {k: [] for k in runners}
+    for _ in range(repeats):
+        for key, run in list(runners.items()):
+            try:
+                _sync(dev)
+                t0 = time.perf_counter()
+                run()
+                _sync(dev)
+                runs[key].append(time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 (recorded in the row, never fatal)
+                _fail(rows[key], key[0], exc, stopped, key)
+                runners.pop(key)
+                runs[key] = []
+    return runs
+
+
+def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, causal: bool, last, stopped) -> str:
+    if stopped is not None:
+        return stopped if stopped.startswith("unavailable") else f"skipped: after {stopped}"
+    mem = _mem_estimate(method, N, d, g.heads, p, pas, causal, g.chunk)
+    if mem > g.mem_cap_bytes:
+        return f"skipped: estimated memory {mem / GIB:.3g} GiB > cap {g.mem_cap_bytes / GIB:.3g} GiB"
+    if last is not None and method != "softmax":  # the baseline is always timed
+        n0, t0 = last
+        pred = t0 * (N / n0) ** (1 if method == "linearised" else 2)
+        if pred > g.time_cap_s:
+            return f"skipped: predicted {pred:.3g} s per call > time cap {g.time_cap_s:g} s"
+    return "ok"
+
+
+def _function(method: str, p, causal: bool, chunk: int | None, compiled: dict) -> Callable:
+    if method == "softmax":
+        return _softmax_fn(causal)
+    if method == "naive":
+        return _naive_fn(p, causal)
+    if method == "linearised":
+        return _linearised_fn(p, causal, chunk)
+    key = (p, causal)
+    if key not in compiled:
+        compiled[key] = torch.compile(_products_fn(p, causal), dynamic=True)
+    return compiled[key]
+
+
+def _first_call(fn: Callable, args: tuple, G: torch.Tensor, pas: str, dev: torch.device) -> float:
+    """Seconds of the first call (compiles on the first shape and grad mode; later N reuse the dynamic graph)."""
+    _sync(dev)
+    t0 = time.perf_counter()
+    _call(fn, args, G, pas)()
+    _sync(dev)
+    return time.perf_counter() - t0
+
+
+def _same_as_naive(fn: Callable, args: tuple, p: int, causal: bool, rtol: float = 1e-3) -> None:
+    """Raise unless the compiled output matches the eager naive one (float32: relative Frobenius error ≤ rtol)."""
+    with torch.no_grad():
+        want = _naive_fn(p, causal)(*args)
+        err = float((fn(*args) - want).norm() / want.norm().clamp_min(1e-30))
+    if not err <= rtol:
+        raise RuntimeError(f"compiled output differs from the naive one (relative error {err:.3g} > {rtol:g})")
+
+
+# =========================================================================== crossover
+
+
+def measured_crossover(Ns: list[int], ratios: list[float]) -> dict:
+    """First N from which linearised/naive time stays < 1, log-log interpolated with the grid point before it.
+
+    Returns {"status": "crossed" | "below grid" | "none ≤ N_max" | "no data", "N": float | None}.
+    """
+    if not Ns:
+        return {"status": "no data", "N": None}
+    k = len(Ns)
+    while k > 0 and ratios[k - 1] < 1:
+        k -= 1
+    if k == len(Ns):
+        return {"status": f"none ≤ {Ns[-1]}", "N": None}
+    if k == 0:
+        return {"status": "below grid", "N": float(Ns[0])}
+    x0, x1 = math.log(Ns[k - 1]), math.log(Ns[k])
+    y0, y1 = math.log(ratios[k - 1]), math.log(ratios[k])
+    return {"status": "crossed", "N": float(math.exp(x0 + (0 - y0) * (x1 - x0) / (y1 - y0)))}
+
+
+def crossover_table(rows: list[dict], g: OverheadGrid) -> list[dict]:
+    """Per (p, d, mask): linearised vs naive forward seconds over N, measured and flop-count crossovers."""
+    table = []
+    for d in g.crossover_ds:
+        for mask in g.crossover_masks:
+            for p in g.ps:
+                sel = {(r["method"], r["N"]): r["seconds"] for r in rows
+                       if r["d"] == d and r["mask"] == mask and r["pass"] == "fwd" and r["p"] == p}
+                Ns = [N for N in g.Ns if sel.get(("naive", N)) and sel.get(("linearised", N))]
+                rat = [sel[("linearised", N)] / sel[("naive", N)] for N in Ns]
+                F = feature_dim(d, p, "sym")
+                causal = mask == "causal"
+                chunk = g.chunk or default_chunk(F, causal)
+                m = measured_crossover(Ns, rat)
+                table.append({
+                    "p": p, "d": d, "mask": mask, "pass": "fwd", "F": F,
+                    "measured_crossover_N": m["N"], "measured_status": m["status"],
+                    "N_measured": Ns, "linearised_over_naive": [round(x, 5) for x in rat],
+                    "flop_crossover_N": round(crossover_flops(d, p, d, causal=causal, chunk=chunk), 2),
+                    "flop_ratio_at_N": [round(flops("linearised", N, d, d, p, causal, chunk=chunk)
+                                              / flops("quadratic", N, d, d, p, causal), 5) for N in Ns],
+                })
+    return table
+
+
+def flat_summary(res: dict) -> dict:
+    """Flat snake_case keys for ``sapa bench --json``: ratios per cell and crossovers per (p, d, mask)."""
+    key = "p{p}/d{d}/{mask}"
+    return {
+        "overhead_ratio_vs_softmax": dict(res["ratios"]),
+        "overhead_crossover_n": {key.format(**c): c["measured_crossover_N"] for c in res["crossover"]},
+        "overhead_crossover_status": {key.format(**c): c["measured_status"] for c in res["crossover"]},
+        "overhead_flop_crossover_n": {key.format(**c): c["flop_crossover_N"] for c in res["crossover"]},
+        "overhead_threads": res["provenance"]["threads"],
+        "overhead_dtype": res["provenance"]["dtype"],
+        "overhead_device": res["provenance"]["device"],
+    }
+
+
+def summary_lines(res: dict) -> list[str]:
+    """Human-readable lines: seconds and ratio per timed cell at the main d, then the crossover table."""
+    d = res["grid"]["d"]
+    lines = []
+    for r in res["rows"]:
+        if r["d"] != d:
+            continue
+        what = r["method"] if r["p"] is None else f"{r['method']} p={r['p']}"
+        t = f"{r['seconds']:.4g} s" if r["seconds"] is not None else r["status"]
+        ratio = f"  {r['ratio_vs_softmax']:.2f}× softmax" if r["ratio_vs_softmax"] is not None else ""
+        lines.append(f"N={r['N']:>6} {r['mask']:<6} {r['pass']:<7} {what:<16} {t}{ratio}")
+    for c in res["crossover"]:
+        got = f"N ≈ {c['measured_crossover_N']:.0f}" if c["measured_status"] == "crossed" else c["measured_status"]
+        lines.append(f"crossover linearised < naive, p={c['p']} d={c['d']} {c['mask']:<6} (F = {c['F']}): measured "
+                     f"{got}, flop count N ≈ {c['flop_crossover_N']:.0f}")
+    prov = res["provenance"]
+    lines.append(f"{prov['device']}, {prov['threads']} thread(s), {prov['dtype']}, torch {prov['torch']}; "
+                 f"{res['seconds_total']:.1f} s")
+    return lines
+
+
+def _provenance(dev: torch.device) -> dict:
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": str(dev),
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "dtype": "float32",
+        "batch": 1,
+        "timing": "median of `repeats` calls after one warm-up call (time.perf_counter, CUDA synchronised)",
+    }
+
+
+if __name__ == "__main__":  # python -m empirics.timing.overhead [--quick] [--threads=T]
+    import json
+
+    threads = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--threads=")), None)
+    print(json.dumps(bench_overhead(quick="--quick" in sys.argv, progress=True, threads=threads), indent=1, default=float))

@@ -1,0 +1,275 @@
+"""The training study's design: arms φ(S) = r_i·S^p or softmax, N grids, lr grids, budgets, and its ensemble chunks.
+
+See :mod:`empirics.training.train_study` for what the study tests. A **chunk** is one (task, N, activation
+family) ensemble — every scale rule × learning rate × seed of the family at that N, split so its
+activations fit :data:`MEMORY_BYTES` — and the unit of training, storage and resumption.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+
+from common.validate import InputError, choice, positive_int
+from empirics.training.ensemble import Family
+from empirics.montecarlo.samplers import stable_hash
+from empirics.training.tiny_models import TinyModelConfig
+
+__all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
+           "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
+           "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES"]
+
+SCHEMA = 1  # bump when the meaning of stored chunks changes
+TASKS = ("digits", "text")
+SCALES = ("softmax", "inv_sqrt_n", "alpha", "none", "inv_n", "inv_sqrt_i")
+HISTORY_QUANTITIES = ("train_loss", "val_loss", "val_acc", "attn_fro", "jac_s_fro", "jac_x_fro", "grad_norm")
+NORMS = ("attn_fro", "jac_s_fro", "jac_x_fro")
+VAL_FRACTION = 0.2  # digits: of the training images; text: the tail of the training stream
+MEMORY_BYTES = 1.5e9  # activations one ensemble chunk may hold (float32), chosen for 2 workers in 24 GiB
+
+
+@dataclass(frozen=True)
+class StudyArm:
+    """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text) or row softmax.
+
+    ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α; none r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i.
+    """
+
+    name: str
+    p: int  # 0 for softmax
+    scale: str
+    label: str
+
+    def row_coefficients(self, N: int, alpha: float = math.nan) -> torch.Tensor:
+        """(N,) float32 r_i of the poly arm at length N (α for the fixed-α arm)."""
+        i = torch.arange(1, N + 1, dtype=torch.float64)
+        c = {"inv_sqrt_n": 1 / math.sqrt(N), "alpha": 1 / alpha, "none": 1.0, "inv_n": 1 / N}
+        r = i.rsqrt() if self.scale == "inv_sqrt_i" else torch.full((N,), c[self.scale], dtype=torch.float64)
+        return r.to(torch.float32)
+
+    @property
+    def family(self) -> Family:
+        return Family("softmax") if self.p == 0 else Family("poly", self.p)
+
+
+def _arms() -> dict[str, StudyArm]:
+    out = [StudyArm("softmax", 0, "softmax", "softmax")]
+    for p, s in ((1, ""), (3, "³")):
+        x = "x" if p == 1 else "x3"
+        out += [StudyArm(f"{x}_sqrtN", p, "inv_sqrt_n", f"x{s}/√N"), StudyArm(f"{x}_alpha", p, "alpha", f"x{s}/α"),
+                StudyArm(x, p, "none", f"x{s}"), StudyArm(f"{x}_N", p, "inv_n", f"x{s}/N")]
+    out.append(StudyArm("x3_sqrti", 3, "inv_sqrt_i", "x³/√i"))
+    return {a.name: a for a in out}
+
+
+ARMS: dict[str, StudyArm] = _arms()
+CAUSAL_ONLY = ("x3_sqrti",)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task's sizes and schedule: the N grid, steps, tokens per step, lr grid, evaluation."""
+
+    Ns: tuple[int, ...]
+    steps: int
+    batch: int  # sequences per step ("sequences"), or tokens per step ("tokens": B = max(1, batch // N))
+    lrs: tuple[float, ...]  # peak learning rates (every arm gets every one)
+    warmup: int = 20  # linear warm-up steps, then cosine decay to lr/10
+    evals: int = 4  # evaluation points after step 0 (evenly spaced, the last at ``steps``)
+    eval_size: int = 128  # validation sequences (text: also the held-out test windows; digits test: all images)
+    constant: str = "sequences"  # what is held constant across N: "sequences" (images) or "tokens" (text)
+
+    def __post_init__(self) -> None:
+        choice("constant", self.constant, ("sequences", "tokens"))
+        positive_int("batch", self.batch)
+
+    def sequences(self, N: int) -> int:
+        """B, the sequences per optimiser step at length N."""
+        return self.batch if self.constant == "sequences" else max(1, self.batch // N)
+
+    def eval_steps(self) -> tuple[int, ...]:
+        return tuple(sorted({0, *(round(self.steps * k / self.evals) for k in range(1, self.evals + 1))}))
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The whole study: tasks, arms, α grid, seeds, model shape, optimiser, probe size, seed."""
+
+    name: str
+    digits: TaskPlan
+    text: TaskPlan
+    seeds: int = 3  # replicates r per (task, N, arm, lr)
+    model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(width=16, layers=2, heads=2))
+    arms: tuple[str, ...] = tuple(ARMS)
+    alphas: tuple[float, ...] = (4.0, 16.0, 64.0)  # the fixed-α grid, tuned at the smallest N
+    probe: int = 8  # probe sequences for the norms
+    clip: float = 1.0  # per-member global gradient-norm clip
+    weight_decay: float = 0.0  # AdamW decoupled decay of matrices and embeddings
+    betas: tuple[float, float] = (0.9, 0.95)
+    split_seed: int = 0  # the fixed digits train / validation / test split
+    seed: int = 0
+    tasks: tuple[str, ...] = TASKS
+
+    def __post_init__(self) -> None:
+        positive_int("seeds", self.seeds)
+        positive_int("probe", self.probe)
+        for a in self.arms:
+            choice("arm", a, tuple(ARMS))
+        for t in self.tasks:
+            choice("task", t, TASKS)
+        for N in self.digits.Ns:
+            if N not in (16, 64):
+                raise InputError(f"digits take N = 16 (2×2 patches) or 64 (1×1), got {N}")
+        for plan in (self.digits, self.text):
+            if not plan.Ns or list(plan.Ns) != sorted(set(plan.Ns)):
+                raise InputError(f"the N grid must be increasing and non-empty, got {plan.Ns}")
+            if len(plan.lrs) < 1 or any(not (lr > 0 and math.isfinite(lr)) for lr in plan.lrs):
+                raise InputError(f"learning rates must be positive and finite, got {plan.lrs}")
+            positive_int("steps", plan.steps)
+        if any(not (a > 0 and math.isfinite(a)) for a in self.alphas):
+            raise InputError(f"α must be positive and finite, got {self.alphas}")
+
+    def plan(self, task: str) -> TaskPlan:
+        return self.digits if task == "digits" else self.text
+
+    def task_arms(self, task: str) -> tuple[str, ...]:
+        return tuple(a for a in self.arms if task == "text" or a not in CAUSAL_ONLY)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def hash(self) -> str:
+        """sha256 of the config and the schema: a chunk file is reused only under the same hash."""
+        return stable_hash({"schema": SCHEMA, **self.as_dict()})
+
+
+# Quick (≤ 90 s of `sapa verify` on 2 cores): digits only, the arms the claim turns on, 2 seeds. Every arm at
+# every lr of the grid; width 32 (at width 16 the digits models stay below 65 % accuracy in 300 steps); one head
+# per layer (d = D: each layer's scores are the theory's single S = X W_Q W_Kᵀ Xᵀ/√d, and the (B, N, N) passes,
+# which dominate the cost at large N, are half those of two heads: 51 vs 79 ms per member-step at text N = 256).
+QUICK = StudyConfig(
+    name="quick",
+    digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=20, evals=4, eval_size=256),
+    text=TaskPlan(Ns=(32, 64), steps=200, batch=16, lrs=(1e-3, 3e-3, 1e-2), eval_size=64),
+    seeds=2,
+    model=TinyModelConfig(width=32, layers=2, heads=1),
+    arms=("softmax", "x_sqrtN", "x_alpha", "x", "x3_sqrtN", "x3_alpha", "x3"),
+    tasks=("digits",),
+)
+# Full: both tasks, every arm; text N = 32 … 256 at 16 windows per step at every N (tokens per step grow with N).
+# At a constant 512 tokens per step (2 windows at N = 256) softmax never left the bigram plateau at N ≥ 128 in
+# 800 steps; with 16 windows it leaves it at N = 256 in the second half of training (docs/training_study.md).
+FULL = StudyConfig(
+    name="full",
+    digits=TaskPlan(Ns=(16, 64), steps=500, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=5, eval_size=256),
+    text=TaskPlan(Ns=(32, 64, 128, 256), steps=800, batch=16, lrs=(1e-3, 3e-3, 1e-2), warmup=50, evals=8,
+                  eval_size=128),
+    seeds=3,
+    model=TinyModelConfig(width=32, layers=2, heads=1),
+)
+# A handful of steps, for tests.
+TINY = StudyConfig(
+    name="tiny",
+    digits=TaskPlan(Ns=(16,), steps=4, batch=8, lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=16),
+    text=TaskPlan(Ns=(8, 16), steps=4, batch=32, constant="tokens", lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=8),
+    seeds=2,
+    model=TinyModelConfig(width=8, layers=1, heads=2),
+    alphas=(4.0, 16.0),
+    probe=2,
+)
+BUDGETS = {"quick": QUICK, "full": FULL, "tiny": TINY}
+
+
+def study_config(name: str | StudyConfig, seed: int = 0) -> StudyConfig:
+    """The budget's config (quick | full; tiny: for tests), or ``name`` itself, with the study ``seed``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(name, StudyConfig):
+        return replace(name, seed=int(seed))
+    if name not in BUDGETS:
+        raise InputError(f"unknown training budget {name!r}; choose quick or full")
+    return replace(BUDGETS[name], seed=int(seed))
+
+
+# --------------------------------------------------------------------------- members and chunks
+
+
+@dataclass(frozen=True)
+class Member:
+    """One trained model: arm, α (fixed-α arm), peak learning rate, replicate r."""
+
+    arm: str
+    alpha: float  # NaN unless the arm's scale is "alpha"
+    lr: float
+    seed: int
+
+    def as_dict(self) -> dict:
+        return {"arm": self.arm, "alpha": None if math.isnan(self.alpha) else self.alpha, "lr": self.lr,
+                "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """An ensemble trained together: one (task, N, activation family) and its members."""
+
+    task: str
+    N: int
+    family: str  # "softmax" | "p1" | "p3"
+    index: int  # chunk k of the family at this N
+    members: tuple[Member, ...]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.task}_N{self.N}_{self.family}_{self.index}.json"
+
+
+def _family_id(arm: StudyArm) -> str:
+    return "softmax" if arm.p == 0 else f"p{arm.p}"
+
+
+def bytes_per_member(cfg: StudyConfig, task: str, N: int) -> float:
+    """Float32 bytes of activations one member holds for backward (a generous count of saved tensors)."""
+    B, m = cfg.plan(task).sequences(N), cfg.model
+    attn = 8 * B * m.heads * N * N  # S, S^p / softmax, masks, products and their grads per layer
+    dense = 24 * B * N * m.width * m.mlp_ratio
+    return 4.0 * m.layers * (attn + dense)
+
+
+def plan_chunks(cfg: StudyConfig, task: str, N: int, alpha_star: dict[int, float] | None) -> list[Chunk]:
+    """The chunks of (task, N): per family, its arms × lrs × seeds (α grid at the smallest N, else α*)."""
+    plan = cfg.plan(task)
+    first = N == plan.Ns[0]
+    per_family: dict[str, list[Member]] = {}
+    for name in cfg.task_arms(task):
+        arm = ARMS[name]
+        if arm.scale == "alpha":
+            alphas = cfg.alphas if first else (alpha_star[arm.p],)
+        else:
+            alphas = (math.nan,)
+        ms = per_family.setdefault(_family_id(arm), [])
+        ms += [Member(name, float(a), float(lr), r) for a in alphas for lr in plan.lrs for r in range(cfg.seeds)]
+    cap = max(1, int(MEMORY_BYTES // bytes_per_member(cfg, task, N)))
+    chunks = []
+    for fam, ms in per_family.items():
+        k = math.ceil(len(ms) / cap)
+        size = math.ceil(len(ms) / k)  # equal chunks
+        chunks += [Chunk(task, N, fam, i, tuple(ms[i * size:(i + 1) * size])) for i in range(k)]
+    return chunks
+
+
+def alpha_ps(cfg: StudyConfig, task: str) -> tuple[int, ...]:
+    return tuple(sorted({ARMS[a].p for a in cfg.task_arms(task) if ARMS[a].scale == "alpha"}))
+
+
+def member_count(cfg: StudyConfig) -> int:
+    n = 0
+    for t in cfg.tasks:
+        plan = cfg.plan(t)
+        for N in plan.Ns:
+            for a in cfg.task_arms(t):
+                k = len(cfg.alphas) if (ARMS[a].scale == "alpha" and N == plan.Ns[0]) else 1
+                n += k * len(plan.lrs) * cfg.seeds
+    return n

@@ -1,0 +1,287 @@
+"""Tiny transformers with a pluggable attention activation φ(S), S = X W_Q W_Kᵀ Xᵀ/√d (arXiv 2410.18613, §5).
+
+The paper replaces row-softmax by element-wise polynomials c·x^p (x/√N, x³/√N) and argues
+that 1/√N-scaled polynomials regularize ‖φ(S)‖_F as softmax does. The models here make that
+testable in training (issue #8, norm-vs-accuracy):
+
+* :class:`Arm` — one activation: ``softmax`` (row softmax of S), or ``c·S^p`` with
+  c = 1/√N, a constant, or the dynamic causal row scale c_i = 1/√i (row i sees i tokens).
+  Polynomial arms set masked entries to exactly 0 and do not normalise.
+* :class:`TinyViT` — 8×8 images cut into 2×2 patches (N = 16 tokens), pre-LayerNorm blocks,
+  mean-pooled head.
+* :class:`TinyCharLM` — causal character model over a context of N characters.
+
+Every attention projection is bias-free, so for head h with W_h = W_Q,h W_K,hᵀ (D, D) the
+scores are exactly S_h = X W_h Xᵀ/√d, X = LayerNorm(block input) (N, D): the input of the
+exact kernels of :mod:`empirics.kernels.norms` (:func:`head_W`, :meth:`Arm.activation`).
+Parameters are created on the meta device and initialised from an explicit
+``torch.Generator`` (:func:`init_params`), never from torch's global generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from empirics.kernels.norms import Activation
+from common.validate import InputError, choice, positive_int
+
+__all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
+           "w_invariants"]
+
+SCALES = ("none", "const", "inv_sqrt_n", "inv_sqrt_i")
+PATCHES = (1, 2, 4, 8)  # divisors of 8: N = 64, 16, 4, 1 tokens per 8×8 image
+
+
+@dataclass(frozen=True)
+class Arm:
+    """φ(S): ``softmax`` row softmax; ``poly`` c·S^p with c from ``scale`` (masked entries exactly 0).
+
+    Attributes:
+      name: file-safe id (``x3_sqrtN``).
+      kind: "softmax" | "poly".
+      p: degree (poly).
+      scale: "none" (softmax), "const" (c given), "inv_sqrt_n" (c = 1/√N), "inv_sqrt_i" (row i: c_i = 1/√i).
+      c: the constant of "const".
+      label: printable name (``x³/√N``).
+    """
+
+    name: str
+    kind: str  # "softmax" | "poly"
+    p: int = 1
+    scale: str = "none"
+    c: float = 1.0
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        choice("arm kind", self.kind, ("softmax", "poly"))
+        choice("arm scale", self.scale, SCALES)
+        positive_int("p", self.p)
+
+    @property
+    def causal_only(self) -> bool:
+        """The dynamic row scale 1/√i only means something under a causal mask."""
+        return self.scale == "inv_sqrt_i"
+
+    def coef(self, N: int) -> float:
+        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``empirics.kernels.scale``)."""
+        from empirics.kernels.scale import coefficient
+
+        return coefficient(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
+
+    def row_scale(self, N: int, dtype: torch.dtype = torch.float64) -> torch.Tensor | None:
+        """(N,) per-row multipliers c_i = 1/√i of the dynamic causal arm, else None."""
+        if self.scale != "inv_sqrt_i":
+            return None
+        return torch.arange(1, N + 1, dtype=dtype).rsqrt()
+
+    def activation(self, N: int) -> Activation:
+        """The :class:`empirics.kernels.norms.Activation` of this arm at length N (1/√d is inside W, so τ = 1)."""
+        if self.kind == "softmax":
+            return Activation("softmax", 1, 1.0)
+        return Activation("poly", self.p, self.coef(N))
+
+    def apply(self, S: torch.Tensor, causal: bool) -> torch.Tensor:
+        """φ(S) for scores S (..., N, N); causal: row i sees j ≤ i (softmax renormalises, poly zeroes)."""
+        N = S.shape[-1]
+        vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if causal else None  # (N, N)
+        if self.kind == "softmax":
+            if vis is not None:
+                S = S.masked_fill(~vis, -math.inf)
+            return torch.softmax(S, dim=-1)
+        P = S.pow(self.p) if self.p > 1 else S
+        P = P * self.coef(N)
+        if self.scale == "inv_sqrt_i":
+            P = P * self.row_scale(N, S.dtype).to(S.device)[:, None]  # row i times 1/√i
+        if vis is not None:
+            P = P.masked_fill(~vis, 0.0)
+        return P
+
+
+ARMS: dict[str, Arm] = {
+    a.name: a
+    for a in (
+        Arm("softmax", "softmax", label="softmax"),
+        Arm("x_sqrtN", "poly", 1, "inv_sqrt_n", label="x/√N"),
+        Arm("x3_sqrtN", "poly", 3, "inv_sqrt_n", label="x³/√N"),
+        Arm("x_16", "poly", 1, "const", 1 / 16, label="x/16"),
+        Arm("x3", "poly", 3, "const", 1.0, label="x³"),
+        Arm("x3_sqrti", "poly", 3, "inv_sqrt_i", label="x³/√i"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Shape of a tiny transformer."""
+
+    width: int = 32  # D, residual width
+    layers: int = 2
+    heads: int = 2  # d = D / heads per head
+    mlp_ratio: int = 2  # hidden width of the MLP = mlp_ratio·D
+    init_std: float = 0.02  # N(0, init_std²) for every matrix and embedding (ViT / GPT convention)
+
+    def __post_init__(self) -> None:
+        positive_int("width", self.width)
+        positive_int("layers", self.layers)
+        positive_int("heads", self.heads)
+        if self.width % self.heads:
+            raise InputError(f"width {self.width} must be a multiple of heads {self.heads}")
+
+
+class Attention(nn.Module):
+    """Multi-head attention y = φ(S) V W_O, S_h = X W_Q,h W_K,hᵀ Xᵀ/√d, all projections bias-free."""
+
+    def __init__(self, D: int, heads: int, arm: Arm, causal: bool) -> None:
+        super().__init__()
+        self.D, self.H, self.d = D, heads, D // heads
+        self.arm, self.causal = arm, causal
+        self.q = nn.Linear(D, D, bias=False)  # weight (D_out, D_in): rows h·d..(h+1)·d−1 are W_Q,hᵀ
+        self.k = nn.Linear(D, D, bias=False)
+        self.v = nn.Linear(D, D, bias=False)
+        self.o = nn.Linear(D, D, bias=False)
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """S (B, H, N, N) = X W_Q,h W_K,hᵀ Xᵀ/√d for x (B, N, D)."""
+        B, N, _ = x.shape
+        q = self.q(x).view(B, N, self.H, self.d).transpose(1, 2)  # (B, H, N, d)
+        k = self.k(x).view(B, N, self.H, self.d).transpose(1, 2)  # (B, H, N, d)
+        return q @ k.transpose(-1, -2) / math.sqrt(self.d)  # (B, H, N, d) @ (B, H, d, N) -> (B, H, N, N)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, D = x.shape
+        P = self.arm.apply(self.scores(x), self.causal)  # (B, H, N, N)
+        v = self.v(x).view(B, N, self.H, self.d).transpose(1, 2)  # (B, H, N, d)
+        y = (P @ v).transpose(1, 2).reshape(B, N, D)  # (B, H, N, N) @ (B, H, N, d) -> (B, N, D)
+        return self.o(y)
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm block: x + Attn(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
+        super().__init__()
+        D = cfg.width
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.attn = Attention(D, cfg.heads, arm, causal)
+        self.mlp = nn.Sequential(nn.Linear(D, cfg.mlp_ratio * D), nn.GELU(), nn.Linear(cfg.mlp_ratio * D, D))
+
+    def forward(self, x: torch.Tensor, capture: list | None = None) -> torch.Tensor:
+        a = self.ln1(x)  # (B, N, D): the attention input X of the exact kernels
+        if capture is not None:
+            capture.append(a)
+        x = x + self.attn(a)
+        return x + self.mlp(self.ln2(x))
+
+
+class _Tiny(nn.Module):
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
+        super().__init__()
+        self.cfg, self.arm, self.causal = cfg, arm, causal
+        self.blocks = nn.ModuleList(Block(cfg, arm, causal) for _ in range(cfg.layers))
+        self.ln_f = nn.LayerNorm(cfg.width)
+
+    def _trunk(self, h: torch.Tensor, capture: list | None) -> torch.Tensor:
+        for blk in self.blocks:
+            h = blk(h, capture)
+        return self.ln_f(h)
+
+    def attention_inputs(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Per layer, the attention input X = LN(block input) (B, N, D), without gradients."""
+        cap: list[torch.Tensor] = []
+        with torch.no_grad():
+            self.forward(x, cap)
+        return cap
+
+
+class TinyViT(_Tiny):
+    """Vision transformer on 8×8 images: p×p patches (N = (8/p)² tokens of p² pixels), mean-pooled head.
+
+    ``patch`` 2 gives N = 16 (the default), 1 gives N = 64 (one token per pixel).
+    """
+
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, classes: int = 10, patch: int = 2) -> None:
+        if arm.causal_only:
+            raise InputError(f"arm {arm.name} needs a causal mask; the vision model has none")
+        choice("patch", patch, PATCHES)
+        super().__init__(cfg, arm, causal=False)
+        self.PATCH = int(patch)
+        self.N = (8 // self.PATCH) ** 2
+        self.embed = nn.Linear(self.PATCH * self.PATCH, cfg.width)
+        self.pos = nn.Parameter(torch.empty(self.N, cfg.width))
+        self.head = nn.Linear(cfg.width, classes)
+
+    def forward(self, x: torch.Tensor, capture: list | None = None) -> torch.Tensor:
+        """Logits (B, classes) for images x (B, 8, 8)."""
+        B = x.shape[0]
+        p = self.PATCH
+        t = x.reshape(B, 8 // p, p, 8 // p, p).permute(0, 1, 3, 2, 4).reshape(B, self.N, p * p)  # (B, 16, 4)
+        h = self.embed(t) + self.pos  # (B, N, D)
+        return self.head(self._trunk(h, capture).mean(dim=1))  # (B, D) -> (B, classes)
+
+
+class TinyCharLM(_Tiny):
+    """Causal character model: token + position embeddings, causal blocks, logits for the next character."""
+
+    def __init__(self, cfg: TinyModelConfig, arm: Arm, vocab: int, context: int) -> None:
+        super().__init__(cfg, arm, causal=True)
+        self.N = positive_int("context", context)
+        self.tok = nn.Embedding(vocab, cfg.width)
+        self.pos = nn.Parameter(torch.empty(context, cfg.width))
+        self.head = nn.Linear(cfg.width, vocab)
+
+    def forward(self, x: torch.Tensor, capture: list | None = None) -> torch.Tensor:
+        """Logits (B, N, vocab) for token ids x (B, N), N ≤ context."""
+        N = x.shape[1]
+        h = self.tok(x) + self.pos[:N]  # (B, N, D)
+        return self.head(self._trunk(h, capture))
+
+
+def init_params(model: nn.Module, gen: torch.Generator, std: float) -> nn.Module:
+    """Materialise ``model`` on the CPU: matrices and embeddings N(0, std²), biases 0, LayerNorm (1, 0)."""
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for name, prm in model.named_parameters():  # named_parameters is in registration order: deterministic
+            leaf = name.rsplit(".", 1)[-1]
+            if ".ln" in f".{name}" and leaf == "weight":
+                prm.fill_(1.0)
+            elif leaf == "bias":
+                prm.zero_()
+            else:
+                prm.normal_(0.0, std, generator=gen)
+    return model
+
+
+def build_model(task: str, arm: Arm, cfg: TinyModelConfig, gen: torch.Generator, *, vocab: int = 0,
+                context: int = 0, patch: int = 2) -> _Tiny:
+    """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text"), initialised from ``gen``."""
+    choice("task", task, ("digits", "text"))
+    with torch.device("meta"):  # no global-generator draws from torch's default initialisers
+        model = TinyViT(cfg, arm, patch=patch) if task == "digits" else TinyCharLM(cfg, arm, vocab, context)
+    return init_params(model, gen, cfg.init_std)
+
+
+def head_W(attn: Attention, h: int, *, scaled: bool = True) -> torch.Tensor:
+    """W_h = W_Q,h W_K,hᵀ (D, D) in float64, divided by √d when ``scaled`` (then S_h = X W_h Xᵀ exactly)."""
+    d = attn.d
+    Wq = attn.q.weight[h * d:(h + 1) * d].detach().to(torch.float64).T  # (D, d) = W_Q,h
+    Wk = attn.k.weight[h * d:(h + 1) * d].detach().to(torch.float64).T  # (D, d) = W_K,h
+    W = Wq @ Wk.T  # (D, d) @ (d, D) -> (D, D)
+    return W / math.sqrt(d) if scaled else W
+
+
+def w_invariants(W: torch.Tensor) -> dict[str, float]:
+    """‖W‖_F, ‖W‖_2, tr W, ‖(W+Wᵀ)/2‖_F, ‖(W−Wᵀ)/2‖_F of a (D, D) matrix (float64; all NaN if W is not finite)."""
+    W = W.to(torch.float64)
+    if not bool(torch.isfinite(W).all()):  # a run that is blowing up: no SVD of NaN
+        return dict.fromkeys(("w_fro", "w_spec", "w_trace", "w_sym_fro", "w_anti_fro"), math.nan)
+    return {
+        "w_fro": float(torch.linalg.matrix_norm(W, "fro")),
+        "w_spec": float(torch.linalg.matrix_norm(W, 2)),
+        "w_trace": float(torch.trace(W)),
+        "w_sym_fro": float(torch.linalg.matrix_norm((W + W.T) / 2, "fro")),
+        "w_anti_fro": float(torch.linalg.matrix_norm((W - W.T) / 2, "fro")),
+    }

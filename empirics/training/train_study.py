@@ -1,0 +1,264 @@
+"""Does x^p/√N keep attention trainable as N grows? Tiny transformers across N, every arm with its own lr sweep.
+
+The paper's practical thesis (arXiv 2410.18613, §5): softmax trains well because it keeps
+‖φ(S)‖_F from growing with N, x^p/√N does the same and can replace it, while an unscaled x^p or
+a constant tuned at one N (the paper's x/16, x³/16) should not transfer across N. The study
+(issue #13):
+
+* **tasks and N.** ``digits`` — sklearn's 8×8 digits, p×p patches: N = 16 (2×2) and 64 (1×1);
+  ``text`` — a causal character model of Python's documentation prose, context N. Same width and
+  depth at every N; the windows per step B are the same at every N (at a constant token count the
+  few windows per step at large N left softmax itself on the bigram plateau: docs/training_study.md).
+* **arms** (:data:`ARMS`): softmax; x^p/√N; x^p/α with α tuned once at the smallest N of the task
+  (a grid, selected on validation accuracy) and then held fixed; unscaled x^p; x^p/N; x³/√i under
+  the causal mask; p ∈ {1, 3}.
+* **a fair comparison.** Every arm gets every learning rate of the grid, several seeds, the same
+  warm-up and cosine schedule. Replicate r of (task, N) has the same initial weights and the same
+  minibatch stream for every arm and learning rate (paired). The best learning rate is chosen on a
+  validation split; the held-out test split is reported.
+* **measured per member**: divergence (non-finite training loss, or a final validation loss above
+  the one at step 0), validation / test loss and accuracy, and on a fixed probe batch, exactly in
+  float64 (:func:`empirics.kernels.norms.attention_norms_batched`): ‖φ(S)‖_F, ‖∂φ(S)/∂S‖_F, ‖∂φ(S)/∂X‖_F
+  (mean over layers, heads and probe sequences), and the pre-clip gradient norm.
+
+Speed: each (task, N, activation family) is trained as vectorised ensembles
+(:mod:`empirics.training.ensemble`): every scale rule × learning rate × seed of the family in one batched
+forward/backward. An ensemble chunk is the unit of work and of resumption: its members are written
+atomically to ``OUT/chunks/*.json`` (sealed with a checksum), a rerun skips finished chunks of the
+same config hash, so a killed run loses at most the chunks in flight. Chunks run serially or in a
+pool of single-threaded workers with identical numbers. Training float32, norms float64.
+
+Modules: :mod:`empirics.training.study_config` (design, budgets, chunks), :mod:`empirics.training.study_chunk` (training one
+chunk), :mod:`empirics.training.study_store` (sealed chunk files, Parquet tables); this module runs and loads the study.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from common.atomic import atomic_write, atomic_write_json
+from common.validate import InputError, positive_int
+from common.numerics import PINNED
+from common.pool import process_pool, terminate_workers
+from empirics.training.study_chunk import train_chunk
+from empirics.training.study_config import (ARMS, BUDGETS, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
+                                   SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
+                                   bytes_per_member, member_count, plan_chunks, study_config)
+from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
+
+__all__ = ["StudyArm", "ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
+           "Chunk", "plan_chunks", "train_chunk", "run_study", "load_study", "StudyResult", "select_alpha",
+           "main_cli", "HISTORY_QUANTITIES", "best_lr_summary", "member_count", "BUDGETS", "CAUSAL_ONLY", "MEMORY_BYTES",
+           "NORMS", "TASKS", "chunk_record_problem", "chunk_ok", "bytes_per_member"]
+
+
+# --------------------------------------------------------------------------- α*
+
+
+def select_alpha(runs: pd.DataFrame, task: str, p: int) -> float:
+    """α* of (task, p): at the smallest N, the α whose best lr has the highest median validation accuracy.
+
+    Ties go to the smaller lr, then the smaller α. ``runs``: rows of the α grid (scale "alpha").
+    """
+    sub = runs[(runs["task"] == task) & (runs["p"] == p) & (runs["scale"] == "alpha")]
+    if sub.empty:
+        raise InputError(f"no fixed-α runs of {task}, p = {p} to tune α on")
+    N0 = int(sub["N"].min())
+    sub = sub[sub["N"] == N0]
+    med = sub.groupby(["alpha", "lr"])["val_acc_final"].median().reset_index()
+    med = med.sort_values(["val_acc_final", "lr", "alpha"], ascending=[False, True, True])
+    best_per_alpha = med.drop_duplicates("alpha")  # each α at its best lr
+    return float(best_per_alpha.iloc[0]["alpha"])
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """The stored study: runs (one row per member), history (long form), config, provenance."""
+
+    runs: pd.DataFrame
+    history: pd.DataFrame
+    config: dict
+    provenance: dict
+
+
+def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> int:
+    """Train the chunks not yet on disk (largest first; in ``ex`` when given); return how many members were trained."""
+    chash = cfg.hash()
+    todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
+    bar.update(sum(len(c.members) for c in chunks if c not in todo))
+    todo.sort(key=lambda c: -len(c.members) * bytes_per_member(cfg, c.task, c.N))
+
+    def finish(c: Chunk, res: dict) -> None:
+        store_chunk(out / "chunks" / c.file_name, c, chash, res)
+        bar.update(len(c.members))
+
+    if ex is None or len(todo) <= 1:
+        for c in todo:
+            finish(c, train_chunk(c, cfg))
+        return sum(len(c.members) for c in todo)
+    futs = {ex.submit(train_chunk, c, cfg): c for c in todo}
+    try:
+        for fut in cf.as_completed(futs):
+            finish(futs[fut], fut.result())
+    except BaseException:
+        for f in futs:
+            f.cancel()
+        raise
+    return sum(len(c.members) for c in todo)
+
+
+def assemble(chunks: list[Chunk], out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    parts = [read_chunk(out / "chunks" / c.file_name, c) for c in chunks]
+    runs = pd.concat([p[0] for p in parts], ignore_index=True)
+    hist = pd.concat([p[1] for p in parts], ignore_index=True)
+    runs = runs.astype({"N": "int64", "p": "int64", "seed": "int64", "steps": "int64", "diverged": bool,
+                        "diverged_step": "int64", "best_step": "int64", "alpha": "float64", "in_study": bool})
+    hist = hist.astype({"N": "int64", "seed": "int64", "step": "int64", "alpha": "float64", "value": "float64"})
+    return runs, hist
+
+
+def write_parquet(path: Path, df: pd.DataFrame) -> None:
+    atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
+
+
+def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
+              progress: bool | str = True) -> StudyResult:
+    """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
+
+    Phase 1 trains every task's smallest N (the α grid included) and selects α*; phase 2 trains the
+    other N with α* held fixed. ``workers`` 1 trains here; K > 1 in a pool of K single-threaded
+    processes (identical numbers). Writes ``chunks/*.json`` as chunks finish, then ``runs.parquet``,
+    ``history.parquet`` and ``study.json`` atomically.
+    """
+    from common.progress import progress_bar
+
+    cfg = study_config(budget, seed)
+    workers = positive_int("workers", workers)
+    out = Path(out_dir)
+    try:
+        (out / "chunks").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the results directory {out / 'chunks'}: {exc.strerror or exc}") from None
+    t0 = time.perf_counter()
+    phase1 = [c for t in cfg.tasks for c in plan_chunks(cfg, t, cfg.plan(t).Ns[0], None)]
+    total_members = member_count(cfg)
+    bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
+    ex = process_pool(workers) if workers > 1 else None  # one pool for both phases (spawning costs seconds)
+    try:
+        ran = _run_chunks(phase1, cfg, out, ex, bar)
+        runs1, _ = assemble(phase1, out)
+        alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
+        phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
+        ran += _run_chunks(phase2, cfg, out, ex, bar)
+    except BaseException:
+        if ex is not None:
+            terminate_workers(ex)  # chunks in flight are lost; finished ones are on disk
+        raise
+    finally:
+        bar.close()
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
+    runs, hist = assemble(phase1 + phase2, out)
+    for t, by_p in alpha_star.items():
+        for p, a in by_p.items():
+            grid = (runs["task"] == t) & (runs["p"] == p) & (runs["scale"] == "alpha")
+            runs.loc[grid, "in_study"] = runs.loc[grid, "alpha"] == a  # α* is one of the grid's values
+    prov = {"config": cfg.as_dict(), "config_hash": cfg.hash(), "schema": SCHEMA,
+            "alpha_star": {t: {str(p): a for p, a in v.items()} for t, v in alpha_star.items()},
+            "members": int(len(runs)), "chunks": len(phase1) + len(phase2), "members_trained_now": ran,
+            "wall_s": round(time.perf_counter() - t0, 3), "workers": workers,
+            "cpu_s_total": round(float(runs["cpu_s"].sum()), 2),
+            "dtype": "training float32; norms float64 (exact kernels)", "torch": torch.__version__,
+            "numerics": {"threads_per_worker": 1, "deterministic_algorithms": True,
+                         "pinned_kernel_dispatch": {k: os.environ.get(k) for k in PINNED}},
+            "text_corpus": _text_source() if "text" in cfg.tasks else None}
+    write_parquet(out / "runs.parquet", runs)
+    write_parquet(out / "history.parquet", hist)
+    atomic_write_json(out / "study.json", prov)
+    return StudyResult(runs, hist, cfg.as_dict(), prov)
+
+
+def _text_source() -> dict:
+    import hashlib
+
+    from empirics.training.train_data import corpus
+
+    docs, source = corpus()
+    full = "\n\n".join(docs)
+    return {"source": source, "chars": len(full), "sha256": hashlib.sha256(full.encode("utf-8")).hexdigest(),
+            "python": sys.version.split()[0]}
+
+
+def load_study(out_dir: str | Path) -> StudyResult:
+    """The stored study of ``out_dir`` (``runs.parquet``, ``history.parquet``, ``study.json``)."""
+    out = Path(out_dir)
+    for f in ("runs.parquet", "history.parquet", "study.json"):
+        if not (out / f).is_file():
+            raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
+    from common.readfile import check_parquet, read_regular_text
+
+    prov = json.loads(read_regular_text(out / "study.json", "training study"))
+    for f in ("runs.parquet", "history.parquet"):
+        check_parquet(out / f, "training study")  # regular files of bounded declared size
+    return StudyResult(pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "history.parquet"),
+                       prov.get("config", {}), prov)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (task, N, arm) at the ledger's best lr (:func:`empirics.training.study_analysis.best_lr`): test accuracies
+    (diverged members at chance, as in the ledger), divergences at that lr and over the grid, median ‖φ(S)‖_F."""
+    from empirics.training.study_analysis import at_best, best_lr, study_rows
+
+    best = best_lr(runs) if best is None else best
+    g = at_best(runs, best).groupby(["task", "N", "arm"], sort=False)
+    tab = g.agg(lr=("lr", "first"), seeds=("seed", "size"), test_acc_median=("test_acc", "median"),
+                test_acc_min=("test_acc", "min"), test_acc_max=("test_acc", "max"),
+                diverged=("diverged", "sum"), attn_fro_median=("attn_fro", "median")).reset_index()
+    grid_div = study_rows(runs).groupby(["task", "N", "arm"])["diverged"].agg(["sum", "size"]).reset_index()
+    tab = tab.merge(grid_div.rename(columns={"sum": "diverged_grid", "size": "runs_grid"}), on=["task", "N", "arm"])
+    order = {a: i for i, a in enumerate(ARMS)}
+    return tab.sort_values(["task", "N", "arm"], key=lambda s: s.map(order) if s.name == "arm" else s,
+                           ignore_index=True)
+
+
+def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True) -> int:
+    """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr."""
+    from common.interrupt import sigterm_as_interrupt
+
+    t0 = time.perf_counter()
+    with sigterm_as_interrupt():
+        res = run_study(budget, out, seed=seed, workers=workers, progress=progress)
+    from empirics.training.study_analysis import FLAT_TOL, best_lr, flattening
+
+    best = best_lr(res.runs)
+    tab = best_lr_summary(res.runs, best)
+    print(f"{'task':6s} {'N':>4s} {'arm':9s} {'best lr':>8s} {'test acc med':>12s} {'range':>13s} "
+          f"{'div@lr':>6s} {'div/grid':>8s} {'‖φ(S)‖ med':>11s}")
+    for r in tab.itertuples():
+        print(f"{r.task:6s} {r.N:4d} {ARMS[r.arm].label:9s} {r.lr:8.0e} {r.test_acc_median:12.3f} "
+              f"{r.test_acc_min:6.3f}–{r.test_acc_max:6.3f} {int(r.diverged):3d}/{r.seeds:<2d} "
+              f"{int(r.diverged_grid):3d}/{r.runs_grid:<4d} {r.attn_fro_median:11.4g}")
+    prov = res.provenance
+    print(f"α* (tuned at the smallest N): {prov['alpha_star']}")
+    flat = flattening(res.history, best)
+    print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
+        f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
+        for r in flat.itertuples()))
+    print(f"{prov['members']} members in {prov['chunks']} ensemble chunks ({prov['members_trained_now']} trained now) "
+          f"in {time.perf_counter() - t0:.1f} s; training float32, norms float64; results in {out}")
+    return 0

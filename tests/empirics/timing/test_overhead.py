@@ -1,0 +1,150 @@
+"""Tests for `empirics/timing/overhead.py`: the benchmark runs on tiny grids and returns the documented structure.
+
+No timing assertions: speed is measured, not tested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+
+import pytest
+import torch
+
+import empirics.timing.overhead as ov
+from empirics.timing.overhead import OverheadGrid, bench_overhead, measured_crossover
+from common.validate import InputError
+
+TINY = OverheadGrid(Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4, 8),
+                    crossover_masks=("none",), time_cap_s=5.0)
+ROW_KEYS = {"method", "p", "mask", "N", "d", "d_v", "heads", "pass", "seconds", "seconds_min", "first_call_s",
+            "ratio_vs_softmax", "ratio_min_vs_softmax", "status", "repeats", "features", "chunk"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return bench_overhead(grid=TINY, device="cpu", threads=1)  # 1 thread: steady on a shared machine
+
+
+def test_structure(tiny):
+    res = tiny
+    assert {"rows", "ratios", "crossover", "complexity", "features", "compile", "grid", "provenance",
+            "seconds_total", "scales"} <= set(res)
+    main = [r for r in res["rows"] if r["d"] == 8]
+    # per (mask, pass, N): softmax + 2 methods × 2 powers
+    assert len(main) == 2 * 2 * 2 * 5
+    for r in res["rows"]:
+        assert ROW_KEYS <= set(r)
+        assert r["status"] == "ok" and r["seconds"] > 0 and r["seconds_min"] <= r["seconds"]
+        if r["method"] == "softmax":
+            assert r["p"] is None and r["ratio_vs_softmax"] is None
+        else:
+            assert r["ratio_vs_softmax"] > 0 and r["ratio_min_vs_softmax"] > 0
+    extra = [r for r in res["rows"] if r["d"] == 4]
+    assert {r["pass"] for r in extra} == {"fwd"} and {r["mask"] for r in extra} == {"none"}
+    assert res["ratios"]["linearised/p3/causal/fwd+bwd@N=64"] == next(
+        r["ratio_vs_softmax"] for r in main if (r["method"], r["p"], r["mask"], r["pass"], r["N"])
+        == ("linearised", 3, "causal", "fwd+bwd", 64))
+    assert len(res["ratios"]) == 2 * 2 * 2 * 4
+    assert res["provenance"]["dtype"] == "float32" and res["provenance"]["threads"] == 1
+    assert res["provenance"]["device"] == "cpu" and res["provenance"]["batch"] == 1
+    assert res["features"]["p3"] == {"sym": math.comb(10, 3), "full": 512}
+    assert "O(N²·d)" in res["complexity"]["naive"] and "C(d+p−1,p)" in res["complexity"]["linearised"]
+    json.dumps(res)
+
+
+def test_flat_summary_and_lines(tiny):
+    flat = ov.flat_summary(tiny)
+    assert flat["overhead_ratio_vs_softmax"] == tiny["ratios"] and flat["overhead_dtype"] == "float32"
+    assert set(flat["overhead_crossover_n"]) == {"p1/d4/none", "p3/d4/none", "p1/d8/none", "p3/d8/none"}
+    json.dumps(flat)
+    lines = ov.summary_lines(tiny)
+    assert any("softmax" in ln for ln in lines) and any(ln.startswith("crossover") for ln in lines)
+    assert lines[-1].startswith("cpu, 1 thread(s), float32")
+
+
+def test_crossover_table(tiny):
+    table = tiny["crossover"]
+    assert [(c["p"], c["d"]) for c in table] == [(1, 4), (3, 4), (1, 8), (3, 8)]
+    for c in table:
+        assert c["N_measured"] == [32, 64] and len(c["linearised_over_naive"]) == 2
+        assert c["measured_status"] in ("crossed", "below grid") or c["measured_status"].startswith("none")
+        assert c["flop_crossover_N"] > 0 and c["F"] == math.comb(c["d"] + c["p"] - 1, c["p"])
+
+
+def test_measured_crossover_interpolates_in_log_log():
+    Ns = [128, 256, 512, 1024]
+    r = [(n / 300.0) ** -1 for n in Ns]  # ratio ∝ 1/N, equal to 1 at N = 300
+    m = measured_crossover(Ns, r)
+    assert m["status"] == "crossed" and m["N"] == pytest.approx(300.0, rel=1e-12)
+    assert measured_crossover(Ns, [0.5, 0.4, 0.3, 0.2]) == {"status": "below grid", "N": 128.0}
+    assert measured_crossover(Ns, [3, 2, 1.5, 1.2]) == {"status": "none ≤ 1024", "N": None}
+    # faster at 256 but slower again at 512: the crossover is the last entry into "faster"
+    assert measured_crossover(Ns, [2, 0.5, 1.5, 0.5])["N"] == pytest.approx(math.sqrt(512 * 1024) * 1.0, rel=0.3)
+    assert measured_crossover([], []) == {"status": "no data", "N": None}
+
+
+def test_caps_skip_and_say_why():
+    base = dict(d=4, ps=(2,), masks=("none",), passes=("fwd",), repeats=1, crossover_ds=())
+    # memory: naive holds 2·N² float32 = 2 KiB at N = 16, 8 KiB at N = 32
+    res = bench_overhead(grid=OverheadGrid(Ns=(16, 32), methods=("naive",), mem_cap_bytes=5000, **base),
+                         device="cpu", threads=1)
+    by = {(r["method"], r["N"]): r["status"] for r in res["rows"]}
+    assert by[("naive", 16)] == "ok" and by[("naive", 32)].startswith("skipped: estimated memory")
+    assert "naive/p2/none/fwd@N=32" not in res["ratios"] and res["crossover"] == []
+    # time: any measured time predicts more than 1 ns at the next N
+    res = bench_overhead(grid=OverheadGrid(Ns=(16, 32, 64), methods=("linearised",), time_cap_s=1e-9, **base),
+                         device="cpu", threads=1)
+    by = {(r["method"], r["N"]): r["status"] for r in res["rows"]}
+    assert by[("linearised", 16)] == "ok" and by[("linearised", 32)].startswith("skipped: predicted")
+    assert by[("linearised", 64)].startswith("skipped: predicted")
+    assert all(by[("softmax", n)] == "ok" for n in (16, 32, 64))  # the baseline is always timed
+
+
+def test_compile_failure_is_recorded_not_raised(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(ov, "_dynamo_limits", lambda needed: contextlib.nullcontext())  # skip importing dynamo
+    g = OverheadGrid(Ns=(16, 32), d=4, ps=(1,), masks=("none",), passes=("fwd",), repeats=1, methods=("compiled",),
+                     crossover_ds=())
+    rows = [r for r in bench_overhead(grid=g, device="cpu", threads=1)["rows"] if r["method"] == "compiled"]
+    assert [r["status"] for r in rows] == ["unavailable: RuntimeError: no compiler here"] * 2
+    assert all(r["seconds"] is None and r["ratio_vs_softmax"] is None for r in rows)
+
+
+def test_quick_grid_and_threads_restored(monkeypatch):
+    monkeypatch.setattr(ov, "QUICK", TINY)
+    before = torch.get_num_threads()
+    res = bench_overhead(quick=True, threads=1)
+    assert res["provenance"]["threads"] == 1 and torch.get_num_threads() == before
+    assert tuple(res["grid"]["Ns"]) == (32, 64)
+    assert ov.QUICK.methods == ("naive", "linearised") and ov.FULL.Ns[0] == 128 and ov.FULL.Ns[-1] == 16384
+
+
+@pytest.mark.parametrize("grid,needle", [
+    (OverheadGrid(Ns=(64, 32)), "increasing"),
+    (OverheadGrid(Ns=()), "increasing"),
+    (OverheadGrid(Ns=(0, 32)), "N must be a positive integer"),
+    (OverheadGrid(methods=("fast",)), "method must be one of"),
+    (OverheadGrid(passes=("bwd",)), "pass must be one of"),
+    (OverheadGrid(time_cap_s=float("nan")), "time_cap_s"),
+    ("quick", "OverheadGrid"),
+])
+def test_bad_grids(grid, needle):
+    with pytest.raises(InputError, match=needle):
+        bench_overhead(grid=grid)
+    with pytest.raises(InputError, match="device"):
+        bench_overhead(grid=TINY, device="tpu")
+
+
+@pytest.mark.slow
+def test_real_compile_runs_or_says_unavailable():
+    """torch.compile for real (tens of seconds cold): each compiled cell is timed or 'unavailable: …', never a crash."""
+    g = OverheadGrid(Ns=(32, 64), d=8, ps=(1, 3), masks=("causal",), repeats=1, methods=("naive", "compiled"),
+                     crossover_ds=())
+    rows = [r for r in bench_overhead(grid=g, device="cpu", threads=1)["rows"] if r["method"] == "compiled"]
+    assert rows and all(r["status"] == "ok" or r["status"].startswith("unavailable: ") for r in rows)
+    assert all(r["first_call_s"] is not None for r in rows if r["status"] == "ok")

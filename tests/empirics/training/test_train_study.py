@@ -1,0 +1,213 @@
+"""The training study: pairing, α tuning, divergence records, exact norms, resumption, serial == parallel."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from common.validate import InputError
+from empirics.training import train_study as ts
+from empirics.training.tiny_models import TinyModelConfig
+
+# Text only, N ∈ {8, 16}: one arm of each scale rule that the checks below need, 2 lrs × 2 seeds.
+MICRO = ts.StudyConfig(
+    name="micro",
+    digits=ts.TaskPlan(Ns=(16,), steps=3, batch=4, lrs=(1e-3,), warmup=1, evals=1, eval_size=8),
+    text=ts.TaskPlan(Ns=(8, 16), steps=4, batch=32, constant="tokens", lrs=(1e-3, 1e-2), warmup=2, evals=2, eval_size=8),
+    seeds=2,
+    model=TinyModelConfig(width=8, layers=1, heads=2),
+    arms=("softmax", "x_sqrtN", "x_alpha", "x3", "x3_sqrti"),
+    alphas=(math.sqrt(8.0), 64.0),  # α = √8 makes x/α equal x/√N at the smallest N: a pairing check
+    probe=2,
+    tasks=("text",),
+)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    return out, ts.run_study(MICRO, out, workers=1, progress=False)
+
+
+def test_every_member_is_a_row_with_the_schema(study):
+    _, res = study
+    r = res.runs
+    assert len(r) == ts.member_count(ts.study_config(MICRO)) == res.provenance["members"]
+    need = {"task", "N", "arm", "p", "scale", "alpha", "lr", "seed", "in_study", "steps", "diverged", "diverged_step",
+            "loss_start", "chance_acc", "val_acc_final", "val_loss_final", "val_acc_best", "val_loss_best",
+            "best_step", "test_acc", "test_loss", "test_acc_at_best_val", "attn_fro", "jac_s_fro", "jac_x_fro",
+            "attn_fro_init", "jac_s_fro_init", "jac_x_fro_init", "grad_norm_max", "grad_norm_final", "cpu_s"}
+    assert need <= set(r.columns)
+    assert not r.duplicated(["task", "N", "arm", "alpha", "lr", "seed"]).any()
+    assert set(res.history["quantity"]) == set(ts.HISTORY_QUANTITIES)
+    assert set(res.history["step"]) == set(MICRO.text.eval_steps())
+
+
+def test_replicates_are_paired_across_arms(study):
+    """x/α with α = √8 is x/√8 = x/√N at N = 8: same init, batches and lr give the same trajectory."""
+    _, res = study
+    r = res.runs[res.runs["N"] == 8]
+    a = r[r["arm"] == "x_sqrtN"].sort_values(["lr", "seed"]).reset_index(drop=True)
+    b = r[(r["arm"] == "x_alpha") & np.isclose(r["alpha"], math.sqrt(8.0))].sort_values(["lr", "seed"])
+    b = b.reset_index(drop=True)
+    for q in ("val_loss_final", "test_acc", "attn_fro", "jac_x_fro", "grad_norm_max"):
+        np.testing.assert_allclose(a[q], b[q], rtol=1e-5)
+    # and two replicates are not the same model
+    s0, s1 = a[a["seed"] == 0], a[a["seed"] == 1]
+    assert not np.allclose(s0["val_loss_final"].to_numpy(), s1["val_loss_final"].to_numpy())
+
+
+def test_alpha_star_is_selected_on_validation_and_held_fixed(study):
+    _, res = study
+    r = res.runs
+    star = res.provenance["alpha_star"]["text"]["1"]
+    assert star == ts.select_alpha(r, "text", 1)
+    grid = r[r["arm"] == "x_alpha"]
+    assert set(grid.loc[grid["N"] == 8, "alpha"]) == set(MICRO.alphas)
+    assert set(grid.loc[grid["N"] == 16, "alpha"]) == {star}  # held fixed beyond the smallest N
+    assert (grid["in_study"] == (grid["alpha"] == star)).all()
+    assert r.loc[r["arm"] != "x_alpha", "in_study"].all()
+
+
+def test_select_alpha_takes_each_alpha_at_its_best_lr():
+    rows = []
+    for alpha, lr, acc in ((4.0, 1e-3, 0.5), (4.0, 1e-2, 0.9), (16.0, 1e-3, 0.8), (16.0, 1e-2, 0.1)):
+        for seed, d in enumerate((-0.01, 0.0, 0.01)):
+            rows.append({"task": "t", "p": 1, "scale": "alpha", "N": 8, "alpha": alpha, "lr": lr, "seed": seed,
+                         "val_acc_final": acc + d})
+    rows.append({"task": "t", "p": 1, "scale": "alpha", "N": 16, "alpha": 16.0, "lr": 1e-3, "seed": 0,
+                 "val_acc_final": 1.0})  # a larger N never enters the choice
+    assert ts.select_alpha(pd.DataFrame(rows), "t", 1) == 4.0
+    with pytest.raises(InputError):
+        ts.select_alpha(pd.DataFrame(rows), "t", 3)
+
+
+def test_norms_at_init_match_the_theory(study):
+    """‖∂(x/√N)/∂S‖_F = √N exactly for every input; ‖softmax(S)‖_F ≤ √N; masked x³/√i still finite."""
+    _, res = study
+    r = res.runs
+    lin = r[(r["arm"] == "x_sqrtN")]
+    # causal mask: only the N(N+1)/2 visible entries carry a derivative, each equal to 1/√N
+    expect = np.sqrt(lin["N"] * (lin["N"] + 1) / 2 / lin["N"])
+    # r = 1/√N enters training (and the probe) as a float32 number: rounded once, relative error ≤ eps32/2
+    np.testing.assert_allclose(lin["jac_s_fro_init"], expect, rtol=np.finfo(np.float32).eps / 2)
+    sm = r[r["arm"] == "softmax"]
+    assert (sm["attn_fro_init"] <= np.sqrt(sm["N"]) * (1 + 1e-12)).all()
+    assert np.isfinite(r.loc[r["arm"] == "x3_sqrti", "attn_fro_init"]).all()
+
+
+def test_a_diverged_member_is_recorded_as_a_failure(study):
+    _, res = study
+    r = res.runs
+    d = r[r["diverged"]]
+    ok = r[~r["diverged"]]
+    assert (d["test_acc"] == d["chance_acc"]).all() and np.isinf(d["test_loss"]).all()
+    assert (ok["val_loss_final"] <= ok["loss_start"]).all()  # the other half of the definition
+    assert (ok["diverged_step"] == -1).all() and (d["diverged_step"] > 0).all()
+
+
+def test_a_run_resumes_and_recomputes_only_what_is_missing(study, capsys):
+    out, res = study
+    again = ts.run_study(MICRO, out, workers=1, progress=False)
+    assert again.provenance["members_trained_now"] == 0
+    victim = sorted((out / "chunks").glob("text_N16_p3_*.json"))[0]
+    n_members = len(json.loads(victim.read_text())["members"])
+    victim.unlink()
+    other = sorted((out / "chunks").glob("text_N16_softmax_*.json"))[0]
+    rec = json.loads(other.read_text())
+    rec["rows"][0]["test_acc"] = 0.123  # tampered: the checksum no longer matches
+    other.write_text(json.dumps(rec))
+    capsys.readouterr()
+    third = ts.run_study(MICRO, out, workers=1, progress=False)
+    assert str(other) in capsys.readouterr().err  # the damaged file is named, then recomputed
+    assert third.provenance["members_trained_now"] == n_members + len(rec["members"])
+    pd.testing.assert_frame_equal(third.runs.drop(columns="cpu_s"), res.runs.drop(columns="cpu_s"))
+    loaded = ts.load_study(out)
+    pd.testing.assert_frame_equal(loaded.runs, third.runs)
+
+
+def test_bad_configs_and_budgets_are_refused(tmp_path):
+    with pytest.raises(InputError):
+        ts.study_config("medium")
+    with pytest.raises(InputError):
+        ts.study_config("quick", seed=-1)
+    with pytest.raises(InputError):
+        replace(MICRO, digits=replace(MICRO.digits, Ns=(32,)))
+    with pytest.raises(InputError):
+        replace(MICRO, text=replace(MICRO.text, Ns=(16, 8)))
+    with pytest.raises(InputError):
+        replace(MICRO, arms=("softmax", "x_2"))
+    with pytest.raises(InputError):
+        replace(MICRO, alphas=(0.0,))
+    with pytest.raises(InputError):
+        ts.load_study(tmp_path)
+
+
+def test_chunks_fit_the_memory_budget_and_cover_every_member():
+    cfg = ts.FULL
+    for task in cfg.tasks:
+        for N in cfg.plan(task).Ns:
+            chunks = ts.plan_chunks(cfg, task, N, {1: 16.0, 3: 16.0})
+            for c in chunks:
+                assert len(c.members) * ts.bytes_per_member(cfg, task, N) <= ts.MEMORY_BYTES or len(c.members) == 1
+            members = [m for c in chunks for m in c.members]
+            assert len(members) == len(set(members))
+
+
+@pytest.mark.slow
+def test_serial_equals_parallel(study, tmp_path):
+    _, res = study
+    par = ts.run_study(MICRO, tmp_path, workers=2, progress=False)
+    pd.testing.assert_frame_equal(par.runs.drop(columns="cpu_s"), res.runs.drop(columns="cpu_s"))
+    pd.testing.assert_frame_equal(par.history, res.history)
+
+
+def test_best_snapshot_keeps_the_weights_np_argmax_would_pick():
+    """_BestSnapshot holds member e's weights at argmax over evaluations (earliest of ties, −inf never wins late)."""
+    import torch
+
+    from empirics.training.study_chunk import _BestSnapshot
+
+    rng = np.random.default_rng(3)
+    E, T = 5, 7
+    acc = rng.choice([0.1, 0.5, 0.5, 0.9, -np.inf], size=(T, E))  # ties and non-finite evaluations
+    snap = _BestSnapshot()
+    for t in range(T):
+        snap.update({"w": torch.full((E, 2), float(t))}, acc[t])
+    pick = np.argmax(acc, axis=0)  # what _summarise reports as the best evaluation
+    np.testing.assert_array_equal(snap.prm["w"][:, 0].numpy(), pick.astype(float))
+
+
+def test_test_split_is_evaluated_twice_on_the_final_and_the_best_weights(monkeypatch):
+    """The held-out split is read twice — on the final weights and on each member's best-validation weights."""
+    import torch
+
+    from empirics.training import study_chunk as sc
+
+    calls = []
+    real = sc._evaluate
+
+    def spy(prm, spec, rowc, data, xy, E, cfg):
+        calls.append(("test" if xy is data.test else "val", {k: v.detach().clone() for k, v in prm.items()}))
+        return real(prm, spec, rowc, data, xy, E, cfg)
+
+    monkeypatch.setattr(sc, "_evaluate", spy)
+    cfg = ts.study_config(replace(MICRO, text=replace(MICRO.text, steps=12, evals=4, lrs=(3e-2,))))
+    chunk = [c for c in ts.plan_chunks(cfg, "text", 8, None) if c.family == "p1"][0]
+    rows = sc.train_chunk(chunk, cfg)["rows"]
+    kinds = [k for k, _ in calls]
+    steps = cfg.text.eval_steps()
+    assert kinds == ["val"] * len(steps) + ["test", "test"]
+    val_w = [w for k, w in calls if k == "val"]
+    final_w, best_w = calls[-2][1], calls[-1][1]
+    assert len({r["best_step"] for r in rows}) > 1, "members should peak at different evaluations"
+    for e, r in enumerate(rows):
+        at = val_w[steps.index(r["best_step"])]
+        for k in final_w:
+            assert torch.equal(final_w[k][e], val_w[-1][k][e])
+            assert torch.equal(best_w[k][e], at[k][e])
