@@ -29,6 +29,7 @@ X_CHECK = np.concatenate([np.linspace(-60.0, 60.0, 2401), [-1e-9, 1e-9]])  # the
 N_CHECK = (1.0, 2.0, 3.0, 16.0, 196.0, 4096.0, 1e6)
 TAIL_X = (1e3, 1e6)  # polynomial-growth check of unnormalised φ: |φ(1e6)|/|φ(1e3)| ≤ 10^(3·TAIL_MAX_POWER)
 TAIL_MAX_POWER = 2 * POLY_MAX_DEGREE
+PARSE_SECONDS = 120.0  # cap on parse_activation as a whole (sympy's simplify can take for ever on a hostile input)
 MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take for ever on exp(exp(exp(60))))
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
@@ -272,15 +273,16 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = 
     if normalize == "none":
         for N in (2.0, 196.0):
             for sgn in (1.0, -1.0):
-                a, b = (abs(float(np.asarray(f(sgn * t, N, 1.0)))) for t in TAIL_X)
+                tail = TAIL_X if not singular else tuple(t * (1 + 2**-20) for t in TAIL_X)  # off a pole at 1000
+                a, b = (abs(float(np.asarray(f(sgn * t, N, 1.0)))) for t in tail)
                 if math.isnan(a) or math.isnan(b):
                     raise InputError(f"activation {text!r}: φ is undefined, infinite or beyond float64's range on the "
-                                     f"real line (at x = {sgn * TAIL_X[int(math.isnan(b))]:g}, N = {N:g})")
+                                     f"real line (at x = {sgn * tail[int(math.isnan(b))]:g}, N = {N:g})")
                 if not (math.isfinite(a) and math.isfinite(b)) or (
                         a > 0 and b / a > 10.0 ** (3 * TAIL_MAX_POWER)) or (a == 0 and b > 0 and b > 1e300):
                     raise InputError(
                         f"activation {text!r} overflows: φ(x) grows faster than any power as x → {'+' if sgn > 0 else '-'}∞ "
-                        f"(φ({sgn * TAIL_X[1]:g}) = {b:.3g}); E‖φ(S)‖² is infinite for Gaussian-product logits "
+                        f"(φ({sgn * tail[1]:g}) = {b:.3g}); E‖φ(S)‖² is infinite for Gaussian-product logits "
                         "(for softmax write exp(x) with --normalize row)")
 
 
@@ -299,6 +301,11 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
     """
     normalize = choice("--normalize", normalize, NORMALIZE)
     mask = choice("--mask", mask, MASKS)
+    with deadline(PARSE_SECONDS, f"parsing and checking the activation {text[:60]!r}"):
+        return _parse_activation(text, normalize, mask)
+
+
+def _parse_activation(text: str, normalize: str, mask: str) -> Activation:
     expr = _parse(text)
     gap = undefined_part(expr, x_, N_, {i_: 1})
     if gap is not None:

@@ -29,6 +29,7 @@ def _tree(text: str) -> sp.Basic:
     ("(x + 1)**(10**6)", "too large"),
     ("exp(x)**(10**9)", "too large"),
     ("x**(-2000)", "too large"),
+    ("(x + 1)**999", "too large (at most 100"),
 ])
 def test_huge_powers_are_refused_without_being_evaluated(text, needle):
     with deadline(60, "the test"), pytest.raises(InputError, match=None) as e:
@@ -36,7 +37,7 @@ def test_huge_powers_are_refused_without_being_evaluated(text, needle):
     assert needle in str(e.value) and "\n" not in str(e.value) and "the test" not in str(e.value)
 
 
-@pytest.mark.parametrize("text", ["x**3/sqrt(N)", "10**400*x", "x*2**-2000", "1**(10**100)*x", "x**1000",
+@pytest.mark.parametrize("text", ["x**3/sqrt(N)", "10**400*x", "x*2**-2000", "1**(10**100)*x", "x**100",
                                   "(-1)**(10**50)*x", "0**(10**9) + x", "x**0.5", "2**(1/2)*x"])
 def test_moderate_powers_pass(text):
     with deadline(60, "the test"):

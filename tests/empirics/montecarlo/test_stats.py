@@ -121,6 +121,10 @@ def _fit(slope, lo, hi):
         (0.1, 0.05, 0.14, "flat"),  # slope < 0.15
         (1.0, 0.95, 1.05, "other"),
         (0.3, 0.25, 0.35, "other"),
+        (0.6, 0.5, 0.7, "sqrt_n"),  # the CI is closed: an endpoint at ½ holds ½ ...
+        (0.4, 0.3, 0.5, "sqrt_n"),
+        (0.3, 0.0, 0.6, "flat"),  # ... and an endpoint at 0 holds 0
+        (-0.1, -0.2, 0.0, "flat"),
     ],
 )
 def test_classify_regime(slope, lo, hi, label):
@@ -319,3 +323,17 @@ def test_rms_exponent_interval_is_unbiased_and_covers_at_each_level_on_a_known_t
     assert abs(est.mean() - e) <= 4 * est.std(ddof=1) / math.sqrt(R), est.mean() - e
     for level, k in covered.items():
         assert abs(k / R - level) <= 4 * math.sqrt(level * (1 - level) / R), (level, k / R)
+
+
+def test_rms_exponent_interval_on_two_draws_per_cell_by_hand():
+    # The smallest samples it accepts (two draws per N), worked by hand from the docstring's formulas:
+    # N = (8, 32): x = log N, w = ±1/log 4; cell 8: values (1, 3), mean 2, sample variance (ddof 1) 2, CV² ½;
+    # cell 32: (4, 12), mean 8, variance 32, CV² ½. Pooled c̄ = mean(8·½, 32·½) = 10; v = max(CV², c̄/N)/T =
+    # (max(½, 10/8)/2, max(½, 10/32)/2) = (5/8, 1/4). Estimate ½·w·(log m + v/2), se ½·√(w²·v).
+    f = rms_exponent_interval([8, 32], [[1.0, 3.0], [4.0, 12.0]], level=0.9)
+    L = math.log(4.0)
+    est = 0.5 * ((math.log(8) + 1 / 8) - (math.log(2) + 5 / 16)) / L
+    se = 0.5 * math.sqrt((5 / 8 + 1 / 4) / L**2)
+    z = stats.norm.ppf(0.95)
+    assert f.estimate == pytest.approx(est, rel=1e-12)
+    assert (f.lo, f.hi) == (pytest.approx(est - z * se, rel=1e-12), pytest.approx(est + z * se, rel=1e-12))
