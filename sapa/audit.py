@@ -62,7 +62,13 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         out.update(_infinite_result(act, N))
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
-    if act.normalize == "none" and act.separable:
+    if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
+        from sapa.audit_relpos import relpos_result
+
+        out.update(relpos_result(act, spec, N))
+        wc = out.pop("_worst_case")
+        verdict, ev = out.pop("_verdict"), out.pop("_verdict_evidence")
+    elif act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
         verdict, ev = _verdict_exact(a)
@@ -121,13 +127,21 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             "constant_jac_s_vs_softmax": math.sqrt(float(m.jac_s2.mean())) / (math.sqrt(N) / 2),
             "matching_scale": math.sqrt(N / fro2), "matching_scale_exponent": 0.5 - fit["growth_exponent"],
         })
-        wc = worst_case(act, N=N)
+        if act.uses_j:
+            from theory.relpos import relpos_worst_case
+
+            wc = relpos_worst_case(act, N=N)
+            wc = {"exponent": wc["exponent"], "exponent_is_exact": wc["exponent_is_exact"], "fro": wc,
+                  "jac_s": None, "jac": None}
+        else:
+            wc = worst_case(act, N=N)
     out.update({
         "worst_case_exponent": wc["exponent"], "worst_case_exponent_is_exact": wc["exponent_is_exact"],
         "worst_case_exponent_jac_s": (wc["jac_s"] or {}).get("exponent"), "worst_case_exponent_jac": (wc["jac"] or {}).get("exponent"),
         "worst_case_witness": wc["fro"]["witness"], "worst_case_bracket": wc["fro"].get("bracket"),
         "verdict": verdict, "rule": "audit-like-softmax",
-        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…2^20) and "
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…"
+                             f"{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
                              f"within {K:g}× of softmax's bound √N at N = {N}",
         "verdict_evidence": ev,
     })
@@ -139,7 +153,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         named = {}
         for name, (D, d, n) in NAMED_SIZES.items():
             sp2 = model_spec(spec.name, D, d, rho=float(spec.rho))
-            if act.normalize == "none" and act.separable:
+            if act.normalize == "none" and act.separable and not act.uses_j:
                 r = audit(act, sp2, n)
                 named[name] = {"D": D, "d": d, "n": n, "growth_exponent": r.growth_exponent, "crossover_n": r.crossover_n,
                                "constant_vs_softmax": r.constant_vs_softmax}
@@ -171,26 +185,66 @@ def _infinite_result(act: Activation, N: int) -> dict:
 
 
 def text_report(out: dict) -> str:
-    """The human-readable form of :func:`run_audit`'s result."""
-    lines = [f"activation        : {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})",
-             f"model             : {out['model']}  N = {out['n']}, D = {out['d_model']}, d = {out['d_head']}",
-             f"method            : {out['method']}  (error bound {out['error_bound']:.2g}: {out['error_bound_kind']})"]
-    keys = ("expected_fro2", "expected_jac_s_fro2", "expected_jac_fro2", "growth_exponent", "growth_exponent_jac_s",
-            "growth_exponent_jac", "sup_growth_exponent", "asymptotic_exponent", "crossover_n", "constant_vs_softmax",
-            "matching_scale", "matching_scale_exponent", "worst_case_exponent", "worst_case_exponent_jac")
-    for k in keys:
-        v = out.get(k)
-        lines.append(f"{k:<18}: {v:.6g}" if isinstance(v, float) else f"{k:<18}: {v}")
-    for r in out.get("range") or ():
-        lines.append(f"  N = {r['n']:>6}: E‖φ‖² = {r['expected_fro2']:.4g}, exponent {r['growth_exponent']:.3f}, "
-                     f"‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    for name, r in (out.get("named_sizes") or {}).items():
-        cn = r["crossover_n"]
-        lines.append(f"  {name:<11} (D={r['D']}, d={r['d']}, N={r['n']}): exponent {r['growth_exponent']:.3f}, "
-                     f"N* = {cn if cn is None else f'{cn:.4g}'}, ‖φ‖/√N = {r['constant_vs_softmax']:.3g}")
-    for why in out.get("infinite_because") or ():
-        lines.append(f"infinite          : {why} (so {', '.join(out['infinite'])} are infinite)")
-    lines.append(f"verdict           : {out['verdict']}  ({out['rule']}: {out['verdict_statement']})")
+    """The human-readable form of :func:`run_audit`'s result: labelled, aligned, a missing value as ``— (why)``."""
+    from sapa.display import key_values, sig, text_table, value_or_reason
+
+    mc = out["method"] == "monte_carlo"
+    no_form = "Monte Carlo: no closed form in N" if mc else "not defined here"
+    wc_why = "no bound derived for a row-normalised φ's Jacobian" if out["normalize"] == "row" else "not derived"
+    v = value_or_reason
+    model = f"{out['model']} weights, N = {out['n']} tokens, D = {v(out['d_model'], 'from --w')}, " \
+            f"d = {v(out['d_head'], 'from --w')}"
+    if out.get("rho") is not None:
+        model += f", ρ = {sig(out['rho'])}"
+    method = {"exact": "exact: closed-form rational moments (no numerical error)",
+              "quadrature": f"quadrature; error bound {sig(out['error_bound'], 2)} ({out['error_bound_kind']})",
+              "monte_carlo": f"Monte Carlo, {out.get('trials')} draws per N (seed {out.get('seed')}); error bound "
+                             f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}.get(
+        out["method"], f"{out['method']} ({out['error_bound_kind']})")
+    head = key_values([("activation", f"φ(x) = {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})"),
+                       ("model", model), ("method", method)])
+    size = key_values([(f"E‖φ(S)‖²_F at N = {out['n']}", v(out["expected_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂S‖²_F", v(out["expected_jac_s_fro2"], no_form)),
+                       ("E‖∂φ(S)/∂X‖²_F", v(out["expected_jac_fro2"], no_form)),
+                       ("E-RMS ‖φ‖_F / √N (softmax's bound: 1)", v(out["constant_vs_softmax"], no_form)),
+                       ("scale c that brings it to √N", f"{v(out['matching_scale'], no_form)} "
+                                                         f"(local exponent {v(out['matching_scale_exponent'], no_form)})")])
+    growth = key_values([("of ‖φ‖_F at N (softmax: ≤ ½)", v(out["growth_exponent"], no_form)),
+                         ("of ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F at N", f"{v(out['growth_exponent_jac_s'], no_form)}, "
+                                                           f"{v(out['growth_exponent_jac'], no_form)}"),
+                         ("largest over N = 2…2^20", v(out["sup_growth_exponent"], no_form)),
+                         ("as N → ∞", v(out["asymptotic_exponent"], no_form)),
+                         ("crossover N* (√N growth beyond it)", v(out["crossover_n"], no_form)),
+                         ("worst case over bounded tokens", v(out["worst_case_exponent"], "not pinned: see --json")),
+                         ("worst case of ‖∂φ/∂X‖_F", v(out["worst_case_exponent_jac"], wc_why))])
+    lines = head + ["", "size"] + ["  " + x for x in size] + ["", "growth exponent (½ d log E‖·‖² / d log N)"]
+    lines += ["  " + x for x in growth]
+    if out.get("range"):
+        lines += ["", "over N"] + ["  " + x for x in text_table(
+            ["N", "E‖φ‖²_F", "exponent", "‖φ‖/√N"],
+            [[r["n"], sig(r["expected_fro2"], 4), f"{r['growth_exponent']:.3f}", sig(r["constant_vs_softmax"])]
+             for r in out["range"]], right=[True] * 4)]
+    if out.get("named_sizes"):
+        lines += ["", "at named sizes"] + ["  " + x for x in text_table(
+            ["size", "D", "d", "N", "exponent", "N*", "‖φ‖/√N"],
+            [[name, r["D"], r["d"], r["n"], f"{r['growth_exponent']:.3f}", v(r["crossover_n"], "none"),
+              sig(r["constant_vs_softmax"])] for name, r in out["named_sizes"].items()],
+            right=[False] + [True] * 6)]
+    from sapa.rules.audit import TOL, K
+
+    if mc:
+        (elo, ehi), (clo, chi) = out["growth_exponent_interval"], out["constant_vs_softmax_interval"]
+        decisive = (f"exponent in [{sig(elo)}, {sig(ehi)}] (limit ½ + {TOL}), ‖φ‖/√N in [{sig(clo)}, {sig(chi)}] "
+                    f"(limit {K:g})")
+    else:
+        decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
+                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {K:g})")
+    if out.get("infinite_because"):  # a non-integrable singularity (theory.singular): these expectations are ∞
+        lines += ["", f"infinite: {', '.join(out['infinite'])}"] + [f"  {why}" for why in out["infinite_because"]]
+        if "fro" in out["infinite"]:
+            decisive = out["verdict_by_construction"]
+    lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']}",
+              f"  decisive numbers: {decisive}"]
     return "\n".join(lines)
 
 

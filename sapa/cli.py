@@ -78,14 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=_int_nonneg, default=0, help="seed of every random stream")
     v.add_argument("--only", nargs="+", metavar="ID", help="run only these entries: " + ", ".join(_claim_ids()))
 
-    n = sub.add_parser("norms", help="exact ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F for given X (N×D) and W (D×D)")
+    n = sub.add_parser("norms", help="exact ‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ(S)/∂X‖_F for given X (N×D) and W (D×D) or heads; "
+                                     "--spectral: certified σ₁")
     n.add_argument("--x", type=Path, required=True, help="X as a .npy file, shape (N, D)")
-    n.add_argument("--w", type=Path, required=True, help="W = W_Q W_Kᵀ as a .npy file, shape (D, D)")
-    n.add_argument("--activation", choices=("softmax", "poly"), required=True)
+    n.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as a .npy file, shape (D, D)")
+    n.add_argument("--activation", required=True,
+                   help='softmax, poly, or any expression sapa audit accepts, e.g. "sigmoid(x/8 - log(N))"')
+    n.add_argument("--normalize", choices=("none", "row"), default="none",
+                   help="expressions: row divides each row by its sum")
     n.add_argument("--p", type=_positive_int, default=1, help="polynomial degree (poly only)")
     n.add_argument("--scale", type=_finite_float, default=1.0,
                    help="softmax: temperature τ inside softmax(τS); poly: coefficient c of c·x^p")
     n.add_argument("--mask", choices=("none", "causal"), default="none")
+    n.add_argument("--wq", type=Path, help="W_Q as .npy (D, H·d); with --wk, S_h = X W_Q^h W_K^hᵀ Xᵀ")
+    n.add_argument("--wk", type=Path, help="W_K as .npy (D, H·d)")
+    n.add_argument("--wv", type=Path, help="W_V as .npy (D, H·d_v): the layer Σ_h φ(S_h) X W_V^h W_O^h")
+    n.add_argument("--wo", type=Path, help="W_O as .npy (H·d_v, D_out) (default: heads concatenated)")
+    n.add_argument("--heads", type=_positive_int, default=1, help="number of heads the columns are split into")
+    n.add_argument("--safetensors", type=Path, help="a layer's weights (wq/wk/wv/wo, or BERT's attention.* names)")
+    n.add_argument("--prefix", help="with --safetensors: the layer's name prefix, e.g. encoder.layer.0.")
+    n.add_argument("--spectral", action="store_true",
+                   help="also σ₁ of ∂φ/∂X (per head) and of the layer, as a certified bracket")
+    n.add_argument("--tol", type=_finite_float, default=1e-8, help="--spectral: relative bracket width to stop at")
+    n.add_argument("--max-steps", type=_positive_int, default=200, help="--spectral: Lanczos vectors at most")
+    n.add_argument("--seed", type=_int_nonneg, default=0, help="--spectral: seed of the Lanczos start vectors")
     n.add_argument("--json", action="store_true", help="print a flat JSON object")
 
     e = sub.add_parser("exact", help="exact E‖φ(S)‖²_F, E‖∂φ(S)/∂X‖²_F and the crossover N* for φ(x) = x^p")
@@ -173,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _claim_ids() -> list[str]:
-    """The ids ``verify --only`` accepts, in ledger order (claims, then questions)."""
-    from sapa.claims import ORDER
+    """The ids ``verify --only`` accepts, in ledger order, from the light registry (no claim is imported)."""
+    from sapa.claim_ids import ORDER
 
     return list(ORDER)
 
@@ -250,7 +266,32 @@ def cmd_norms(args: argparse.Namespace) -> int:
     from common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", _load_npy(args.x, "--x"), (None, None))
-    W = finite_matrix("--w", _load_npy(args.w, "--w"), (X.shape[1], X.shape[1]))
+    plain = (args.activation in ("softmax", "poly") and args.w is not None and not args.spectral
+             and args.normalize == "none" and args.heads == 1
+             and all(getattr(args, k) is None for k in ("wq", "wk", "wv", "wo", "safetensors")))
+    if not plain:  # expressions, heads, values, --spectral: sapa.norms_expr
+        from sapa.norms_expr import activation_from_args, layer_from_args, run_norms
+
+        if args.activation in ("softmax", "poly") and args.normalize != "none":
+            raise InputError(f"--normalize applies to expressions; {args.activation} fixes its own")
+        if args.activation not in ("softmax", "poly") and (args.p != 1 or args.scale != 1.0):
+            raise InputError("--p and --scale apply to softmax/poly; write them into the expression")
+        if not 0 < args.tol < 1:
+            raise InputError(f"--tol must be in (0, 1), got {args.tol}")
+        act = activation_from_args(args)
+        layer = layer_from_args(args, X.shape[1])
+        out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed)
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(_readable(out, {}))
+        return 0
+    from sapa.npyfile import load_square_matrix
+
+    W = load_square_matrix(args.w, "--w")
+    if W.shape[0] != X.shape[1]:  # neither file is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
+        raise InputError(f"--x and --w do not match: --x has D = {X.shape[1]} columns (shape {X.shape}) but --w is "
+                         f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
     scale = positive_float("--scale", args.scale)
     act = Activation(args.activation, args.p, scale)
     r = attention_norms(X, W, act, mask=args.mask)
@@ -273,9 +314,17 @@ def cmd_norms(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>12}: {val}")
+        print(_readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
     return 0
+
+
+def _readable(out: dict, why_missing: dict[str, str]) -> str:
+    """A command's flat result as aligned ``key : value`` lines; a missing value as ``— (why)``."""
+    from sapa.display import key_values, value_or_reason
+
+    return "\n".join(key_values((k, value_or_reason(v, why_missing.get(k, "not applicable"), digits=6))
+                                for k, v in out.items()))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -287,12 +336,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa.claims.mc import monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
+    from sapa.verify_progress import expected_seconds
+    from common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = _select(all_claims(), args.only, lambda c: c.id, "claim id")
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
+    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
     ctx = Context(budget=budget, out_dir=out_dir)
@@ -308,10 +360,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     entries = []
     try:
         for i, claim in enumerate(claims, 1):
-            print(f"[{i}/{len(claims)}] {claim.id} ...", file=sys.stderr, flush=True)
-            entry = run_claim(claim, ctx)
-            print(f"[{i}/{len(claims)}] {claim.id}: {entry.verdict} ({entry.seconds:.1f} s)", file=sys.stderr,
-                  flush=True)
+            tag = f"[{i}/{len(claims)}] {claim.id}"
+            say(f"{tag} ...")
+            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
+                entry = run_claim(claim, ctx)
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
     except BaseException:
         stop_prefetch(ctx)
@@ -339,8 +392,11 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
 
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
-    print(f"drawing {len(jobs)} figures ...", file=sys.stderr, flush=True)
-    done = run_jobs(out_dir, None, jobs=jobs)  # OUT/figures, refused if it is a symbolic link
+    from common.progress import say, stage
+
+    say(f"drawing {len(jobs)} figures ...")
+    with stage(f"drawing {len(jobs)} figures"):
+        done = run_jobs(out_dir, None, jobs=jobs)  # OUT/figures, refused if it is a symbolic link
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
@@ -395,8 +451,7 @@ def cmd_exact(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        for k, val in out.items():
-            print(f"{k:>20}: {val}")
+        print(_readable(out, {"rho": "--model corr only", "sigma": "--model shared: the weights are --w"}))
     return 0
 
 
@@ -491,12 +546,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(flat, default=float))
     else:
+        from sapa.display import ratio, sig
+
         for r in res["vs_autograd"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['activation']:<22} kernel {r['kernel_s']:.4g} s  "
-                  f"jacrev {r['autograd_s']:.4g} s  speedup {r['speedup_vs_autograd']:.0f}×")
+                  f"jacrev {r['autograd_s']:.4g} s  speedup {ratio(r['speedup_vs_autograd'])}")
         for r in res["vs_gemm"]:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
-                  f"cost vs forming S {r['cost_vs_gemm']:.2f}×  peak {r['peak_mem_bytes'] / 2**20:.0f} MiB")
+                  f"cost vs forming S {ratio(r['cost_vs_gemm'])}  peak {sig(r['peak_mem_bytes'] / 2**20, 3)} MiB")
         if "overhead" in res:
             from empirics.timing.overhead import summary_lines
 
@@ -505,9 +562,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in res["training"]["cells"]:
                 print(f"training {r['task']} N={r['N']}: {r['members']} members × {r['steps']} steps, ensemble "
                       f"{r['ensemble_members_per_s']:.3g} members/s vs one at a time {r['loop_members_per_s']:.3g}: "
-                      f"{r['speedup']:.1f}× (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
-                      f"{r['speedup_ceiling']:.1f}×; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
-            print(f"ensemble_speedup {res['training']['ensemble_speedup']:.1f}× ({res['training']['note']})")
+                      f"{ratio(r['speedup'])} (GEMM {r['loop_gemm_fraction']:.0%} of the loop's time: ceiling "
+                      f"{ratio(r['speedup_ceiling'])}; ensemble's GEMM {r['ensemble_gemm_fraction']:.0%})")
+            print(f"ensemble_speedup {ratio(res['training']['ensemble_speedup'])} ({res['training']['note']})")
         if args.scaling:
             sc = res["scaling"]
             print(f"sweep of {sc['cells']} cells: serial {sc['seconds'][0]:.2f} s, LocalCluster(2) {sc['seconds'][1]:.2f} s "
@@ -517,7 +574,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), with accuracy per arm and N at the best lr."""
-    from empirics.training.train_study import main_cli, plan_chunks, study_config
+    from empirics.training.train_study import plan_chunks, run_study, study_config
+    from sapa.train_summary import summary
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -527,7 +585,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
     if note:
         print(f"sapa: note: {note}", file=sys.stderr)
-    return main_cli(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    t0 = time.perf_counter()
+    res = run_study(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress)
+    print(summary(res, args.out, time.perf_counter() - t0))
+    return 0
 
 
 def cmd_figures(args: argparse.Namespace) -> int:

@@ -1,30 +1,27 @@
 """Render the claims ledger: a terminal table, and ``report.md`` / ``report.html`` from Jinja2 templates.
 
-Reader order of both reports: title and provenance; the verdict tables (claims and questions apart);
-the Monte Carlo first-pass coverage; what each review point asked and which entries answer it (one
-line each); then one section per entry. Each figure is shown once (in the first entry citing it) and
-linked from the others (:mod:`sapa.report_figures`); templates live in ``sapa/templates/``.
+Reader order of both reports: title and provenance line; the bottom line in words
+(:mod:`sapa.report_summary`); a table of contents; the verdict labels and terms (:mod:`sapa.glossary`) before
+any table uses them; the verdict tables (claims and questions apart, key numbers cut only between whole
+clauses); the Monte Carlo first-pass coverage; what each review point asked and which entries answer it; then
+one section per entry with its readings (verdict, why, rule) and its figures, each captioned by
+:mod:`figures.captions` and shown once (:mod:`sapa.report_figures`). The raw evidence is in ``ledger.json``
+only: each section links to it. Templates live in ``sapa/templates/``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from functools import lru_cache
 from pathlib import Path
 
 from sapa import report_figures
+from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
+from sapa.report_summary import bottom_line, clauses, sentences, short_numbers
 
-_LEGEND = {
-    "HOLDS": "true as stated (and sharp where it is a bound)",
-    "HOLDS_LOOSE": "true, but the constant or rate is not sharp",
-    "HOLDS_IN_REGIME": "true only under the conditions the evidence names",
-    "FAILS": "refuted by the evidence",
-    "UNDETERMINED": "not settled (see evidence: not yet examined, inconclusive, or the kinds of evidence disagree)",
-    "ANSWERED": "a reviewers' question, answered by decided readings",
-}
+_LEGEND = VERDICTS
 _GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
 
 
@@ -44,12 +41,27 @@ def table(entries: list[Entry], width: int = 110, mc: dict | None = None) -> str
         lines += ["" if lines else None, title.upper(), f"{'id':<{id_w}}  {'verdict':<{v_w}}  key numbers",
                   "-" * min(width, id_w + v_w + 4 + rest)]
         for e in group:
-            wrapped = textwrap.wrap(e.headline or "-", rest) or ["-"]
+            wrapped = wrap_clauses(e.headline or "-", rest)
             lines.append(f"{e.id:<{id_w}}  {e.verdict:<{v_w}}  {wrapped[0]}")
             lines += [f"{'':<{id_w}}  {'':<{v_w}}  {w}" for w in wrapped[1:]]
     if mc:
         lines += ["", mc_line(mc)]
     return "\n".join(x for x in lines if x is not None)
+
+
+_KEEP = re.compile(r" (?=[/=≈≤≥<>×])|(?<=[/=≈≤≥<>]) ")  # spaces around operators: never a line break there
+
+
+def wrap_clauses(text: str, width: int) -> list[str]:
+    """``text`` wrapped to ``width``: each ``; ``-clause starts a line, and no break falls inside a hyphenated word
+    or around an operator ("N^1 / N^1", "N* = 62" stay whole)."""
+    out = []
+    parts = clauses(" ".join(text.split())) or ["-"]
+    for k, c in enumerate(parts):
+        glued = _KEEP.sub("\u00a0", c + (";" if k < len(parts) - 1 else ""))
+        out += [w.replace("\u00a0", " ") for w in textwrap.wrap(glued, width, break_on_hyphens=False,
+                                                                 break_long_words=False)]
+    return out or ["-"]
 
 
 def mc_line(mc: dict) -> str:
@@ -101,10 +113,16 @@ def review_points(entries: list[Entry]) -> list[tuple[str, list[dict]]]:
     for question, ids in REVIEW_POINTS:
         found = [by_id[i] for i in ids if i in by_id]
         if found:
-            out.append((question, [{"id": e.id, "verdict": e.verdict,
-                                    "line": e.headline or first_sentence(e.answer or e.corrected_claim or "")}
-                                   for e in found]))
+            out.append((question, [{"id": e.id, "verdict": e.verdict, "line": _one_line(e)} for e in found]))
     return out
+
+
+def _one_line(e: Entry) -> str:
+    """The entry's key numbers in whole clauses ('; …' when some are left out), or its answer's first sentence."""
+    if not e.headline:
+        return first_sentence(e.answer or e.corrected_claim or "")
+    text, more = short_numbers(e.headline)
+    return text + ("; …" if more else "")
 
 
 def review_section(entries: list[Entry]) -> list[str]:
@@ -114,27 +132,44 @@ def review_section(entries: list[Entry]) -> list[str]:
 
 def first_sentence(text: str) -> str:
     """Text up to its first sentence end ('. ', '! ', '? ' before a capital or bracket), on one line."""
-    one = " ".join((text or "").split())
-    m = re.search(r"[.!?](?=\s+[A-Z(\[])", one)
-    return one[: m.end()] if m else one
-
-
-_EVIDENCE_CHARS = 20_000  # evidence JSON shown per entry; the full evidence is in ledger.json
+    ss = sentences(text)
+    return ss[0] if ss else ""
 
 
 def _context(entries: list[Entry], prov: dict, mc: dict | None) -> dict:
-    """What both templates render: provenance, groups, MC line, legend, review points, entry sections."""
+    """What both templates render: provenance, bottom line, contents, glossary, groups, MC line, review points,
+    entry sections (no evidence: it is in ledger.json)."""
     figures = report_figures.plan(entries)
     return {
         "prov": _prov_view(prov),
-        "prov_json": json.dumps(prov, indent=1, default=str),
+        "prov_rows": _prov_rows(prov),
+        "bottom": bottom_line(entries, mc),
         "groups": groups(entries),
+        "short": {e.id: short_numbers(e.headline) for e in entries},
         "mc_line": mc_line(mc) if mc else None,
         "legend": _LEGEND,
+        "terms": TERMS,
         "points": review_points(entries),
         "figures": figures,
-        "sections": [_section(e, figures) for e in entries],
+        "sections": [_section(e, figures, k) for k, e in enumerate(entries)],
     }
+
+
+def _prov_rows(prov: dict) -> list[tuple[str, str]]:
+    """The provenance as (key, value) rows: versions, budget parameters, timing; earlier runs counted, not listed."""
+    rows = []
+    for k, v in prov.items():
+        if k == "earlier_runs":
+            rows.append(("earlier runs merged into this ledger", str(len(v))))
+        elif k == "rerun_summaries":
+            continue
+        elif isinstance(v, dict):
+            rows.append((k, ", ".join(f"{a} = {b}" for a, b in v.items())))
+        elif isinstance(v, list):
+            rows.append((k, ", ".join(map(str, v))))
+        else:
+            rows.append((k, str(v)))
+    return rows
 
 
 def _prov_view(prov: dict) -> dict:
@@ -147,16 +182,15 @@ def _prov_view(prov: dict) -> dict:
             "started": prov.get("started_utc", "n/a")}
 
 
-def _section(e: Entry, figures: list) -> dict:
-    text = json.dumps(e.evidence, indent=1, default=str)
+def _section(e: Entry, figures: list, index: int) -> dict:
     return {
         "e": e,
         "label": "Paper's claim" if e.kind == "claim" else "Reviewers' question",
         "readings": [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings],
         "contract": [(k.replace("_", " "), str(v)) for k, v in (e.contract or {}).items()],
         "figures": [(f, f.owner == e.id) for f in report_figures.cited_in(figures, e.id)],
-        "evidence": text[:_EVIDENCE_CHARS],
-        "truncated": len(text) > _EVIDENCE_CHARS,
+        "evidence_path": f"claims[{index}].evidence",
+        "evidence_keys": ", ".join(list(e.evidence or {})[:8]) + (", …" if len(e.evidence or {}) > 8 else ""),
     }
 
 
@@ -182,7 +216,9 @@ def _env():
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False, default=False),
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["anchor"] = _anchor
+    env.filters["anchor_title"] = lambda t: _anchor(t.replace(" ", "-"))
     env.filters["cell"] = _md_cell
+    env.filters["md"] = _md_text
     env.filters["suffix"] = lambda p: (Path(p).suffix.lstrip(".") or "file").upper()
     return env
 
@@ -191,5 +227,10 @@ def _anchor(cid: str) -> str:
     return "".join(ch for ch in cid.lower() if ch.isalnum() or ch == "-")
 
 
+def _md_text(s: str) -> str:
+    """Text for Markdown: a literal ``*`` (x/α*, N*) escaped, so two of them never turn into emphasis."""
+    return str(s or "").replace("*", "\\*")
+
+
 def _md_cell(s: str) -> str:
-    return (s or "-").replace("|", "\\|").replace("\n", " ")
+    return _md_text(s or "-").replace("|", "\\|").replace("\n", " ")

@@ -1,5 +1,8 @@
 """Figure plan of the reports: each figure (PNG + PDF of one stem) shown once, in the first entry citing it.
 
+Each figure carries the caption of its kind (:mod:`figures.captions`): sentences that say what is drawn, what to
+look at and what the reader should see; the file stem, which encodes the configuration, is its file name.
+
 Every other entry that cites the figure links to it by its anchor (``fig-<name>``). Only PNG is ever
 shown as an image (embedded as base64 in ``report.html``, a relative path in ``report.md``); the PDF
 and any other file of the same stem are linked as files.
@@ -10,6 +13,8 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from figures.captions import Caption, caption_for
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,8 @@ class Figure:
     files: tuple[str, ...]        # every other file of the stem (PDF, ...): linked, never shown
     owner: str                    # id of the first entry that cites it (where it is shown)
     cited_by: tuple[str, ...]     # ids of every entry that cites it, in ledger order
+    title: str = ""               # a few words (links: "Figure 3: the regime map")
+    caption: str = ""             # sentences: what is drawn, what to look at, what it shows
 
 
 def plan(entries) -> list[Figure]:
@@ -39,12 +46,25 @@ def plan(entries) -> list[Figure]:
             if e.id not in rec["cited"]:
                 rec["cited"].append(e.id)
     anchors: set[str] = set()
+    first_of_kind: dict[Caption, int] = {}
     out = []
     for k, rec in enumerate(stems.values(), 1):
         anchor = _unique("fig-" + _slug(rec["name"]), anchors)
+        cap = caption_for(rec["name"])
+        if cap is None:
+            text = NO_CAPTION
+        elif cap in first_of_kind:  # the caption is read once; a second figure of its kind refers back to it
+            text = (f"The same kind of figure as Figure {first_of_kind[cap]}, read the same way, for the setup its "
+                    "file name gives.")
+        else:
+            first_of_kind[cap], text = k, cap.text
         out.append(Figure(number=k, name=rec["name"], anchor=anchor, png=rec["png"], files=tuple(rec["files"]),
-                          owner=rec["cited"][0], cited_by=tuple(rec["cited"])))
+                          owner=rec["cited"][0], cited_by=tuple(rec["cited"]),
+                          title=cap.title if cap else rec["name"], caption=text))
     return out
+
+
+NO_CAPTION = "No caption is registered for this kind of figure yet (figures/captions.py); its file name gives its setup."
 
 
 def cited_in(figures: list[Figure], entry_id: str) -> list[Figure]:

@@ -34,6 +34,7 @@ MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
 i_ = sp.Symbol("i", positive=True)
+j_ = sp.Symbol("j", positive=True)  # column index (relative-position logits: theory.relpos)
 _FUNCS = ("exp", "log", "sqrt", "Abs", "Max", "Min", "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan", "erf",
           "erfc", "sign", "Heaviside", "Piecewise", "floor", "ceiling", "cbrt", "Rational", "Integer", "Float")
 _ALIASES = {
@@ -86,6 +87,10 @@ class Activation:
         return i_ in self.expr.free_symbols
 
     @property
+    def uses_j(self) -> bool:
+        return j_ in self.expr.free_symbols
+
+    @property
     def uses_N(self) -> bool:
         return N_ in self.expr.free_symbols
 
@@ -113,7 +118,7 @@ def _parse(text: str) -> sp.Expr:
                          "(inside Piecewise) are allowed")
     glob = {name: getattr(sp, name) for name in _FUNCS}
     glob.update({"Symbol": sp.Symbol, "Function": sp.Function, "pi": sp.pi, "E": sp.E, "__builtins__": {}})
-    local = {"x": x_, "N": N_, "i": i_, **_ALIASES}
+    local = {"x": x_, "N": N_, "i": i_, "j": j_, **_ALIASES}
     try:
         check_powers(text, parse_expr(text, local_dict=local, global_dict={**glob, **_UNEVALUATED},
                                       transformations=standard_transformations + (convert_xor,), evaluate=False))
@@ -132,10 +137,10 @@ def _parse(text: str) -> sp.Expr:
         hint = ("; softmax is row-wise: write exp(x) with --normalize row" if "softmax" in undef else "")
         raise InputError(f"unknown function {undef[0]}() in {text!r}: only element-wise functions of the logit "
                          f"(exp, log, sqrt, Abs, Max, Min, tanh, erf, sigmoid, relu, ...){hint}")
-    unknown = sorted(str(s) for s in expr.free_symbols - {x_, N_, i_})
+    unknown = sorted(str(s) for s in expr.free_symbols - {x_, N_, i_, j_})
     if unknown:
         raise InputError(f"unknown symbol {unknown[0]!r} in {text!r}: use x (logit), N (sequence length), "
-                         "i (row index); write numbers for everything else (e.g. d = 64 → x/8)")
+                         "i (row index), j (column index); write numbers for everything else (e.g. d = 64 → x/8)")
     if expr.has(sp.I) or expr.has(sp.zoo) or expr.has(sp.nan) or expr.has(sp.oo):
         raise InputError(f"activation {text!r} is not a finite real expression")
     if sp.simplify(expr) == 0:
@@ -152,7 +157,7 @@ def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
     """Piecewise φ must not jump at its breakpoints (sympy's derivative of a Piecewise ignores a jump)."""
     if not expr.has(sp.Piecewise):
         return
-    f = sp.lambdify((x_, N_, i_), expr, ["scipy", "numpy"])
+    f = sp.lambdify((x_, N_, i_, j_), expr, ["scipy", "numpy"])
     for rel in expr.atoms(sp.core.relational.Relational):
         try:
             sols = sp.solve(sp.Eq(rel.lhs, rel.rhs), x_)
@@ -162,11 +167,11 @@ def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
             for N in N_CHECK[:5]:
                 for i in (1.0, N):
                     try:
-                        x0 = float(sol.subs({N_: N, i_: i}))
+                        x0 = float(sol.subs({N_: N, i_: i, j_: 1}))
                     except (TypeError, ValueError):
                         continue
                     with np.errstate(all="ignore"):
-                        lo, hi = (float(f(x0 + h, N, i)) for h in (-1e-9 * max(1.0, abs(x0)), 1e-9 * max(1.0, abs(x0))))
+                        lo, hi = (float(f(x0 + h, N, i, 1.0)) for h in (-1e-9 * max(1.0, abs(x0)), 1e-9 * max(1.0, abs(x0))))
                     if abs(hi - lo) > 1e-6 * max(1.0, abs(lo), abs(hi)):
                         raise InputError(f"activation {text!r} jumps at x = {x0:.6g} (N = {N:g}): its Jacobian norm is "
                                          "infinite; use a continuous φ")
@@ -176,15 +181,15 @@ def _lam(expr: sp.Expr):
     """numpy function of (x, N, i) for ``expr`` (broadcasting). Points where float64 evaluation gives
     inf/NaN (e.g. exp(−y)/(1 + exp(−y))² at y → −∞: inf/inf) are re-evaluated in mpmath at 30 digits,
     so only values that are themselves out of float64's range stay non-finite."""
-    f = sp.lambdify((x_, N_, i_), expr, ["scipy", "numpy"])
+    f = sp.lambdify((x_, N_, i_, j_), expr, ["scipy", "numpy"])
     g = None
 
-    def call(x, N, i=1.0):
+    def call(x, N, i=1.0, j=1.0):
         nonlocal g
-        shape = np.broadcast(np.asarray(x), np.asarray(N), np.asarray(i)).shape
+        shape = np.broadcast(np.asarray(x), np.asarray(N), np.asarray(i), np.asarray(j)).shape
         with np.errstate(all="ignore"):
             try:
-                out = np.broadcast_to(np.asarray(f(x, N, i), dtype=np.float64), shape)
+                out = np.broadcast_to(np.asarray(f(x, N, i, j), dtype=np.float64), shape)
             except (OverflowError, ZeroDivisionError):  # Python ints and floats (10**400·x, N**N): point by point below
                 out = np.full(shape, math.nan)
         bad = ~np.isfinite(out)
@@ -192,15 +197,17 @@ def _lam(expr: sp.Expr):
             import mpmath
 
             if g is None:
-                g = sp.lambdify((x_, N_, i_), expr, [_bounded_mpmath(), "mpmath"])
+                g = sp.lambdify((x_, N_, i_, j_), expr, [_bounded_mpmath(), "mpmath"])
             out = np.array(out, dtype=np.float64, ndmin=1)
             bad = np.atleast_1d(bad)
-            xs, Ns, is_ = (np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(out.shape) for a in (x, N, i))
+            xs, Ns, is_, js = (np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(out.shape)
+                               for a in (x, N, i, j))
             with mpmath.workdps(30), deadline(MP_SECONDS, f"evaluating {_short(expr)} in 30-digit arithmetic where "
                                                        "float64 overflows (e.g. exp(exp(x)) at large x)"):
                 for idx in zip(*np.nonzero(bad)):
                     try:
-                        v = g(mpmath.mpf(float(xs[idx])), mpmath.mpf(float(Ns[idx])), mpmath.mpf(float(is_[idx])))
+                        v = g(mpmath.mpf(float(xs[idx])), mpmath.mpf(float(Ns[idx])), mpmath.mpf(float(is_[idx])),
+                              mpmath.mpf(float(js[idx])))
                         out[idx] = float(mpmath.re(v)) if abs(mpmath.im(v)) == 0 else math.nan
                     except ZeroDivisionError:  # a pole (1/x at 0): infinite, not undefined
                         out[idx] = math.inf
@@ -254,22 +261,25 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = 
     f, fp = _lam(expr), _lam(sp.diff(expr, x_))
     X = X_CHECK[None, :]
     for N in N_CHECK:
-        for i in sorted({1.0, N}):
+        positive = {}  # row i -> φ > 0 somewhere in the row (over the checked x and columns j)
+        for i, j in sorted({(1.0, 1.0), (N, N), (1.0, N), (N, 1.0)}):
             for g, what in ((f, "φ"), (fp, "∂φ/∂x")):
                 with np.errstate(all="ignore"):
-                    vals = np.asarray(g(X, N, i), dtype=np.float64)
+                    vals = np.asarray(g(X, N, i, j), dtype=np.float64)
                 bad = np.isnan(vals) if singular else ~np.isfinite(vals)
                 if bad.any():
                     at = float(np.broadcast_to(X, vals.shape)[bad][0])
                     raise InputError(f"activation {text!r}: {what} is undefined, infinite or beyond float64's range "
                                      "on the real line "
-                                     f"(at x = {at:.6g}, N = {N:g}{f', i = {i:g}' if i_ in expr.free_symbols else ''})")
+                                     f"(at x = {at:.6g}, N = {N:g}{f', i = {i:g}' if i_ in expr.free_symbols else ''}"
+                                     f"{f', j = {j:g}' if j_ in expr.free_symbols else ''})")
                 if normalize == "row" and what == "φ" and float(vals.min()) < 0:
                     at = float(X_CHECK[int(np.argmin(vals.ravel()))])
                     raise InputError(f"--normalize row needs φ ≥ 0 (a row sum could vanish): φ({at:.4g}) = "
                                      f"{float(vals.min()):.4g} at N = {N:g}")
-            if normalize == "row" and not np.any(np.asarray(f(X, N, i)) > 0):
-                raise InputError(f"--normalize row needs φ > 0 somewhere; φ ≡ 0 at N = {N:g}")
+            positive[i] = positive.get(i, False) or bool(np.any(np.asarray(f(X, N, i, j)) > 0))
+        if normalize == "row" and not all(positive.values()):
+            raise InputError(f"--normalize row needs φ > 0 somewhere in every row; φ ≡ 0 at N = {N:g}")
     if normalize == "none":
         for N in (2.0, 196.0):
             for sgn in (1.0, -1.0):
@@ -307,13 +317,15 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
 
 def _parse_activation(text: str, normalize: str, mask: str) -> Activation:
     expr = _parse(text)
-    gap = undefined_part(expr, x_, N_, {i_: 1})
+    gap = undefined_part(expr, x_, N_, {i_: 1, j_: 2})
     if gap is not None:
         raise InputError(f"activation {text!r}: φ is undefined (not real) on part of the real line: x in {gap}")
-    singular = nonintegrable(expr, x_, N_, {i_: 1}) if normalize == "none" else ()
+    singular = nonintegrable(expr, x_, N_, {i_: 1, j_: 2}) if normalize == "none" else ()
     _check_real_line(text, expr, normalize, bool(singular))
     shape, row_factor, separable = expr, sp.Integer(1), True
-    if i_ in expr.free_symbols:
+    if j_ in expr.free_symbols:  # column index: no row-factor form; theory.relpos audits it
+        separable = False
+    elif i_ in expr.free_symbols:
         shape = expr.subs(i_, 1)
         if shape == 0:
             separable = False

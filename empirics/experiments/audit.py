@@ -180,13 +180,14 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
     S = geo.S
     N = S.shape[1]  # S: (T, N, N)
     i = np.arange(1, N + 1, dtype=np.float64)[None, :, None]  # (1, N, 1) row index
+    j = np.arange(1, N + 1, dtype=np.float64)[None, None, :]  # (1, 1, N) column index
     vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
     eye = np.eye(N, dtype=bool)
     ny2, nz2 = geo.ny2, geo.nz2
     with np.errstate(all="ignore"):
         if act.normalize == "none":
-            F = np.where(vis, fns.f(S, float(N), i), 0.0)
-            G = np.where(vis, fns.fp(S, float(N), i), 0.0)
+            F = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+            G = np.where(vis, fns.fp(S, float(N), i, j), 0.0)
             fro2 = np.einsum("tij,tij->t", F, F)
             G2 = G * G
             jac_s2 = G2.sum(axis=(1, 2))
@@ -199,16 +200,16 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
                         + np.einsum("ti,ti->t", np.diagonal(G2, axis1=1, axis2=2), diagR))
         else:
             if fns.logf is not None:
-                L = np.where(vis, fns.logf(S, float(N), i), -np.inf)
+                L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)
                 L = L - L.max(axis=2, keepdims=True)
                 E = np.exp(L)
                 P = E / E.sum(axis=2, keepdims=True)
-                G = np.where(vis, fns.dlogf(S, float(N), i), 0.0) * P  # φ'/s = (log φ)'·P
+                G = np.where(vis, fns.dlogf(S, float(N), i, j), 0.0) * P  # φ'/s = (log φ)'·P
             else:
-                Fv = np.where(vis, fns.f(S, float(N), i), 0.0)
+                Fv = np.where(vis, fns.f(S, float(N), i, j), 0.0)
                 s = Fv.sum(axis=2, keepdims=True)
                 P = Fv / s
-                G = np.where(vis, fns.fp(S, float(N), i), 0.0) / s
+                G = np.where(vis, fns.fp(S, float(N), i, j), 0.0) / s
             p2 = np.einsum("tij,tij->ti", P, P)  # (T, N) ‖P_i‖²
             fro2 = p2.sum(axis=1)
             G2 = G * G

@@ -59,7 +59,7 @@ def _arms() -> dict[str, StudyArm]:
     out = [StudyArm("softmax", 0, "softmax", "softmax")]
     for p, s in ((1, ""), (3, "³")):
         x = "x" if p == 1 else "x3"
-        out += [StudyArm(f"{x}_sqrtN", p, "inv_sqrt_n", f"x{s}/√N"), StudyArm(f"{x}_alpha", p, "alpha", f"x{s}/α"),
+        out += [StudyArm(f"{x}_sqrtN", p, "inv_sqrt_n", f"x{s}/√N"), StudyArm(f"{x}_alpha", p, "alpha", f"x{s}/α*"),
                 StudyArm(x, p, "none", f"x{s}"), StudyArm(f"{x}_N", p, "inv_n", f"x{s}/N")]
     out.append(StudyArm("x3_sqrti", 3, "inv_sqrt_i", "x³/√i"))
     return {a.name: a for a in out}

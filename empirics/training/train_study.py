@@ -46,6 +46,7 @@ import pandas as pd
 import torch
 
 from common.atomic import atomic_write, atomic_write_json
+from common.progress import skip
 from common.validate import InputError, positive_int
 from common.numerics import PINNED
 from common.pool import process_pool, terminate_workers
@@ -57,7 +58,7 @@ from empirics.training.study_store import chunk_ok, chunk_record_problem, read_c
 
 __all__ = ["StudyArm", "ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
            "Chunk", "plan_chunks", "train_chunk", "run_study", "load_study", "StudyResult", "select_alpha",
-           "main_cli", "HISTORY_QUANTITIES", "best_lr_summary", "member_count", "BUDGETS", "CAUSAL_ONLY", "MEMORY_BYTES",
+           "HISTORY_QUANTITIES", "best_lr_summary", "member_count", "BUDGETS", "CAUSAL_ONLY", "MEMORY_BYTES",
            "NORMS", "TASKS", "chunk_record_problem", "chunk_ok", "bytes_per_member"]
 
 
@@ -93,11 +94,11 @@ class StudyResult:
     provenance: dict
 
 
-def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> int:
-    """Train the chunks not yet on disk (largest first; in ``ex`` when given); return how many members were trained."""
+def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> tuple[int, int]:
+    """Train the chunks not yet on disk (largest first; in ``ex`` when given); return (members, chunks) trained."""
     chash = cfg.hash()
     todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
-    bar.update(sum(len(c.members) for c in chunks if c not in todo))
+    skip(bar, sum(len(c.members) for c in chunks if c not in todo))  # found finished: not this run's speed
     todo.sort(key=lambda c: -len(c.members) * bytes_per_member(cfg, c.task, c.N))
 
     def finish(c: Chunk, res: dict) -> None:
@@ -107,7 +108,7 @@ def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executo
     if ex is None or len(todo) <= 1:
         for c in todo:
             finish(c, train_chunk(c, cfg))
-        return sum(len(c.members) for c in todo)
+        return sum(len(c.members) for c in todo), len(todo)
     futs = {ex.submit(train_chunk, c, cfg): c for c in todo}
     try:
         for fut in cf.as_completed(futs):
@@ -116,7 +117,7 @@ def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executo
         for f in futs:
             f.cancel()
         raise
-    return sum(len(c.members) for c in todo)
+    return sum(len(c.members) for c in todo), len(todo)
 
 
 def assemble(chunks: list[Chunk], out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -157,11 +158,12 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
     ex = process_pool(workers) if workers > 1 else None  # one pool for both phases (spawning costs seconds)
     try:
-        ran = _run_chunks(phase1, cfg, out, ex, bar)
+        ran, ran_chunks = _run_chunks(phase1, cfg, out, ex, bar)
         runs1, _ = assemble(phase1, out)
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
-        ran += _run_chunks(phase2, cfg, out, ex, bar)
+        ran2, ran_chunks2 = _run_chunks(phase2, cfg, out, ex, bar)
+        ran, ran_chunks = ran + ran2, ran_chunks + ran_chunks2
     except BaseException:
         if ex is not None:
             terminate_workers(ex)  # chunks in flight are lost; finished ones are on disk
@@ -178,6 +180,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     prov = {"config": cfg.as_dict(), "config_hash": cfg.hash(), "schema": SCHEMA,
             "alpha_star": {t: {str(p): a for p, a in v.items()} for t, v in alpha_star.items()},
             "members": int(len(runs)), "chunks": len(phase1) + len(phase2), "members_trained_now": ran,
+            "chunks_trained_now": ran_chunks,
             "wall_s": round(time.perf_counter() - t0, 3), "workers": workers,
             "cpu_s_total": round(float(runs["cpu_s"].sum()), 2),
             "dtype": "training float32; norms float64 (exact kernels)", "torch": torch.__version__,
@@ -216,7 +219,7 @@ def load_study(out_dir: str | Path) -> StudyResult:
                        prov.get("config", {}), prov)
 
 
-# --------------------------------------------------------------------------- CLI
+# --------------------------------------------------------------------------- CLI summary (sapa/train_summary.py)
 
 
 def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -234,31 +237,3 @@ def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.
     order = {a: i for i, a in enumerate(ARMS)}
     return tab.sort_values(["task", "N", "arm"], key=lambda s: s.map(order) if s.name == "arm" else s,
                            ignore_index=True)
-
-
-def main_cli(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True) -> int:
-    """``sapa train``: run (or resume) the study into ``out``; print accuracy per arm and N at the best lr."""
-    from common.interrupt import sigterm_as_interrupt
-
-    t0 = time.perf_counter()
-    with sigterm_as_interrupt():
-        res = run_study(budget, out, seed=seed, workers=workers, progress=progress)
-    from empirics.training.study_analysis import FLAT_TOL, best_lr, flattening
-
-    best = best_lr(res.runs)
-    tab = best_lr_summary(res.runs, best)
-    print(f"{'task':6s} {'N':>4s} {'arm':9s} {'best lr':>8s} {'test acc med':>12s} {'range':>13s} "
-          f"{'div@lr':>6s} {'div/grid':>8s} {'‖φ(S)‖ med':>11s}")
-    for r in tab.itertuples():
-        print(f"{r.task:6s} {r.N:4d} {ARMS[r.arm].label:9s} {r.lr:8.0e} {r.test_acc_median:12.3f} "
-              f"{r.test_acc_min:6.3f}–{r.test_acc_max:6.3f} {int(r.diverged):3d}/{r.seeds:<2d} "
-              f"{int(r.diverged_grid):3d}/{r.runs_grid:<4d} {r.attn_fro_median:11.4g}")
-    prov = res.provenance
-    print(f"α* (tuned at the smallest N): {prov['alpha_star']}")
-    flat = flattening(res.history, best)
-    print(f"softmax's validation curve (median over seeds, best lr; flat = never again {FLAT_TOL} higher): " + ", ".join(
-        f"{r.task} N={r.N} {'flat from step ' + str(r.flat_step) if r.past else 'still rising at step ' + str(r.steps)}"
-        for r in flat.itertuples()))
-    print(f"{prov['members']} members in {prov['chunks']} ensemble chunks ({prov['members_trained_now']} trained now) "
-          f"in {time.perf_counter() - t0:.1f} s; training float32, norms float64; results in {out}")
-    return 0

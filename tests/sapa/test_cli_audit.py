@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -102,7 +103,18 @@ def test_quadrature_and_monte_carlo_methods(capsys):
 
 def test_text_output(capsys):
     code, out, _ = _run(["audit", "Max(x/8, 0)/N", "--D", "64"], capsys)
-    assert code == 0 and "verdict" in out and "method            : quadrature" in out
+    assert code == 0 and "verdict" in out and re.search(r"^method\s+: quadrature", out, re.M)
+
+
+def test_text_output_names_why_a_value_is_missing(capsys):
+    """Monte Carlo has no closed form in N: the text says so where the JSON has null, never prints None."""
+    code, out, _ = _run(["audit", "exp(x/8)", "--normalize", "row", "--D", "32", "--d", "8", "--N", "16",
+                         "--trials", "20"], capsys)
+    assert code == 0 and "None" not in out
+    assert re.search(r"^  crossover N\*.*: — \(Monte Carlo: no closed form in N\)$", out, re.M)
+    assert re.search(r"^  worst case of ‖∂φ/∂X‖_F\s+: — \(no bound derived", out, re.M)
+    keys = [line.split(" : ")[0] for line in out.splitlines() if line.startswith("  ") and " : " in line]
+    assert len({len(k) for k in keys[:5]}) == 1  # the first block's keys padded to one width: values in one column
 
 
 @pytest.mark.parametrize("argv", [

@@ -45,7 +45,7 @@ def no_work(monkeypatch):
     def fail(*a, **k):
         pytest.fail("work started before the output location was checked")
 
-    for mod, name in [(sapa.ledger, "run_claim"), (empirics.montecarlo.sweep, "run_sweep"), (empirics.training.train_study, "main_cli"),
+    for mod, name in [(sapa.ledger, "run_claim"), (empirics.montecarlo.sweep, "run_sweep"), (empirics.training.train_study, "run_study"),
                       (empirics.timing.bench, "bench_all"), (empirics.timing.overhead, "bench_overhead"),
                       (figures.regenerate, "run_jobs")]:
         monkeypatch.setattr(mod, name, fail)

@@ -88,14 +88,14 @@ def test_markdown_links_png_paths_and_never_shows_a_pdf_as_an_image(ledger):
 def test_claims_and_questions_are_in_separate_tables(ledger):
     entries, base = ledger
     text = report.html(entries, PROV, base, MC)
-    tables = re.findall(r'<h2>([^<]+)</h2>\s*<table class="verdicts">(.*?)</table>', text, re.DOTALL)
+    tables = re.findall(r'<h2[^>]*>([^<]+)</h2>\s*<table class="verdicts">(.*?)</table>', text, re.DOTALL)
     assert [t for t, _ in tables] == ["Claims of the paper", "Questions only the reviews ask"]
     (_, claims), (_, questions) = tables
     assert "thm4.1-norm" in claims and "cor4.3-linear-scaled" in claims and "causal-masking" not in claims
     assert "causal-masking" in questions and "other-powers" in questions and "thm4.1-norm" not in questions
     md = report.markdown(entries, PROV, MC)
     c, q = md.index("## Claims of the paper"), md.index("## Questions only the reviews ask")
-    assert c < md.index("[`cor4.3-linear-scaled`]") < q < md.index("[`causal-masking`]")
+    assert c < md.index("[`cor4.3-linear-scaled`]", c) < q < md.index("[`causal-masking`]", q)
 
 
 def test_every_reading_appears_with_its_rule_and_calibration(ledger):
@@ -125,18 +125,25 @@ def test_html_parses_and_escapes_entry_text(ledger):
     p.close()
     assert "script" not in p.tags and "<script" not in text.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "tested &lt;b&gt;bold&lt;/b&gt;" in text
-    assert p.tags.count("section") == 4 and p.tags.count("details") == 5  # 4 evidence + provenance
+    assert p.tags.count("section") == 4 and p.tags.count("details") == 0  # evidence: in ledger.json only
+    assert p.tags.count("nav") == 1  # the table of contents
 
 
 def test_reader_order_and_the_monte_carlo_line(ledger):
+    """Title, provenance line, bottom line (with the Monte Carlo line), contents, verdict labels and terms BEFORE
+    the first table that uses them, the tables, the review points, the entries, the provenance."""
     entries, base = ledger
-    for text, entry_mark in ((report.markdown(entries, PROV, MC), "\n## thm4.1-norm"),
-                             (report.html(entries, PROV, base, MC), 'id="thm41-norm"')):
+    for text, entry_mark, table_mark, label in (
+            (report.markdown(entries, PROV, MC), "\n## thm4.1-norm", "| id | verdict |", "**HOLDS_IN_REGIME** —"),
+            (report.html(entries, PROV, base, MC), 'id="thm41-norm"', '<table class="verdicts">',
+             '"v v-HOLDS_IN_REGIME">HOLDS_IN_REGIME</span> —')):
         line = report.mc_line(MC)
         assert "98.4% of 64 nominal-99%" in line
-        order = [text.index("sapa report"), text.index("Budget"), text.index("Claims of the paper"),
-                 text.index("Questions only the reviews ask"), text.index(line),
-                 text.index("What the reviews asked"), text.index(entry_mark), text.index("Provenance")]
+        order = [text.index("sapa report"), text.index("Budget"), text.index("Bottom line"), text.index(line),
+                 text.index("Contents"), text.index("Verdicts and terms"), text.index(label),
+                 text.index(table_mark), text.index("Questions only the reviews ask", text.index(table_mark)),
+                 text.index("What the reviews asked", text.index(table_mark)), text.index(entry_mark),
+                 text.rindex("Provenance")]
         assert order == sorted(order)
     assert report.mc_line({"first_pass_coverage": None}).startswith("Monte Carlo: no interval")
     assert report.mc_line(MC) not in report.markdown(entries, PROV, None)
@@ -149,7 +156,7 @@ def test_review_section_gives_one_line_per_entry_and_never_repeats_paragraphs(le
     causal = [x for x in lines if "`causal-masking`" in x]
     assert causal == ["- [`causal-masking`](#causal-masking) **ANSWERED** — The paper is silent on this point."]
     powers = [x for x in lines if "`other-powers`" in x]
-    assert powers == ["- [`other-powers`](#other-powers) **UNDETERMINED** — N* rises with p"]
+    assert powers == ["- [`other-powers`](#other-powers) **UNDETERMINED** — N\\* rises with p"]  # * escaped
     md = report.markdown(entries, PROV, MC)
     assert md.count(LONG_ANSWER) == 2  # once as causal-masking's answer, once as other-powers' corrected claim
     html = report.html(entries, PROV, base, MC)
@@ -157,13 +164,14 @@ def test_review_section_gives_one_line_per_entry_and_never_repeats_paragraphs(le
     assert report.first_sentence("x = 0.5 holds. Next one.") == "x = 0.5 holds."
 
 
-def test_evidence_is_collapsed_and_truncated(ledger):
+def test_evidence_is_only_linked_never_dumped(ledger):
+    """The raw evidence lives in ledger.json: the reports link each entry's evidence path and print none of it."""
     entries, base = ledger
-    md = report.markdown(entries, PROV, MC)
-    assert md.count("<details><summary>evidence") == 4
-    assert "z" * 20_000 not in md and "z" * 19_000 in md and "truncated: the full evidence is in ledger.json" in md
-    html = report.html(entries, PROV, base, MC)
-    assert "z" * 20_000 not in html and html.count("truncated: the full evidence") == 1
+    for text in (report.markdown(entries, PROV, MC), report.html(entries, PROV, base, MC)):
+        assert "zzzz" not in text and "```json" not in text and "<details" not in text and "<pre" not in text
+        assert text.count("claims[1].evidence") == 1 and "(big)" in text  # cor4.3's evidence: path and keys
+        assert 'href="ledger.json"' in text or "](ledger.json)" in text
+        assert '"budget"' not in text  # the provenance is a table, not JSON
 
 
 def test_terminal_table_keeps_groups_and_mc_line(ledger):
@@ -179,3 +187,86 @@ def test_templates_are_shipped_with_the_package():
 
     tpl = files("sapa") / "templates"
     assert {"report.md.j2", "report.html.j2", "review.md.j2"} <= {p.name for p in tpl.iterdir()}
+
+
+# --------------------------------------------------------------------------- a reviewer's report at full size
+
+REAL_STEMS = ["softmax_jacobian_landscape_grid240", "worst_case_D6_N4-8-16-32_steps15_seed0",
+              "norm_vs_n_D16_d16_rho0p5_trials768_N8-512", "norm_vs_n_D64_d16_rho0p5_trials768_N8-512",
+              "jac_norm_vs_n_D16_d16_rho0p5_trials768_N8-512", "regime_map_p1-3_d64_rho0p5_N8-65536_D16-1024_grid241x49",
+              "scale_direction_d64_D64_N8-1024_trials4_budgetquick", "causal_masking_modeliid_d64_D64_N256-1024",
+              "overhead_d64_N128-1024_threads1", "overhead_d64_N128-1024_threads1_crossover",
+              "training_vs_n_budgetquick_seeds2_seed0_acc", "training_vs_n_budgetquick_seeds2_seed0_norms",
+              "training_vs_n_budgetquick_seeds2_seed0_lr", "real_heads_minilm_p1-3_N8-256_texts8_budgetquick",
+              "real_heads_protocols_N8-256_texts8_budgetquick", "audit_compare_D64_d64_trials16_seed0"]
+HEADLINE = "; ".join(f"clause {k} with numbers ‖φ‖/√N = {k}.5 (x/α* {k}, N* = 62)" for k in range(12))
+
+
+@pytest.fixture(scope="module")
+def full_ledger():
+    """16 entries as large as the real ledger's largest (13 readings, 13 findings, 10 figures, 7 contract rows,
+    a 400-character headline) with 40 000 characters of nested evidence each."""
+    from sapa.claim_ids import ORDER
+
+    entries = []
+    for k, cid in enumerate(ORDER):
+        evidence = {f"series_{j}": {"N": list(range(64)), "values": [0.5 + j / 1e3] * 64, "note": "e" * 300}
+                    for j in range(40)}
+        entries.append(Entry(
+            id=cid, statement=f"statement of {cid}", verdict="HOLDS" if k % 3 else "UNDETERMINED", evidence=evidence,
+            figures=[f"figures/{REAL_STEMS[(k + j) % len(REAL_STEMS)]}.{x}" for j in range(10) for x in ("png", "pdf")],
+            headline=HEADLINE, kind="question" if 7 <= k <= 12 else "claim",
+            readings=[_reading(f"reading {j} of {cid}", "FAILS" if j == 2 else "HOLDS") for j in range(13)],
+            contract={f"field_{j}": "a contract sentence " * 5 for j in range(7)}, tested_statement="tested " * 40,
+            findings=[f"finding {j}: " + "words " * 30 for j in range(13)], corrected_claim="Corrected. " * 20,
+            answer="The paper is silent. An answer sentence. " * 5 if 7 <= k <= 12 else None))
+    return entries
+
+
+def test_report_md_stays_under_2000_lines_and_dumps_no_evidence(full_ledger):
+    md = report.markdown(full_ledger, PROV, MC)
+    assert len(md.splitlines()) < 2000
+    assert "series_0" in md and '"values"' not in md and "eeeeeeeeee" not in md  # keys named, values in ledger.json
+    assert "```" not in md
+
+
+def test_table_of_contents_links_every_section(full_ledger):
+    md = report.markdown(full_ledger, PROV, MC)
+    toc = md[md.index("## Contents"):md.index("## Verdicts and terms")]
+    for e in full_ledger:
+        assert f"[`{e.id}`](#{report._anchor(e.id)})" in toc and f"\n## {e.id}\n" in md
+    for title in ("bottom-line", "verdicts-and-terms", "claims-of-the-paper", "questions-only-the-reviews-ask",
+                  "what-the-reviews-asked-what-sapa-found", "provenance"):
+        assert f"](#{title})" in toc
+    html = report.html(full_ledger, PROV, "/nonexistent", MC)
+    nav = html[html.index('<nav class="toc"'):html.index("</nav>")]
+    targets = set(re.findall(r'href="#([^"]+)"', nav))
+    ids = set(re.findall(r'id="([^"]+)"', html))
+    assert targets <= ids and {report._anchor(e.id) for e in full_ledger} <= targets
+
+
+def test_every_figure_has_a_caption_that_is_sentences(full_ledger):
+    """A caption per figure kind (figures/captions.py): the first figure of a kind is captioned in full, a later
+    one refers back to it; never the file name as the caption."""
+    md = report.markdown(full_ledger, PROV, MC)
+    caps = re.findall(r"\*\*Figure (\d+): ([^*]+)\.\*\* (.+?) \*File: `([^`]+)`\*", md)
+    assert len(caps) == len(REAL_STEMS)
+    for number, title, caption, stem in caps:
+        assert title != stem and stem not in caption
+        assert caption[0].isupper() and caption.endswith(".") and len(caption.split(". ")) >= 2 or \
+            caption.startswith("The same kind of figure as Figure ")
+    assert sum(c.startswith("The same kind of figure") for _, _, c, _ in caps) == 1  # norm_vs_n D16 and D64
+    html = report.html(full_ledger, PROV, "/nonexistent", MC)
+    assert len(re.findall(r"<figcaption><b>Figure \d+: [^<]+\.</b> [A-Z]", html)) == len(REAL_STEMS)
+
+
+def test_summary_table_cells_are_whole_clauses(full_ledger):
+    from sapa.report_summary import clauses
+
+    md = report.markdown(full_ledger, PROV, MC)
+    rows = re.findall(r"^\| \[`[^`]+`\]\(#[^)]+\) \| \*\*[A-Z_]+\*\* \| (.+) \|$", md, re.M)
+    assert len(rows) == len(full_ledger)
+    whole = clauses(HEADLINE.replace("*", "\\*"))
+    for cell in rows:
+        kept = cell.split("; … (")[0].split("; ")
+        assert kept == whole[:len(kept)]  # a prefix of whole clauses, never a cut inside one

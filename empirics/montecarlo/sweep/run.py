@@ -229,6 +229,11 @@ def run_sweep(
     _remove_stale_tmp(parts)
     done = {c for c in all_cells if _part_done(parts / f"{ids[c]}.parquet", ids[c])}
     pending = [c for c in run_order if c not in done]
+    if not pending and progress is not False:
+        from common.progress import say
+
+        say(f"sweep: nothing to run: all {len(all_cells)} cells are already finished in {parts} (same config and "
+            "seed); assembling them")
     cost = {c: _cell_cost(c, cell_trials(config, c)) for c in all_cells}
     bar = _progress_bar(sum(cost.values()), sum(cost[c] for c in done), len(all_cells), len(done), progress)
     if pending and callable(getattr(executor, "describe", None)):

@@ -114,7 +114,7 @@ def test_a_diverged_member_is_recorded_as_a_failure(study):
 def test_a_run_resumes_and_recomputes_only_what_is_missing(study, capsys):
     out, res = study
     again = ts.run_study(MICRO, out, workers=1, progress=False)
-    assert again.provenance["members_trained_now"] == 0
+    assert again.provenance["members_trained_now"] == 0 and again.provenance["chunks_trained_now"] == 0
     victim = sorted((out / "chunks").glob("text_N16_p3_*.json"))[0]
     n_members = len(json.loads(victim.read_text())["members"])
     victim.unlink()
@@ -126,6 +126,7 @@ def test_a_run_resumes_and_recomputes_only_what_is_missing(study, capsys):
     third = ts.run_study(MICRO, out, workers=1, progress=False)
     assert str(other) in capsys.readouterr().err  # the damaged file is named, then recomputed
     assert third.provenance["members_trained_now"] == n_members + len(rec["members"])
+    assert third.provenance["chunks_trained_now"] == 2
     pd.testing.assert_frame_equal(third.runs.drop(columns="cpu_s"), res.runs.drop(columns="cpu_s"))
     loaded = ts.load_study(out)
     pd.testing.assert_frame_equal(loaded.runs, third.runs)

@@ -181,3 +181,16 @@ def test_large_cell_stays_under_4_gib(tmp_path):
     peak = int(out.stdout.split()[-1])
     assert peak < 4 * 2**30, f"peak RSS {peak / 2**30:.2f} GiB"
     assert math.isfinite(peak)
+
+
+def test_a_resumed_sweep_with_nothing_to_do_says_so(tmp_path, capsys):
+    cfg = tiny()
+    first = run_sweep(cfg, tmp_path, progress=True)
+    assert "nothing to run" not in capsys.readouterr().err
+    again = run_sweep(cfg, tmp_path, progress=True)
+    err = capsys.readouterr().err
+    n = len(list((tmp_path / "cells").glob("*.parquet")))
+    assert f"sweep: nothing to run: all {n} cells are already finished in {tmp_path / 'cells'}" in err
+    pd.testing.assert_frame_equal(first, again)
+    run_sweep(cfg, tmp_path, progress=False)
+    assert capsys.readouterr().err == ""  # progress=False: silent

@@ -1,0 +1,403 @@
+"""‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F exactly for any audited φ(x, N, i, j) on given matrices, and for a multi-head layer.
+
+``sapa norms --activation EXPR``: the activation is any expression :func:`theory.audit.parse_activation`
+accepts (element-wise φ of the logit x, the length N, the row index i and the column index j;
+optionally row-normalised, optionally causal), evaluated on the user's X (N, D) and heads
+(S_h = X W_Q^h W_K^hᵀ Xᵀ, or S = X W Xᵀ), optionally with values: the layer
+F(X) = Σ_h φ(S_h) X W_V^h W_O^h (W_O absent: the heads' outputs concatenated). Nothing builds a
+Jacobian; everything is O(N²D) per head (the layer's cross-head Frobenius terms add O(N H² d³)).
+
+Notation per head: a_i = W_Qᵀx_i, b_k = W_Kᵀx_k (queries, keys), S_ik = a_i·b_k,
+y_k = W_Q b_k, z_i = W_K a_i, so dS_ik = dx_i·y_k + z_i·dx_k. The row Jacobian of P_i w.r.t. S_i is
+
+* element-wise: R_i = diag(g_i), g_ik = φ'(S_ik);
+* row-normalised, P_ik = φ(S_ik)/s_i: R_i = diag(g_i) − P_i g_iᵀ, g_ik = φ'(S_ik)/s_i
+  (the rank-one correction of each row), so dP_ik = g_ik dS_ik − P_ik Σ_l g_il dS_il.
+
+Masked entries (causal: k > i) are 0 and carry no derivative. Then
+
+* ‖∂φ/∂S‖²_F = Σ_i ‖R_i‖²_F: Σ g² (element-wise) or Σ_ik g_ik²(1 − 2P_ik + ‖P_i‖²) (row);
+* ‖∂φ/∂X‖²_F (attention matrix): element-wise Σ_{i≠k} g_ik²(‖y_k‖² + ‖z_i‖²) + Σ_i g_ii²‖y_i + z_i‖²;
+  row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`empirics.experiments.audit`);
+* the layer: with v_k = W_Vᵀx_k, c_i = 0 (element-wise) or Σ_k P_ik v_k (row), ω_ik = g_ik(v_k − c_i),
+  C_i = Σ_k ω_ik b_kᵀ (d_v × d), the Jacobian block of output row i w.r.t. token k is
+  J_ik = Σ_h W_O^hᵀ [δ_ik C_i W_Qᵀ + ω_ik z_iᵀ + P_ik W_Vᵀ], and ‖J‖²_F = Σ_{h,h'} Σ_ik ⟨·,·⟩ expands into
+  six kinds of traces with the Gram matrices W_O^h W_O^{h'}ᵀ, W_Q^{h'}ᵀW_Q^h, … (:func:`layer_jac_fro2`).
+
+Range: the per-head norms are scaled before squaring (φ, g and Y, Z divided by powers of two,
+squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. The layer's cross-head sum
+has signed terms and is summed in float64 as it is (NormOverflowError if it is not finite).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from common.validate import InputError
+from empirics.kernels.norms import NormOverflowError
+
+__all__ = ["Layer", "HeadNorms", "ExprNorms", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
+           "expr_norms", "layer_jac_fro2", "LayerOperator", "MAX_ENTRIES"]
+
+MAX_ENTRIES = 2**28  # N·N per head times heads: one float64 (N, N) per head at a time, refuse beyond ~2 GiB
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Heads of one attention layer: W_Q^h, W_K^h (H, D, d); optional W_V^h (H, D, d_v) and W_O^h (H, d_v, D_out)."""
+
+    Wq: np.ndarray
+    Wk: np.ndarray
+    Wv: np.ndarray | None = None
+    Wo: np.ndarray | None = None
+    bq: np.ndarray | None = None  # (H, d) query bias: a_i = W_Qᵀx_i + b_Q (constant: the Jacobian keeps its form)
+    bk: np.ndarray | None = None  # (H, d) key bias
+
+    @property
+    def H(self) -> int:
+        return int(self.Wq.shape[0])
+
+    @property
+    def D(self) -> int:
+        return int(self.Wq.shape[1])
+
+    @property
+    def has_values(self) -> bool:
+        return self.Wv is not None
+
+
+def _f64(name: str, a, ndim: int) -> np.ndarray:
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.ndim != ndim or 0 in arr.shape:
+        raise InputError(f"{name} must be a non-empty {ndim}-D array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"{name} contains NaN or inf")
+    return arr
+
+
+def layer_from_w(W) -> Layer:
+    """One head with S = X W Xᵀ: W_Q = W, W_K = I (so y_k = W x_k, z_i = Wᵀ x_i)."""
+    W = _f64("W", W, 2)
+    if W.shape[0] != W.shape[1]:
+        raise InputError(f"W must be square (D, D), got shape {W.shape}")
+    return Layer(W[None], np.eye(W.shape[0])[None])
+
+
+def layer_from_qk(Wq, Wk, Wv=None, Wo=None, heads: int = 1) -> Layer:
+    """Heads from stacked matrices: W_Q, W_K (D, H·d), W_V (D, H·d_v), W_O (H·d_v, D_out); columns split in ``heads``.
+
+    W_V without W_O: the heads' outputs are concatenated (W_O = I). W_O without W_V is refused.
+    """
+    Wq, Wk = _f64("W_Q", Wq, 2), _f64("W_K", Wk, 2)
+    if Wq.shape != Wk.shape:
+        raise InputError(f"W_Q {Wq.shape} and W_K {Wk.shape} must have the same shape (D, H·d)")
+    if not isinstance(heads, (int, np.integer)) or heads < 1:
+        raise InputError(f"heads must be a positive integer, got {heads!r}")
+    D, Hd = Wq.shape
+    if Hd % heads:
+        raise InputError(f"W_Q has {Hd} columns, not divisible by {heads} heads")
+    d = Hd // heads
+
+    def split(M, w):  # (D, H·w) -> (H, D, w)
+        return np.ascontiguousarray(M.reshape(M.shape[0], heads, w).transpose(1, 0, 2))
+
+    wv = wo = None
+    if Wo is not None and Wv is None:
+        raise InputError("W_O needs W_V (the output projection acts on the values)")
+    if Wv is not None:
+        Wv = _f64("W_V", Wv, 2)
+        if Wv.shape[0] != D or Wv.shape[1] % heads:
+            raise InputError(f"W_V must be (D, H·d_v) = ({D}, multiple of {heads}), got {Wv.shape}")
+        dv = Wv.shape[1] // heads
+        wv = split(Wv, dv)
+        if Wo is None:
+            Wo = np.eye(heads * dv)
+        Wo = _f64("W_O", Wo, 2)
+        if Wo.shape[0] != heads * dv:
+            raise InputError(f"W_O must have H·d_v = {heads * dv} rows, got {Wo.shape}")
+        wo = np.ascontiguousarray(Wo.reshape(heads, dv, Wo.shape[1]))
+    return Layer(split(Wq, d), split(Wk, d), wv, wo)
+
+
+# ----------------------------------------------------------------------------- one head
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What the norms and the Jacobian products need from one head (all float64)."""
+
+    A: np.ndarray   # (N, d) queries a_i
+    B: np.ndarray   # (N, d) keys b_k
+    Y: np.ndarray   # (N, D) y_k = W_Q b_k
+    Z: np.ndarray   # (N, D) z_i = W_K a_i
+    P: np.ndarray   # (N, N) φ(S) (row-normalised if asked), 0 where masked
+    g: np.ndarray   # (N, N) φ'(S) (divided by the row sum if row-normalised), 0 where masked
+    row: bool       # row-normalised
+
+
+def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray]:
+    """(P, g) for logits S (N, N): P = φ(S) or its row-normalised form, g as in the module docstring (masked: 0)."""
+    from empirics.experiments.audit import activation_functions
+
+    fns = fns or activation_functions(act)
+    N = S.shape[0]
+    i = np.arange(1, N + 1, dtype=np.float64)[:, None]
+    j = np.arange(1, N + 1, dtype=np.float64)[None, :]
+    vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
+    with np.errstate(all="ignore"):
+        if act.normalize == "none":
+            P = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+            g = np.where(vis, fns.fp(S, float(N), i, j), 0.0)
+        elif fns.logf is not None:  # exp-type φ: through log φ, shifted by the row maximum (softmax-stable)
+            L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)
+            E = np.exp(L - L.max(axis=1, keepdims=True))
+            P = E / E.sum(axis=1, keepdims=True)
+            g = np.where(vis, fns.dlogf(S, float(N), i, j), 0.0) * P
+        else:
+            F = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+            s = F.sum(axis=1, keepdims=True)
+            P, g = F / s, np.where(vis, fns.fp(S, float(N), i, j), 0.0) / s
+    if not (np.all(np.isfinite(P)) and np.all(np.isfinite(g))):
+        raise NormOverflowError(f"φ or φ' is not finite in float64 for {act.text!r} at N = {N} (the activation "
+                                "overflows at these logits, or a row sum vanished)")
+    return P, g
+
+
+def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, bq=None, bk=None) -> _Head:
+    A, B = X @ Wq, X @ Wk          # (N, D) @ (D, d) -> (N, d)
+    if bq is not None:
+        A, B = A + bq[None, :], B + bk[None, :]
+    S = A @ B.T                    # (N, d) @ (d, N) -> (N, N)
+    P, g = attention_rows(S, act, fns)
+    return _Head(A, B, B @ Wq.T, A @ Wk.T, P, g, act.normalize == "row")
+
+
+def _bias(layer: Layer, k: int) -> tuple:
+    """(b_Q, b_K) of head k, or (None, None)."""
+    if layer.bq is None:
+        return None, None
+    return layer.bq[k], layer.bk[k]
+
+
+def _pow2(a: np.ndarray) -> int:
+    """e with max|a| ∈ [2^(e−1), 2^e) (0 for an all-zero array): a/2^e is exact and has no overflowing square."""
+    m = float(np.max(np.abs(a))) if a.size else 0.0
+    return math.frexp(m)[1] if m > 0 else 0
+
+
+@dataclass(frozen=True)
+class HeadNorms:
+    """log₂ of the three squared norms of one head's attention matrix (−inf for an exact 0)."""
+
+    log2_fro2: float
+    log2_jac_s2: float
+    log2_jac2: float
+
+
+def _log2(v: float, e2: int) -> float:
+    """log₂(v · 2^e2) for v ≥ 0 (−inf for 0)."""
+    return math.log2(v) + e2 if v > 0 else -math.inf
+
+
+def head_norms(h: _Head) -> HeadNorms:
+    """‖φ(S)‖²_F, ‖∂φ/∂S‖²_F, ‖∂φ/∂X‖²_F of one head, each scaled before squaring (log₂)."""
+    eP, eg = _pow2(h.P), _pow2(h.g)
+    P, g = np.ldexp(h.P, -eP), np.ldexp(h.g, -eg)  # exact
+    fro2 = float(np.sum(P * P))
+    G2 = g * g
+    if h.row:
+        Ph = h.P  # the true P (≤ 1) enters the row Jacobian's 1 − 2P + ‖P‖²
+        p2 = np.sum(Ph * Ph, axis=1)
+        Jrow = np.sum(G2 * (1.0 - 2.0 * Ph + p2[:, None]), axis=1)  # ‖R_i‖²_F / 2^(2eg)
+        jac_s2 = float(Jrow.sum())
+    else:
+        jac_s2 = float(G2.sum())
+    ey = max(_pow2(h.Y), _pow2(h.Z))
+    Y, Z = np.ldexp(h.Y, -ey), np.ldexp(h.Z, -ey)
+    ny2, nz2 = np.sum(Y * Y, axis=1), np.sum(Z * Z, axis=1)
+    if not h.row:
+        off = G2.copy()
+        np.fill_diagonal(off, 0.0)
+        diagR = np.sum((Y + Z) ** 2, axis=1)  # ‖y_i + z_i‖²
+        jac2 = float((off @ ny2).sum() + (off.sum(axis=1) * nz2).sum() + (np.diagonal(G2) * diagR).sum())
+    else:
+        Ph = h.P
+        YY, V = Y @ Y.T, Z @ Y.T  # (N, N): y_i·y_k, z_i·y_k
+        GYY = g @ YY
+        JY = G2 @ ny2 - 2 * np.sum(Ph * g * GYY, axis=1) + p2 * np.sum(GYY * g, axis=1)  # ‖R_iY‖²_F
+        gv, pgv = np.sum(g * V, axis=1), np.sum(Ph * g * V, axis=1)
+        gii, vii, pii = np.diagonal(g), np.diagonal(V), np.diagonal(Ph)
+        jac2 = float(np.sum(JY + nz2 * Jrow + 2 * gii * (gii * vii - pgv - (pii - p2) * gv)))
+    return HeadNorms(_log2(fro2, 2 * eP), _log2(jac_s2, 2 * eg), _log2(max(jac2, 0.0), 2 * eg + 2 * ey))
+
+
+# ----------------------------------------------------------------------------- the layer
+
+
+def _values(h: _Head, X: np.ndarray, Wv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(V, c, C, ω_diag): v_k = W_Vᵀx_k (N, d_v); c_i (N, d_v); C_i = Σ_k ω_ik b_kᵀ (N, d_v, d); ω_ii (N, d_v)."""
+    V = X @ Wv  # (N, D) @ (D, d_v)
+    c = h.P @ V if h.row else np.zeros_like(V)
+    C = np.einsum("ik,kv,kd->ivd", h.g, V, h.B, optimize=True) - c[:, :, None] * (h.g @ h.B)[:, None, :]
+    w_ii = np.diagonal(h.g)[:, None] * (V - c)
+    return V, c, C, w_ii
+
+
+def layer_jac_fro2(X: np.ndarray, layer: Layer, heads: list) -> float:
+    """‖∂F/∂X‖²_F of F(X) = Σ_h P_h X W_V^h W_O^h: Σ_{h,h'} [t11 + t22 + t33 + 2(t12 + t13 + t23)] (module docstring).
+
+    The weight Gram matrices of all head pairs come from three stacked products (W_O W_Oᵀ, W_QᵀW_Q, W_VᵀW_Q and
+    W_VᵀW_V), so a pair costs O(N d_v d² + N² d_v).
+    """
+    H = layer.H
+    d, dv = layer.Wq.shape[2], layer.Wv.shape[2]
+    vals = [_values(h, X, layer.Wv[k]) for k, h in enumerate(heads)]
+    Qs = np.concatenate(list(layer.Wq), axis=1)   # (D, H·d)
+    Vs = np.concatenate(list(layer.Wv), axis=1)   # (D, H·d_v)
+    Os = np.concatenate(list(layer.Wo), axis=0)   # (H·d_v, D_out)
+    GO, GQ, GVQ, GVV = Os @ Os.T, Qs.T @ Qs, Vs.T @ Qs, Vs.T @ Vs
+
+    def blk(G, a, b, ra, rb):
+        return G[a * ra:(a + 1) * ra, b * rb:(b + 1) * rb]
+
+    ZQ = [h.Z @ Qs for h in heads]   # (N, H·d): z_i^h · W_Q^{h'} columns
+    ZV = [h.Z @ Vs for h in heads]   # (N, H·d_v)
+    total = 0.0
+    for a, (h, (V, c, C, w)) in enumerate(zip(heads, vals)):
+        for b, (h2, (V2, c2, C2, w2)) in enumerate(zip(heads, vals)):
+            O = blk(GO, a, b, dv, dv)  # W_O^a W_O^bᵀ (d_v, d_v')
+            t11 = float(np.sum(C * (np.matmul(O, C2) @ blk(GQ, b, a, d, d))))  # Σ_i ⟨C_i, O C'_i Q'ᵀQ⟩
+            ZQ2 = ZQ[b][:, a * d:(a + 1) * d]  # rows Qᵀ z'_i
+            t12 = float(np.sum(np.matmul(C, ZQ2[:, :, None])[:, :, 0] * (w2 @ O.T)))  # Σ_i (C_i Qᵀz'_i)·(O ω'_ii)
+            t13 = float(np.diagonal(h2.P) @ np.tensordot(C, O @ blk(GVQ, b, a, dv, d), axes=([1, 2], [0, 1])))
+            zz = np.sum(h.Z * h2.Z, axis=1)  # z_i·z'_i
+            vv = np.sum((V @ O) * V2, axis=1)  # v_k O v'_k
+            CV, VC = c @ O @ V2.T, c2 @ O.T @ V.T  # c_i O v'_k, v_k O c'_i (both indexed [i, k])
+            cc = np.sum((c @ O) * c2, axis=1)
+            t22 = float(np.sum(zz[:, None] * h.g * h2.g * (vv[None, :] - CV - VC + cc[:, None])))
+            R = ZV[a][:, b * dv:(b + 1) * dv] @ O.T  # r_i = O W_V'ᵀ z_i, (N, d_v)
+            t23 = float(np.sum(h2.P * h.g * (R @ V.T - np.sum(c * R, axis=1)[:, None])))
+            t33 = float(np.sum(h.P * h2.P)) * float(np.sum(O * blk(GVV, b, a, dv, dv).T))  # tr(O W_V'ᵀW_V)
+            total += t11 + t22 + t33 + 2.0 * (t12 + t13 + t23)
+    if not math.isfinite(total):
+        raise NormOverflowError("the layer Jacobian's Frobenius norm overflows float64; rescale X or the weights")
+    return max(total, 0.0)
+
+
+@dataclass(frozen=True)
+class ExprNorms:
+    """Norms of every head's attention matrix (lists over heads) and, with values, of the whole layer."""
+
+    fro: list            # ‖φ(S_h)‖_F
+    jac_s_fro: list      # ‖∂φ(S_h)/∂S_h‖_F
+    jac_fro: list        # ‖∂φ(S_h)/∂X‖_F
+    log10_fro: list
+    log10_jac_s_fro: list
+    log10_jac_fro: list
+    layer_jac_fro: float | None = None  # ‖∂F/∂X‖_F, F = Σ_h φ(S_h) X W_V^h W_O^h
+
+
+def _from_log2(L: float, what: str) -> float:
+    if L / 2 >= 1024:
+        raise NormOverflowError(f"{what} ≈ 10^{L / 2 * math.log10(2):.1f} exceeds float64")
+    return math.ldexp(2.0 ** (L / 2 - math.floor(L / 2)), int(math.floor(L / 2))) if math.isfinite(L) else 0.0
+
+
+def expr_norms(X, layer: Layer, act) -> ExprNorms:
+    """Exact norms of φ(S_h), ∂φ/∂S_h, ∂φ/∂X for every head, and ‖∂F/∂X‖_F of the layer when it has values.
+
+    >>> from theory.audit import parse_activation
+    >>> r = expr_norms(np.eye(2), layer_from_w(np.eye(2)), parse_activation("x"))
+    >>> round(r.fro[0], 12), round(r.jac_fro[0] ** 2, 12)   # as empirics.kernels.norms' poly p = 1
+    (1.414213562373, 12.0)
+    """
+    from empirics.experiments.audit import activation_functions
+
+    X = _f64("X", X, 2)
+    N, D = X.shape
+    if D != layer.D:
+        raise InputError(f"X has D = {D} columns but the weights expect D = {layer.D}")
+    if N * N * layer.H > MAX_ENTRIES:
+        raise InputError(f"N = {N} with {layer.H} heads needs {N * N * layer.H} attention entries (at most {MAX_ENTRIES})")
+    fns = activation_functions(act)
+    heads = [_head(X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in range(layer.H)]
+    hn = [head_norms(h) for h in heads]
+    l10 = math.log10(2) / 2
+
+    def col(attr, what):
+        return [_from_log2(getattr(n, attr), what) for n in hn], [getattr(n, attr) * l10 for n in hn]
+
+    fro, lf = col("log2_fro2", "‖φ(S)‖_F")
+    js, ljs = col("log2_jac_s2", "‖∂φ/∂S‖_F")
+    jx, ljx = col("log2_jac2", "‖∂φ/∂X‖_F")
+    lay = math.sqrt(layer_jac_fro2(X, layer, heads)) if layer.has_values else None
+    return ExprNorms(fro, js, jx, lf, ljs, ljx, lay)
+
+
+# ----------------------------------------------------------------------------- Jacobian products
+
+
+class LayerOperator:
+    """J = ∂F/∂X at X as products v ↦ Jv and u ↦ Jᵀu (closed form, O(H N² d + H N D d) each), never formed.
+
+    F is the layer Σ_h P_h X W_V^h W_O^h when the layer has values, else the attention matrix of head
+    ``head`` (X ↦ φ(S_h), (N, D) -> (N, N)). Shapes: v (N, D), Jv (N, D_out) or (N, N).
+    """
+
+    def __init__(self, X, layer: Layer, act, head: int | None = None):
+        from empirics.experiments.audit import activation_functions
+
+        self.X = _f64("X", X, 2)
+        self.layer = layer
+        fns = activation_functions(act)
+        if layer.has_values and head is None:
+            self.idx = list(range(layer.H))
+        else:
+            self.idx = [0 if head is None else int(head)]
+        self.heads = {k: _head(self.X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in self.idx}
+        self.values = layer.has_values and head is None
+        self.in_shape = self.X.shape
+        N = self.X.shape[0]
+        self.out_shape = (N, layer.Wo.shape[2]) if self.values else (N, N)
+
+    def _dP(self, h: _Head, dS: np.ndarray) -> np.ndarray:
+        if h.row:
+            return h.g * dS - h.P * np.sum(h.g * dS, axis=1, keepdims=True)
+        return h.g * dS
+
+    def _dS_adj(self, h: _Head, Pbar: np.ndarray) -> np.ndarray:
+        if h.row:
+            return h.g * (Pbar - np.sum(h.P * Pbar, axis=1, keepdims=True))
+        return h.g * Pbar
+
+    def matvec(self, E: np.ndarray) -> np.ndarray:
+        """J E for a direction E (N, D)."""
+        out = np.zeros(self.out_shape)
+        for k in self.idx:
+            h, Wq, Wk = self.heads[k], self.layer.Wq[k], self.layer.Wk[k]
+            dS = (E @ Wq) @ h.B.T + h.A @ (E @ Wk).T  # dA Bᵀ + A dBᵀ, (N, N)
+            dP = self._dP(h, dS)
+            if not self.values:
+                return dP
+            Wv, Wo = self.layer.Wv[k], self.layer.Wo[k]
+            out += (dP @ (self.X @ Wv) + h.P @ (E @ Wv)) @ Wo
+        return out
+
+    def rmatvec(self, U: np.ndarray) -> np.ndarray:
+        """Jᵀ U for an output cotangent U (N, D_out) or (N, N)."""
+        Xbar = np.zeros(self.in_shape)
+        for k in self.idx:
+            h, Wq, Wk = self.heads[k], self.layer.Wq[k], self.layer.Wk[k]
+            if self.values:
+                Wv, Wo = self.layer.Wv[k], self.layer.Wo[k]
+                Ub = U @ Wo.T                      # (N, d_v)
+                Pbar = Ub @ (self.X @ Wv).T        # (N, N)
+                Xbar += h.P.T @ Ub @ Wv.T          # through the values
+            else:
+                Pbar = U
+            Sbar = self._dS_adj(h, Pbar)
+            Xbar += (Sbar @ h.B) @ Wq.T + (Sbar.T @ h.A) @ Wk.T
+        return Xbar

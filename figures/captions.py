@@ -1,0 +1,135 @@
+"""One caption per kind of figure: what the figure shows, what to look at, and what the reader should see.
+
+The reports (``sapa/report.py``) caption every figure from here, by the start (and, for a figure module that saves
+several figures, the end) of its file stem; the stem itself, which encodes the configuration
+(``norm_vs_n_D16_d16_rho0p5_trials768_N8-512``), is shown beside the caption as the file's name. Plain data: no
+matplotlib, so the report imports it cheaply. A test checks that every stem a figure module can save has a caption
+here and that each caption is sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Caption:
+    """The caption of every figure whose file stem starts with ``prefix`` (and ends with ``suffix``, when given)."""
+
+    prefix: str
+    title: str          # a few words, for links ("Figure 3: the regime map")
+    text: str           # sentences: what is drawn, what to look at, what it shows
+    suffix: str = ""
+
+
+_PROTOCOLS = ("Each head's measured growth exponent (with a 90 % interval) under the four token protocols (special "
+              "tokens in or out; re-encoded prefixes or one fixed-context pass), for softmax, x/√N and x³/√N, with the "
+              "O(√N) edge ½ + 0.05. Softmax's heads stay below the edge; count how many x/√N and x³/√N heads cross it "
+              "under each protocol.")  # drawn under two stems: real_heads_protocols_…, or <stem>_protocols
+
+CAPTIONS: tuple[Caption, ...] = (
+    Caption("softmax_jacobian_landscape", "the softmax Jacobian over the simplex",
+            "The Frobenius norm ‖diag(s) − s sᵀ‖_F of one softmax row's Jacobian over every probability vector s of "
+            "three entries. Look at where it peaks: at the midpoints of the edges (mass ½ on two entries), with "
+            "value ½, and not at the corners (one-hot rows give 0) nor at the centre (≈ 0.471). So the sharp "
+            "constant of Eq. 4.2 is √N/2, four times below the paper's 2√N."),
+    Caption("norm_vs_n", "‖φ(S)‖_F against N",
+            "The norm ‖φ(S)‖_F against N on log–log axes for softmax and the paper's polynomial activations, one panel per "
+            "weight model (paper, iid, tied, corr). Markers are Monte Carlo RMS norms with ±2-standard-error "
+            "intervals, lines the exact E-RMS, grey guides √N (softmax's bound) and N, dotted verticals the "
+            "crossover N*. Look first for the markers on the lines (Monte Carlo agrees with the exact moments); then "
+            "see x/√N and x³/√N run parallel to √N only to the right of N*, and compare their height with "
+            "softmax's: where both grow like √N, the constant is what separates them."),
+    Caption("jac_norm_vs_n", "‖∂φ(S)/∂X‖_F against N",
+            "The Jacobian norm ‖∂φ(S)/∂X‖_F against N on log–log axes, drawn like the figure of ‖φ(S)‖_F (markers "
+            "Monte Carlo, lines exact, grey guides √N and N, dotted verticals N*). Look for the same pattern as in "
+            "the norm: the markers sit on the exact lines, and the scaled polynomials reach the √N slope only "
+            "beyond N*."),
+    Caption("regime_map", "the regime map over (N, D)",
+            "The local growth exponent of E-RMS ‖x^p/√N‖_F over the sequence length N and the token width D "
+            "(rows p = 1 and 3; columns iid, tied and correlated weights; head width d = 64). Where the map reads ½ "
+            "the √N rate of Cor. 4.3/4.5 has set in; where it reads near 0 the norm is flat in N. Look at how far "
+            "to the right the ½ region starts with tied weights and p = 3: ViT-Base (N = 196, D = 768) is still in "
+            "the flat region there."),
+    Caption("scale_direction", "the direction of the scale",
+            "Which way the scale of c·x^p must move as N shrinks. Left: softmax's typical norm against N. Middle "
+            "and right (p = 1, 3): the coefficient c(N) that brings the polynomial to softmax's level (its typical "
+            "norm, or its bound √N), normalised to N = 256, beside 1/√N. Look at the direction: every curve rises "
+            "as N falls, so the coefficient c must grow as N shrinks and the divisor α = 1/c shrinks, as the "
+            "paper's Figure 1 says in its own notation."),
+    Caption("causal_masking", "row norms under a causal mask",
+            "Row norms of attention under a causal mask, where row i sees only i tokens. Top: the E-RMS of each "
+            "row against i at two sequence lengths, for softmax (its bound and its typical rows) and for x^p with "
+            "the global scale 1/√N or the per-row scale 1/√i. Look at the global-scale rows rising like √i while "
+            "the 1/√i rows stay level, as softmax's do. Bottom: the scale fixed at a training length and the "
+            "sequence 8× shorter or longer."),
+    Caption("overhead", "attention runtime against N",
+            "Seconds per attention call against N on log–log axes, forward and forward+backward, without and with "
+            "a causal mask: softmax's fused kernel (black) against the naive, compiled and linearised polynomial "
+            "forms (p = 3 thick, p = 2 dashed, p = 1 dotted), with guides ∝ N² and ∝ N. Compare each coloured line "
+            "with the black one at the same N: the gap is the overhead the reviewers asked about (CPU, one thread, "
+            "float32, one run: the ratios move with the machine's load)."),
+    Caption("overhead", "where the linearisation pays off",
+            "The sequence length from which the exact linearisation φ_p(Q)(φ_p(K)ᵀV) beats the naive N² form, "
+            "measured on the forward pass and predicted from flop counts, per power p and head width d. Look at "
+            "how steeply it grows with p: for x³ at d = 64 the feature count makes the linearisation pay off only "
+            "far beyond the lengths measured here.", suffix="_crossover"),
+    Caption("worst_case", "worst case beside typical case",
+            "The worst case beside the typical case of ‖x^p/√N‖_F and its Jacobian against N (rows p; columns the "
+            "input set: every token on a sphere ‖x_i‖ = r, or only the total ‖X‖_F = r√N bounded). Shaded: the "
+            "exact bracket from a witness input to an upper bound; markers: the best input found by gradient "
+            "ascent; grey: a random input. Look at the slopes: with every token bounded the worst case grows like "
+            "√N; with only ‖X‖_F bounded, x³/√N grows like N^2.5, because the energy gathers on one or two "
+            "tokens."),
+    Caption("audit_compare", "six activations compared",
+            "Six attention activations under iid (top) and tied (bottom) weights, with logits qᵀk/√d: left, the "
+            "local growth exponent (softmax's bound: ½); right, E-RMS ‖φ‖_F/√N (softmax's bound: 1). Lines are "
+            "closed forms or quadrature, points Monte Carlo. An activation that behaves like softmax stays at or "
+            "below ½ on the left and near or below 1 on the right; look at where x/√N and x³/√N sit beside ReLU/N, "
+            "sigmoid(x − log N) and the row-normalised degree-4 polynomial."),
+    Caption("training_vs_n", "test accuracy against N",
+            "Test accuracy against N for every arm of the training study, each at its own best learning rate "
+            "(median over seeds, bars from the worst to the best seed); softmax thick and black, the task's floor "
+            "dotted grey (text: the bigram predictor); below, the share of each arm's learning-rate grid that "
+            "diverged. Look at each arm's distance to softmax as N grows: an arm whose scale transfers across N "
+            "keeps it; an arm that stays on the floor has not learnt the task, and its trend says nothing.",
+            suffix="_acc"),
+    Caption("training_vs_n", "attention norms during training",
+            "The attention norm ‖φ(S)‖_F over the training steps (log scale), one panel per task and N, one line per arm at its best "
+            "learning rate (median over seeds). Read the level at which each arm settles and whether it rises with "
+            "N; set it beside the accuracy figure to see whether a lower norm goes with a better accuracy.",
+            suffix="_norms"),
+    Caption("training_vs_n", "learning-rate sensitivity",
+            "Validation accuracy against the learning rate, one panel per task and N, one line per arm (median "
+            "over seeds); the filled marker is the rate each arm was judged at. Look for selected rates at the edge "
+            "of the grid: there a better rate may lie outside it.", suffix="_lr"),
+    Caption("real_heads", "a trained model's heads on the regime map",
+            "The 72 heads of the trained all-MiniLM-L6-v2 on the regime map of Cor. 4.3/4.5 (rows p = 1 and 3). "
+            "Left: each head at the model's training length N = 128 against the N* of its own weights (filled: the "
+            "measured token covariance; grey: N(0, I)), with random ViT-like heads for reference. Right: the "
+            "growth exponent measured on the model's own hidden states against the N* of a matched Gaussian head, "
+            "with that head's exact curve. A head in the √N regime sits at ½; look at how many real heads lie "
+            "above it."),
+    Caption("real_heads", "each head under four token protocols", _PROTOCOLS, suffix="_protocols"),
+    Caption("real_heads_protocols", "each head under four token protocols", _PROTOCOLS),
+    Caption("layer_lipschitz", "certified Lipschitz constants of whole layers",
+            "The local Lipschitz constant σ₁(∂F/∂X) of whole multi-head attention layers against N: left, every "
+            "layer of all-MiniLM-L6-v2 on its own hidden states; right, random layers of ViT-Base size. Solid lines "
+            "are Lanczos lower bounds, dashed lines certified upper bounds, so the true value lies between them; "
+            "the dotted grey line is a √N slope for reference. Compare each bracket's slope with the √N line to "
+            "see how fast a real layer's sensitivity grows with N."),
+    Caption("bench_scaling", "the sweep on 1 and K workers",
+            "Wall time of one fixed Monte Carlo sweep on 1 and K local workers (start-up hatched on top), beside the "
+            "ideal time T₁/K, with the parallel efficiency over each bar. Compare each bar with the ideal: the gap "
+            "is start-up and scheduling. Every worker count gives byte-identical results; the time is measured, "
+            "not asserted, and moves with the machine's load."),
+)
+
+
+def caption_for(stem: str) -> Caption | None:
+    """The caption of the figure saved as ``stem`` (``None`` when no kind matches): a matching suffix wins, then
+    the longest matching prefix."""
+    hits = [c for c in CAPTIONS if stem.startswith(c.prefix) and (not c.suffix or stem.endswith(c.suffix))]
+    if not hits:
+        return None
+    return max(hits, key=lambda c: (bool(c.suffix), len(c.prefix)))

@@ -1,0 +1,158 @@
+"""``sapa norms`` for any activation expression, several heads, values, and the certified spectral norm.
+
+``--activation EXPR`` (anything ``sapa audit`` accepts, with ``--normalize`` and ``--mask``) or
+``softmax`` / ``poly`` (read as ``exp(τx)`` row-normalised and ``c·x^p``) on X and either W (S = XWXᵀ),
+``--wq/--wk`` [``--wv`` [``--wo``]] split into ``--heads``, or one ``.safetensors`` file of a layer.
+Exact Frobenius norms come from :mod:`empirics.kernels.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
+(and of the whole layer when it has values) as the certified bracket of :mod:`empirics.kernels.spectral`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from common.validate import InputError
+
+__all__ = ["activation_from_args", "layer_from_args", "run_norms", "load_layer_file"]
+
+# suffixes of a layer's tensors in a .safetensors file: (our name, transpose?) — plain names are (D, H·d) as
+# sapa takes them, BERT's nn.Linear weights are (out, in)
+_SUFFIXES = {
+    "wq": (("wq", False), ("attention.self.query.weight", True)),
+    "wk": (("wk", False), ("attention.self.key.weight", True)),
+    "wv": (("wv", False), ("attention.self.value.weight", True)),
+    "wo": (("wo", False), ("attention.output.dense.weight", True)),
+}
+
+
+def activation_from_args(args):
+    """The parsed :class:`theory.audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
+    from common.validate import positive_float
+    from theory.audit import parse_activation
+
+    if args.activation == "softmax":
+        tau = positive_float("--scale", args.scale)
+        return parse_activation(f"exp({tau!r}*x)", "row", args.mask)
+    if args.activation == "poly":
+        c = positive_float("--scale", args.scale)
+        return parse_activation(f"{c!r}*x**{int(args.p)}", "none", args.mask)
+    return parse_activation(args.activation, args.normalize, args.mask)
+
+
+def load_layer_file(path: Path, prefix: str = "") -> dict:
+    """{wq, wk[, wv, wo]} (float64, (D, ·) layout) from a .safetensors file, by name suffix under ``prefix``."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise InputError("--safetensors needs the package 'safetensors' (pip install safetensors)") from None
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"--safetensors: file not found: {path}")
+    try:
+        with safe_open(str(path), framework="np") as fh:
+            keys = [k for k in fh.keys() if k.startswith(prefix)]
+            out = {}
+            for name, options in _SUFFIXES.items():
+                for suffix, transpose in options:
+                    hits = [k for k in keys if k == prefix + suffix or k.endswith("." + suffix) or k == suffix]
+                    if len(hits) > 1:
+                        raise InputError(f"--safetensors: {len(hits)} tensors end in {suffix!r} ({hits[0]}, {hits[1]}, ...): "
+                                         "give --prefix (e.g. encoder.layer.0.)")
+                    if hits:
+                        a = np.asarray(fh.get_tensor(hits[0]), dtype=np.float64)
+                        out[name] = a.T.copy() if transpose else a
+                        break
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a corrupt header, an unsupported dtype (bf16 in numpy), ...
+        raise InputError(f"--safetensors {path}: cannot read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+                         ) from None
+    if "wq" not in out or "wk" not in out:
+        raise InputError(f"--safetensors {path}: no query/key weights (names ending in wq/wk or "
+                         "attention.self.query.weight/key.weight" + (f" under prefix {prefix!r}" if prefix else "") + ")")
+    return out
+
+
+def layer_from_args(args, D: int):
+    """The :class:`empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
+    from common.validate import finite_matrix
+    from empirics.kernels.expr_norms import layer_from_qk, layer_from_w
+    from sapa.npyfile import load_npy as _load_npy
+
+    given = [n for n in ("w", "wq", "safetensors") if getattr(args, n, None) is not None]
+    if len(given) != 1:
+        raise InputError("give exactly one of --w W.npy, --wq/--wk (with optional --wv, --wo), --safetensors FILE")
+    if args.w is not None:
+        if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
+            raise InputError("--w is the whole bilinear form W = W_Q W_Kᵀ: it does not combine with --wk/--wv/--wo "
+                             "(give --wq/--wk for heads with values)")
+        if args.heads != 1:
+            raise InputError("--heads needs --wq/--wk or --safetensors (--w is one head)")
+        return layer_from_w(finite_matrix("--w", _load_npy(args.w, "--w"), (D, D)))
+    if args.wq is not None:
+        if args.wk is None:
+            raise InputError("--wq needs --wk")
+        m = {n: finite_matrix(f"--{n}", _load_npy(getattr(args, n), f"--{n}"), (D, None) if n != "wo" else (None, None))
+             for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
+    else:
+        if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
+            raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")
+        m = load_layer_file(args.safetensors, args.prefix or "")
+        if m["wq"].shape[0] != D:
+            raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
+    return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=args.heads)
+
+
+def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,
+              seed: int = 0) -> dict:
+    """The flat result of ``sapa norms`` with an expression (see the module docstring)."""
+    from empirics.kernels.expr_norms import LayerOperator, expr_norms
+    from empirics.kernels.spectral import certified_spectral_norm
+
+    r = expr_norms(X, layer, act)
+
+    def rss(v):
+        return math.sqrt(sum(x * x for x in v))
+
+    def rss_log10(v):
+        m = max(v)
+        return m + 0.5 * math.log10(sum(10.0 ** (2 * (x - m)) for x in v)) if math.isfinite(m) else None
+
+    def fin(v):
+        return v if v is not None and math.isfinite(v) else None
+
+    N, D = X.shape
+    out = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
+           "n": int(N), "d_model": int(D), "heads": layer.H, "values": layer.has_values,
+           "fro_norm": rss(r.fro), "jac_s_fro_norm": rss(r.jac_s_fro), "jac_fro_norm": rss(r.jac_fro),
+           "log10_fro_norm": fin(rss_log10(r.log10_fro)), "log10_jac_s_fro_norm": fin(rss_log10(r.log10_jac_s_fro)),
+           "log10_jac_fro_norm": fin(rss_log10(r.log10_jac_fro))}
+    if layer.H > 1:
+        out.update({"fro_norm_per_head": r.fro, "jac_s_fro_norm_per_head": r.jac_s_fro,
+                    "jac_fro_norm_per_head": r.jac_fro})
+    if layer.has_values:
+        out["layer_jac_fro_norm"] = r.layer_jac_fro
+    if spectral:
+        per_head = []
+        for k in range(layer.H):
+            op = LayerOperator(X, layer, act, head=k)
+            b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, r.jac_fro[k] ** 2, tol=tol,
+                                        max_steps=max_steps, seed=seed)
+            per_head.append(b.as_dict())
+        if layer.H == 1:
+            out.update({f"{k}": v for k, v in per_head[0].items()})
+        else:
+            out["spectral_per_head"] = per_head
+        if layer.has_values:
+            op = LayerOperator(X, layer, act)
+            b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, r.layer_jac_fro ** 2, tol=tol,
+                                        max_steps=max_steps, seed=seed)
+            out.update({f"layer_{k}": v for k, v in b.as_dict().items()})
+        out["spectral_certificate"] = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; "
+                                       "upper = λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), "
+                                       "and ≤ ‖J‖_F; converged: (upper − lower) ≤ tol·upper")
+    out["dtype"] = "float64"
+    return out

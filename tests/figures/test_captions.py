@@ -1,0 +1,79 @@
+"""Tests for `figures/captions.py`: every figure a module can save has a caption, and every caption is sentences."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from figures.captions import CAPTIONS, caption_for
+
+FIGURES = Path(__file__).resolve().parents[2] / "figures"
+
+
+def _saved_stems() -> set[str]:
+    """Every stem a figure module can save, read from its source: the names passed to ``style.stem`` (literals,
+    module constants, values of a constant dict), each with every literal suffix the module appends (``_acc``)."""
+    stems = set()
+    for path in sorted(FIGURES.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        consts = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                v = node.value
+                if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                    consts[node.targets[0].id] = [v.value]
+                elif isinstance(v, ast.Dict) and all(isinstance(x, ast.Constant) for x in v.values):
+                    consts[node.targets[0].id] = [x.value for x in v.values]
+        names, suffixes = [], set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "stem" and node.args:
+                a = node.args[0]
+                if isinstance(a, ast.Constant):
+                    names.append(a.value)
+                elif isinstance(a, ast.Name):
+                    names += consts.get(a.id, [])
+                elif isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name):
+                    names += consts.get(a.value.id, [])
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "save" and len(node.args) == 3:
+                a = node.args[2]  # style.save(fig, out_dir, stem): f"{stem}_acc" saves a suffix, anything else bare
+                tail = a.values[-1] if isinstance(a, ast.JoinedStr) else None
+                suffixes.add(tail.value if isinstance(tail, ast.Constant) else "")
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Constant) \
+                    and re.fullmatch(r"_[a-z]+", str(node.right.value)):
+                suffixes.add(node.right.value)  # a stem handed on with a suffix (file_stem + "_protocols")
+        stems |= {f"{n}_cfg1{s}" for n in names for s in suffixes}
+    return stems
+
+
+def test_the_scan_finds_the_figure_modules_stems():
+    """Negative control of the scan: it sees the stems and suffixes the ledger's figures are saved under."""
+    stems = _saved_stems()
+    for want in ("norm_vs_n_cfg1", "jac_norm_vs_n_cfg1", "overhead_cfg1", "overhead_cfg1_crossover",
+                 "training_vs_n_cfg1_acc", "training_vs_n_cfg1_lr", "real_heads_minilm_cfg1_protocols",
+                 "audit_compare_cfg1", "softmax_jacobian_landscape_cfg1"):
+        assert want in stems
+    assert "training_vs_n_cfg1" not in stems  # the study saves only its three suffixed figures
+
+
+def test_every_stem_a_module_can_save_has_a_caption():
+    missing = sorted(s for s in _saved_stems() if caption_for(s) is None)
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("cap", CAPTIONS, ids=lambda c: c.prefix + c.suffix)
+def test_each_caption_is_sentences_that_say_what_to_look_at(cap):
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", cap.text)
+    assert cap.text[0].isupper() and cap.text.endswith(".") and len(sentences) >= 2
+    assert re.search(r"\b(look|see|read|compare|count)\b", cap.text, re.I)  # tells the reader where to look
+    assert "_" not in cap.prefix or cap.prefix not in cap.text + cap.title  # words, not file names
+
+
+def test_the_most_specific_caption_wins():
+    assert caption_for("overhead_d64_x_crossover").suffix == "_crossover"
+    assert caption_for("overhead_d64_x").suffix == ""
+    assert caption_for("jac_norm_vs_n_D16").prefix == "jac_norm_vs_n"
+    assert caption_for("real_heads_protocols_N8").prefix == "real_heads_protocols"
+    assert caption_for("no_such_figure") is None
