@@ -125,3 +125,11 @@ def test_matrix_power_leading_coefficient_is_the_norm_of_w_to_the_p(p):
         assert not mp.exact and mp.expected_fro2 == float(lead * 10 ** (2 * p))
     else:
         assert sp.Poly(mp.poly, N_).coeff_monomial(N_ ** (2 * p)) == lead
+
+
+def test_matrix_power_leading_coefficient_in_float64_beyond_exact_sizes():
+    # D = 40 > EXACT_MAX_DIM: the float64 branch; ‖W^p‖²_F against numpy's own matrix power
+    W = np.random.default_rng(40).standard_normal((40, 40)) / 6.0
+    for p in (2, 4):
+        Wp = np.linalg.matrix_power(W, p)
+        assert math.isclose(float(matrix_power_growth(p, W).leading_coeff), float(np.sum(Wp * Wp)), rel_tol=1e-12)

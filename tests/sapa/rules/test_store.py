@@ -65,3 +65,25 @@ def test_a_stale_or_foreign_entry_is_not_used(tmp_path):
     assert fingerprint(other) != fingerprint(rule) and stored(other, path) is None
     with pytest.raises(ValueError):
         write_store([(rule, dataclasses.replace(c, seed=SEED + 1))], path)
+
+
+def test_calibrate_counts_each_verdict_where_it_belongs():
+    # A rule whose verdicts are known in advance: under "holds" every 4th is FAILS, every 4th + 1 UNDETERMINED;
+    # under "fails" every 2nd is HOLDS. With n = 8: false FAILS 2/8, undetermined 2/8, false HOLDS 4/8, power 4/8.
+    from sapa.rules.base import Rule
+
+    def simulate(truth, rng):
+        simulate.k[truth] = simulate.k.get(truth, -1) + 1
+        return truth, simulate.k[truth]
+
+    simulate.k = {}
+
+    def decide(ev):
+        truth, k = ev
+        if truth == "holds":
+            return {0: "FAILS", 1: "UNDETERMINED"}.get(k % 4, "HOLDS")
+        return "HOLDS" if k % 2 else "FAILS"
+
+    rule = Rule(name="known", summary="", thresholds={}, decide=decide, simulate=simulate, design={}, trials=8)
+    c = calibrate(rule, trials=8, seed=0)
+    assert (c.false_fails_rate, c.undetermined_rate_null, c.false_holds_rate, c.power) == (0.25, 0.25, 0.5, 0.5)
