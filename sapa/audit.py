@@ -39,27 +39,84 @@ def mc_grid(N: int) -> tuple[int, ...]:
     return tuple(sorted({max(2, N // 2), N, 2 * N}))
 
 
-def _verdict_exact(a) -> tuple[str, dict]:
-    from sapa.rules.audit import LikeSoftmaxEvidence, decide
+def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict, dict]:
+    """Rate and size readings from exact / quadrature evidence: the sup of the local exponent from ``n_min`` on."""
+    from sapa.regime import exponent_windows
+    from sapa.rules.audit import A, TOL, LikeSoftmaxEvidence
 
     w = 0.5 * a.error_bound
-    ev = LikeSoftmaxEvidence(a.sup_growth_exponent - w, a.sup_growth_exponent + w, a.asymptotic_exponent,
+    win = exponent_windows(prof, A + TOL, n_min)
+    sup = win["sup_from_n_min"]
+    ev = LikeSoftmaxEvidence(sup - w, sup + w, a.asymptotic_exponent,
                              a.constant_vs_softmax * (1 - w), a.constant_vs_softmax * (1 + w), a.method == "exact")
-    return decide(ev), ev.__dict__
+    return *_readings(ev, size_factor, win), ev.__dict__
+
+
+def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
+    """(like-softmax verdict, {"rate": …, "size": …, "why": …}) — the two readings apart, with the reading that failed."""
+    from sapa.regime import windows_text
+    from sapa.rules.audit import A, TOL, combine, decide_rate, decide_size, why_failed
+
+    rate, size = decide_rate(ev), decide_size(ev, size_factor)
+    rate_why = (f"sup of the local exponent for N ≥ {win['n_min']:g}: {win['sup_from_n_min']:.4f} (edge {A + TOL:g}); "
+                f"{windows_text(win)}" if win is not None else
+                f"exponent interval [{ev.exp_lo:.3f}, {ev.exp_hi:.3f}] (edge {A + TOL:g})")
+    out = {"rate": {"verdict": rate, "rule": "growth-upper-exact" if win is not None else "growth-upper",
+                    "statement": f"E-RMS ‖φ(S)‖_F = O(√N): local exponent ≤ ½ + {TOL}", "why": rate_why},
+           "size": {"verdict": size, "rule": "size-within-factor", "factor": size_factor,
+                    "statement": f"E-RMS ‖φ(S)‖_F within {size_factor:g}× of softmax's bound √N",
+                    "why": f"E-RMS ‖φ‖_F/√N in [{ev.ratio_lo:.4g}, {ev.ratio_hi:.4g}] against {size_factor:g}"},
+           "why": why_failed(rate, size) or "holds on rate and size"}
+    if win is not None:
+        out["rate"]["windows"] = win["windows"]
+        out["rate"]["n_min"] = win["n_min"]
+    return combine(rate, size), out
+
+
+def logit_substituted(text: str, logit_scale: str, d: int) -> str:
+    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged)."""
+    if logit_scale == "S":
+        return text
+    import sympy as sp
+
+    from theory.audit import parse_activation
+
+    expr = parse_activation(text).expr
+    xs = [s for s in expr.free_symbols if s.name == "x"]
+    return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
 
 
 def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIALS, seed: int = 0,
-              sizes: bool = True) -> dict:
-    """Flat result of one audit (the ``--json`` object of ``sapa audit``)."""
-    t0 = time.perf_counter()
-    from sapa.rules.audit import TOL, K
+              sizes: bool = True, size_factor: float | None = None, n_min: float | None = None,
+              logit_scale: str = "S", expr_as_given: str | None = None) -> dict:
+    """Flat result of one audit (the ``--json`` object of ``sapa audit``).
 
-    out: dict = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
+    ``act`` is applied to x = S_ij (S = X W_Q W_Kᵀ Xᵀ); for ``logit_scale="S/sqrt(d)"`` the caller has substituted
+    x → x/√d already (:func:`logit_substituted`) and passes the user's text as ``expr_as_given``.
+    """
+    t0 = time.perf_counter()
+    from sapa.rules.audit import N_MIN, SIZE_FACTOR, TOL
+
+    K = SIZE_FACTOR if size_factor is None else float(size_factor)
+    n_min = N_MIN if n_min is None else float(n_min)
+
+    out: dict = {"activation": expr_as_given or act.text, "expression": str(act.expr),
+                 "logit_scale": logit_scale,
+                 "logit": ("x = S_ij, S = X W_Q W_Kᵀ Xᵀ (the paper's theory; no 1/√d)" if logit_scale == "S" else
+                           f"x = S_ij/√d, d = {spec.d} (as transformers compute it); expression evaluated on S: "
+                           f"{act.expr}"),
+                 "normalize": act.normalize, "mask": act.mask,
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
     if "fro" in act.infinite:
         out.update(_infinite_result(act, N))
+        why = out["verdict_by_construction"]
+        out.update({"size_factor": K, "n_min": n_min, "rate_verdict": "FAILS", "size_verdict": "FAILS",
+                    "verdict_why": "by construction: the expectation is infinite",
+                    "readings": {"rate": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
+                                 "size": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
+                                 "why": "by construction: the expectation is infinite"}})
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
     if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
@@ -67,11 +124,15 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
 
         out.update(relpos_result(act, spec, N))
         wc = out.pop("_worst_case")
-        verdict, ev = out.pop("_verdict"), out.pop("_verdict_evidence")
+        out.pop("_verdict")
+        ev = out.pop("_verdict_evidence")
+        from sapa.rules.audit import LikeSoftmaxEvidence
+
+        verdict, readings = _readings(LikeSoftmaxEvidence(**ev), K, None)  # rate and size apart (sup over N = 2…4096)
     elif act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
-        verdict, ev = _verdict_exact(a)
+        verdict, readings, ev = _verdict_exact(a, prof, K, n_min)
         rng_n = [n for n in RANGE_N]
         tot = prof.totals(rng_n)
         ex = prof.exponents(rng_n)
@@ -107,7 +168,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         from sapa.rules.audit import decide, mc_evidence
 
         ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N)
-        verdict, ev = decide(ev_o), ev_o.__dict__
+        (verdict, readings), ev = _readings(ev_o, K, None), ev_o.__dict__
         fit = {}
         for q, name in (("fro2", "growth_exponent"), ("jac_s2", "growth_exponent_jac_s"), ("jac2", "growth_exponent_jac")):
             y = [float(getattr(mcs[n], q).mean()) for n in grid]
@@ -140,9 +201,12 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         "worst_case_exponent_jac_s": (wc["jac_s"] or {}).get("exponent"), "worst_case_exponent_jac": (wc["jac"] or {}).get("exponent"),
         "worst_case_witness": wc["fro"]["witness"], "worst_case_bracket": wc["fro"].get("bracket"),
         "verdict": verdict, "rule": "audit-like-softmax",
-        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = 2…"
-                             f"{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = "
+                             f"{n_min:g}…{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
                              f"within {K:g}× of softmax's bound √N at N = {N}",
+        "readings": readings, "size_factor": K, "n_min": n_min,
+        "rate_verdict": readings["rate"]["verdict"], "size_verdict": readings["size"]["verdict"],
+        "verdict_why": readings["why"],
         "verdict_evidence": ev,
     })
     if act.infinite:  # only ∂φ/∂x: the norm of φ is finite, its Jacobian's expectation is not
@@ -201,7 +265,8 @@ def text_report(out: dict) -> str:
               "monte_carlo": f"Monte Carlo, {out.get('trials')} draws per N (seed {out.get('seed')}); error bound "
                              f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}.get(
         out["method"], f"{out['method']} ({out['error_bound_kind']})")
-    head = key_values([("activation", f"φ(x) = {out['expression']}  (normalize {out['normalize']}, mask {out['mask']})"),
+    head = key_values([("activation", f"φ(x) = {out['activation']}  (normalize {out['normalize']}, mask {out['mask']})"),
+                       ("logit convention", f"{out['logit_scale']}  ({out['logit']})"),
                        ("model", model), ("method", method)])
     size = key_values([(f"E‖φ(S)‖²_F at N = {out['n']}", v(out["expected_fro2"], no_form)),
                        ("E‖∂φ(S)/∂S‖²_F", v(out["expected_jac_s_fro2"], no_form)),
@@ -235,16 +300,19 @@ def text_report(out: dict) -> str:
     if mc:
         (elo, ehi), (clo, chi) = out["growth_exponent_interval"], out["constant_vs_softmax_interval"]
         decisive = (f"exponent in [{sig(elo)}, {sig(ehi)}] (limit ½ + {TOL}), ‖φ‖/√N in [{sig(clo)}, {sig(chi)}] "
-                    f"(limit {K:g})")
+                    f"(limit {out['size_factor']:g})")
     else:
         decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
-                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {K:g})")
+                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})")
     if out.get("infinite_because"):  # a non-integrable singularity (theory.singular): these expectations are ∞
         lines += ["", f"infinite: {', '.join(out['infinite'])}"] + [f"  {why}" for why in out["infinite_because"]]
         if "fro" in out["infinite"]:
             decisive = out["verdict_by_construction"]
-    lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']}",
+    lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']} ({out['verdict_why']})",
               f"  decisive numbers: {decisive}"]
+    for name in ("rate", "size"):
+        r = out["readings"][name]
+        lines.append(f"  {name} reading: {r['verdict']} — rule {r['rule']}: {r['why']}")
     return "\n".join(lines)
 
 
@@ -288,11 +356,13 @@ def cmd(args) -> int:
 
     from common.validate import InputError
 
-    act = parse_activation(args.expr, args.normalize, args.mask)
     spec = spec_from_args(args)
+    scale = getattr(args, "logit_scale", "S")
+    act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
     check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False))
     try:
-        out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed)
+        out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed,
+                        size_factor=getattr(args, "size_factor", None), logit_scale=scale, expr_as_given=args.expr)
     except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
         raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None

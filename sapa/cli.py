@@ -56,6 +56,13 @@ def _finite_float(text: str) -> float:
     return v
 
 
+def _positive_factor(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive factor, got {text!r}")
+    return v
+
+
 def _positive_seconds(text: str) -> float:
     v = _finite_float(text)
     if v <= 0:
@@ -161,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--timeout", type=_positive_int, default=1200, help="seconds one cell may run")
     c = sub.add_parser("calibrate", help="measure every verdict rule's error rates on synthetic evidence with a known truth",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("--rule", nargs="+", metavar="NAME", help="only these rules (default: all)")
+    c.add_argument("--rule", nargs="+", action="extend", metavar="NAME",
+                   help="only these rules (default: all); repeatable: --rule A --rule B runs both")
     c.add_argument("--trials", type=_positive_int, help="synthetic evidences per truth (default: each rule's own)")
     c.add_argument("--seed", type=_int_nonneg, default=0)
     c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
@@ -184,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=_int_nonneg, default=0)
     a.add_argument("--force", action="store_true",
                    help="run even beyond the work limit of sapa sweep or the available memory (estimated up front)")
+    a.add_argument("--logit-scale", choices=("S", "S/sqrt(d)"), default="S",
+                   help="what x is: an entry of S = X W_Q W_Kᵀ Xᵀ (the paper's theory) or of S/√d (as transformers "
+                        "compute it: x → x/√d is substituted)")
+    a.add_argument("--size-factor", type=_positive_factor, default=None,
+                   help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
+                        "sapa.rules.audit.SIZE_FACTOR = 10)")
     a.add_argument("--json", action="store_true", help="print a flat JSON object")
     return p
 
@@ -310,6 +324,9 @@ def cmd_norms(args: argparse.Namespace) -> int:
         "log10_jac_s_fro_norm": _finite_or_none(r.log10_jac_s_fro),
         "max_abs": r.max_abs,
         "dtype": "float64",
+        "logit_scale": "S",
+        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(τ·S), c·S^p (τ = 1/√d or c = d^(-p/2) "
+                 "gives the S/√d convention)",
     }
     if args.json:
         print(json.dumps(out))
@@ -358,14 +375,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if any(c.id in ("scale-keeps-training-stable", "norm-vs-accuracy") for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
+    # timings last: by then the training study's workers (which load both cores) have finished
+    run_order = [c for c in claims if c.id != "overhead"] + [c for c in claims if c.id == "overhead"]
     try:
-        for i, claim in enumerate(claims, 1):
+        for i, claim in enumerate(run_order, 1):
             tag = f"[{i}/{len(claims)}] {claim.id}"
             say(f"{tag} ...")
             with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
                 entry = run_claim(claim, ctx)
             say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
+        order = [c.id for c in claims]
+        entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
     except BaseException:
         stop_prefetch(ctx)
         raise
@@ -378,9 +399,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if prior is not None:  # the report and the table show the whole merged ledger
         entries, prov = ledger_entries(ledger), ledger["provenance"]
     atomic_write_json(out_dir / "ledger.json", ledger)
-    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_summary))
-    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_summary))
-    print(report.table(entries, mc=mc_summary))
+    mc_all = ledger.get("monte_carlo") or mc_summary  # after --only: the merged ledger's, as ledger.json says
+    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_all))
+    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_all))
+    print(report.table(entries, mc=mc_all))
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
@@ -446,8 +468,18 @@ def cmd_exact(args: argparse.Namespace) -> int:
         "growth_exponent_of": "d log √E‖x^p/√N‖²_F / d log N at N (the 1/√N-scaled norm; _jac: its Jacobian w.r.t. X)",
         "m_off": float(m.m_off), "m_diag": float(m.m_diag), "j_off": float(m.j_off), "j_diag": float(m.j_diag),
         "formula": m.formula,
+        "logit_scale": "S",
+        "logit": "S = X W_Q W_Kᵀ Xᵀ (or ABᵀ), no 1/√d: the paper's theory",
     }
     out.update(_exact_log10s(m))  # exact where float64 underflows (σ = 1e-300: E‖φ‖² ≈ 1e-1800 prints as 0.0)
+    if m.d is not None:  # the same moments under S/√d: E‖(S/√d)^{∘p}‖² = d^(−p)·E‖S^{∘p}‖², Jacobians alike, N* unchanged
+        from sapa.conditions import scaled_by_logit_convention as conv
+
+        out["at_logit_scale_s_over_sqrt_d"] = {
+            "expected_fro2": conv(out["expected_fro2"], m.p, m.d, squared=True),
+            "expected_jac_fro2": conv(out["expected_jac_fro2"], m.p, m.d, squared=True),
+            "factor": f"d^(-p) = {m.d}^(-{m.p})", "crossover_n": out["crossover_n"],
+            "growth_exponent": out["growth_exponent"]}
     if args.json:
         print(json.dumps(out))
     else:
@@ -643,13 +675,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.seed != SEED or args.trials is not None:
             raise InputError(f"--store keeps the ledger's calibrations only: seed {SEED}, each rule's default trials")
         write_store(list(zip(rules, results)))
+    from sapa.rules.base import EXACT_NOTE
+
     if args.json:
-        print(json.dumps({"rules": [c.as_dict() for c in results],
+        print(json.dumps({"rules": [{**c.as_dict(), "evidence": r.evidence,
+                                     **({"note": EXACT_NOTE} if r.evidence == "exact" else {})}
+                                    for r, c in zip(rules, results)],
                           "targets": {"false_fails_rate": FALSE_FAILS_TARGET, "false_holds_rate": FALSE_HOLDS_TARGET}}))
         return 0
     w = max(len(c.rule) for c in results)
     print(f"{'rule':<{w}}  false FAILS  false HOLDS   power  undetermined (null)  trials  targets")
-    for c in results:
+    for r, c in zip(rules, results):
+        if r.evidence == "exact":  # rates of 0 / 0 / 100 % would only restate the decision logic
+            print(f"{c.rule:<{w}}  {EXACT_NOTE} (decision logic on synthetic exact evidence: {c.false_fails_rate:.2%} / "
+                  f"{c.false_holds_rate:.2%} / {c.power:.1%}, {c.trials} trials)")
+            continue
         print(f"{c.rule:<{w}}  {c.false_fails_rate:>11.2%}  {c.false_holds_rate:>11.2%}  {c.power:>6.1%}  "
               f"{c.undetermined_rate_null:>19.1%}  {c.trials:>6}  {'met' if c.meets_targets else 'MISSED'}")
     print(f"targets: false FAILS ≤ {FALSE_FAILS_TARGET:.0%} (statement true, least favourable case), "

@@ -6,14 +6,7 @@ glossary defines every label and term listed here.
 
 from __future__ import annotations
 
-VERDICTS: dict[str, str] = {
-    "HOLDS": "true as stated (and sharp where it is a bound)",
-    "HOLDS_LOOSE": "true, but the constant or rate is not sharp (the entry's corrected claim gives the sharp one)",
-    "HOLDS_IN_REGIME": "true only under conditions the evidence names (e.g. N ≥ N_reg)",
-    "FAILS": "refuted by the evidence (a finding, not an error: `sapa verify` still exits 0)",
-    "UNDETERMINED": "not settled: inconclusive, too little power, or the kinds of evidence disagree",
-    "ANSWERED": "a reviewers' question, answered from readings that are all decided",
-}
+from sapa.labels import DEFINITIONS as VERDICTS  # noqa: E402  one meaning per label: defined once, in sapa.labels
 
 TERMS: dict[str, str] = {
     "reading": "one precise version of a claim (its object, quantifier and randomness model), decided by a calibrated "

@@ -34,6 +34,14 @@ class Contract:
     n_range: str              # e.g. "every N ≥ 1"
     predicted_exponent: str   # e.g. "0.5 (∝ √N)" or "bound, not a rate"
     refuted_by: str           # the observation that would refute the claim
+    logit_scale: str          # "S" (S = X W_Q W_Kᵀ Xᵀ, the paper's theory) or "S/sqrt(d)" (as transformers compute it)
+    logit_note: str = ""      # how the convention enters (e.g. "invariant: a for-all statement over every real S")
+
+    def __post_init__(self) -> None:
+        from sapa.conditions import LOGIT_SCALES
+
+        if self.logit_scale not in LOGIT_SCALES:
+            raise ValueError(f"unknown logit_scale {self.logit_scale!r}; one of {LOGIT_SCALES}")
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,9 @@ class Outcome:
     rule: str = ""                         # the rule of the verdict-giving reading (claims)
     answer: str | None = None              # questions: the answer in a few sentences
     findings: tuple[str, ...] = ()         # stated findings that are not verdicts (constants, sizes)
+    falsifiability: dict | None = None     # sapa.conditions.by_construction / could_fail (with its negative control)
+    robustness: dict | None = None         # sapa.conditions.robustness: the verdict under varied conditions, stable
+    regime: dict | None = None             # HOLDS_IN_REGIME: {"boundary", "n_min", "windows" | "cells"}
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -124,6 +135,9 @@ class Entry:
     rule: dict | None = None
     answer: str | None = None
     findings: list[str] = field(default_factory=list)
+    falsifiability: dict | None = None
+    robustness: dict | None = None
+    regime: dict | None = None
 
 
 def run_claim(claim: Claim, ctx: Context) -> Entry:
@@ -140,11 +154,19 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
     allowed = QUESTION_VERDICTS if claim.kind == "question" else CLAIM_VERDICTS
     if outcome.verdict not in allowed:  # a claim is judged; a question is answered
         raise ValueError(f"{claim.id}: a {claim.kind} cannot have verdict {outcome.verdict!r}")
+    verdict, evidence = outcome.verdict, outcome.evidence
+    if claim.kind == "question" and verdict == "ANSWERED":  # one meaning per label (sapa.labels)
+        from sapa.labels import question_verdict, undecided
+
+        if question_verdict(outcome.readings) != "ANSWERED":
+            verdict = "UNDETERMINED"
+            evidence = {**evidence, "label_rule": "ANSWERED needs every reading decided; undecided: "
+                        + ", ".join(undecided(outcome.readings) or ["(no readings)"])}
     return Entry(
         id=claim.id,
         statement=claim.statement,
-        verdict=outcome.verdict,
-        evidence=outcome.evidence,
+        verdict=verdict,
+        evidence=evidence,
         figures=list(outcome.figures),
         headline=outcome.headline or ("not yet examined (" + claim.owner + ")" if claim.check is None else ""),
         tested_statement=outcome.tested_statement,
@@ -156,7 +178,24 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         rule=_rule_dict(outcome.rule),
         answer=outcome.answer,
         findings=list(outcome.findings),
+        falsifiability=outcome.falsifiability or _not_examined_falsifiability(outcome),
+        robustness=outcome.robustness or _not_examined_robustness(verdict, outcome),
+        regime=outcome.regime,
     )
+
+
+def _not_examined_falsifiability(outcome: Outcome) -> dict:
+    """An entry whose check states no falsifiability (or stopped before its evidence): no control was run — said so."""
+    return {"kind": "could_fail", "why": "this entry's check runs no negative control (" + (outcome.headline or "-")[:200]
+            + ")", "negative_control": {"statement": "(none run: the check states no false variant)",
+                                        "verdict": "UNDETERMINED", "control_ok": False}}
+
+
+def _not_examined_robustness(verdict: str, outcome: Outcome) -> dict:
+    """Nothing varied by this entry's check: ``stable`` is false — not shown to be stable."""
+    return {"headline": verdict, "stable": False, "flips": [],
+            "varied": [{"condition": "every condition", "verdict": None, "reading": "headline",
+                        "note": "not run: this entry's check varies no condition"}]}
 
 
 def _reading_dict(r: Reading) -> dict:
@@ -179,7 +218,14 @@ def calibration_note(rule) -> dict:
     """The rule's calibration as cited in the ledger: measured rates from ``sapa calibrate`` (cached per run)."""
     from sapa.rules import cached_calibration
 
+    from sapa.rules.base import EXACT_NOTE
+
     c = cached_calibration(rule.name)
+    if rule.evidence == "exact":  # no sampling error: rates of 0 % / 0 % / 100 % would only restate the logic
+        return {"exact": True, "note": EXACT_NOTE, "false_fails_rate": None, "false_holds_rate": None, "power": None,
+                "decision_logic_check": {"false_fails_rate": c.false_fails_rate,
+                                         "false_holds_rate": c.false_holds_rate, "power": c.power, "trials": c.trials},
+                "command": f"sapa calibrate --rule {rule.name}"}
     return {"false_fails_rate": c.false_fails_rate, "false_holds_rate": c.false_holds_rate, "power": c.power,
             "trials": c.trials, "meets_targets": c.meets_targets, "command": f"sapa calibrate --rule {rule.name}"}
 

@@ -54,9 +54,24 @@ def merge_into(prior: dict | None, fresh: dict) -> dict:
     # other top-level summaries (e.g. "monte_carlo") describe the whole ledger: the old ones stay, and this run's
     # own are kept in its provenance
     extra = {k: v for k, v in fresh.items() if k not in ("claims", "provenance")}
-    return {**extra, **prior, "claims": claims,
+    merged_mc = _merged_monte_carlo(prior.get("monte_carlo"), fresh.get("monte_carlo"))
+    return {**extra, **prior, **({"monte_carlo": merged_mc} if merged_mc is not None else {}), "claims": claims,
             "provenance": {**prov, "reran": [c["id"] for c in fresh["claims"]], "rerun_summaries": extra,
                            "earlier_runs": earlier}}
+
+
+def _merged_monte_carlo(old: dict | None, new: dict | None) -> dict | None:
+    """The whole ledger's first-pass coverage: the rerun's comparisons replace theirs by name, the others stay.
+
+    None (keep the old summary) when either side lacks its list of comparisons (a ledger written before they were kept).
+    """
+    if not old or "checks" not in old or not new or "checks" not in new:
+        return None
+    from sapa.claims.mc import summary_of
+
+    by_name = {c["name"]: c for c in old["checks"]}
+    by_name.update({c["name"]: c for c in new["checks"]})
+    return summary_of(list(by_name.values()))
 
 
 def ledger_entries(ledger: dict) -> list:

@@ -21,7 +21,7 @@ from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
 from sapa.report_summary import bottom_line, clauses, sentences, short_numbers
 
-_LEGEND = VERDICTS
+_LEGEND = VERDICTS  # = sapa.labels.DEFINITIONS: one meaning per label, the same sentences as docs/verdicts.md
 _GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
 
 
@@ -41,12 +41,48 @@ def table(entries: list[Entry], width: int = 110, mc: dict | None = None) -> str
         lines += ["" if lines else None, title.upper(), f"{'id':<{id_w}}  {'verdict':<{v_w}}  key numbers",
                   "-" * min(width, id_w + v_w + 4 + rest)]
         for e in group:
-            wrapped = wrap_clauses(e.headline or "-", rest)
+            flag = unstable(e).strip()
+            wrapped = wrap_clauses((flag + "; " if flag else "") + (e.headline or "-"), rest)
             lines.append(f"{e.id:<{id_w}}  {e.verdict:<{v_w}}  {wrapped[0]}")
             lines += [f"{'':<{id_w}}  {'':<{v_w}}  {w}" for w in wrapped[1:]]
     if mc:
         lines += ["", mc_line(mc)]
     return "\n".join(x for x in lines if x is not None)
+
+
+def unstable(e: Entry) -> str:
+    """' (unstable: flips under …)' when the entry's robustness says its verdict flips under a varied condition."""
+    r = e.robustness or {}
+    if r.get("stable") is False and r.get("flips"):
+        return " (unstable: flips under " + "; ".join(r["flips"]) + ")"
+    if r.get("stable") is False:
+        return " (stability not shown)"
+    return ""
+
+
+def conditions(e: Entry) -> list[str]:
+    """One line each: the logit convention, falsifiability (with the control's verdict), robustness, regime."""
+    out = []
+    c = e.contract or {}
+    if c.get("logit_scale"):
+        out.append(f"Logits: {c['logit_scale']}" + (f" — {c['logit_note']}" if c.get("logit_note") else ""))
+    f = e.falsifiability or {}
+    ctrl = f.get("negative_control")
+    if f.get("kind") == "by_construction":
+        out.append(f"By construction: {f.get('why', '')}" + (f" (pipeline control: {ctrl['statement']} → "
+                                                              f"{ctrl['verdict']})" if ctrl else ""))
+    elif f.get("kind") == "could_fail" and ctrl:
+        out.append(f"Could fail; negative control: {ctrl['statement']} → {ctrl['verdict']}"
+                   + ("" if ctrl.get("control_ok") else " (the control did not come out FAILS)"))
+    r = e.robustness or {}
+    if r.get("varied"):
+        rows = [x for x in r["varied"] if x.get("reading", "headline") == "headline"]
+        out.append(("Stable" if r.get("stable") else "Not stable") + " under: " + "; ".join(
+            f"{x['condition']} → {x['verdict'] if x['verdict'] is not None else x['note']}" for x in rows)
+                   + (f". {r['distance']}" if r.get("distance") else ""))
+    if e.regime and e.regime.get("boundary"):
+        out.append(f"Regime: {e.regime['boundary']}")
+    return out
 
 
 _KEEP = re.compile(r" (?=[/=≈≤≥<>×])|(?<=[/=≈≤≥<>]) ")  # spaces around operators: never a line break there
@@ -187,6 +223,7 @@ def _section(e: Entry, figures: list, index: int) -> dict:
         "e": e,
         "label": "Paper's claim" if e.kind == "claim" else "Reviewers' question",
         "readings": [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings],
+        "conditions": conditions(e),
         "contract": [(k.replace("_", " "), str(v)) for k, v in (e.contract or {}).items()],
         "figures": [(f, f.owner == e.id) for f in report_figures.cited_in(figures, e.id)],
         "evidence_path": f"claims[{index}].evidence",
@@ -198,6 +235,8 @@ def _calibration_text(c: dict | None) -> str:
     """'false FAILS / false HOLDS / power' as '0.4% / 1.2% / 97%' ('not calibrated' without rates)."""
     if not c:
         return "not calibrated"
+    if c.get("exact"):
+        return c.get("note", "exact: no sampling error")
 
     def pct(key: str, digits: int) -> str:
         x = c.get(key)
@@ -216,6 +255,7 @@ def _env():
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False, default=False),
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["anchor"] = _anchor
+    env.filters["unstable"] = unstable
     env.filters["anchor_title"] = lambda t: _anchor(t.replace(" ", "-"))
     env.filters["cell"] = _md_cell
     env.filters["md"] = _md_text

@@ -84,7 +84,7 @@ class OverheadGrid:
 FULL = OverheadGrid()
 # Quick: N ≤ 1024, 3 repeats, no torch.compile (its cold start costs 20–40 s per configuration on 2
 # cores), the x³ linearisation (F = 45 760 at d = 64) only where it predicts < 0.5 s per call.
-QUICK = OverheadGrid(Ns=(128, 256, 512, 1024), repeats=3, methods=("naive", "linearised"), crossover_masks=("none",),
+QUICK = OverheadGrid(Ns=(128, 256, 512, 1024), repeats=5, methods=("naive", "linearised"), crossover_masks=("none",),
                      time_cap_s=0.5)
 
 
@@ -230,6 +230,9 @@ def bench_overhead(quick: bool = False, *, device=None, progress: bool = False, 
 
 def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
     t0 = time.perf_counter()
+    from empirics.timing.machine import machine_state
+
+    before = machine_state()
     compiled: dict = {}
     compile_info: dict = {}
     rows: list[dict] = []
@@ -254,7 +257,7 @@ def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
         "compile": compile_info,
         "scales": {"none": "c = 1/√N", "causal": "row i times 1/√i", "softmax": "1/√d inside (SDPA default)"},
         "grid": {**asdict(g), "mem_cap_gib": g.mem_cap_bytes / GIB},
-        "provenance": _provenance(dev),
+        "provenance": {**_provenance(dev), "machine": {**before, "load_after": machine_state()["load_before"]}},
         "seconds_total": round(time.perf_counter() - t0, 3),
     }
 
@@ -294,7 +297,7 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
         for method, p in keys:  # phase 1: skip checks, compile checks and one warm-up call per method
             row = {"method": method, "p": p, "mask": mask, "N": N, "d": d, "d_v": d, "heads": g.heads, "pass": pas,
                    "seconds": None, "seconds_min": None, "first_call_s": None, "ratio_vs_softmax": None,
-                   "ratio_min_vs_softmax": None,
+                   "ratio_min_vs_softmax": None, "seconds_rounds": None, "ratio_rounds": None,
                    "repeats": g.repeats, "features": feature_dim(d, p, "sym") if method == "linearised" else None,
                    "chunk": (g.chunk or default_chunk(feature_dim(d, p, "sym"), causal)) if method == "linearised"
                    else None, "status": "ok"}
@@ -319,10 +322,13 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
         for key, row in rows.items():  # medians and minima; ratios of interleaved minima against softmax
             if key in runs and runs[key]:
                 row["seconds"], row["seconds_min"] = statistics.median(runs[key]), min(runs[key])
+                row["seconds_rounds"] = [float(t) for t in runs[key]]  # one per interleaved round, in order
                 last[key] = (N, min(runs[key]))  # the least disturbed run predicts the next N
             if key[0] != "softmax" and row["seconds"] is not None and soft["seconds"]:
                 row["ratio_vs_softmax"] = row["seconds"] / soft["seconds"]
                 row["ratio_min_vs_softmax"] = row["seconds_min"] / soft["seconds_min"]
+                if len(runs.get(("softmax", None), ())) == len(runs[key]):  # round r against softmax's round r
+                    row["ratio_rounds"] = [t / u for t, u in zip(runs[key], runs[("softmax", None)])]
             if progress:
                 t = "—" if row["seconds"] is None else f"{row['seconds']:.4g} s"
                 print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {key[0]:<10} p={key[1]} {t} {row['status'][:60]}",

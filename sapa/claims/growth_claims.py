@@ -113,6 +113,8 @@ def constants(p: int, scaled: bool) -> dict:
     """
     from theory.moments import exact_moments
 
+    from sapa.conditions import scaled_by_logit_convention as conv
+
     out = {}
     for name, (D, d, N) in VIT.items():
         c2 = 1 / N if scaled else 1.0
@@ -121,9 +123,16 @@ def constants(p: int, scaled: bool) -> dict:
             sig = 1.0 if m == "paper" else 1 / math.sqrt(D)
             e = exact_moments(p, m, N, D, d, rho=rho, sigma=sig)
             rms = math.sqrt(c2 * e.expected_fro2)
+            rms_d = conv(rms, p, d)  # the same exact moments under S/√d: factor d^(−p/2)
             row[m] = {"rms_fro": float(f"{rms:.4g}"), "ratio_to_softmax_bound_sqrtN": float(f"{rms / math.sqrt(N):.4g}"),
-                      "rms_jac_s": float(f"{math.sqrt(c2 * jac_s_moments(p, m, rho, D, d, N, sig)):.4g}")}
-        out[name] = {"D": D, "d": d, "N": N, "softmax_bound_sqrtN": math.sqrt(N), "models": row}
+                      "rms_jac_s": float(f"{math.sqrt(c2 * jac_s_moments(p, m, rho, D, d, N, sig)):.4g}"),
+                      "rms_fro_s_over_sqrt_d": float(f"{rms_d:.4g}"),
+                      "ratio_to_softmax_bound_sqrtN_s_over_sqrt_d": float(f"{rms_d / math.sqrt(N):.4g}"),
+                      "ratio_exact": rms / math.sqrt(N), "ratio_exact_s_over_sqrt_d": rms_d / math.sqrt(N)}
+        out[name] = {"D": D, "d": d, "N": N, "softmax_bound_sqrtN": math.sqrt(N), "models": row,
+                     "logit_scales": {"rms_fro": "S (the paper's theory)",
+                                      "rms_fro_s_over_sqrt_d": f"S/√d (as transformers compute it): × d^(−p/2) = "
+                                                               f"{d}^(−{p}/2)"}}
     return out
 
 
@@ -232,19 +241,29 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
                 statement=f"max over inputs with ‖X‖_F = r√N of ‖{word}‖_F and ‖J_X‖_F grows no faster than N^{pred:g}",
                 why=f"exact worst-case exponents N^{e_fro['fro']:g} / N^{e_fro['jac_fro']:g} (energy on one or two tokens)"),
     )
+    consts = constants(p, scaled)
+    if scaled:
+        readings = readings + size_readings(consts, word)
     if not mc_agrees or not control_detected or not wc["theory_and_numerics_agree"]:
         verdict = "UNDETERMINED"  # the three kinds of evidence must agree before any reading is reported as settled
     else:
         verdict = readings[0].verdict
+    falsifiability, robust = _conditions(p, scaled, word, rate, pred, asym_e, v_upper, consts)
 
-    consts = constants(p, scaled)
     vb = vit["ViT-Base"]
     cb = consts["ViT-Base"]["models"]
-    const_str = ", ".join(f"{m} {cb[m]['rms_fro']:.3g}" for m, _ in MODELS)
-    ratio_str = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN']:.3g}" for m, _ in MODELS)
-    findings = (
-        f"Constant, not rate: at ViT-Base (D=768, d=64, N=196) E-RMS ‖{word}‖_F = {const_str} against softmax's "
-        f"bound √196 = 14 (ratio {ratio_str}).",
+    const_str = ", ".join(f"{m} {cb[m]['rms_fro_s_over_sqrt_d']:.3g}" for m, _ in MODELS)
+    ratio_str = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}" for m, _ in MODELS)
+    ratio_s = ", ".join(f"{m} {cb[m]['ratio_to_softmax_bound_sqrtN']:.4g}" for m, _ in MODELS)
+    size_finding = ((f"Rate and size apart (one standard for every activation family): with logits S/√d the "
+                     f"size reading is {_size_words(readings)}, while the rate O(√N) holds for every model"
+                     + (" — it fails on size, not on rate." if any(r.verdict == "FAILS" for r in readings
+                                                                  if r.rule == "size-within-factor" and "S/√d" in r.name)
+                        else ".")),) if scaled else ()
+    findings = size_finding + (
+        f"Constant, not rate: at ViT-Base (D=768, d=64, N=196), with logits S/√d as transformers compute them, "
+        f"E-RMS ‖{word}‖_F = {const_str} against softmax's bound √196 = 14 (ratio {ratio_str}); with the paper's own "
+        f"logits S (no 1/√d) the ratio is {ratio_s} — the same exact moments times d^(p/2) = {64 ** (p / 2):g}.",
         "N* = 1 + m_diag/m_off at ViT-Base: " + ", ".join(f"{m} {vb[m]['crossover_n']:.4g}" for m, _ in MODELS)
         + "; below N* the scaled norm grows slower than the rate, above it at the rate.",
     )
@@ -253,8 +272,12 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
     headline = (f"O({rate}) as an upper bound holds for every weight model (exponent {asym_e:.3f}, {uniform}); "
                 f"the tight rate "
                 f"only for N ≥ N_reg (up to {worst_pr['regime_start_n']}, {worst_pr['model']}); exponent at ViT-Base "
-                f"N=196: {vit_str}; constant vs softmax's √N at ViT-Base: {cb['tied']['ratio_to_softmax_bound_sqrtN']:.3g}× "
-                f"(tied), {cb['iid']['ratio_to_softmax_bound_sqrtN']:.3g}× (iid); MC agrees on "
+                f"N=196: {vit_str}; constant vs softmax's √N at ViT-Base, logits S/√d: "
+                f"{cb['tied']['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}× (tied), "
+                f"{cb['iid']['ratio_to_softmax_bound_sqrtN_s_over_sqrt_d']:.3g}× (iid) [paper's S: "
+                f"{cb['tied']['ratio_to_softmax_bound_sqrtN']:.4g}×, {cb['iid']['ratio_to_softmax_bound_sqrtN']:.4g}×]"
+                + (f"; size within {_size_factor():g}× (S/√d): " + _size_words(readings) if scaled else "")
+                + "; MC agrees on "
                 f"{len(judged) - len(disagree)}/{len(judged)} first-pass series; " + worst_side.headline(wc))
     corrected = (
         f"E‖{word}‖²_F = c(N)²[N(N−1)·m_off + N·m_diag] exactly (m_off = E S_12^{2 * p}, m_diag = E S_11^{2 * p}); "
@@ -279,6 +302,8 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
         ),
         corrected_claim=None if all(rd.verdict == "HOLDS" for rd in readings) else corrected,
         figures=wc_figures,
+        falsifiability=falsifiability,
+        robustness=robust,
         evidence={
             "predicted_exponent": pred,
             "tolerance": TOL,
@@ -301,6 +326,80 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
             "other_reading": mp or "p = 1: element-wise and matrix power coincide",
         },
     )
+
+
+def _size_words(readings) -> str:
+    """'iid HOLDS, tied FAILS' for the S/√d size readings."""
+    return ", ".join(f"{r.name.split(', ')[-2].split()[0]} {r.verdict}" for r in readings
+                     if r.rule == "size-within-factor" and "S/√d" in r.name)
+
+
+def _size_factor() -> float:
+    from sapa.rules.audit import SIZE_FACTOR
+
+    return SIZE_FACTOR
+
+
+def size_readings(consts: dict, word: str, factor: float | None = None) -> tuple[Reading, ...]:
+    """The size readings of x^p/√N at ViT-Base (rule ``size-within-factor``): logits S/√d first, the paper's S beside.
+
+    The same standard as the other papers' activations: E-RMS ‖φ‖_F within K× of softmax's bound √N (K declared
+    once in :mod:`sapa.rules.audit`). Exact evidence: a zero-width ratio interval.
+    """
+    from sapa.rules.audit import LikeSoftmaxEvidence, decide_size
+
+    K = _size_factor() if factor is None else factor
+    cb = consts["ViT-Base"]["models"]
+    out = []
+    for key, conv in (("ratio_exact_s_over_sqrt_d", "S/√d"), ("ratio_exact", "S, the paper's")):
+        for m in ("iid", "tied"):
+            r = cb[m][key]
+            ev = LikeSoftmaxEvidence(math.nan, math.nan, math.nan, r, r, True)
+            out.append(Reading(
+                name=f"size vs softmax's √N at ViT-Base, logits {conv}, {m} W_Q, W_K",
+                rule="size-within-factor", verdict=decide_size(ev, K),
+                statement=f"E-RMS ‖{word}‖_F ≤ {K:g}·√N at D = 768, d = 64, N = 196 ({m} weights, logits {conv})",
+                why=f"E-RMS ‖{word}‖_F/√N = {r:.4g} (exact moments" + (", × d^(−p/2)" if conv == "S/√d" else "")
+                    + f") against {K:g}"))
+    return tuple(out)
+
+
+def _conditions(p: int, scaled: bool, word: str, rate: str, pred: float, asym_e: float, v_upper: str,
+                consts: dict) -> tuple[dict, dict]:
+    """(falsifiability, robustness) of a growth claim: the headline reading follows from exchangeable moments."""
+    from sapa.conditions import by_construction, not_applicable, not_run, robustness, threshold_variants, varied
+    from sapa.rules.growth import UpperEvidence, decide_upper
+
+    shift = 0.1  # the false variant φ·N^0.1: E‖·‖² × N^0.2 exactly, every local exponent + 0.1
+    ctrl_e = asym_e + shift
+    ctrl = decide_upper(UpperEvidence(pred, ctrl_e, ctrl_e, True))
+    fal = by_construction(
+        "E‖S^{∘p}‖²_F = N(N−1)·m_off + N·m_diag for any exchangeable model (each entry's moments do not depend on N), "
+        f"so √E‖{word}‖² ≤ c(N)·N·√max(m_off, m_diag): the exponent as N → ∞ is at most {pred:g}")
+    fal["negative_control"] = {
+        "statement": f"{word}·N^0.1 is O({rate}) (a deliberately false variant)", "verdict": ctrl,
+        "control_ok": ctrl == "FAILS",
+        "how": f"the same exact profiles and rule growth-upper-exact: exponent {ctrl_e:.4f} against {pred:g} + tolerance"}
+    rows = [varied("logit convention S/√d (transformers) instead of S",
+                   decide_upper(UpperEvidence(pred, asym_e, asym_e, True)),
+                   "exponents invariant: S/√d multiplies every norm by d^(−p/2), a constant in N")]
+    from sapa.rules.growth import TOL as G_TOL
+
+    for t in threshold_variants(G_TOL):
+        rows.append(varied(f"tolerance {t:.3g} (±20 % of {G_TOL})",
+                           decide_upper(UpperEvidence(pred, asym_e, asym_e, True), tol=t)))
+    rows.append(not_applicable("seed", "exact (closed-form moments); the Monte Carlo gate's sweep is the run's one "
+                                       "sample, judged on its first pass"))
+    rows.append(not_run("budget full", "the headline reading is exact and does not depend on the budget; the "
+                                       "Monte Carlo gate's grid does (N up to 4096)"))
+    if scaled:
+        K = _size_factor()
+        for k in threshold_variants(K):
+            for r in size_readings(consts, word, k):
+                rows.append(varied(f"size factor {k:g} (±20 % of {K:g})", r.verdict, reading=r.name))
+        for r in size_readings(consts, word):
+            rows.append(varied(f"size factor {K:g} (declared)", r.verdict, reading=r.name))
+    return fal, robustness(v_upper, rows)
 
 
 def _worst_sentence(wc: dict, word: str) -> str:
@@ -332,6 +431,9 @@ def _contract(p: int, scaled: bool) -> Contract:
         refuted_by="(headline, upper bound) a local exponent above the prediction + 0.05 at some N; (tight reading) a "
                    "local exponent outside ±0.05 at some N (regime) or a different asymptotic exponent; Monte Carlo "
                    "whose first-pass intervals miss the exact exponents more often than their level allows",
+        logit_scale="S",
+        logit_note="the paper's theory applies x^p to S without 1/√d; growth exponents are the same under S/√d (a "
+                   "constant factor d^(−p/2)); constants are reported under both conventions, S/√d first",
     )
 
 
@@ -382,8 +484,10 @@ def check_other_powers(ctx: Context) -> Outcome:
                                 statement=f"E-RMS ‖x^{p}/√N‖_F has local exponent ½ ± {TOL} at every N ≥ 2, every model",
                                 why=f"N* at ViT-Base: tied {base[(p, 'tied')]['crossover_n']:.3g}, "
                                     f"ρ=.5 {base[(p, 'corr')]['crossover_n']:.3g}, iid {base[(p, 'iid')]['crossover_n']:.3g}"))
-    decided = all(r.verdict != "UNDETERMINED" for r in readings)
-    verdict = "ANSWERED" if decided and gate == "HOLDS" and asym_ok else "UNDETERMINED"
+    from sapa.labels import question_verdict
+
+    verdict = question_verdict(readings, gates_ok=gate == "HOLDS" and asym_ok)
+    robust = _other_powers_robustness(table, verdict, gate == "HOLDS" and asym_ok)
     nstar = "; ".join(f"p={p}: tied {base[(p, 'tied')]['crossover_n']:.3g}, ρ=.5 {base[(p, 'corr')]['crossover_n']:.3g}, "
                       f"iid {base[(p, 'iid')]['crossover_n']:.3g}" for p in range(1, 6))
     worst_table = {p: {c: {q: worst_case_exponent(p, q, c, 0.5) for q in ("fro", "jac_fro", "jac_spec")}
@@ -399,6 +503,8 @@ def check_other_powers(ctx: Context) -> Outcome:
         answer=answer,
         findings=(f"N* at ViT-Base: {nstar}", f"crossover grows with p under tied weights: {grows}"),
         headline=f"O(√N) for every p; tight √N only beyond N*(p), rising with p: {nstar}",
+        falsifiability=_other_powers_falsifiability(table),
+        robustness=robust,
         tested_statement="For p = 1…5: E-RMS ‖x^p/√N‖_F (element-wise; paper's model and shared X with iid, tied, "
                          f"ρ = 0.5 weights) as an upper bound O(√N), and as a tight rate (±{TOL}) at every N ≥ 2.",
         evidence={"table": table, "crossover_increases_with_p_tied": grows, "asymptotic_exponent_half_all": asym_ok,
@@ -411,6 +517,52 @@ def check_other_powers(ctx: Context) -> Outcome:
     )
 
 
+def _other_powers_readings_at(table: list[dict], tol: float) -> list[str]:
+    """The readings' verdicts of other-powers recomputed at tolerance ``tol`` (robustness)."""
+    from sapa.rules.growth import TightEvidence, UpperEvidence, decide_tight, decide_upper
+
+    out = []
+    N = np.geomspace(2, 2**20, 200)
+    for p in range(1, 6):
+        rows = [t for t in table if t["p"] == p]
+        asym_e = max(t["asymptotic_scaled_exponent"] for t in rows)
+        out.append(decide_upper(UpperEvidence(0.5, asym_e, asym_e, True), tol=tol))
+        vs = [decide_tight(TightEvidence(0.5, tuple(N), tuple(0.5 * N / (N - 1 + t["crossover_n"] - 1)), 0.5), tol=tol)
+              for t in rows]
+        out.append(max(vs, key={"HOLDS": 0, "HOLDS_IN_REGIME": 1, "UNDETERMINED": 2, "FAILS": 3}.get))
+    return out
+
+
+def _other_powers_robustness(table: list[dict], verdict: str, gates_ok: bool) -> dict:
+    from sapa.conditions import not_applicable, not_run, robustness, threshold_variants, varied
+    from sapa.labels import question_verdict
+    from sapa.rules.growth import TOL as G_TOL
+
+    rows = [varied("logit convention S/√d instead of S", verdict,
+                   "exponents and N* invariant: S/√d multiplies every norm by d^(−p/2)")]
+    for t in threshold_variants(G_TOL):
+        vs = _other_powers_readings_at(table, t)
+        fake = [{"name": str(k), "verdict": v} for k, v in enumerate(vs)]
+        rows.append(varied(f"tolerance {t:.3g} (±20 % of {G_TOL})", question_verdict(fake, gates_ok),
+                           "readings: " + ", ".join(vs)))
+    rows.append(not_applicable("seed", "exact moments (the Monte Carlo gate is the sweep's first pass)"))
+    rows.append(not_run("budget full", "exact readings do not depend on it"))
+    return robustness(verdict, rows)
+
+
+def _other_powers_falsifiability(table: list[dict]) -> dict:
+    from sapa.conditions import by_construction
+    from sapa.rules.growth import UpperEvidence, decide_upper
+
+    f = by_construction("for every p, E‖S^{∘p}‖²_F = N(N−1)·m_off(p) + N·m_diag(p) with N-free moments, so "
+                        "x^p/√N is O(√N) for every exchangeable model; the N*(p) = 1 + m_diag/m_off are exact numbers")
+    e = max(t["asymptotic_scaled_exponent"] for t in table) + 0.1
+    v = decide_upper(UpperEvidence(0.5, e, e, True))
+    f["negative_control"] = {"statement": "x^p·N^0.1/√N is O(√N) for p = 1…5 (deliberately false)", "verdict": v,
+                             "control_ok": v == "FAILS", "how": "the same exact exponents + 0.1, growth-upper-exact"}
+    return f
+
+
 CLAIMS = [
     Claim("thm4.2-linear", "For φ(x) = x, ‖φ(S)‖_F (and its Jacobian) grows like O(N) when X, Q, K are i.i.d. Gaussian.",
           _contract(1, False), check_thm42),
@@ -421,6 +573,7 @@ CLAIMS = [
           Contract(object="φ(S) = x^p/√N element-wise, p = 1…5", norm="Frobenius, E-RMS",
                    randomness="paper model; shared X with iid / tied / ρ = 0.5 weights", quantifier="in expectation",
                    n_range="N ≥ 2 at ViT-Base (D=768, d=64) and ViT-Small (D=384, d=64)",
-                   predicted_exponent="0.5", refuted_by="a different asymptotic exponent; a regime that depends on p"),
+                   predicted_exponent="0.5", refuted_by="a different asymptotic exponent; a regime that depends on p",
+                   logit_scale="S", logit_note="exponents and N* do not depend on the convention (factor d^(−p/2))"),
           check_other_powers, kind="question"),
 ]

@@ -98,6 +98,8 @@ CONTRACT = Contract(
     n_range="quick: MiniLM N = 8, 32, ViT-B N = 8, 16; full: MiniLM 8…128, ViT-B 8…196",
     predicted_exponent="the published bound's rate √N (abstract); its constant is not available",
     refuted_by="(not decidable here: the published bound is not computed)",
+    logit_scale="S/sqrt(d)",
+    logit_note="the layers' own logits QKᵀ/√d (MiniLM and random ViT-B layers)",
 )
 
 CLAIMS = [Claim("lipschitz-vs-published-bound",

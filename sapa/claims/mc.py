@@ -147,7 +147,26 @@ def monte_carlo_summary(ctx: Context) -> dict:
     ``independent`` counts comparisons sharing Monte Carlo draws once (missed if any of them missed).
     ``nominal`` is LEVEL (every ledger interval is at LEVEL; a differing one is listed in ``nominal_levels``).
     """
-    checks = list(ctx.cache.get("mc_checks", []))
+    return summary_of(list(ctx.cache.get("mc_checks", [])))
+
+
+def _scalars(d: dict) -> dict:
+    """The JSON-plain scalar entries of a comparison's detail (numbers as float, for the summary)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (bool, str)):
+            out[k] = v
+        elif isinstance(v, (int, float, np.integer, np.floating)):
+            out[k] = float(v)
+    return out
+
+
+def summary_of(checks: list[dict]) -> dict:
+    """:func:`monte_carlo_summary` of a list of logged comparisons (also used to merge ledgers of ``--only`` runs).
+
+    The summary keeps the comparisons themselves under ``"checks"`` (name, covered, nominal, draws) so that a
+    partial rerun can replace its own and recount the whole ledger.
+    """
     n = len(checks)
 
     def cov(k: int, m: int) -> float | None:
@@ -171,7 +190,10 @@ def monte_carlo_summary(ctx: Context) -> dict:
     out = {"first_pass_coverage": cov(len(missed), n), "nominal": LEVEL, "series": n, "missed": missed,
            "by_family": fam,
            "independent": {"series": len(draws), "missed": k_ind, "coverage": cov(k_ind, len(draws))},
-           "reruns": 0}
+           "reruns": 0,
+           "missed_detail": {c["name"]: _scalars(c["detail"]) for c in checks if not c["covered"]},
+           "checks": [{"name": c["name"], "covered": c["covered"], "nominal": c["nominal"],
+                       "detail": {"draws": c["detail"]["draws"]} if "draws" in c["detail"] else {}} for c in checks]}
     levels = sorted({c["nominal"] for c in checks} - {LEVEL})
     if levels:
         out["nominal_levels"] = levels

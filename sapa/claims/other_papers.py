@@ -28,6 +28,7 @@ MC_TRIALS = 400
 ROW_NS = (64, 128, 256)     # normalised activations: the rule's Monte Carlo design (sapa.rules.audit)
 ROW_TRIALS = 48
 Z_GATE = 2.5758293035489004  # two-sided 99 %
+N_MIN_BY_CLAIM: dict[str, float] = {}  # a claim's own practical minimum N (default sapa.rules.audit.N_MIN = 16)
 
 ENTRIES = {
     "relu-over-n": ("Max(x/8, 0)/N", "none", "Wortsman et al. 2023 (arXiv 2309.08586)",
@@ -58,21 +59,31 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 def _check(cid: str, ctx: Context) -> Outcome:
     from empirics.experiments.audit import sample_norms, z_scores
+    from sapa.claims import mc as mc_log
     from sapa.claims.mc import agreement_gate
-    from sapa.rules.audit import TOL, K, LikeSoftmaxEvidence, decide, mc_evidence
+    from sapa.regime import exponent_windows
+    from sapa.regime import windows_text
+    from sapa.rules.audit import (A, N_MIN, TOL, K, LikeSoftmaxEvidence, decide, decide_rate, decide_size, mc_evidence,
+                                  why_failed)
     from sapa.rules.growth import UpperEvidence, decide_upper
     from theory.audit import audit, model_spec, parse_activation, profile, worst_case
 
     text, norm, source, words = ENTRIES[cid]
+    n_min = N_MIN_BY_CLAIM.get(cid, N_MIN)
     act = parse_activation(text, norm)
     D, d, N = VIT_B
-    per_model, comparisons = {}, []
+    per_model, comparisons, profiles = {}, [], {}
     for m in ("iid", "tied"):
         if norm == "none":
-            a = audit(act, model_spec(m, D, d), N)
-            ev = LikeSoftmaxEvidence(a.sup_growth_exponent, a.sup_growth_exponent, a.asymptotic_exponent_all,
+            prof_vit = profile(act, model_spec(m, D, d))
+            a = audit(act, model_spec(m, D, d), N, prof=prof_vit)
+            win = exponent_windows(prof_vit, A + TOL, n_min)
+            profiles[m] = (prof_vit, a, win)
+            ev = LikeSoftmaxEvidence(win["sup_from_n_min"], win["sup_from_n_min"], a.asymptotic_exponent_all,
                                      a.constant_vs_softmax, a.constant_vs_softmax, a.method == "exact")
             per_model[m] = {"method": a.method, "error_bound": a.error_bound, "growth_exponent_at_196": a.growth_exponent,
+                            "sup_exponent_from_n_min": win["sup_from_n_min"], "n_min": n_min,
+                            "windows_above_edge": win["windows"], "windows_by_quantity": win["by_quantity"],
                             "sup_exponent": a.sup_growth_exponent, "sup_at": list(a.sup_growth_at),
                             "asymptotic_exponent": a.asymptotic_exponent,
                             "asymptotic_exponent_all": a.asymptotic_exponent_all,
@@ -86,10 +97,16 @@ def _check(cid: str, ctx: Context) -> Outcome:
                 mc = sample_norms(act, spec, n, MC_TRIALS, seed=ctx.budget.seed, key=("ledger", cid))
                 z = z_scores(mc, {"fro2": tot["fro"][0], "jac_s2": tot["jac_s"][0], "jac2": tot["jac"][0]})
                 comparisons += [{"model": m, "N": n, "quantity": q, **v} for q, v in z.items()]
+                for q, v in z.items():  # first-pass coverage counts these intervals too (mean ± 2.58·se vs exact)
+                    mc_log.record(ctx, f"audit/{cid}/{m}/D={MC_SIZE[0]}/N={n}/{q}", covered=abs(v["z"]) < Z_GATE,
+                                  nominal=0.99, detail={"z": v["z"], "mean": v["mean"], "se": v["se"],
+                                                        "expected": v["expected"], "trials": MC_TRIALS,
+                                                        "draws": f"audit/{cid}/{m}/N={n}"})
         else:
             spec = model_spec(m, *MC_SIZE)
             mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid)) for n in ROW_NS]
             ev = mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1])
+            profiles[m] = (None, None, None)
             bound_ok = all(float(x.fro2.max()) <= x.N * (1 + 1e-12) for x in mcs)  # rows are probability vectors
             comparisons.append({"model": m, "N": max(ROW_NS), "quantity": "fro2 ≤ N (theory: ‖P‖_F ≤ √N)",
                                 "z": 0.0 if bound_ok else math.inf})
@@ -97,6 +114,9 @@ def _check(cid: str, ctx: Context) -> Outcome:
                             "trials": ROW_TRIALS, "exponent_interval": [ev.exp_lo, ev.exp_hi],
                             "constant_interval_at_128": [ev.ratio_lo, ev.ratio_hi], "verdict": decide(ev),
                             "evidence": ev.__dict__}
+        per_model[m]["rate_verdict"] = decide_rate(ev)
+        per_model[m]["size_verdict"] = decide_size(ev)
+        per_model[m]["why_not_like_softmax"] = why_failed(per_model[m]["rate_verdict"], per_model[m]["size_verdict"])
     gate, _, missed = agreement_gate((abs(c["z"]) < Z_GATE for c in comparisons), 0.99)
     wc = worst_case(act, N=N)
     wc_e = wc["exponent"]
@@ -129,13 +149,18 @@ def _check(cid: str, ctx: Context) -> Outcome:
 
     def why(m):
         pm = per_model[m]
+        tail = f" — {pm['why_not_like_softmax']}" if pm["why_not_like_softmax"] else ""
+        return _why(m) + tail
+
+    def _why(m):
+        pm = per_model[m]
         if pm["method"] == "monte_carlo":
             return (f"MC (D={MC_SIZE[0]}, d={MC_SIZE[1]}): exponent [{pm['exponent_interval'][0]:.3f}, "
                     f"{pm['exponent_interval'][1]:.3f}], ‖P‖/√N at N=128 [{pm['constant_interval_at_128'][0]:.3g}, "
                     f"{pm['constant_interval_at_128'][1]:.3g}]")
         cn = pm["crossover_n"]
-        return (f"{pm['method']} at ViT-B: exponent {pm['growth_exponent_at_196']:.3f} (sup {pm['sup_exponent']:.3f} "
-                f"[{pm['sup_at'][0]}, N={pm['sup_at'][1]:.3g}], "
+        return (f"{pm['method']} at ViT-B: exponent {pm['growth_exponent_at_196']:.3f} (sup for N ≥ {n_min:g} "
+                f"{pm['sup_exponent_from_n_min']:.3f}; {windows_text(profiles[m][2])}; "
                 f"N→∞ {pm['asymptotic_exponent']:.3f}), N* = {'none' if cn is None else f'{cn:.4g}'}, "
                 f"‖φ‖/√N = {pm['constant_vs_softmax']:.3g}")
 
@@ -146,6 +171,21 @@ def _check(cid: str, ctx: Context) -> Outcome:
                           + (" (row-normalised)" if norm == "row" else ""), why=why("iid")),
         Reading(name="like softmax, tied W_Q = W_K", rule="audit-like-softmax", verdict=per_model["tied"]["verdict"],
                 statement="the same with tied query and key weights", why=why("tied")),
+    ) + tuple(
+        r for m in ("iid", "tied") for r in (
+            Reading(name=f"rate, {m}: O(√N) from N = {n_min:g} on", rule=rule_rate if norm == "row" else "growth-upper-exact",
+                    verdict=per_model[m]["rate_verdict"],
+                    statement=f"the local growth exponent of E-RMS ‖φ(S)‖_F and its Jacobians ≤ ½ + {TOL} for N ≥ "
+                              f"{n_min:g} (HOLDS_IN_REGIME: only as N → ∞)",
+                    why=(windows_text(profiles[m][2]) if profiles[m][2] is not None else
+                         f"exponent interval {per_model[m]['exponent_interval']}")),
+            Reading(name=f"size, {m}: within {K:g}× of softmax's √N", rule="size-within-factor",
+                    verdict=per_model[m]["size_verdict"],
+                    statement=f"E-RMS ‖φ(S)‖_F ≤ {K:g}·√N at ViT-Base (N = 196)" if norm == "none" else
+                              f"E-RMS ‖φ(S)‖_F ≤ {K:g}·√N at N = {ROW_NS[1]}",
+                    why=f"ratio {_ratio_text(per_model[m])} against {K:g}"),
+        )
+    ) + (
         Reading(name="rate only: O(√N) in expectation", rule=rule_rate, verdict=v_rate,
                 statement="the growth exponent as N → ∞ does not exceed ½ (+0.05), iid and tied", why=rate_why),
         Reading(name="worst case, every token ‖x_i‖ ≤ r", rule="growth-upper-exact", verdict=v_wc,
@@ -161,8 +201,12 @@ def _check(cid: str, ctx: Context) -> Outcome:
                 f"every Monte Carlo draw within the theory's bound ‖P‖_F ≤ √N ({len(comparisons) - missed}/{len(comparisons)} series)")
     headline = (f"{source}: iid {readings[0].verdict} ({why('iid')}); tied {readings[1].verdict} ({why('tied')}); "
                 f"worst case (token-bounded) exponent {wc_e:.3g}; {mc_words}")
+    fal, robust, regime = _conditions(ctx, cid, act, per_model, profiles, readings, n_min)
+    if regime is None and any(r.verdict == "HOLDS_IN_REGIME" for r in readings):
+        regime = _regime(per_model, n_min)
     return Outcome(
         verdict=verdict, readings=readings, rule="audit-like-softmax", headline=headline, figures=figures,
+        falsifiability=fal, robustness=robust, regime=regime,
         findings=("constant vs softmax's √N at ViT-B (N=196): " + ", ".join(
             f"{m} {pm.get('constant_vs_softmax', float('nan')):.3g}" for m, pm in per_model.items()
             if "constant_vs_softmax" in pm) if norm == "none" else
@@ -180,6 +224,129 @@ def _check(cid: str, ctx: Context) -> Outcome:
     )
 
 
+def _ratio_text(pm: dict) -> str:
+    if pm["method"] == "monte_carlo":
+        lo, hi = pm["constant_interval_at_128"]
+        return f"[{lo:.3g}, {hi:.3g}] (99 % interval, N = 128)"
+    return f"{pm['constant_vs_softmax']:.4g}"
+
+
+def _regime(per_model: dict, n_min: float) -> dict:
+    """The regime of every HOLDS_IN_REGIME reading: its boundary, the practical minimum and every window."""
+    parts, windows = [], {}
+    for m, pm in per_model.items():
+        ws = pm.get("windows_above_edge")
+        if ws is None:
+            continue
+        windows[m] = ws
+        above = [w for w in ws if not w["below_n_min"]]
+        if above:
+            parts.append(f"{m}: the rate holds for N ≥ {n_min:g} except " + "; ".join(
+                f"N ≈ {w['from']:.4g}–{w['to']:.4g} (peak exponent {w['peak']:.3f})" for w in above))
+    return {"boundary": "; ".join(parts) or f"N ≥ {n_min:g}", "n_min": n_min, "windows": windows}
+
+
+def _shifted_rate(prof, shift: float, n_min: float, asym: float) -> tuple[str, float]:
+    """The rate rule on φ·N^shift: the same profile, every local exponent + shift (E‖·‖² × N^(2·shift) exactly)."""
+    from sapa.regime import exponent_windows
+    from sapa.rules.audit import A, TOL, LikeSoftmaxEvidence, decide_rate
+
+    class _Shifted:
+        def exponents(self, N):
+            return {q: v + shift for q, v in prof.exponents(N).items()}
+
+    win = exponent_windows(_Shifted(), A + TOL, n_min, per_quantity=False)
+    e = win["sup_from_n_min"]
+    return decide_rate(LikeSoftmaxEvidence(e, e, asym + shift, 0.0, 0.0, True)), e
+
+
+def _conditions(ctx: Context, cid: str, act, per_model: dict, profiles: dict, readings, n_min: float):
+    """(falsifiability, robustness, regime) of one audited entry, all recomputed from this run's evidence."""
+    from sapa.conditions import (by_construction, could_fail, not_applicable, not_run, robustness,
+                                 threshold_variants, varied)
+    from sapa.rules.audit import A, K, TOL, LikeSoftmaxEvidence, decide, decide_rate, decide_size
+
+    head = readings[0].verdict
+    norm = ENTRIES[cid][1]
+    rows = []
+    if norm == "row":
+        fal = by_construction("each row of the normalised matrix is a probability vector, so ‖P‖²_F = Σ_ij P_ij² ≤ "
+                              "Σ_i (Σ_j P_ij)² = N: ‖P‖_F ≤ √N for every input, softmax's own bound (rate ½, ratio ≤ 1)")
+        rows.append(varied("logit convention S (no 1/√d)", per_model["iid"]["verdict"],
+                           "x⁴/Σ_j x_j⁴ = (x/8)⁴/Σ_j (x_j/8)⁴ exactly: row normalisation cancels 8⁴, so the same draws "
+                           "give the same matrix and the same verdict"))
+        ev = LikeSoftmaxEvidence(**per_model["iid"]["evidence"])
+        for k in threshold_variants(K):
+            rows.append(varied(f"size factor {k:g} (±20 % of {K:g})", decide(ev, factor=k)))
+        for t in threshold_variants(TOL):
+            rows.append(varied(f"exponent tolerance {t:.3g} (±20 % of {TOL})", decide(ev, tol=t)))
+        rows.append(varied("another seed (an independent second Monte Carlo stream)", _poly4_seed(ctx, cid),
+                           f"{ROW_TRIALS} trials × {len(ROW_NS)} N, iid; stream rng_for(seed, 'ledger', "
+                           f"'poly4-normalised', 'robustness')"))
+        rows.append(not_run("budget full", "the Monte Carlo design is the same in both budgets"))
+        return fal, robustness(head, rows), None
+    prof, a, win = profiles["iid"]
+    asym = a.asymptotic_exponent_all
+    shift = round(max(0.1, A + 2 * TOL - asym), 2)  # a false variant whose rate sits 2·TOL above ½
+    ctrl, e_ctrl = _shifted_rate(prof, shift, n_min, asym)
+    fal = could_fail(
+        "the rate is a computed local exponent (closed form or quadrature) and the size a computed ratio: a scale rule "
+        "that grows faster than √N or sits far above softmax's √N is caught by the same rule",
+        f"φ·N^{shift:g} = ({ENTRIES[cid][0]})·N^{shift:g} grows like softmax, O(√N) (deliberately false)", ctrl,
+        how=f"the same profile and windows, every local exponent + {shift:g} (E‖φ‖² × N^{2 * shift:g} exactly), rule "
+            f"audit-like-softmax's rate reading: sup exponent for N ≥ {n_min:g} = {e_ctrl:.3f}",
+        size_control={"statement": f"E-RMS ‖φ‖_F ≤ {per_model['iid']['constant_vs_softmax'] / 1.05:.4g}·√N (a bound 5 % "
+                                   "below the computed ratio)",
+                      "verdict": decide_size(LikeSoftmaxEvidence(0, 0, 0, per_model["iid"]["constant_vs_softmax"],
+                                                                 per_model["iid"]["constant_vs_softmax"], True),
+                                             per_model["iid"]["constant_vs_softmax"] / 1.05)})
+    ev = LikeSoftmaxEvidence(**per_model["iid"]["evidence"])
+    if cid == "relu-over-n":  # ReLU is positively homogeneous: ReLU(x)/N = 8·ReLU(x/8)/N, exponents unchanged
+        ev_s = LikeSoftmaxEvidence(ev.exp_lo, ev.exp_hi, ev.asymptotic, 8 * ev.ratio_lo, 8 * ev.ratio_hi, ev.exact)
+        rows.append(varied("logit convention S (no 1/√d)", decide(ev_s),
+                           f"ReLU(x)/N = 8·ReLU(x/8)/N exactly: ratio {8 * ev.ratio_hi:.3g}, exponents unchanged"))
+    else:
+        rows.append(not_run("logit convention S (no 1/√d)", "sigmoid is not homogeneous: the other convention needs a "
+                                                           "new quadrature (minutes); `sapa audit EXPR --logit-scale S` "
+                                                           "computes it"))
+    for k in threshold_variants(K):
+        rows.append(varied(f"size factor {k:g} (±20 % of {K:g})", decide(ev, factor=k)))
+    for t in threshold_variants(TOL):
+        rows.append(varied(f"exponent tolerance {t:.3g} (±20 % of {TOL})", decide(ev, tol=t)))
+    for n in (8, 32):  # the practical minimum N varied
+        e = exponent_sup(prof, n)
+        rows.append(varied(f"practical minimum N = {n} (declared {n_min:g})",
+                           decide(LikeSoftmaxEvidence(e, e, ev.asymptotic, ev.ratio_lo, ev.ratio_hi, ev.exact))))
+    rows.append(not_applicable("seed", "the headline reading is exact or quadrature (the Monte Carlo is its gate)"))
+    rows.append(not_run("budget full", "the audit's numbers are the same in both budgets (only the figure's trials "
+                                       "differ)"))
+    regime = _regime(per_model, n_min) if any(r.verdict == "HOLDS_IN_REGIME" for r in readings) else None
+    return fal, robustness(head, rows), regime
+
+
+def exponent_sup(prof, n_min: float) -> float:
+    """sup of the local exponents (norm and Jacobians) from ``n_min`` on (:func:`sapa.regime.exponent_windows`)."""
+    from sapa.regime import exponent_windows
+    from sapa.rules.audit import A, TOL
+
+    return exponent_windows(prof, A + TOL, n_min, per_quantity=False)["sup_from_n_min"]
+
+
+def _poly4_mc(ctx: Context, text: str, key: tuple) -> str:
+    from empirics.experiments.audit import sample_norms
+    from sapa.rules.audit import decide, mc_evidence
+    from theory.audit import model_spec, parse_activation
+
+    act = parse_activation(text, "row")
+    spec = model_spec("iid", *MC_SIZE)
+    mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=key) for n in ROW_NS]
+    return decide(mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1]))
+
+
+def _poly4_seed(ctx: Context, cid: str) -> str:
+    return _poly4_mc(ctx, ENTRIES[cid][0], ("ledger", cid, "robustness"))  # a stream independent of the ledger's
+
+
 def _contract(cid: str) -> Contract:
     text, norm, _, _ = ENTRIES[cid]
     return Contract(
@@ -192,6 +359,8 @@ def _contract(cid: str) -> Contract:
         predicted_exponent="≤ 0.5, constant within 10× of √N",
         refuted_by="a local exponent above 0.55, or E-RMS ‖φ‖_F above 10·√N at N = 196; Monte Carlo that disagrees with "
                    "the closed form / quadrature (|z| ≥ 2.58 more often than 1 %)",
+        logit_scale="S/sqrt(d)",
+        logit_note="the papers' own logits qᵀk/√d: the expression divides x = S_ij by 8 = √64",
     )
 
 

@@ -141,6 +141,8 @@ CONTRACT = Contract(
     n_range="exact N = 2…4096 (D = 768, d = 64); Monte Carlo N = 64…256 (D = d = 64) for softmax",
     predicted_exponent="≤ 0.5 (softmax's O(√N)) for each form; the question is whether the bias changes the exponent",
     refuted_by="an exponent above 0.55 (a form that leaves O(√N))",
+    logit_scale="S",
+    logit_note="x^p/√N on S (the paper's theory); softmax at S/√d = S/8; exponents do not depend on a constant factor",
 )
 
 CLAIMS = [Claim("alibi-scaling", "(question; Press et al. 2022's ALiBi beside arXiv 2410.18613) Does a length-extrapolation "

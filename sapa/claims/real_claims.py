@@ -97,21 +97,24 @@ def _q(values, qs=(0.0, 0.1, 0.5, 0.9, 1.0)) -> list[float]:
     return [round(float(v), 4) for v in np.quantile(np.asarray(values, float), qs)]
 
 
-def _cell(fits) -> Cell:
+def _cell(fits, tol: float = TOL, fail_below: float = rule.FAIL_BELOW) -> Cell:
     lo, hi = tuple(f.lo for f in fits), tuple(f.hi for f in fits)
-    upper = rule.HeadFractionEvidence(lo=lo, hi=hi)
-    band = rule.HeadFractionEvidence(lo=lo, hi=hi, band_lo=rule.A - TOL, band_hi=rule.A + TOL)
+    upper = rule.HeadFractionEvidence(lo=lo, hi=hi, band_hi=rule.A + tol)
+    band = rule.HeadFractionEvidence(lo=lo, hi=hi, band_lo=rule.A - tol, band_hi=rule.A + tol)
     slopes = [f.slope for f in fits]
     above = tuple((f.layer, f.head) for f, ok in zip(fits, upper.consistent()) if not ok)
     return Cell(protocol=fits[0].protocol, activation=fits[0].activation, n_heads=len(fits),
                 median_exponent=float(np.median(slopes)), exponent_quantiles=tuple(_q(slopes)),
                 within_upper=upper.fraction_within, consistent_upper=upper.fraction_consistent,
-                verdict_upper=rule.decide(upper), within_band=band.fraction_within,
-                consistent_band=band.fraction_consistent, verdict_band=rule.decide(band), heads_above=above)
+                verdict_upper=rule.decide(upper, fail_below=fail_below), within_band=band.fraction_within,
+                consistent_band=band.fraction_consistent, verdict_band=rule.decide(band, fail_below=fail_below),
+                heads_above=above)
 
 
-def judge(res: RealResult) -> Judgement:
-    """Cells, sanity and the question's verdict from an :func:`empirics.realmodel.real.analyse` result, by rule head-fraction."""
+def judge(res: RealResult, tol: float = TOL, fail_below: float = rule.FAIL_BELOW) -> Judgement:
+    """Cells, sanity and the question's verdict from an :func:`empirics.realmodel.real.analyse` result, by rule
+    head-fraction. ``tol`` and ``fail_below`` are varied only for robustness (the ledger's are the rule's).
+    """
     fits = [f for f in res.head_fits("real") if f.kind == "fro"]
     protocols = tuple(dict.fromkeys(f.protocol for f in fits))
     cells = []
@@ -119,7 +122,7 @@ def judge(res: RealResult) -> Judgement:
         for act in (BASELINE,) + POLY:
             sel = [f for f in fits if f.protocol == pr and f.activation == act]
             if sel:
-                cells.append(_cell(sel))
+                cells.append(_cell(sel, tol, fail_below))
     sanity = {
         "softmax_norm_le_sqrt_n": bool(res.meta.softmax_norm_le_sqrt_n),
         "bias_is_token_shift": res.meta.max_shift_residual < 1e-8,
@@ -386,9 +389,56 @@ def check_real_model_regime(ctx: Context) -> Outcome:
         figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
     except AssertionError as exc:  # the figure asserts its own consistency; a failure is evidence, not a crash
         ev["figure_assertion_failed"] = str(exc)
+    dist = distances(res)
+    ev["distance_to_flip"] = dist
+    closest = min(dist, key=lambda d: d["heads_to_flip"])
+    near = (f" The closest reading is {closest['heads_to_flip']} head(s) from {closest['flips_to']}: "
+            f"{closest['cell']} has {closest['consistent']}/{closest['heads']} heads consistent with O(√N) and "
+            f"{closest['within']}/{closest['heads']} within it, against the thresholds "
+            f"{closest['fail_threshold']:.1f} (FAILS below) and {closest['high_threshold']:.1f} (HOLDS from).")
+    fal, robust = _conditions(res, j)
+    robust["distance"] = near.strip()
     return Outcome(verdict=j.verdict, evidence=ev, tested_statement=TESTED, headline=_headline(j, canon),
                    figures=figures, readings=tuple(reading_of(c) for c in j.cells), rule=rule.HEAD_FRACTION.name,
-                   answer=answer_text(j, canon), findings=findings(j, ev))
+                   answer=answer_text(j, canon) + near, findings=findings(j, ev), falsifiability=fal, robustness=robust)
+
+
+def distances(res: RealResult) -> list[dict]:
+    """Per cell (protocol · activation): how many heads from a different verdict (``rule.heads_to_flip``)."""
+    fits = [f for f in res.head_fits("real") if f.kind == "fro"]
+    out = []
+    for pr in dict.fromkeys(f.protocol for f in fits):
+        for act in (BASELINE,) + POLY:
+            sel = [f for f in fits if f.protocol == pr and f.activation == act]
+            if sel:
+                ev = rule.HeadFractionEvidence(lo=tuple(f.lo for f in sel), hi=tuple(f.hi for f in sel))
+                out.append({"cell": f"{pr} · {LABEL[act]}", **rule.heads_to_flip(ev)})
+    return out
+
+
+def _conditions(res: RealResult, j: Judgement) -> tuple[dict, dict]:
+    """Falsifiability (softmax's heads × N^0.5 through the same rule) and robustness (tolerance, FAILS threshold ±20 %)."""
+    from sapa.conditions import could_fail, not_applicable, not_run, robustness, threshold_variants, varied
+
+    fits = [f for f in res.head_fits("real") if f.kind == "fro" and f.activation == BASELINE]
+    first = fits[0].protocol if fits else None
+    sel = [f for f in fits if f.protocol == first]
+    ev = rule.HeadFractionEvidence(lo=tuple(f.lo + 0.5 for f in sel), hi=tuple(f.hi + 0.5 for f in sel))
+    ctrl = rule.decide(ev) if sel else "UNDETERMINED"
+    fal = could_fail("per-head exponents are bootstrap intervals on real hidden states; a head fraction can fall "
+                     "either side of the rule's thresholds",
+                     f"softmax·N^0.5 (protocol {first}) is O(√N) in ≥ {rule.HIGH:.0%} of heads (deliberately false: "
+                     "every exponent + 0.5)", ctrl,
+                     how="the same per-head intervals (× N^0.5 shifts each by exactly 0.5) and rule head-fraction")
+    rows = [not_applicable("logit convention", "per-head exponents do not depend on a constant factor of the logits")]
+    for t in threshold_variants(TOL):
+        rows.append(varied(f"tolerance {t:.3g} (±20 % of {TOL})", judge(res, tol=t).verdict))
+    for fb in threshold_variants(rule.FAIL_BELOW):
+        rows.append(varied(f"FAILS below {fb:.0%} of heads (±20 % of {rule.FAIL_BELOW:.0%})",
+                           judge(res, fail_below=fb).verdict))
+    rows.append(not_run("seed", "a second bootstrap of the per-head intervals is not run (the shipped texts are fixed)"))
+    rows.append(not_run("budget full", "13 lengths up to 512; not run in this budget"))
+    return fal, robustness(j.verdict, rows)
 
 
 CONTRACT = Contract(
@@ -405,6 +455,8 @@ CONTRACT = Contract(
     refuted_by=f"(question) 'the heads sit in the regime' is refuted, for a protocol and activation, when fewer than "
                f"{rule.FAIL_BELOW:.0%} of heads have an interval reaching down to 0.5 + {TOL}; the answer is "
                "protocol-dependent when the verdicts differ between protocols",
+    logit_scale="S/sqrt(d)",
+    logit_note="the model's own logits (XW_Q+b_Q)(XW_K+b_K)ᵀ/√d; exponents do not depend on the convention",
 )
 
 CLAIMS = [Claim("real-model-regime", STATEMENT, CONTRACT, check_real_model_regime, kind="question")]

@@ -132,8 +132,9 @@ def readings(analysis: dict) -> tuple[Reading, ...]:
 def decide(analysis: dict | None, complete: bool = True) -> tuple[str, tuple[Reading, ...], str]:
     """The question's verdict from ``{"arm_level": study_arm_level(...)}``: (verdict, readings, why).
 
-    ANSWERED when the runs completed and every arm-level ρ̄ and its p-values are defined (the answer
-    may be "no arm-level association is shown"); UNDETERMINED otherwise.
+    ANSWERED when the runs completed, every arm-level ρ̄ and its p-values are defined and every reading is
+    decided (``sapa.labels``: one meaning per label); UNDETERMINED otherwise — "no arm-level association is
+    shown" is then the answer's content, not a decided reading.
     """
     if not complete or analysis is None:
         return "UNDETERMINED", (), "the training runs could not be completed"
@@ -142,7 +143,13 @@ def decide(analysis: dict | None, complete: bool = True) -> tuple[str, tuple[Rea
     rs = readings(analysis)
     if undefined or not rs:
         return "UNDETERMINED", rs, f"arm-level ρ̄ undefined in {', '.join(undefined) or 'every task'}"
-    return "ANSWERED", rs, "every arm-level statistic is defined"
+    from sapa.labels import question_verdict, undecided
+
+    open_ = undecided(rs)
+    if question_verdict(rs) != "ANSWERED":  # one meaning per label: every reading decided
+        return "UNDETERMINED", rs, (f"every arm-level statistic is defined, but {len(open_)} of {len(rs)} readings are "
+                                    f"UNDETERMINED: {', '.join(open_)}")
+    return "ANSWERED", rs, "every reading is decided"
 
 
 def _times(v) -> str:
@@ -202,6 +209,56 @@ def answer_text(analysis: dict, rs: tuple[Reading, ...], plateau: dict | None) -
         parts.append(plateau_line(plateau)[0].upper() + plateau_line(plateau)[1:] + ".")
     parts.append("Tiny models, minutes of training: an association not shown is not an absence.")
     return " ".join(parts)
+
+
+def _falsifiability(analysis: dict, seed: int) -> dict:
+    """Negative control: the first task's arm means with accuracy set to rank with the norm (higher norm, higher
+    accuracy — contrary to the premise), through the same permutation test and rule arm-association."""
+    import numpy as np
+
+    from empirics.training.norm_accuracy import arm_association
+    from sapa.rules.association import LEVEL as ARM_LEVEL
+    from sapa.conditions import could_fail
+    from sapa.rules.association import decide_arm
+
+    for task, t in analysis["arm_level"].items():
+        for q, d in t["association"].items():
+            nm = np.array([[float(v) for v in row] for row in d.get("log10_norm_means") or []], dtype=float)
+            if nm.ndim != 2 or nm.shape[1] < 3:
+                continue
+            finite = nm[np.isfinite(nm)]
+            acc = np.where(np.isfinite(nm), nm, (finite.max() if finite.size else 0.0) + 1.0)
+            v = decide_arm(arm_association(nm, acc, level=ARM_LEVEL, seed=seed))
+            return could_fail(
+                "arm-level Spearman ρ̄ with an exact permutation p can come out either side of 0",
+                f"{task}: across the study's arms, a lower {NORM_NAME[q]} goes with a higher accuracy — evaluated on "
+                "accuracies replaced by the arms' own norms (a higher norm with a higher accuracy: deliberately false)",
+                v, how="the study's arm means of log10 norm per N stratum, the same permutation test "
+                       "(empirics.training.norm_accuracy.arm_association) and rule arm-association")
+    return could_fail("arm-level associations are measured", "(no arm-level association block in the analysis)",
+                      "UNDETERMINED", how="not run")
+
+
+def _robustness(analysis: dict, verdict: str) -> dict:
+    """The question's verdict with both rules' α ± 20 % (the intervals stay those computed at the declared levels)."""
+    from sapa.conditions import not_applicable, not_run, robustness, threshold_variants, varied
+    from sapa.labels import question_verdict
+    from sapa.rules.association import ALPHA, ALPHA_CONTRAST, decide_arm, decide_contrast
+
+    rows = [not_applicable("logit convention", "the trained models compute S/√d; another convention is another study")]
+    for f in threshold_variants(1.0):
+        vs = []
+        for t in analysis["arm_level"].values():
+            vs += [decide_arm(_assoc_evidence(d), ALPHA * f) for d in t["association"].values()]
+            c = t.get("contrast", {})
+            if "test_acc" in c:
+                vs.append(decide_contrast(_contrast_evidence(c["test_acc"]), ALPHA_CONTRAST * f))
+        rows.append(varied(f"α × {f:g} (±20 %: arm {ALPHA * f:.3g}, contrast {ALPHA_CONTRAST * f:.3g})",
+                           question_verdict([{"name": str(k), "verdict": v} for k, v in enumerate(vs)]),
+                           "readings: " + ", ".join(vs)))
+    rows.append(not_run("seed", "a second training study costs the budget again"))
+    rows.append(not_run("budget full", "9–10 arms on both tasks; not run in this budget"))
+    return robustness(verdict, rows)
 
 
 def _assoc_dicts(analysis: dict) -> list[dict]:
@@ -273,7 +330,9 @@ def check_norm_vs_accuracy(ctx: Context) -> Outcome:
         figures=figures,
         readings=rs,
         rule="arm-association",
-        answer=answer_text(analysis, rs, plateau) if verdict == "ANSWERED" else None,
+        answer=answer_text(analysis, rs, plateau),
+        falsifiability=_falsifiability(analysis, ctx.budget.seed),
+        robustness=_robustness(analysis, verdict),
         findings=_findings(analysis, plateau) + table_lines(table),
         evidence={
             "rule": _RULE,
@@ -321,6 +380,8 @@ CLAIMS = [
             n_range="digits N ∈ {16, 64}; text N = the study's context grid",
             predicted_exponent="not a rate: the reviewers' premise predicts arm-level Spearman ρ̄(norm, accuracy) < 0",
             refuted_by="an arm-level ρ̄ > 0 with permutation p ≤ 0.01 and an arm-bootstrap interval above 0",
+            logit_scale="S/sqrt(d)",
+            logit_note="the tiny transformers' scores q·k/√d (empirics.training.tiny_models)",
         ),
         check=check_norm_vs_accuracy,
     ),

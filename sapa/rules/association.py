@@ -64,14 +64,16 @@ SIM_T_DF = 3             # replicate / run effects are Student-t with 3 df (heav
 SIM_DELTA = 1.0          # seed-contrast designed effect: +1 replicate sd (x³ better than x/16)
 
 
-def decide_arm(ev) -> str:
-    """HOLDS if p(ρ̄ < 0) ≤ ALPHA and interval < 0; FAILS if p(ρ̄ > 0) ≤ ALPHA and interval > 0; else UNDETERMINED."""
-    return _decide(ev.p_less, ev.p_greater, ev.lo, ev.hi, ALPHA)
+def decide_arm(ev, alpha: float = ALPHA) -> str:
+    """HOLDS if p(ρ̄ < 0) ≤ ALPHA and interval < 0; FAILS if p(ρ̄ > 0) ≤ ALPHA and interval > 0; else UNDETERMINED.
+
+    ``alpha`` is varied only for robustness (the interval stays the one computed at the declared level)."""
+    return _decide(ev.p_less, ev.p_greater, ev.lo, ev.hi, alpha)
 
 
-def decide_contrast(ev) -> str:
+def decide_contrast(ev, alpha: float = ALPHA_CONTRAST) -> str:
     """HOLDS if p(mean < 0) ≤ ALPHA_CONTRAST and interval < 0; FAILS if p(mean > 0) ≤ ALPHA_CONTRAST, interval > 0."""
-    return _decide(ev.p_less, ev.p_greater, ev.lo, ev.hi, ALPHA_CONTRAST)
+    return _decide(ev.p_less, ev.p_greater, ev.lo, ev.hi, alpha)
 
 
 def _decide(p_less: float, p_greater: float, lo: float, hi: float, alpha: float) -> str:

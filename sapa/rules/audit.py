@@ -10,11 +10,18 @@ Evidence: an interval for the largest local growth exponent of the E-RMS norm (e
 zero width; Monte Carlo: a fitted interval), the asymptotic exponent, and an interval for the
 constant ratio = E-RMS ‖φ‖_F / √N at the audited N.
 
-* ``FAILS`` if the exponent interval lies wholly above ½ + TOL, or the ratio interval wholly above K;
-* ``HOLDS`` if the exponent interval lies at or below ½ + TOL and the ratio interval at or below K;
-* ``HOLDS_IN_REGIME`` if the ratio is within K and only the asymptotic exponent (large N) is within
-  ½ + TOL (the local exponent exceeds it at small N);
-* ``UNDETERMINED`` otherwise (an interval straddles a threshold).
+Two readings, judged apart (one standard for every activation family, arXiv 2410.18613's x^p/√N included):
+
+* **rate** (:func:`decide_rate`): ``FAILS`` if the exponent interval lies wholly above ½ + TOL (and the asymptotic
+  exponent is not within it); ``HOLDS`` if it lies at or below ½ + TOL; ``HOLDS_IN_REGIME`` if only the asymptotic
+  exponent (large N) is within ½ + TOL; else ``UNDETERMINED``. The sup is taken from the practical minimum
+  ``N_MIN`` on (a claim may set its own); every window where the local exponent exceeds ½ + TOL is reported.
+* **size** (:func:`decide_size`, rule ``size-within-factor``): ``FAILS`` if the ratio interval lies wholly above
+  K, ``HOLDS`` if at or below K, else ``UNDETERMINED``. K = SIZE_FACTOR is declared once here (default 10×;
+  ``sapa audit --size-factor`` changes it).
+
+:func:`decide` ("like softmax", rule ``audit-like-softmax``) is their conjunction: FAILS if either fails,
+UNDETERMINED if either is undetermined, HOLDS_IN_REGIME if the rate holds only in its regime, else HOLDS.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import numpy as np
 from sapa.rules.base import Rule
 
 TOL = 0.05        # practical tolerance on the exponent (as growth-upper)
-K = 10.0          # "within K× of softmax's √N": an order of magnitude
+SIZE_FACTOR = 10.0  # "within K× of softmax's √N": an order of magnitude (declared once; `--size-factor`)
+K = SIZE_FACTOR
+N_MIN = 16        # the practical minimum N from which the rate is judged (windows below it are reported)
 LEVEL = 0.99      # Monte Carlo interval level
 A = 0.5           # softmax's exponent (Thm 4.1)
 SIM_N = (64, 128, 256)   # the ledger's Monte Carlo grid for row-normalised activations
@@ -46,22 +55,53 @@ class LikeSoftmaxEvidence:
     exact: bool
 
 
-def decide(ev: LikeSoftmaxEvidence) -> str:
-    """FAILS / HOLDS / HOLDS_IN_REGIME / UNDETERMINED as the module docstring says."""
-    vals = (ev.exp_lo, ev.exp_hi, ev.ratio_lo, ev.ratio_hi)
-    if not all(math.isfinite(v) for v in vals):
+def decide_rate(ev: LikeSoftmaxEvidence, tol: float = TOL) -> str:
+    """The rate reading: O(√N) from the exponent interval (sup over N ≥ N_MIN) and the asymptotic exponent."""
+    if not all(math.isfinite(v) for v in (ev.exp_lo, ev.exp_hi)):
         return "UNDETERMINED"
-    edge = A + TOL
-    if ev.exp_lo > edge and not (math.isfinite(ev.asymptotic) and ev.asymptotic <= edge):
+    edge = A + tol
+    asym_ok = math.isfinite(ev.asymptotic) and ev.asymptotic <= edge
+    if ev.exp_lo > edge and not asym_ok:
         return "FAILS"
-    if ev.ratio_lo > K:
-        return "FAILS"
-    if ev.ratio_hi <= K:
-        if ev.exp_hi <= edge:
-            return "HOLDS"
-        if math.isfinite(ev.asymptotic) and ev.asymptotic <= edge:
-            return "HOLDS_IN_REGIME"
+    if ev.exp_hi <= edge:
+        return "HOLDS"
+    if asym_ok:
+        return "HOLDS_IN_REGIME"
     return "UNDETERMINED"
+
+
+def decide_size(ev: LikeSoftmaxEvidence, factor: float = SIZE_FACTOR) -> str:
+    """The size reading: E-RMS ‖φ‖_F / √N within ``factor`` (interval wholly at or below it: HOLDS; above: FAILS)."""
+    if not all(math.isfinite(v) for v in (ev.ratio_lo, ev.ratio_hi)):
+        return "UNDETERMINED"
+    if ev.ratio_lo > factor:
+        return "FAILS"
+    if ev.ratio_hi <= factor:
+        return "HOLDS"
+    return "UNDETERMINED"
+
+
+def combine(rate: str, size: str) -> str:
+    """"Like softmax" = rate and size: FAILS if either fails; UNDETERMINED if either is; else the rate's verdict."""
+    if "FAILS" in (rate, size):
+        return "FAILS"
+    if "UNDETERMINED" in (rate, size):
+        return "UNDETERMINED"
+    return rate
+
+
+def decide(ev: LikeSoftmaxEvidence, factor: float = SIZE_FACTOR, tol: float = TOL) -> str:
+    """FAILS / HOLDS / HOLDS_IN_REGIME / UNDETERMINED: :func:`combine` of the rate and size readings."""
+    return combine(decide_rate(ev, tol), decide_size(ev, factor))
+
+
+def why_failed(rate: str, size: str) -> str:
+    """Which reading made "like softmax" fail or stay open, in words ('' when it holds)."""
+    bad = [name for name, v in (("rate", rate), ("size", size)) if v == "FAILS"]
+    if bad:
+        return "fails on " + " and ".join(bad)
+    open_ = [name for name, v in (("rate", rate), ("size", size)) if v == "UNDETERMINED"]
+    return ("undetermined on " + " and ".join(open_)) if open_ else ""
 
 
 def mc_evidence(N, sq_samples, N_ref: int, asymptotic: float = math.nan) -> LikeSoftmaxEvidence:
@@ -95,6 +135,17 @@ def simulate(truth: str, rng: np.random.Generator) -> LikeSoftmaxEvidence:
     return mc_evidence(SIM_N, sq, n_ref)
 
 
+def simulate_size(truth: str, rng: np.random.Generator) -> LikeSoftmaxEvidence:
+    """The size reading's synthetic truth: ratio K at N_ref (holds, the edge) or 1.5·K (fails), exponent ½."""
+    from sapa.rules.growth import heavy_tailed_squares
+
+    ratio = SIZE_FACTOR if truth == "holds" else 1.5 * SIZE_FACTOR
+    n_ref = SIM_N[-1]
+    c2 = ratio**2 * n_ref / n_ref ** (2 * A)
+    sq = [c2 * heavy_tailed_squares(rng, n, SIM_TRIALS, A) for n in SIM_N]
+    return mc_evidence(SIM_N, sq, n_ref)
+
+
 RULES = (Rule(
     name="audit-like-softmax",
     summary=f"grows like softmax: FAILS if the exponent interval is above ½ + {TOL} or the E-RMS/√N ratio interval "
@@ -106,4 +157,15 @@ RULES = (Rule(
     design={"holds": f"exponent ½ + {TOL} and ratio {K:g} (both edges), heavy-tailed series, N = {SIM_N}, "
                      f"{SIM_TRIALS} trials", "fails": f"exponent ½ + {2 * TOL}, ratio {2 * K:g}"},
     trials=300,
-),)
+), Rule(
+    name="size-within-factor",
+    summary=f"size like softmax's: FAILS if the E-RMS ‖φ‖_F/√N interval lies above K = {SIZE_FACTOR:g}, HOLDS if at "
+            f"or below, else UNDETERMINED (Monte Carlo intervals at {LEVEL:.0%}; exact or quadrature: zero width, "
+            "quadrature error far below the factor's resolution)",
+    thresholds={"K": SIZE_FACTOR, "interval_level": LEVEL},
+    decide=decide_size,
+    simulate=simulate_size,
+    design={"holds": f"ratio exactly K = {SIZE_FACTOR:g} at N_ref (the edge), heavy-tailed x³-like draws, N = {SIM_N}, "
+                     f"{SIM_TRIALS} trials", "fails": f"ratio {1.5 * SIZE_FACTOR:g}"},
+    trials=300,
+))

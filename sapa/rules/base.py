@@ -27,6 +27,7 @@ HOLDING = ("HOLDS", "HOLDS_LOOSE", "HOLDS_IN_REGIME")  # verdicts that say the s
 
 FALSE_FAILS_TARGET = 0.01
 FALSE_HOLDS_TARGET = 0.05
+EXACT_NOTE = "exact: no sampling error"  # what the ledger and `sapa calibrate` say of a rule on exact evidence
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class Rule:
       simulate: (truth ∈ {"holds", "fails"}, numpy Generator) → evidence of the same type.
       design: what "holds" (least favourable) and "fails" (designed effect) mean for this rule.
       trials: default number of synthetic evidences per truth in ``sapa calibrate``.
+      evidence: ``"sampled"`` (Monte Carlo, bootstrap, timing: the calibration's rates are error rates) or
+        ``"exact"`` (closed forms, sympy, float64 round-off far below the tolerance: there is no sampling error
+        to calibrate, and the synthetic runs only check the decision logic — reported as :data:`EXACT_NOTE`).
     """
 
     name: str
@@ -50,6 +54,7 @@ class Rule:
     simulate: Callable[[str, np.random.Generator], Any]
     design: dict
     trials: int = 2000
+    evidence: str = "sampled"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import numpy as np
 from sapa.rules.base import Rule
 
 TOL = 0.1          # |b| ≤ 0.1 over the grid: the scale is flat (changes < 2× over 1000× in N)
+LEVEL = 0.99       # two-sided level of the Monte Carlo intervals the evidence carries
+FAMILY = 0.005     # false FAILS over all cases (half the 1 % target): each of k sampled intervals is widened to one-sided FAMILY/k
 SIM_CASES = 8      # 2 models × 2 powers × 2 criteria, as in the ledger
 SIM_SE = 0.02      # standard error of a Monte Carlo exponent (typical criterion), half the cases exact
 
@@ -32,20 +34,31 @@ class DirectionEvidence:
     cases: tuple[tuple[str, float, float], ...]
 
 
-def case_direction(lo: float, hi: float) -> str:
-    """'decreases' (lo > TOL), 'increases' (hi < −TOL), 'flat' (within ±TOL) or 'unresolved'."""
-    if lo > TOL:
+def case_direction(lo: float, hi: float, tol: float = TOL) -> str:
+    """'decreases' (lo > tol), 'increases' (hi < −tol), 'flat' (within ±tol) or 'unresolved'."""
+    if lo > tol:
         return "decreases"
-    if hi < -TOL:
+    if hi < -tol:
         return "increases"
-    if -TOL <= lo and hi <= TOL:
+    if -tol <= lo and hi <= tol:
         return "flat"
     return "unresolved"
 
 
-def decide(ev: DirectionEvidence) -> str:
+def family_intervals(cases) -> list[tuple[float, float]]:
+    """Sampled (non-zero-width) intervals widened about their centre so that the k of them together keep false FAILS
+    ≤ FAMILY: half-width × z(1 − FAMILY/k)/z(½ + LEVEL/2) (never narrowed); exact (zero-width) cases unchanged."""
+    from scipy.stats import norm
+
+    k = sum(hi > lo for _, lo, hi in cases)
+    f = max(1.0, float(norm.ppf(1 - FAMILY / k) / norm.ppf(0.5 + LEVEL / 2))) if k else 1.0
+    return [(lo, hi) if hi <= lo else ((lo + hi) / 2 - f * (hi - lo) / 2, (lo + hi) / 2 + f * (hi - lo) / 2)
+            for _, lo, hi in cases]
+
+
+def decide(ev: DirectionEvidence, tol: float = TOL) -> str:
     """FAILS if some case increases; HOLDS if all decrease; HOLDS_IN_REGIME if decrease/flat; else UNDETERMINED."""
-    dirs = [case_direction(lo, hi) for _, lo, hi in ev.cases]
+    dirs = [case_direction(lo, hi, tol) for lo, hi in family_intervals(ev.cases)]
     if not dirs:
         return "UNDETERMINED"
     if "increases" in dirs:
@@ -58,11 +71,15 @@ def decide(ev: DirectionEvidence) -> str:
 
 
 def simulate(truth: str, rng: np.random.Generator) -> DirectionEvidence:
-    """holds: every true b = 0 (flat: the least favourable true case); fails: one case with b = −3·TOL.
+    """holds: every Monte Carlo case at the edge b = −TOL (flat, least favourable), exact cases flat (b = 0);
+    fails: one case with b = −3·TOL.
 
-    Half the cases carry a 99 % interval b̂ ± 2.576·SE (Monte Carlo), half are exact (zero width).
+    Half the cases carry a 99 % interval b̂ ± 2.576·SE (Monte Carlo: the perturbation the real evidence has),
+    half are exact (zero width: a zero-width value exactly at the edge is decided by the tolerance's own
+    definition, not by noise, so they sit at b = 0).
     """
     b = np.zeros(SIM_CASES)
+    b[1::2] = -TOL if truth == "holds" else 0.0
     if truth == "fails":
         b[rng.integers(SIM_CASES)] = -3 * TOL
     cases = []
@@ -79,9 +96,9 @@ RULES = (Rule(
     name="direction",
     summary=f"scale direction as N decreases: per case 'decreases' (b > {TOL}), 'increases' (b < −{TOL}), 'flat' "
             f"(|b| ≤ {TOL}); FAILS if any increases, HOLDS if all decrease, HOLDS_IN_REGIME if decrease/flat",
-    thresholds={"tolerance": TOL},
+    thresholds={"tolerance": TOL, "interval_level": LEVEL, "family_false_fails": FAMILY},
     decide=decide,
     simulate=simulate,
-    design={"holds": "every true exponent 0 (flat)", "fails": f"one case with true exponent −{3 * TOL:g}",
+    design={"holds": f"Monte Carlo cases at the edge b = −{TOL} (flat), exact cases at 0", "fails": f"one case with true exponent −{3 * TOL:g}",
             "cases": SIM_CASES, "mc_se": SIM_SE},
 ),)

@@ -41,11 +41,11 @@ class UpperEvidence:
     exact: bool        # exact (closed form) or estimated (Monte Carlo)
 
 
-def decide_upper(ev: UpperEvidence) -> str:
-    """HOLDS if hi ≤ a + TOL; FAILS if lo > a + TOL; else UNDETERMINED."""
+def decide_upper(ev: UpperEvidence, tol: float = TOL) -> str:
+    """HOLDS if hi ≤ a + tol; FAILS if lo > a + tol; else UNDETERMINED (``tol`` varied only for robustness)."""
     if not (math.isfinite(ev.lo) and math.isfinite(ev.hi)):
         return "UNDETERMINED"
-    edge = ev.predicted + TOL
+    edge = ev.predicted + tol
     if ev.hi <= edge:
         return "HOLDS"
     if ev.lo > edge:
@@ -101,13 +101,13 @@ class TightEvidence:
     asymptotic: float
 
 
-def decide_tight(ev: TightEvidence) -> str:
-    """HOLDS if |e(N) − a| ≤ TOL on the whole grid; HOLDS_IN_REGIME if only asymptotically (from some N on); else FAILS."""
+def decide_tight(ev: TightEvidence, tol: float = TOL) -> str:
+    """HOLDS if |e(N) − a| ≤ tol on the whole grid; HOLDS_IN_REGIME if only asymptotically (from some N on); else FAILS."""
     if not (ev.local and math.isfinite(ev.asymptotic)):
         return "UNDETERMINED"
-    if abs(ev.asymptotic - ev.predicted) > TOL:
+    if abs(ev.asymptotic - ev.predicted) > tol:
         return "FAILS"
-    if all(abs(e - ev.predicted) <= TOL for e in ev.local):
+    if all(abs(e - ev.predicted) <= tol for e in ev.local):
         return "HOLDS"
     return "HOLDS_IN_REGIME"  # e(N) → the asymptote, within TOL of a: the regime starts at some finite N
 
@@ -158,6 +158,7 @@ UPPER_EXACT = Rule(
     decide=decide_upper,
     simulate=simulate_exact_upper,
     design={"holds": "e(N) = a·N/(N−1+r), r ∈ [1, 10⁶], round-off 4e-16", "fails": f"asymptote a + {2 * TOL}"},
+    evidence="exact",
 )
 
 TIGHT = Rule(
@@ -168,4 +169,5 @@ TIGHT = Rule(
     decide=decide_tight,
     simulate=simulate_tight,
     design={"holds": "e(N) = a·N/(N−1+r), r ∈ [1, 10⁶] (a regime is still 'holds')", "fails": f"asymptote a + {2 * TOL}"},
+    evidence="exact",
 )

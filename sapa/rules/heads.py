@@ -94,16 +94,39 @@ class HeadFractionEvidence:
         return float(self.consistent().mean()) if self.lo else math.nan
 
 
-def decide(ev: HeadFractionEvidence) -> str:
-    """HOLDS if ≥ HIGH of the heads lie within the band; FAILS if < FAIL_BELOW are consistent with it; else UNDETERMINED."""
+def decide(ev: HeadFractionEvidence, high: float = HIGH, fail_below: float = FAIL_BELOW) -> str:
+    """HOLDS if ≥ HIGH of the heads lie within the band; FAILS if < FAIL_BELOW are consistent with it; else UNDETERMINED.
+
+    ``high`` and ``fail_below`` are varied only for robustness (the ledger's thresholds are the module's).
+    """
     lo, hi = np.asarray(ev.lo, float), np.asarray(ev.hi, float)
     if lo.size == 0 or lo.shape != hi.shape or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         return "UNDETERMINED"
-    if ev.fraction_within >= HIGH:
+    if ev.fraction_within >= high:
         return "HOLDS"
-    if ev.fraction_consistent < FAIL_BELOW:
+    if ev.fraction_consistent < fail_below:
         return "FAILS"
     return "UNDETERMINED"
+
+
+def heads_to_flip(ev: HeadFractionEvidence, high: float = HIGH, fail_below: float = FAIL_BELOW) -> dict:
+    """How many heads would have to change for the verdict to change (a distance, in heads).
+
+    FAILS: consistent heads to add until ≥ fail_below·H (then UNDETERMINED); HOLDS: heads within to lose until
+    < high·H; UNDETERMINED: the smaller of the heads to gain for HOLDS and to lose for FAILS.
+    """
+    H = len(ev.lo)
+    w, c = int(ev.within().sum()), int(ev.consistent().sum())
+    need_c, need_w = math.ceil(fail_below * H - 1e-9), math.ceil(high * H - 1e-9)
+    v = decide(ev, high, fail_below)
+    if v == "FAILS":
+        n, to = need_c - c, "UNDETERMINED"
+    elif v == "HOLDS":
+        n, to = w - need_w + 1, "UNDETERMINED"
+    else:
+        n, to = min(need_w - w, c - need_c + 1), "HOLDS or FAILS"
+    return {"verdict": v, "heads": H, "within": w, "consistent": c, "high_threshold": high * H,
+            "fail_threshold": fail_below * H, "heads_to_flip": int(n), "flips_to": to}
 
 
 def synthetic_norms(exponents: np.ndarray, rng: np.random.Generator, sd_median: float,

@@ -27,18 +27,18 @@ class ProfileEvidence:
     cases: tuple[tuple[str, float, float], ...]
 
 
-def case_shape(lo: float, hi: float) -> str:
-    """'uniform' (within ±TOL), 'non-uniform' (wholly outside) or 'inconclusive'."""
-    if -TOL <= lo and hi <= TOL:
+def case_shape(lo: float, hi: float, tol: float = TOL) -> str:
+    """'uniform' (within ±tol), 'non-uniform' (wholly outside) or 'inconclusive'."""
+    if -tol <= lo and hi <= tol:
         return "uniform"
-    if lo > TOL or hi < -TOL:
+    if lo > tol or hi < -tol:
         return "non-uniform"
     return "inconclusive"
 
 
-def decide(ev: ProfileEvidence) -> str:
+def decide(ev: ProfileEvidence, tol: float = TOL) -> str:
     """HOLDS all uniform; FAILS all non-uniform; HOLDS_IN_REGIME some uniform, none inconclusive; else UNDETERMINED."""
-    shapes = [case_shape(lo, hi) for _, lo, hi in ev.cases]
+    shapes = [case_shape(lo, hi, tol) for _, lo, hi in ev.cases]
     if not shapes or "inconclusive" in shapes:
         return "UNDETERMINED"
     if all(s == "uniform" for s in shapes):
@@ -49,8 +49,8 @@ def decide(ev: ProfileEvidence) -> str:
 
 
 def simulate(truth: str, rng: np.random.Generator) -> ProfileEvidence:
-    """holds: true β = TOL/2 in every case (uniform, near the edge); fails: β = 3·TOL everywhere (designed effect)."""
-    beta = TOL / 2 if truth == "holds" else 3 * TOL
+    """holds: true β = TOL in every case (uniform, at the edge); fails: β = 3·TOL everywhere (designed effect)."""
+    beta = TOL if truth == "holds" else 3 * TOL
     cases = []
     for k in range(SIM_CASES):
         est = beta + SIM_SE * rng.standard_normal()
@@ -65,5 +65,5 @@ RULES = (Rule(
     thresholds={"tolerance": TOL},
     decide=decide,
     simulate=simulate,
-    design={"holds": f"true slope {TOL / 2:g} in every case", "fails": f"true slope {3 * TOL:g}", "mc_se": SIM_SE},
+    design={"holds": f"true slope {TOL:g} (the edge) in every case", "fails": f"true slope {3 * TOL:g}", "mc_se": SIM_SE},
 ),)

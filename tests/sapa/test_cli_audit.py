@@ -157,3 +157,39 @@ def test_bad_input_one_line_exit_2(capsys, argv):
 
 
 _ = Fraction  # exact comparisons live in tests/theory/test_audit.py
+
+
+@pytest.mark.parametrize("scale,model,rate,size,ratio", [
+    ("S", "iid", "HOLDS", "FAILS", 2092.058), ("S", "tied", "HOLDS", "FAILS", 23955.398),
+    ("S/sqrt(d)", "iid", "HOLDS", "HOLDS", 4.0860), ("S/sqrt(d)", "tied", "HOLDS", "FAILS", 46.788)])
+def test_rate_and_size_are_separate_readings_with_the_convention(capsys, scale, model, rate, size, ratio):
+    """x³/√N: the rate holds under both conventions; its size is 8³ = 512× smaller with S/√d (the same moments)."""
+    a = _json(["audit", "x**3/sqrt(N)", "--model", model, "--logit-scale", scale], capsys)
+    assert a["logit_scale"] == scale and a["activation"] == "x**3/sqrt(N)"
+    assert (a["readings"]["rate"]["verdict"], a["readings"]["size"]["verdict"]) == (rate, size)
+    assert a["rate_verdict"] == rate and a["size_verdict"] == size and a["size_factor"] == 10.0
+    assert a["constant_vs_softmax"] == pytest.approx(ratio, rel=1e-4)
+    assert a["verdict"] == ("HOLDS" if size == "HOLDS" else "FAILS")
+    assert a["verdict_why"] == ("holds on rate and size" if size == "HOLDS" else "fails on size")
+
+
+def test_size_factor_and_the_text_output_name_the_convention(capsys):
+    a = _json(["audit", "x**3/sqrt(N)", "--model", "tied", "--logit-scale", "S/sqrt(d)", "--size-factor", "50"], capsys)
+    assert a["size_factor"] == 50.0 and a["size_verdict"] == "HOLDS" and a["verdict"] == "HOLDS"
+    code, out, _ = _run(["audit", "x/sqrt(N)", "--logit-scale", "S/sqrt(d)"], capsys)
+    assert code == 0 and "logit convention : S/sqrt(d)" in out and "size reading" in out and "rate reading" in out
+    code, _, err = _run(["audit", "x", "--size-factor", "0"], capsys)
+    assert code == 2 and err.startswith("sapa: error:") and "positive factor" in err
+
+
+def test_exact_and_norms_say_their_convention(capsys, tmp_path):
+    e = _json(["exact", "--p", "3", "--model", "iid", "--N", "196", "--D", "768", "--d", "64"], capsys)
+    assert e["logit_scale"] == "S"
+    s = e["at_logit_scale_s_over_sqrt_d"]
+    assert s["expected_fro2"] == pytest.approx(e["expected_fro2"] / 64**3, rel=1e-15)
+    assert s["crossover_n"] == e["crossover_n"]
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.standard_normal((5, 3)))
+    np.save(tmp_path / "w.npy", rng.standard_normal((3, 3)))
+    n = _json(["norms", "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy"), "--activation", "poly"], capsys)
+    assert n["logit_scale"] == "S"

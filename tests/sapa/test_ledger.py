@@ -83,7 +83,13 @@ def test_softmax_claims_verdicts_are_computed(softmax_verify):
         assert c["kind"] == "claim" and c["rule"]["name"] == "bound" and c["readings"]
         for r in c["readings"]:
             assert {"name", "statement", "verdict", "rule", "calibration"} <= set(r)
-            assert r["calibration"]["false_fails_rate"] <= 0.01
+            # bound reads exact evidence: no sampling error, so no rates are cited (only the logic check)
+            assert r["calibration"]["exact"] and r["calibration"]["note"] == "exact: no sampling error"
+            assert r["calibration"]["false_fails_rate"] is None
+            assert r["calibration"]["decision_logic_check"]["false_fails_rate"] <= 0.01
+        assert c["contract"]["logit_scale"] == "S" and c["falsifiability"]["kind"] == "by_construction" or \
+            c["falsifiability"]["negative_control"]["verdict"] == "FAILS"
+        assert isinstance(c["robustness"]["stable"], bool)
 
 
 def test_every_entry_is_a_claim_or_a_question():
@@ -116,4 +122,12 @@ def test_a_claim_is_judged_and_a_question_answered(tmp_path):
         run_claim(Claim(id="c", statement="s", check=lambda c: answered), ctx)
     with pytest.raises(ValueError):
         run_claim(Claim(id="q", statement="s", check=lambda c: holds, kind="question"), ctx)
-    assert run_claim(Claim(id="q", statement="s", check=lambda c: answered, kind="question"), ctx).verdict == "ANSWERED"
+    # one meaning per label (sapa.labels): ANSWERED needs readings, every one decided
+    assert run_claim(Claim(id="q", statement="s", check=lambda c: answered, kind="question"), ctx).verdict == "UNDETERMINED"
+    decided = Reading(name="r1", statement="s", verdict="FAILS", rule="bound")
+    open_ = Reading(name="r2", statement="s", verdict="UNDETERMINED", rule="bound")
+    ok = Outcome(verdict="ANSWERED", evidence={}, tested_statement="", readings=(decided,))
+    assert run_claim(Claim(id="q", statement="s", check=lambda c: ok, kind="question"), ctx).verdict == "ANSWERED"
+    half = Outcome(verdict="ANSWERED", evidence={}, tested_statement="", readings=(decided, open_))
+    e = run_claim(Claim(id="q", statement="s", check=lambda c: half, kind="question"), ctx)
+    assert e.verdict == "UNDETERMINED" and "r2" in e.evidence["label_rule"]

@@ -96,3 +96,20 @@ def test_one_gate_records_each_comparison_and_decides_over_them(ctx):
     assert s["by_family"]["fam"]["series"] == 40 and s["missed"] == ["fam/k2", "fam/k5"]
     assert mc.agreement_gate([], 0.99) == ("UNDETERMINED", 0, 0)
     assert mc.agreement_gate([False] * 5 + [True] * 5, 0.99) == ("FAILS", 10, 5)
+
+
+def test_merged_ledger_recounts_coverage_from_the_kept_comparisons():
+    """verify --only: the rerun's comparisons replace theirs by name, the others stay; the summary is recounted."""
+    from sapa.claims.mc import summary_of
+    from sapa.ledger_merge import merge_into
+
+    def chk(name, covered):
+        return {"name": name, "covered": covered, "nominal": 0.99, "detail": {}}
+
+    old = {"claims": [{"id": "a"}, {"id": "b"}], "provenance": {"budget": {"name": "quick"}},
+           "monte_carlo": summary_of([chk("growth/x", True), chk("audit/y", False)])}
+    fresh = {"claims": [{"id": "b"}], "provenance": {"budget": {"name": "quick"}},
+             "monte_carlo": summary_of([chk("audit/y", True)])}
+    mc = merge_into(old, fresh)["monte_carlo"]
+    assert mc["series"] == 2 and mc["first_pass_coverage"] == 1.0 and mc["missed"] == []
+    assert old["monte_carlo"]["first_pass_coverage"] == 0.5 and old["monte_carlo"]["missed"] == ["audit/y"]

@@ -105,3 +105,49 @@ def test_entries_name_the_command_that_reproduces_them(entries):
     _, es = entries
     for cid in IDS:
         assert es[cid].evidence["command"].startswith("sapa audit") and ENTRIES[cid][0] in es[cid].evidence["command"]
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_rate_and_size_are_separate_readings_and_recompute(entries, cid):
+    from sapa.rules.audit import decide_rate, decide_size
+
+    _, es = entries
+    e = es[cid]
+    for m in ("iid", "tied"):
+        ev = LikeSoftmaxEvidence(**{k: (math.nan if v is None else v)
+                                    for k, v in e.evidence["per_model"][m]["evidence"].items()})
+        rate = next(r for r in e.readings if r["name"].startswith(f"rate, {m}"))
+        size = next(r for r in e.readings if r["name"].startswith(f"size, {m}"))
+        assert rate["verdict"] == decide_rate(ev) and size["verdict"] == decide_size(ev)
+        assert size["rule"] == "size-within-factor"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_entries_keep_the_label_definitions_and_controls_fail(entries, cid):
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    _, es = entries
+    d = asdict(es[cid])
+    assert violations(d) == []
+    fal = d["falsifiability"]
+    if cid == "poly4-normalised":
+        assert fal["kind"] == "by_construction"
+    else:
+        assert fal["kind"] == "could_fail" and fal["negative_control"]["verdict"] == "FAILS"
+        assert fal["negative_control"]["size_control"]["verdict"] == "FAILS"
+    assert isinstance(d["robustness"]["stable"], bool)
+
+
+def test_sigmoid_windows_are_all_reported_and_judged_from_n_min(entries):
+    _, es = entries
+    pm = es["sigmoid-bias-logn"].evidence["per_model"]
+    iid, tied = pm["iid"]["windows_above_edge"], pm["tied"]["windows_above_edge"]
+    # iid: one window at small N only (below the practical minimum 16); tied: a second one at N ≈ 400–1 800
+    assert len(iid) == 1 and iid[0]["below_n_min"] and 7 < iid[0]["to"] < 8
+    assert len(tied) == 2 and not tied[1]["below_n_min"] and 350 < tied[1]["from"] < tied[1]["peak_at"] < tied[1]["to"] < 2000
+    assert 0.59 < tied[1]["peak"] < 0.61
+    jac_s = pm["iid"]["windows_by_quantity"]["jac_s"]
+    assert len(jac_s) == 1 and 7.2 < jac_s[0]["to"] < 7.3  # ‖∂φ/∂S‖ alone: N ≤ 7.3
+    assert pm["iid"]["sup_exponent_from_n_min"] <= 0.55 < tied[1]["peak"]

@@ -14,7 +14,7 @@ from sapa.rules.timing import TimingEvidence
 from sapa.rules.timing import decide as decide_timing
 from sapa.ledger import Context, run_claim
 
-TINY = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(8,),
+TINY = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=5, methods=("naive", "linearised"), crossover_ds=(8,),
                     crossover_masks=("none",), time_cap_s=5.0)
 
 
@@ -75,10 +75,24 @@ def test_verdict_follows_the_rule(entry):
     for r in e.readings:
         p = int(r["name"].split("=")[1].split(":")[0])
         factor = float(r["name"].split("within ")[1].split("×")[0])
-        cells = tuple((k, v) for k, v in sorted(ratios.items()) if k.startswith(f"p{p}/"))
-        assert r["rule"] == "timing-ratio" and r["verdict"] == decide_timing(TimingEvidence(cells, factor))
-    assert e.verdict == ("ANSWERED" if any(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
+        cells = tuple((k, tuple(v)) for k, v in sorted(ev["round_ratios"].items()) if k.startswith(f"p{p}/"))
+        m = ev["provenance"]["machine"]
+        load = max(m["load_before"]["1min"], m["load_after"]["1min"])
+        assert r["rule"] == "timing-ratio"
+        assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"]))
+    # one meaning per label: ANSWERED only when every reading is decided
+    assert e.verdict == ("ANSWERED" if all(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
+    assert set(m) >= {"cpu_model", "cores", "torch_threads", "load_before", "load_after"}
+    assert all(len(v) == TINY.repeats for v in ev["round_ratios"].values() if v)
     assert e.answer and "load" in e.answer
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    assert violations(asdict(e)) == []
+    ctrl = e.falsifiability["negative_control"]
+    assert e.falsifiability["kind"] == "could_fail" and ctrl["verdict"] in ("FAILS", "UNDETERMINED")
+    assert ctrl["control_ok"] == (ctrl["verdict"] == "FAILS")  # under load the gate holds the control back: reported
     assert (e.corrected_claim is None) == (not ev["cells"]["outside"])
     assert e.headline.startswith("best polynomial / softmax SDPA at N = 32") and "float32" in e.headline
     assert ev["dtype"] == "float32" and ev["threads"] == 1 and ev["provenance"]["dtype"] == "float32"

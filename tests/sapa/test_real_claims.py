@@ -110,6 +110,8 @@ def test_not_installed_is_undetermined(monkeypatch, tmp_path):
     entry = run_claim(real_claims.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
     assert entry.verdict == "UNDETERMINED" and entry.kind == "question"
     assert entry.evidence == {"status": "optional extra 'real' not installed"}
+    assert entry.falsifiability["negative_control"]["verdict"] == "UNDETERMINED"  # nothing to control: said so
+    assert entry.robustness["stable"] is False
 
 
 def test_registered_as_a_question():
@@ -137,4 +139,12 @@ def test_end_to_end_small(monkeypatch, tmp_path):
     assert entry.figures and all((tmp_path / f).is_file() for f in entry.figures)
     assert any("protocols" in f for f in entry.figures)
     json.dumps(ev)  # the ledger writes it as JSON
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    assert violations(asdict(entry)) == []
+    assert entry.falsifiability["negative_control"]["verdict"] == "FAILS"  # softmax·N^0.5: every exponent + ½
+    assert "head(s) from" in entry.answer and ev["distance_to_flip"]
+    assert isinstance(entry.robustness["stable"], bool) and len(entry.robustness["varied"]) == 7
     assert list((tmp_path / "real").glob("real_heads_*.json"))  # cached under OUT/real for the next run

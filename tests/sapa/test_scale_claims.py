@@ -91,3 +91,20 @@ def test_first_pass_comparisons_are_recorded_without_reruns(entries):
     names = {c["name"].split("/")[0] for c in checks}
     assert names == {"fig1-scale-direction", "causal-masking"}
     assert all(0 < c["nominal"] < 1 for c in checks)
+
+
+def test_entries_keep_the_label_definitions_with_conditions(entries):
+    """One meaning per label; falsifiability (fig1 by construction, causal with a control that FAILS); robustness."""
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    _, es, _ = entries
+    for cid, e in es.items():
+        d = asdict(e)
+        assert violations(d) == [], cid
+        assert d["contract"]["logit_scale"] == "S" and isinstance(d["robustness"]["stable"], bool)
+    assert es["fig1-scale-direction"].falsifiability["kind"] == "by_construction"
+    assert es["fig1-scale-direction"].falsifiability["negative_control"]["verdict"] == "FAILS"  # the coefficient reading
+    ctrl = es["causal-masking"].falsifiability["negative_control"]
+    assert ctrl["verdict"] == "FAILS" and ctrl["control_ok"]  # c_i = 1/i: rows fall like i^(−½), not uniform

@@ -150,6 +150,16 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     ev = e.evidence
     assert set(ev["accuracy_trends"]) >= {"digits/x_sqrtN", "text/x3_sqrti"} and len(ev["accuracy_vs_n"]) == 9 * 2 + 10 * 3
     json.dumps(ev, allow_nan=False)
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    assert violations(asdict(e)) == []
+    ctrl = e.falsifiability["negative_control"]
+    # a further 0.20 loss injected into the (tight, synthetic) x/√N trend: the same rule must see it
+    assert ctrl["verdict"] == "FAILS" and ctrl["reachable"] and ctrl["fails_only_below"] > -1
+    assert e.robustness["stable"] is True and len(e.robustness["varied"]) == 5
+    json.dumps(asdict(e), allow_nan=False)
     # the second entry reuses the same runs and figures
     from sapa.claims.training_claims import CLAIMS as TC
 

@@ -61,19 +61,24 @@ def test_arm_level_uses_the_study_cells_as_strata():
 
 def test_lower_norm_better_accuracy_holds_per_reading():
     v, rs, ans, _ = _verdict("neg")
-    assert v == "ANSWERED" and _assoc(rs, "digits") == _assoc(rs, "text") == {"HOLDS"}
+    # one meaning per label: the reviewer's pair is undecided with 3 replicates, so the question is not ANSWERED
+    assert v == "UNDETERMINED" and _assoc(rs, "digits") == _assoc(rs, "text") == {"HOLDS"}
     assert "A lower norm goes with a higher accuracy" in ans
+    v6, rs6, _, _ = _verdict("neg", seeds=6)
+    assert v6 == "ANSWERED" and "UNDETERMINED" not in set(rs6.values())
 
 
 def test_higher_norm_better_accuracy_fails_symmetrically():
     v, rs, ans, _ = _verdict("pos")
-    assert v == "ANSWERED" and _assoc(rs, "digits") == _assoc(rs, "text") == {"FAILS"}
+    assert v == ("ANSWERED" if "UNDETERMINED" not in set(rs.values()) else "UNDETERMINED")
+    assert _assoc(rs, "digits") == _assoc(rs, "text") == {"FAILS"}
     assert "A higher norm goes with a higher accuracy across arms in digits" in ans
 
 
-def test_no_association_is_an_answer():
+def test_no_association_is_said_but_not_answered():
+    """Every arm reading UNDETERMINED: the answer says no association is shown, the label is UNDETERMINED."""
     v, rs, ans, _ = _verdict("none")
-    assert v == "ANSWERED" and _assoc(rs, "digits") | _assoc(rs, "text") == {"UNDETERMINED"}
+    assert v == "UNDETERMINED" and _assoc(rs, "digits") | _assoc(rs, "text") == {"UNDETERMINED"}
     assert "No arm-level association is shown" in ans
 
 
@@ -114,7 +119,13 @@ def test_check_reads_the_cached_study(tmp_path, monkeypatch):
     ctx.cache[study_claims.CACHE_KEY] = st
     ctx.cache[study_claims.FIG_KEY] = ("figures/a.png",)
     e = run_claim(CLAIMS[0], ctx)
-    assert e.verdict == "ANSWERED" and e.kind == "question" and e.figures == ["figures/a.png"]
+    assert e.verdict == "UNDETERMINED" and e.kind == "question" and e.figures == ["figures/a.png"]  # pair undecided
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    assert violations(asdict(e)) == []
+    assert e.falsifiability["negative_control"]["verdict"] == "FAILS"  # accuracy := norm: ρ̄ = +1, exact p = 1/9!
     assert e.headline.startswith("arm-level ρ̄") and e.rule["name"] == "arm-association"
     assert {r["rule"] for r in e.readings} == {"arm-association", "seed-contrast"} and len(e.readings) == 6
     assert e.answer and "left the bigram plateau" in e.answer

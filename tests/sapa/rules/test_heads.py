@@ -80,3 +80,16 @@ def test_calibration_quick():
 def test_calibration_meets_targets():
     c = calibrate(R.HEAD_FRACTION, trials=2000, seed=1)
     assert c.false_fails_rate <= 0.01 and c.false_holds_rate <= 0.05 and c.meets_targets and c.power > 0.3
+
+
+def test_heads_to_flip_counts_the_heads_between_the_verdict_and_its_threshold():
+    """41 of 72 heads consistent against FAILS below 60 % (43.2 heads): 3 heads from UNDETERMINED."""
+    H = 72
+    lo = tuple([0.0] * 41 + [1.0] * (H - 41))  # 41 consistent (lo ≤ ½ + TOL), none within with hi = 2
+    ev = R.HeadFractionEvidence(lo=lo, hi=(2.0,) * H)
+    d = R.heads_to_flip(ev)
+    assert d["verdict"] == "FAILS" and d["heads_to_flip"] == 3 and d["fail_threshold"] == pytest.approx(43.2)
+    more = R.HeadFractionEvidence(lo=tuple([0.0] * 44 + [1.0] * (H - 44)), hi=(2.0,) * H)
+    assert R.decide(more) == "UNDETERMINED"  # 3 more heads flip it, as counted
+    all_in = R.HeadFractionEvidence(lo=(0.0,) * H, hi=(0.5,) * H)
+    assert R.heads_to_flip(all_in) == {**R.heads_to_flip(all_in), "verdict": "HOLDS", "heads_to_flip": H - 65 + 1}

@@ -146,12 +146,39 @@ def test_agreement_gate_uses_the_binomial_tail():
 
 
 def test_timing_cells_have_a_noise_band():
-    assert timing.cell_class(None) == "unmeasured"
-    assert timing.cell_class(timing.FACTOR / (1 + timing.NOISE)) == "within"
-    assert timing.cell_class(timing.FACTOR) == "marginal"
-    assert timing.cell_class(timing.FACTOR * (1 + timing.NOISE) * 1.01) == "outside"
+    F, B = timing.FACTOR, 1 + timing.NOISE
+    five = lambda r: (r,) * timing.MIN_ROUNDS  # noqa: E731  (five steady rounds)
+    assert timing.cell_class(None) == timing.cell_class(()) == "unmeasured"
+    assert timing.cell_class(five(F / B)) == "within"
+    assert timing.cell_class(five(F)) == "marginal"
+    assert timing.cell_class(five(F * B * 1.01)) == "outside"
+    assert timing.cell_class((F / B,) * (timing.MIN_ROUNDS - 1)) == "unsteady"  # too few rounds
     T = timing.TimingEvidence
-    assert timing.decide(T((("a", 0.2), ("b", 0.5)))) == "HOLDS"
-    assert timing.decide(T((("a", 0.2), ("b", 5.0)))) == "HOLDS_IN_REGIME"
-    assert timing.decide(T((("a", 5.0), ("b", 1.5)))) == "FAILS"
-    assert timing.decide(T((("a", 1.5), ("b", None)))) == "UNDETERMINED"
+    assert timing.decide(T((("a", five(0.2)), ("b", five(0.5))))) == "HOLDS"
+    assert timing.decide(T((("a", five(0.2)), ("b", five(5.0))))) == "HOLDS_IN_REGIME"
+    assert timing.decide(T((("a", five(5.0)), ("b", five(1.5))))) == "FAILS"
+    assert timing.decide(T((("a", five(1.5)), ("b", ())))) == "UNDETERMINED"
+
+
+def test_timing_round_gate_rounds_that_disagree_beyond_the_band():
+    T = timing.TimingEvidence
+    B = 1 + timing.NOISE
+    steady = (0.5, 0.52, 0.49, 0.51, 0.5)
+    jumpy = (0.5, 0.5, 0.5, 0.5, 0.5 * B * B * 1.01)  # one round beyond ±NOISE about the centre
+    assert timing.decide(T((("a", steady),))) == "HOLDS"
+    assert timing.decide(T((("a", steady), ("b", jumpy)))) == "UNDETERMINED"
+    assert "round gate" in timing.why(T((("a", steady), ("b", jumpy))))
+
+
+@pytest.mark.parametrize("load, cores, verdict", [(0.4, 2, "HOLDS"), (2.0, 2, "HOLDS"), (2.01, 2, "UNDETERMINED"),
+                                                  (6.3, 2, "UNDETERMINED"), (6.3, 8, "HOLDS"), (None, 2, "HOLDS")])
+def test_timing_load_gate_with_injected_load(load, cores, verdict):
+    """The load gate on injected machine states: above the cores no timing is decided, whatever the ratios."""
+    T = timing.TimingEvidence
+    steady = (0.5, 0.52, 0.49, 0.51, 0.5)
+    ev = T((("a", steady), ("b", steady)), load=load, cores=cores)
+    assert timing.decide(ev) == verdict
+    far = T((("a", (9.0,) * 5),), load=load, cores=cores)  # a clear FAILS is held back too
+    assert timing.decide(far) == ("UNDETERMINED" if verdict == "UNDETERMINED" else "FAILS")
+    if verdict == "UNDETERMINED":
+        assert timing.why(ev).startswith(f"machine load {load:.2f} exceeds its {cores} cores")
