@@ -19,11 +19,14 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` then atomically move ``tmp_path`` onto ``path``.
 
     The file gets the permissions a plain ``open(path, "w")`` would give: ``0o666 & ~umask`` when
-    new, the old mode when it replaces a file. A directory at ``path`` is refused by its own name.
+    new, the old mode when it replaces a file. A directory at ``path`` is refused by its own name, and so
+    is any other existing thing that is not a regular file or a symbolic link (a device such as
+    ``/dev/full``, a FIFO, a socket): renaming over it would replace it.
     """
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a directory is in the way of a result file", str(path))
+    _refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _create_sibling(path)
     try:
@@ -37,6 +40,25 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _refuse_special(path: Path) -> None:
+    """OSError if ``path`` exists and is neither a regular file nor a symbolic link (renaming replaces the link)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise FileExistsError(errno.EEXIST, f"not a regular file ({file_kind(mode)}); a result never replaces it", str(path))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def _create_sibling(path: Path) -> str:

@@ -89,17 +89,35 @@ def read(path: str | Path) -> tuple[dict, str]:
         raise FigureDataError(f"{path}: not a figure-data JSON file (bare {name})")
 
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=no_constants)
+        doc = json.loads(_read_bounded(path), parse_constant=no_constants)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FigureDataError(f"{path}: not a figure-data JSON file ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("stem"), str):
         raise FigureDataError(f"{path}: not in the {FORMAT} format")
     if doc.get("sha256") != _sha256(doc.get("data")):
         raise FigureDataError(f"{path}: content does not match its checksum (corrupt file)")
+    from common.safepath import plain_name
+    from common.validate import InputError
+
+    try:
+        plain_name(doc["stem"], "stem")
+    except InputError as exc:
+        raise FigureDataError(f"{path}: {exc}") from None
     data = decode(doc["data"], str(path))
     if not isinstance(data, dict):
         raise FigureDataError(f"{path}: figure data is not a mapping")
     return data, doc["stem"]
+
+
+def _read_bounded(path: str | Path) -> str:
+    """The text of ``path``: a regular file (a FIFO or a link to /dev/zero is refused) of bounded size."""
+    from common.readfile import read_regular
+    from common.validate import InputError
+
+    try:
+        return read_regular(path, "figure data").decode("utf-8")
+    except InputError as exc:
+        raise FigureDataError(str(exc)) from None
 
 
 def _encode_dict(obj: dict, where: str) -> dict:
@@ -164,8 +182,15 @@ def _parquet_bytes(df, where: str) -> str:
 def _parquet_load(text: str, where: str):
     import pandas as pd
 
+    from common.readfile import check_parquet
+    from common.validate import InputError
+
     try:
-        return pd.read_parquet(io.BytesIO(base64.b64decode(text, validate=True)), engine="pyarrow")
+        buf = io.BytesIO(base64.b64decode(text, validate=True))
+        check_parquet(buf, where)  # its declared size, before a page is decompressed
+        return pd.read_parquet(buf, engine="pyarrow")
+    except InputError as exc:
+        raise FigureDataError(str(exc)) from None
     except Exception as exc:  # bad base64, not Parquet
         raise FigureDataError(f"{where}: not a Parquet table ({type(exc).__name__})") from None
 

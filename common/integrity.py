@@ -60,6 +60,9 @@ def read_parquet_verified(path: str | Path):
     """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`)."""
     import pyarrow.parquet as pq
 
+    from common.readfile import check_parquet
+
+    check_parquet(path, "stored results")  # a regular file of bounded declared size, before decompressing
     table = pq.read_table(path)
     check_table(table, path)
     return table.to_pandas()

@@ -33,10 +33,22 @@ def check_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
 
 
 def check_file(path: str | os.PathLike, flag: str = "--out") -> Path:
-    """``path`` as a file a run can (atomically) write; InputError naming ``flag`` otherwise."""
+    """``path`` as a file a run can (atomically) write; InputError naming ``flag`` otherwise.
+
+    An existing target must be a regular file and not a symbolic link: the result is renamed over it,
+    so ``/dev/null``, ``/dev/full``, a FIFO or the link ``/dev/stdout`` would be replaced, not written to.
+    """
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} {path} is a directory; give a file name")
+    if path.is_symlink():  # the result is renamed over the link itself, in the link's folder (/dev/stdout: in /dev)
+        raise InputError(f"{flag} {path} is a symbolic link; sapa replaces its output file, so give the file itself "
+                         f"({path.resolve()}) or a new name")
+    if path.exists() and not path.is_file():
+        from common.atomic import file_kind
+
+        raise InputError(f"{flag} {path} exists and is not a regular file ({file_kind(path.stat().st_mode)}); sapa "
+                         "replaces its output file, so it never writes to a device or pipe: give a file name")
     _probe(_nearest_existing(path.parent, path, flag), path, flag)
     return path
 

@@ -57,7 +57,8 @@ def finite_matrix(name: str, a: object, shape: tuple[int | None, ...] | None = N
     if is_complex:  # a cast to float64 would drop the imaginary part with only a warning
         raise InputError(f"{name} must be real, got a complex array")
     try:
-        arr = np.asarray(a, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # float128 1e4000 → inf: refused below, in one line
+            arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{name} must be a numeric array ({' '.join(str(exc).split())})") from None
     if shape is not None:
@@ -69,7 +70,7 @@ def finite_matrix(name: str, a: object, shape: tuple[int | None, ...] | None = N
     if arr.size == 0:
         raise InputError(f"{name} is empty (shape {arr.shape})")
     if not np.all(np.isfinite(arr)):
-        raise InputError(f"{name} contains NaN or inf")
+        raise InputError(f"{name} contains NaN or inf (or a value beyond float64's range, ±1.8e308)")
     return arr
 
 

@@ -361,6 +361,9 @@ def _load(results: str | Path) -> tuple[pd.DataFrame, dict]:
     path = Path(results) / "results.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"no sweep results at {path}")
+    from common.readfile import check_parquet
+
+    check_parquet(path, "sweep results")  # a regular file of bounded declared size
     return pd.read_parquet(path), read_metadata(path).get("config", {})
 
 

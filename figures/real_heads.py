@@ -255,7 +255,9 @@ def draw_stored(results: str | Path, out_dir: str | Path) -> list[Path]:
     stored = sorted(Path(results, "real").glob("real_heads_*.json"), key=lambda p: p.stat().st_mtime)
     if not stored:
         raise FileNotFoundError(f"no stored real-model analysis under {Path(results, 'real')}")
-    return draw(json.loads(stored[-1].read_text()), out_dir)
+    from common.readfile import read_regular_text
+
+    return draw(json.loads(read_regular_text(stored[-1], "stored real-model analysis")), out_dir)
 
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:

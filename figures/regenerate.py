@@ -109,6 +109,11 @@ def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[F
              report: bool = True) -> dict[str, tuple[list[Path], str | None]]:
     """Run each figure job; map its name to (paths, error). A figure that fails is reported (stderr), not fatal."""
     results = Path(results)
+    if out is None and (results / "figures").is_symlink():  # a link in an exchanged folder could point anywhere
+        from common.validate import InputError
+
+        raise InputError(f"{results / 'figures'} is a symbolic link; sapa writes figures only into a real folder "
+                         "(remove the link, or choose the figure folder with --out)")
     out = Path(out) if out is not None else results / "figures"
     done: dict[str, tuple[list[Path], str | None]] = {}
     for job in jobs if jobs is not None else JOBS:

@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt  # the backend is the caller's: `sapa` uses Agg (MPLBACKEND), notebooks keep theirs
 
 from common.atomic import atomic_write
+from common.safepath import inside, plain_name
 
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -52,11 +53,16 @@ def _fmt(v: object) -> str:
 
 
 def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[Path]:
-    """Save ``fig`` as PNG and PDF atomically into ``out_dir``; return both paths."""
+    """Save ``fig`` as PNG and PDF atomically into ``out_dir``; return both paths.
+
+    ``file_stem`` may come from a stored file: it must be a plain name (common.safepath), and each
+    path written must stay inside ``out_dir``.
+    """
     out_dir = Path(out_dir)
+    plain_name(file_stem, "figure file stem")
     paths = []
     for ext in ("png", "pdf"):
-        target = out_dir / f"{file_stem}.{ext}"
+        target = inside(out_dir / f"{file_stem}.{ext}", out_dir, "figure")
         atomic_write(target, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight"))
         paths.append(target)
     plt.close(fig)

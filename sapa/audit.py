@@ -109,6 +109,16 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
+    if "fro" in act.infinite:
+        out.update(_infinite_result(act, N))
+        why = out["verdict_by_construction"]
+        out.update({"size_factor": K, "n_min": n_min, "rate_verdict": "FAILS", "size_verdict": "FAILS",
+                    "verdict_why": "by construction: the expectation is infinite",
+                    "readings": {"rate": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
+                                 "size": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
+                                 "why": "by construction: the expectation is infinite"}})
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
     if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
         from sapa.audit_relpos import relpos_result
 
@@ -199,6 +209,10 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         "verdict_why": readings["why"],
         "verdict_evidence": ev,
     })
+    if act.infinite:  # only ∂φ/∂x: the norm of φ is finite, its Jacobian's expectation is not
+        out.update({"expected_jac_s_fro2": math.inf, "expected_jac_fro2": math.inf, "growth_exponent_jac_s": None,
+                    "growth_exponent_jac": None, "constant_jac_s_vs_softmax": math.inf,
+                    "infinite": list(act.infinite), "infinite_because": [s.describe() for s in act.singular]})
     if sizes and spec.name in ("iid", "tied", "corr"):
         named = {}
         for name, (D, d, n) in NAMED_SIZES.items():
@@ -210,6 +224,28 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         out["named_sizes"] = named or None
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
+
+
+def _infinite_result(act: Activation, N: int) -> dict:
+    """The audit of a φ whose E φ(S_ij)² is infinite (a non-integrable singularity on the real line): by construction."""
+    why = "; ".join(s.describe() for s in act.singular)
+    statement = (f"E‖φ(S)‖²_F = ∞ at every N ≥ 2: {why}, and every logit S_ij has a positive density on the whole "
+                 "real line; so E-RMS ‖φ(S)‖_F is not O(√N)")
+    return {
+        "method": "singularity (symbolic)", "error_bound": 0.0,
+        "error_bound_kind": "none: the expectations are infinite by construction (theory.singular)",
+        "expected_fro2": math.inf, "expected_jac_s_fro2": math.inf, "expected_jac_fro2": math.inf,
+        "infinite": list(act.infinite), "infinite_because": [s.describe() for s in act.singular],
+        "growth_exponent": None, "growth_exponent_jac_s": None, "growth_exponent_jac": None,
+        "sup_growth_exponent": None, "asymptotic_exponent": None, "crossover_n": None,
+        "constant_vs_softmax": math.inf, "constant_jac_s_vs_softmax": math.inf,
+        "matching_scale": 0.0, "matching_scale_exponent": None,
+        "worst_case_exponent": None, "worst_case_exponent_is_exact": None, "worst_case_exponent_jac_s": None,
+        "worst_case_exponent_jac": None, "worst_case_witness": None, "worst_case_bracket": None,
+        "verdict": "FAILS", "rule": "audit-like-softmax", "verdict_by_construction": statement,
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N); here E‖φ(S)‖²_F is infinite ({why})",
+        "verdict_evidence": None, "named_sizes": None,
+    }
 
 
 def text_report(out: dict) -> str:
@@ -227,7 +263,8 @@ def text_report(out: dict) -> str:
     method = {"exact": "exact: closed-form rational moments (no numerical error)",
               "quadrature": f"quadrature; error bound {sig(out['error_bound'], 2)} ({out['error_bound_kind']})",
               "monte_carlo": f"Monte Carlo, {out.get('trials')} draws per N (seed {out.get('seed')}); error bound "
-                             f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}[out["method"]]
+                             f"{sig(out['error_bound'], 2)} ({out['error_bound_kind']})"}.get(
+        out["method"], f"{out['method']} ({out['error_bound_kind']})")
     head = key_values([("activation", f"φ(x) = {out['activation']}  (normalize {out['normalize']}, mask {out['mask']})"),
                        ("logit convention", f"{out['logit_scale']}  ({out['logit']})"),
                        ("model", model), ("method", method)])
@@ -267,6 +304,10 @@ def text_report(out: dict) -> str:
     else:
         decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
                     f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})")
+    if out.get("infinite_because"):  # a non-integrable singularity (theory.singular): these expectations are ∞
+        lines += ["", f"infinite: {', '.join(out['infinite'])}"] + [f"  {why}" for why in out["infinite_because"]]
+        if "fro" in out["infinite"]:
+            decisive = out["verdict_by_construction"]
     lines += ["", f"verdict: {out['verdict']} — rule {out['rule']}: {out['verdict_statement']} ({out['verdict_why']})",
               f"  decisive numbers: {decisive}"]
     for name in ("rate", "size"):
@@ -298,15 +339,33 @@ def spec_from_args(args) -> ModelSpec:
     return model_spec(args.model, D, args.d, rho=args.rho, sigma=args.sigma, W=W, sigma_x=sigma_x)
 
 
+def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:
+    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.montecarlo.audit_workload."""
+    from empirics.montecarlo.audit_workload import audit_work, check_audit_work
+
+    if "fro" in act.infinite:
+        return
+    mc = act.normalize == "row" or not act.separable
+    check_audit_work(audit_work(mc, spec.name, spec.D, spec.d, mc_grid(N) if mc else (N,), trials, act.uses_i),
+                     force)
+
+
 def cmd(args) -> int:
     """``sapa audit``: parse, audit, print (text or one JSON object)."""
     import json
 
+    from common.validate import InputError
+
     spec = spec_from_args(args)
     scale = getattr(args, "logit_scale", "S")
     act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
-    out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed, size_factor=getattr(args, "size_factor", None),
-                    logit_scale=scale, expr_as_given=args.expr)
+    check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False))
+    try:
+        out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed,
+                        size_factor=getattr(args, "size_factor", None), logit_scale=scale, expr_as_given=args.expr)
+    except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
+        raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None
     if args.json:
         print(json.dumps(_finite(out), default=_jsonable, allow_nan=False))
     else:

@@ -199,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")
     a.add_argument("--trials", type=_positive_int, default=200, help="Monte Carlo draws per N (row-normalised φ)")
     a.add_argument("--seed", type=_int_nonneg, default=0)
+    a.add_argument("--force", action="store_true",
+                   help="run even beyond the work limit of sapa sweep or the available memory (estimated up front)")
     a.add_argument("--logit-scale", choices=("S", "S/sqrt(d)"), default="S",
                    help="what x is: an entry of S = X W_Q W_Kᵀ Xᵀ (the paper's theory) or of S/√d (as transformers "
                         "compute it: x → x/√d is substituted)")
@@ -426,7 +428,7 @@ def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> Non
 
     say(f"drawing {len(jobs)} figures ...")
     with stage(f"drawing {len(jobs)} figures"):
-        done = run_jobs(out_dir, out_dir / "figures", jobs=jobs)
+        done = run_jobs(out_dir, None, jobs=jobs)  # OUT/figures, refused if it is a symbolic link
     for job in jobs:
         paths, error = done[job.name]
         for e in entries:
@@ -479,6 +481,7 @@ def cmd_exact(args: argparse.Namespace) -> int:
         "logit_scale": "S",
         "logit": "S = X W_Q W_Kᵀ Xᵀ (or ABᵀ), no 1/√d: the paper's theory",
     }
+    out.update(_exact_log10s(m))  # exact where float64 underflows (σ = 1e-300: E‖φ‖² ≈ 1e-1800 prints as 0.0)
     if m.d is not None:  # the same moments under S/√d: E‖(S/√d)^{∘p}‖² = d^(−p)·E‖S^{∘p}‖², Jacobians alike, N* unchanged
         from sapa.conditions import scaled_by_logit_convention as conv
 
@@ -492,6 +495,19 @@ def cmd_exact(args: argparse.Namespace) -> int:
     else:
         print(_readable(out, {"rho": "--model corr only", "sigma": "--model shared: the weights are --w"}))
     return 0
+
+
+def _exact_log10s(m) -> dict:
+    """log10_expected_fro2, log10_expected_jac_fro2, log10_m_off, … of the exact moments (None for log₁₀ 0)."""
+    from theory.log10 import log10_abs
+
+    p2, N = m.p * m.p, m.N
+    paper = m.model == "paper"
+    fro2 = N * N * m.m_off if paper else N * (N - 1) * m.m_off + N * m.m_diag
+    jac2 = p2 * N * N * m.j_off if paper else p2 * (N * (N - 1) * m.j_off + N * m.j_diag)
+    vals = {"expected_fro2": fro2, "expected_jac_fro2": jac2, "m_off": m.m_off, "m_diag": m.m_diag,
+            "j_off": m.j_off, "j_diag": m.j_diag}
+    return {f"log10_{k}": _finite_or_none(log10_abs(v)) for k, v in vals.items()}
 
 
 def _sweep_guards(args: argparse.Namespace, cfg) -> int:
@@ -638,7 +654,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     if not args.results.is_dir():
         raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
-    done = run_jobs(args.results, args.out or args.results / "figures", jobs=JOBS + STORED_JOBS, report=False)
+    done = run_jobs(args.results, args.out, jobs=JOBS + STORED_JOBS, report=False)
     paths = [p for drawn, _ in done.values() for p in drawn]
     for p in paths:
         print(p)

@@ -19,11 +19,13 @@ from common.validate import InputError
 
 def prior_ledger(out_dir: Path, budget: Budget) -> dict | None:
     """The ledger already in ``out_dir`` (None if none) when it can take a rerun of ``budget``; else InputError."""
+    from common.readfile import read_regular_text
+
     path = Path(out_dir) / "ledger.json"
     if not path.exists():
         return None
     try:
-        prior = json.loads(path.read_text(encoding="utf-8"))
+        prior = json.loads(read_regular_text(path, "ledger"))
         claims, prov = prior["claims"], prior["provenance"]
         if not isinstance(claims, list) or not all(isinstance(c, dict) and "id" in c for c in claims):
             raise ValueError("claims are not a list of entries")

@@ -76,7 +76,9 @@ def load_npy(path: Path, name: str) -> np.ndarray:
     """The numeric array stored in ``path``: header, dtype and size checked first; one-line InputError otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{name}: file not found: {path}")
+        from common.readfile import require_regular
+
+        require_regular(path, name, limit=2**62)  # says "file not found" or what it is instead (a FIFO, a device)
     shape, _, dtype, offset = read_npy_header(path, name)
     check_numeric_dtype(f"{name}: {path}", dtype)
     _check_size(name, path, shape, dtype, offset)

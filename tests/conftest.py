@@ -54,3 +54,34 @@ def softmax_verify(tmp_path_factory):
         code = main(["verify", "--only", "thm4.1-norm", "thm4.1-jacobian", "--out", str(out_dir)])
     ledger = json.loads((out_dir / "ledger.json").read_text()) if code == 0 else None
     return code, out.getvalue(), err.getvalue(), out_dir, ledger
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory nobody can create files in, root included: mode 0o555 for a user; for root (as CI runs) the
+    immutable attribute (``chattr +i``: root cannot add entries either). Skipped only where neither works."""
+    import os
+    import shutil
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    undo = None
+    if os.geteuid() != 0:
+        ro.chmod(0o555)
+        undo = lambda: ro.chmod(0o755)  # noqa: E731
+    elif shutil.which("chattr") and subprocess.run(["chattr", "+i", str(ro)], capture_output=True).returncode == 0:
+        undo = lambda: subprocess.run(["chattr", "-i", str(ro)], check=True)  # noqa: E731
+    try:
+        probe = ro / ".probe"
+        try:
+            probe.touch()
+        except OSError:
+            pass
+        else:
+            probe.unlink()
+            pytest.skip("no way to make a directory read-only for this user here (no chattr +i)")
+        yield ro
+    finally:
+        if undo is not None:
+            undo()

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from common.deadline import deadline
 from common.validate import InputError, choice
+from theory.parse_guard import check_powers
+from theory.singular import nonintegrable, undefined_part
 
 
 NORMALIZE = ("none", "row")
@@ -26,6 +29,8 @@ X_CHECK = np.concatenate([np.linspace(-60.0, 60.0, 2401), [-1e-9, 1e-9]])  # the
 N_CHECK = (1.0, 2.0, 3.0, 16.0, 196.0, 4096.0, 1e6)
 TAIL_X = (1e3, 1e6)  # polynomial-growth check of unnormalised φ: |φ(1e6)|/|φ(1e3)| ≤ 10^(3·TAIL_MAX_POWER)
 TAIL_MAX_POWER = 2 * POLY_MAX_DEGREE
+PARSE_SECONDS = 120.0  # cap on parse_activation as a whole (sympy's simplify can take for ever on a hostile input)
+MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take for ever on exp(exp(exp(60))))
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
 i_ = sp.Symbol("i", positive=True)
@@ -42,6 +47,8 @@ _ALIASES = {
     "min": sp.Min,
     "ln": sp.log,
 }
+# the names parse_expr(..., evaluate=False) writes the operators as
+_UNEVALUATED = {name: getattr(sp, name) for name in ("Add", "Mul", "Pow", "Lt", "Le", "Gt", "Ge", "Eq", "Ne")}
 _ALLOWED_CHARS = re.compile(r"^[A-Za-z0-9_+\-*/^().,<>=\s]*$")
 
 
@@ -62,6 +69,14 @@ class Activation:
     row_factor: sp.Expr = field(default=None, compare=False)  # (c(N,i)/c(N,1))², 1 without i
     separable: bool = True   # φ depends on i only through a factor c(N, i)
     coeffs: tuple = ()       # polynomial coefficients a_k(N) of ψ, k = 0..deg; () if not a polynomial
+    singular: tuple = field(default=(), compare=False)  # theory.singular.Singularity: where E φ² or E φ'² is infinite
+
+    @property
+    def infinite(self) -> tuple[str, ...]:
+        """The expectations that are infinite: ("fro", "jac_s", "jac") if φ² is not integrable somewhere, ("jac_s", "jac") if only φ'²."""
+        if any(s.of == "φ" for s in self.singular):
+            return ("fro", "jac_s", "jac")
+        return ("jac_s", "jac") if self.singular else ()
 
     @property
     def polynomial(self) -> bool:
@@ -105,6 +120,8 @@ def _parse(text: str) -> sp.Expr:
     glob.update({"Symbol": sp.Symbol, "Function": sp.Function, "pi": sp.pi, "E": sp.E, "__builtins__": {}})
     local = {"x": x_, "N": N_, "i": i_, "j": j_, **_ALIASES}
     try:
+        check_powers(text, parse_expr(text, local_dict=local, global_dict={**glob, **_UNEVALUATED},
+                                      transformations=standard_transformations + (convert_xor,), evaluate=False))
         expr = parse_expr(text, local_dict=local, global_dict=glob,
                           transformations=standard_transformations + (convert_xor,), evaluate=True)
     except InputError:
@@ -171,24 +188,30 @@ def _lam(expr: sp.Expr):
         nonlocal g
         shape = np.broadcast(np.asarray(x), np.asarray(N), np.asarray(i), np.asarray(j)).shape
         with np.errstate(all="ignore"):
-            out = np.broadcast_to(np.asarray(f(x, N, i, j), dtype=np.float64), shape)
+            try:
+                out = np.broadcast_to(np.asarray(f(x, N, i, j), dtype=np.float64), shape)
+            except (OverflowError, ZeroDivisionError):  # Python ints and floats (10**400·x, N**N): point by point below
+                out = np.full(shape, math.nan)
         bad = ~np.isfinite(out)
         if bad.any():
             import mpmath
 
             if g is None:
-                g = sp.lambdify((x_, N_, i_, j_), expr, "mpmath")
+                g = sp.lambdify((x_, N_, i_, j_), expr, [_bounded_mpmath(), "mpmath"])
             out = np.array(out, dtype=np.float64, ndmin=1)
             bad = np.atleast_1d(bad)
             xs, Ns, is_, js = (np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(out.shape)
                                for a in (x, N, i, j))
-            with mpmath.workdps(30):
+            with mpmath.workdps(30), deadline(MP_SECONDS, f"evaluating {_short(expr)} in 30-digit arithmetic where "
+                                                       "float64 overflows (e.g. exp(exp(x)) at large x)"):
                 for idx in zip(*np.nonzero(bad)):
                     try:
                         v = g(mpmath.mpf(float(xs[idx])), mpmath.mpf(float(Ns[idx])), mpmath.mpf(float(is_[idx])),
                               mpmath.mpf(float(js[idx])))
                         out[idx] = float(mpmath.re(v)) if abs(mpmath.im(v)) == 0 else math.nan
-                    except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+                    except ZeroDivisionError:  # a pole (1/x at 0): infinite, not undefined
+                        out[idx] = math.inf
+                    except (ValueError, OverflowError, TypeError):
                         out[idx] = math.nan
             out = out.reshape(shape)
         return out
@@ -196,8 +219,45 @@ def _lam(expr: sp.Expr):
     return call
 
 
-def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
-    """φ and ∂φ/∂x finite on the checked part of the real line, for every checked N and i; growth limits."""
+def _bounded_mpmath() -> dict:
+    """exp, sinh, cosh, sin, cos, tan for mpmath that answer at once where mpmath would compute for ever.
+
+    exp(a) for |a| > 10¹² is ±∞ or 0 in any float (mpmath would need ln 2 to |a| bits: exp(exp(exp(60))));
+    trigonometric functions of |a| > 10¹⁵ are NaN (their argument reduction needs π to |a| bits).
+    """
+    import mpmath
+
+    big_exp, big_trig = mpmath.mpf(10) ** 12, mpmath.mpf(10) ** 15
+
+    def exp(a):
+        if mpmath.im(a) == 0 and abs(a) > big_exp:
+            return mpmath.inf if a > 0 else mpmath.mpf(0)
+        return mpmath.exp(a)
+
+    def hyp(fn, odd):
+        def h(a):
+            if mpmath.im(a) == 0 and abs(a) > big_exp:
+                return (mpmath.inf if a > 0 else -mpmath.inf) if odd else mpmath.inf
+            return fn(a)
+        return h
+
+    def trig(fn):
+        return lambda a: mpmath.nan if mpmath.im(a) == 0 and abs(a) > big_trig else fn(a)
+
+    return {"exp": exp, "sinh": hyp(mpmath.sinh, True), "cosh": hyp(mpmath.cosh, False),
+            "sin": trig(mpmath.sin), "cos": trig(mpmath.cos), "tan": trig(mpmath.tan)}
+
+
+def _short(expr: sp.Expr) -> str:
+    s = str(expr)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = False) -> None:
+    """φ and ∂φ/∂x finite on the checked part of the real line, for every checked N and i; growth limits.
+
+    ``singular``: φ has non-integrable singularities (theory.singular), so ±∞ at a grid point is expected
+    (the audit reports an infinite expectation); NaN (undefined) is still refused."""
     f, fp = _lam(expr), _lam(sp.diff(expr, x_))
     X = X_CHECK[None, :]
     for N in N_CHECK:
@@ -206,10 +266,11 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
             for g, what in ((f, "φ"), (fp, "∂φ/∂x")):
                 with np.errstate(all="ignore"):
                     vals = np.asarray(g(X, N, i, j), dtype=np.float64)
-                bad = ~np.isfinite(vals)
+                bad = np.isnan(vals) if singular else ~np.isfinite(vals)
                 if bad.any():
                     at = float(np.broadcast_to(X, vals.shape)[bad][0])
-                    raise InputError(f"activation {text!r}: {what} is undefined or infinite on the real line "
+                    raise InputError(f"activation {text!r}: {what} is undefined, infinite or beyond float64's range "
+                                     "on the real line "
                                      f"(at x = {at:.6g}, N = {N:g}{f', i = {i:g}' if i_ in expr.free_symbols else ''}"
                                      f"{f', j = {j:g}' if j_ in expr.free_symbols else ''})")
                 if normalize == "row" and what == "φ" and float(vals.min()) < 0:
@@ -222,12 +283,16 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str) -> None:
     if normalize == "none":
         for N in (2.0, 196.0):
             for sgn in (1.0, -1.0):
-                a, b = (abs(float(np.asarray(f(sgn * t, N, 1.0)))) for t in TAIL_X)
+                tail = TAIL_X if not singular else tuple(t * (1 + 2**-20) for t in TAIL_X)  # off a pole at 1000
+                a, b = (abs(float(np.asarray(f(sgn * t, N, 1.0)))) for t in tail)
+                if math.isnan(a) or math.isnan(b):
+                    raise InputError(f"activation {text!r}: φ is undefined, infinite or beyond float64's range on the "
+                                     f"real line (at x = {sgn * tail[int(math.isnan(b))]:g}, N = {N:g})")
                 if not (math.isfinite(a) and math.isfinite(b)) or (
                         a > 0 and b / a > 10.0 ** (3 * TAIL_MAX_POWER)) or (a == 0 and b > 0 and b > 1e300):
                     raise InputError(
                         f"activation {text!r} overflows: φ(x) grows faster than any power as x → {'+' if sgn > 0 else '-'}∞ "
-                        f"(φ({sgn * TAIL_X[1]:g}) = {b:.3g}); E‖φ(S)‖² is infinite for Gaussian-product logits "
+                        f"(φ({sgn * tail[1]:g}) = {b:.3g}); E‖φ(S)‖² is infinite for Gaussian-product logits "
                         "(for softmax write exp(x) with --normalize row)")
 
 
@@ -235,7 +300,9 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
     """φ(x, N, i) from ``text`` (sympy syntax, ``^`` allowed), validated: one-line InputError otherwise.
 
     Refused: unknown symbols (anything but x, N, i), unknown or non-element-wise functions, complex or
-    infinite constants, φ or ∂φ/∂x undefined or infinite on x ∈ [−60, 60] for N ∈ {1, …, 10⁶}, and —
+    infinite constants, φ or ∂φ/∂x undefined or infinite on x ∈ [−60, 60] for N ∈ {1, …, 10⁶} (unless φ has
+    non-integrable singularities, found symbolically: then ``singular`` lists them, only NaN is refused, and the
+    audit reports the expectations as infinite), and —
     without row normalisation — φ growing faster than any power (E φ(S)² would be infinite: S has
     exponential tails); with row normalisation φ must be ≥ 0.
 
@@ -244,8 +311,17 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
     """
     normalize = choice("--normalize", normalize, NORMALIZE)
     mask = choice("--mask", mask, MASKS)
+    with deadline(PARSE_SECONDS, f"parsing and checking the activation {text[:60]!r}"):
+        return _parse_activation(text, normalize, mask)
+
+
+def _parse_activation(text: str, normalize: str, mask: str) -> Activation:
     expr = _parse(text)
-    _check_real_line(text, expr, normalize)
+    gap = undefined_part(expr, x_, N_, {i_: 1, j_: 2})
+    if gap is not None:
+        raise InputError(f"activation {text!r}: φ is undefined (not real) on part of the real line: x in {gap}")
+    singular = nonintegrable(expr, x_, N_, {i_: 1, j_: 2}) if normalize == "none" else ()
+    _check_real_line(text, expr, normalize, bool(singular))
     shape, row_factor, separable = expr, sp.Integer(1), True
     if j_ in expr.free_symbols:  # column index: no row-factor form; theory.relpos audits it
         separable = False
@@ -263,4 +339,4 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
         if poly.degree() <= POLY_MAX_DEGREE:
             coeffs = tuple(sp.simplify(c) for c in reversed(poly.all_coeffs()))
     return Activation(text=text, expr=expr, normalize=normalize, mask=mask, shape=shape, row_factor=row_factor,
-                      separable=separable, coeffs=coeffs)
+                      separable=separable, coeffs=coeffs, singular=singular)

@@ -142,6 +142,9 @@ def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = No
     grid = np.array(N_GRID)
     eg = prof.exponents(grid)
     finite = [q for q in ("fro", "jac_s", "jac") if np.any(np.isfinite(eg[q]))]  # a constant φ has no Jacobian
+    if not finite:
+        raise InputError(f"the expectations of {act.text!r} under this model are 0 or beyond float64's range at every N "
+                         "(underflow or overflow); rescale the activation or the weights (--sigma)")
     sup_q = max(finite, key=lambda q: float(np.nanmax(eg[q])))
     sup = float(np.nanmax(eg[sup_q]))
     sup_n = float(grid[int(np.nanargmax(eg[sup_q]))])

@@ -182,7 +182,16 @@ class Profile:
 def _numeric(expr: sp.Expr):
     """numpy function of N for a sympy expression in N (constants broadcast)."""
     f = sp.lambdify(N_, expr, "numpy")
-    return lambda N: np.asarray(f(N), dtype=np.float64) * np.ones_like(np.asarray(N, dtype=np.float64))
+
+    def call(N):
+        ones = np.ones_like(np.asarray(N, dtype=np.float64))
+        try:
+            with np.errstate(over="ignore"):
+                return np.asarray(f(N), dtype=np.float64) * ones
+        except OverflowError:  # exact rationals beyond float64 (--sigma 1e300): infinite, refused by audit()
+            return math.inf * ones
+
+    return call
 
 
 def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Profile:

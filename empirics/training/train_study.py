@@ -241,9 +241,13 @@ def load_study(out_dir: str | Path) -> StudyResult:
     for f in ("runs.parquet", "history.parquet", "study.json"):
         if not (out / f).is_file():
             raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
-    prov = json.loads((out / "study.json").read_text(encoding="utf-8"))
-    mech = json.loads((out / "mechanism.json").read_text(encoding="utf-8")) if (out / "mechanism.json").is_file() \
-        else None
+    from common.readfile import check_parquet, read_regular_text
+
+    prov = json.loads(read_regular_text(out / "study.json", "training study"))
+    mech = json.loads(read_regular_text(out / "mechanism.json", "training study")) \
+        if (out / "mechanism.json").is_file() else None
+    for f in ("runs.parquet", "history.parquet"):
+        check_parquet(out / f, "training study")  # regular files of bounded declared size
     return StudyResult(pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "history.parquet"),
                        prov.get("config", {}), prov, mech)
 

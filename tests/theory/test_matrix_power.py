@@ -89,3 +89,47 @@ def test_matrix_power_input_errors():
         matrix_power_growth(2, np.ones((2, 3)))
     with pytest.raises(InputError):
         matrix_power_symbolic(4)
+
+
+_W_NONSYM = np.array([[1, 2, 0], [-1, 0, 1], [0, 1, -2]])  # W ≠ Wᵀ: words in W and Wᵀ differ from their reversals
+
+
+def _gauss_hermite_expectation(p: int, W: np.ndarray, N: int, nodes: int) -> float:
+    """E‖(XWXᵀ)^p‖²_F by tensor Gauss–Hermite over the N·D entries of X: exact for polynomials of degree ≤ 2·nodes − 1
+    in each entry (here 4p), so an independent exact route (up to float64 rounding) to the Wick polynomial."""
+    t, w = np.polynomial.hermite.hermgauss(nodes)
+    x, w = np.sqrt(2.0) * t, w / np.sqrt(np.pi)  # nodes and weights of the standard normal
+    k = N * W.shape[0]
+    X = np.stack(np.meshgrid(*([x] * k), indexing="ij"), -1).reshape(-1, N, W.shape[0])  # (G, N, D)
+    wt = np.prod(np.stack(np.meshgrid(*([w] * k), indexing="ij"), -1).reshape(-1, k), axis=1)  # (G,)
+    Sp = np.linalg.matrix_power(X @ W.astype(np.float64) @ np.swapaxes(X, -1, -2), p)  # (G, N, N)
+    return float(wt @ np.sum(Sp * Sp, axis=(-1, -2)))
+
+
+@pytest.mark.parametrize("p,N,D", [(3, 2, 3), (3, 3, 2), (2, 2, 3)])
+def test_matrix_power_matches_gauss_hermite_for_a_non_symmetric_w(p, N, D):
+    W = _W_NONSYM[:D, :D]
+    assert not np.array_equal(W, W.T)
+    want = _gauss_hermite_expectation(p, W, N, nodes=2 * p + 1)
+    got = matrix_power_growth(p, W).poly.subs(N_, N)
+    assert got.is_Integer and math.isclose(float(got), want, rel_tol=1e-12), (got, want)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6])
+def test_matrix_power_leading_coefficient_is_the_norm_of_w_to_the_p(p):
+    Wp = np.linalg.matrix_power(_W_NONSYM.astype(object), p)  # exact integers
+    lead = sum(int(v) ** 2 for v in Wp.ravel())
+    mp = matrix_power_growth(p, _W_NONSYM, N=10)
+    assert mp.leading_coeff == lead
+    if p > 3:  # beyond the exact polynomial the result is the leading order N^{2p}·‖W^p‖²_F
+        assert not mp.exact and mp.expected_fro2 == float(lead * 10 ** (2 * p))
+    else:
+        assert sp.Poly(mp.poly, N_).coeff_monomial(N_ ** (2 * p)) == lead
+
+
+def test_matrix_power_leading_coefficient_in_float64_beyond_exact_sizes():
+    # D = 40 > EXACT_MAX_DIM: the float64 branch; ‖W^p‖²_F against numpy's own matrix power
+    W = np.random.default_rng(40).standard_normal((40, 40)) / 6.0
+    for p in (2, 4):
+        Wp = np.linalg.matrix_power(W, p)
+        assert math.isclose(float(matrix_power_growth(p, W).leading_coeff), float(np.sum(Wp * Wp)), rel_tol=1e-12)

@@ -178,3 +178,14 @@ def test_input_errors():
         poly_jacobian_wrt_AB_fro2(X, np.ones((3, 3)), 2)
     with pytest.raises(InputError):
         poly_attention_symbolic(0, 2, 2)
+
+
+def test_symbolic_causal_attention_masks_to_zero():
+    # the docstring's promise: masked entries (j > i when causal) are exactly 0, the visible ones c·S_ij^p
+    from theory.polynomial import poly_attention_symbolic
+
+    X, W, P = poly_attention_symbolic(3, 2, 2, causal=True)
+    S = X * W * X.T
+    for i in range(3):
+        for j in range(3):
+            assert P[i, j] == (0 if j > i else S[i, j] ** 2)

@@ -246,11 +246,13 @@ def config_from_dict(raw: dict) -> SweepConfig:
 
 def load_config(path: str | Path) -> SweepConfig:
     """Read a TOML sweep config (see ``empirics/configs/quick.toml``)."""
+    from common.readfile import read_regular_text
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"config file not found: {path}")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_regular_text(path, "config", limit=2**20))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: invalid TOML ({exc})") from None
     return config_from_dict(raw)

@@ -1,0 +1,107 @@
+"""Reading files that come from a results folder: regular files only, and never more than a bound.
+
+A results folder is exchanged between people, so what sits at ``data/x.json`` may be a named pipe
+(reading it blocks forever), a symbolic link to ``/dev/zero`` (reading it never ends) or a small
+Parquet file that decompresses to gigabytes. :func:`read_regular` opens without blocking, refuses
+anything that is not a regular file (after symbolic links) and reads at most ``limit`` bytes;
+:func:`check_parquet` refuses a Parquet file whose own metadata declares more than ``limit``
+uncompressed bytes or more than ``max_rows`` rows, before a page of it is decompressed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from common.validate import InputError
+
+__all__ = ["MAX_READ_BYTES", "MAX_ROWS", "read_regular", "read_regular_text", "require_regular", "check_parquet"]
+
+MAX_READ_BYTES = 256 * 2**20  # every stored result sapa writes is far smaller (the full study's tables: a few MB)
+MAX_ROWS = 50_000_000
+
+
+def _kind(mode: int) -> str:
+    from common.atomic import file_kind
+
+    return file_kind(mode)
+
+
+def require_regular(path: str | os.PathLike, what: str = "input", limit: int | None = None) -> Path:
+    """``path`` if it is a regular file (symbolic links followed) of at most ``limit`` bytes; InputError otherwise."""
+    path, limit = Path(path), MAX_READ_BYTES if limit is None else limit
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what}: file not found: {path}") from None
+    except OSError as exc:
+        raise InputError(f"{what}: cannot read {path} ({exc.strerror or exc})") from None
+    _check_stat(st, path, what, limit)
+    return path
+
+
+def _check_stat(st: os.stat_result, path: Path, what: str, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what}: {path} is not a regular file ({_kind(st.st_mode)}); sapa reads only regular files")
+    if st.st_size > limit:
+        raise InputError(f"{what}: {path} holds {st.st_size:,} bytes, more than the limit of {limit:,}")
+
+
+def read_regular(path: str | os.PathLike, what: str = "input", limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``limit``); never blocks on a FIFO, never reads a device."""
+    path, limit = Path(path), MAX_READ_BYTES if limit is None else limit
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"{what}: file not found: {path}") from None
+    except OSError as exc:
+        raise InputError(f"{what}: cannot read {path} ({exc.strerror or exc})") from None
+    try:
+        _check_stat(os.fstat(fd), path, what, limit)  # the file opened, not a name that may have changed
+        chunks, got = [], 0
+        while got <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > limit:  # grew while being read
+            raise InputError(f"{what}: {path} holds more than the limit of {limit:,} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_regular_text(path: str | os.PathLike, what: str = "input", limit: int | None = None) -> str:
+    """:func:`read_regular` decoded as UTF-8 (InputError if it is not UTF-8)."""
+    try:
+        return read_regular(path, what, limit).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def check_parquet(source, what: str = "input", limit: int | None = None, max_rows: int | None = None) -> None:
+    """InputError if the Parquet ``source`` (a path or a file object) declares > ``limit`` uncompressed bytes or > ``max_rows`` rows.
+
+    Only the footer is read. A path must be a regular file. (A file object is rewound afterwards.)
+    """
+    import pyarrow.parquet as pq
+
+    limit = MAX_READ_BYTES if limit is None else limit
+    max_rows = MAX_ROWS if max_rows is None else max_rows
+    if isinstance(source, (str, os.PathLike)):
+        source = require_regular(source, what, limit)
+    try:
+        meta = pq.ParquetFile(source).metadata
+    except Exception as exc:  # noqa: BLE001 - not Parquet, truncated footer, ...
+        raise InputError(f"{what}: not a Parquet table ({type(exc).__name__})") from None
+    finally:
+        if hasattr(source, "seek"):
+            source.seek(0)
+    size = sum(max(0, meta.row_group(r).column(c).total_uncompressed_size)
+               for r in range(meta.num_row_groups) for c in range(meta.num_columns))
+    cells = meta.num_rows * max(1, meta.num_columns)
+    if size > limit or meta.num_rows > max_rows or 8 * cells > limit:  # ≥ 8 bytes a value once decoded (numbers)
+        raise InputError(f"{what}: the Parquet table declares {meta.num_rows:,} rows × {meta.num_columns} columns and "
+                         f"{size:,} bytes uncompressed, more than the limit of {limit:,} bytes ({max_rows:,} rows)")

@@ -1,0 +1,64 @@
+"""Work and memory of ``sapa audit`` before it starts, with the limits of sweeps (empirics.montecarlo.workload).
+
+Monte Carlo (row-normalised or non-separable φ) at N' ∈ grid with T trials costs, as a sweep cell,
+Σ_N' T·(6N'²D + 4N'D² + 2D²d) flops, and holds one chunk of draws at a time: the kernels of
+:mod:`empirics.experiments.audit` keep about :data:`NN_ARRAYS` (t, N, N) float64 arrays and 4 (t, N, D) ones,
+t = the chunk's draws. Exact and quadrature audits cost nothing that grows with N, except a row
+index i (sums and worst case over N rows: about :data:`ROW_ARRAYS` float64 arrays of N, and a
+(2048, 203) block). Beyond :data:`empirics.montecarlo.workload.MAX_FLOPS` flops, or more memory than is
+available (MemAvailable; :data:`MEMORY_IF_UNKNOWN` when it cannot be read), the audit is refused
+unless ``--force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.validate import InputError
+from empirics.montecarlo.workload import MAX_FLOPS, _cell_flops, _sci, available_memory
+
+__all__ = ["AuditWork", "NN_ARRAYS", "ROW_ARRAYS", "audit_work", "check_audit_work"]
+
+NN_ARRAYS = 16
+ROW_ARRAYS = 8
+MEMORY_IF_UNKNOWN = 8 * 2**30
+
+
+@dataclass(frozen=True)
+class AuditWork:
+    """flops (exact integer) and peak bytes of one audit; ``how`` names the path."""
+
+    flops: int
+    bytes: int
+    how: str
+
+
+def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, uses_i: bool) -> AuditWork:
+    """The :class:`AuditWork` of an audit at the grid ``Ns`` (Monte Carlo) or at max(Ns) (exact or quadrature)."""
+    from empirics.experiments.audit import CHUNK_ELEMS
+
+    n_top = max(int(n) for n in Ns)
+    k = d if model == "paper" else D
+    rows = 8 * n_top * ROW_ARRAYS + 8 * 2048 * 203 if uses_i else 0
+    if not monte_carlo:
+        return AuditWork(flops=203 * n_top if uses_i else 0, bytes=rows, how="exact or quadrature")
+    flops = sum(_cell_flops(int(n), k, d, trials) for n in Ns)
+    t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (empirics.experiments.audit)
+    per = 8 * t * (NN_ARRAYS * n_top * n_top + 4 * n_top * k + 3 * D * d)
+    return AuditWork(flops=flops, bytes=per + rows, how=f"Monte Carlo, N = {', '.join(str(int(n)) for n in Ns)}, "
+                                                         f"trials = {trials:,}")
+
+
+def check_audit_work(work: AuditWork, force: bool = False, memory: int | None = -1) -> AuditWork:
+    """``work``; InputError beyond MAX_FLOPS or the available memory unless ``force`` (``memory=-1``: MemAvailable)."""
+    if force:
+        return work
+    memory = available_memory() if memory == -1 else memory
+    memory = MEMORY_IF_UNKNOWN if memory is None else memory
+    if work.flops > MAX_FLOPS:
+        raise InputError(f"the audit needs ≈{_sci(work.flops)} flops ({work.how}), more than the limit of "
+                         f"{MAX_FLOPS:.0e} (as sapa sweep); reduce --N or --trials, or pass --force")
+    if work.bytes > memory:
+        raise InputError(f"the audit needs ≈{work.bytes / 2**30:.3g} GiB of memory ({work.how}), more than the "
+                         f"{memory / 2**30:.3g} GiB available; reduce --N, or pass --force")
+    return work

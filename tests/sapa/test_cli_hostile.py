@@ -1,0 +1,284 @@
+"""Hostile results folders and outputs (sapa/cli.py, figures/, common/figdata.py, common/): a name read from a
+file never chooses where sapa writes, a device or pipe is never replaced or read, and each refusal is one line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import stat
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sapa.cli import main
+
+
+def _run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _deadline(seconds: int):
+    """DeadlineExceeded if the block blocks for longer than ``seconds`` (a FIFO opened for reading waits for a writer)."""
+    from common.deadline import deadline
+
+    return deadline(seconds, "the test")
+
+
+@pytest.fixture
+def overhead_data() -> dict:
+    from empirics.timing.overhead import OverheadGrid, bench_overhead
+
+    g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
+                     crossover_masks=("none",), time_cap_s=1.0)
+    return bench_overhead(grid=g, device="cpu", threads=1)
+
+
+@pytest.fixture
+def only_stored(monkeypatch):
+    import figures.regenerate as rg
+
+    monkeypatch.setattr(rg, "JOBS", [])
+
+
+def _files_under(root) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+# --------------------------------------------------------------------------- 1. names from files
+
+
+@pytest.mark.parametrize("stem", ["../../escape", "../escape", "/ABS/escape", "..", ".hidden", "a/b", "x\0y"])
+def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_stored, overhead_data, stem):
+    from common import figdata
+
+    results = tmp_path / "deep" / "results"
+    stem = stem.replace("/ABS", str(tmp_path))
+    figdata.write(results / "data" / "overhead.json", overhead_data, stem)
+    before = _files_under(tmp_path)
+    code, out, err = _run(["figures", "--results", results], capsys)
+    assert code == 2 and out == "", err
+    assert "is not a plain file name" in err and "Traceback" not in err
+    assert _files_under(tmp_path) == before  # nothing written, anywhere
+
+
+def test_a_symlinked_figures_folder_is_refused(tmp_path, capsys, only_stored, overhead_data):
+    from common import figdata
+
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    figdata.write(results / "data" / "overhead.json", overhead_data, "ov_tiny")
+    (results / "figures").symlink_to(elsewhere)
+    code, out, err = _run(["figures", "--results", results], capsys)
+    assert code == 2 and list(elsewhere.iterdir()) == []
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sapa: error: ") and "symbolic link" in lines[0], err
+
+
+def test_save_keeps_every_path_inside_its_folder(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from common.validate import InputError
+    from figures import style
+
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "sub").symlink_to(tmp_path)
+    for bad in ("../x", "sub/x", str(tmp_path / "x")):
+        with pytest.raises(InputError):
+            style.save(plt.figure(), out, bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figs"]
+    assert [p.name for p in style.save(plt.figure(), out, "fine_D64")] == ["fine_D64.png", "fine_D64.pdf"]
+
+
+# --------------------------------------------------------------------------- 2. devices and pipes are never replaced
+
+
+def _special_files(tmp_path) -> list:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    found = [fifo]
+    dev = tmp_path / "null"
+    with contextlib.suppress(OSError):  # a character device like /dev/null (root only)
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        found.append(dev)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)  # /dev/stdout is such a link
+    return found + [link]
+
+
+def test_bench_out_is_never_a_device_or_pipe(tmp_path, capsys, monkeypatch):
+    import empirics.timing.bench
+
+    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    for target in _special_files(tmp_path):
+        mode = os.lstat(target).st_mode
+        code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", target], capsys)
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and ("is not a regular file" in lines[0] or "is a symbolic link" in lines[0]), err
+        assert os.lstat(target).st_mode == mode  # still the device / pipe / link
+
+
+def test_bench_out_is_never_a_symbolic_link(tmp_path, capsys, monkeypatch):
+    # /dev/stdout is a link to /proc/self/fd/1: with stdout a regular file the link's target is regular, and the
+    # result would be renamed over the link itself, in /dev. Any link is refused, the file it names is not.
+    import empirics.timing.bench
+
+    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", tmp_path / "link.json"], capsys)
+    assert code == 2 and "is a symbolic link" in err and err.count("\n") == 1, err
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("flag", ["--x", "--w"])
+def test_npy_inputs_that_are_pipes_or_devices_are_named_as_such(tmp_path, capsys, flag):
+    import numpy as np
+
+    np.save(tmp_path / "ok.npy", np.eye(3))
+    os.mkfifo(tmp_path / "p.npy")
+    (tmp_path / "z.npy").symlink_to("/dev/zero")
+    for bad, kind in (("p.npy", "a named pipe"), ("z.npy", "a character device")):
+        files = {"--x": tmp_path / "ok.npy", "--w": tmp_path / "ok.npy", flag: tmp_path / bad}
+        with _deadline(60):
+            code, out, err = _run(["norms", "--x", files["--x"], "--w", files["--w"], "--activation", "softmax"], capsys)
+        assert code == 2 and f"is not a regular file ({kind})" in err and err.count("\n") == 1, err
+
+
+def test_atomic_write_never_renames_over_a_device_or_pipe(tmp_path):
+    from common.atomic import atomic_write_text
+
+    for target in _special_files(tmp_path):
+        mode = os.lstat(target).st_mode
+        if stat.S_ISLNK(mode):
+            continue  # a link is replaced, its target untouched
+        with pytest.raises(FileExistsError, match="not a regular file"):
+            atomic_write_text(target, "x")
+        assert os.lstat(target).st_mode == mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+# --------------------------------------------------------------------------- 8. reading: regular files, bounded
+
+
+def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only_stored, overhead_data):
+    from common import figdata
+
+    figdata.write(tmp_path / "data" / "overhead.json", overhead_data, "ov_tiny")
+    os.mkfifo(tmp_path / "data" / "worst_case.json")
+    with _deadline(60):
+        code, out, err = _run(["figures", "--results", tmp_path], capsys)
+    assert code == 0, err
+    assert "sapa: skipped figure 'worst case':" in err and "is not a regular file (a named pipe)" in err
+
+
+def test_a_link_to_dev_zero_is_not_read(tmp_path):
+    from common import figdata
+    from common.figdata import FigureDataError
+
+    (tmp_path / "x.json").symlink_to("/dev/zero")
+    with _deadline(60), pytest.raises(FigureDataError, match="not a regular file"):
+        figdata.read(tmp_path / "x.json")
+
+
+def test_a_parquet_bomb_is_refused_before_decompressing(tmp_path, monkeypatch):
+    import common.readfile
+    from common import figdata
+    from common.figdata import FigureDataError
+
+    df = pd.DataFrame({"a": np.zeros(2**19)})  # 4 MiB of float64 that compresses to a few kB
+    path = figdata.write(tmp_path / "bomb.json", {"t": df}, "bomb")
+    assert path.stat().st_size < 200_000
+    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**20)
+    with pytest.raises(FigureDataError, match="declares 524,288 rows"):
+        figdata.read(path)
+    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**23)
+    pd.testing.assert_frame_equal(figdata.read(path)[0]["t"], df)
+
+
+# --------------------------------------------------------------------------- 9. one line, no warning before it
+
+
+def test_float128_beyond_float64_is_one_line_without_warnings(tmp_path, capsys):
+    if np.finfo(np.longdouble).max <= np.finfo(np.float64).max:
+        pytest.skip("no extended precision long double here")
+    x = np.ones((4, 3), dtype=np.longdouble)
+    x[0, 0] = np.longdouble("1e4000")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", np.eye(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = _run(["norms", "--x", tmp_path / "x.npy", "--w", tmp_path / "w.npy",
+                               "--activation", "softmax"], capsys)
+    assert [str(w.message) for w in caught] == []
+    assert code == 2 and err.count("\n") == 1 and err.startswith("sapa: error: ") and "float64's range" in err, err
+
+
+# --------------------------------------------------------------------------- 3–6. audits: bounded, no traceback, ∞ said
+
+
+def _audit_json(argv, capsys) -> dict:
+    code, out, err = _run(["audit", *argv, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("text,where", [("tan(x)", "pi/2"), ("1/(x - 1/40)", "1/40"), ("1/x", "x = 0"),
+                                        ("Abs(x)**(-1)", "x = 0"), ("1/(x - 1000)", "x = 1000")])
+def test_a_pole_on_the_real_line_gives_infinite_expectations_and_a_fails(text, where, capsys):
+    a = _audit_json([text, "--D", "16", "--d", "4"], capsys)
+    assert a["infinite"] == ["fro", "jac_s", "jac"] and where in a["infinite_because"][0]
+    assert a["expected_fro2"] is None and a["expected_jac_fro2"] is None  # ∞ is not JSON: null, named in "infinite"
+    assert a["verdict"] == "FAILS" and "E‖φ(S)‖²_F = ∞" in a["verdict_by_construction"]
+
+
+def test_a_log_singularity_leaves_the_norm_finite_and_the_jacobian_infinite(capsys):
+    a = _audit_json(["log(Abs(x - 1/40))", "--D", "16", "--d", "4"], capsys)
+    assert a["infinite"] == ["jac_s", "jac"] and a["expected_jac_fro2"] is None and a["expected_jac_s_fro2"] is None
+    assert a["method"] == "quadrature" and a["expected_fro2"] > 0
+
+
+def test_audit_work_beyond_the_limit_is_refused_unless_forced(capsys, monkeypatch):
+    import sapa.audit
+
+    code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000"], capsys)
+    assert code == 2 and "flops" in err and "--force" in err and err.count("\n") == 1
+    seen = []
+    monkeypatch.setattr(sapa.audit, "run_audit", lambda *a, **k: seen.append(k) or {"forced": True})
+    code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000", "--force", "--json"],
+                          capsys)
+    assert code == 0 and json.loads(out) == {"forced": True} and seen[0]["trials"] == 10**9, err
+
+
+# --------------------------------------------------------------------------- 7. sapa exact: no silent underflow
+
+
+def _exact(argv, capsys) -> dict:
+    code, out, err = _run(["exact", "--p", "3", *argv, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_exact_log10_fields_survive_underflow(capsys, tmp_path):
+    # E‖φ‖² and E‖∂φ/∂X‖² are homogeneous in the weights: degree 4p in σ (iid; S is quadratic in σ, and ∂S/∂X
+    # linear in W = QKᵀ), 2p in W (shared). So log₁₀ at a scale 10^-300 is log₁₀ at scale 1 minus 300·degree:
+    # an independent check of the exact log10 fields.
+    size = ["--N", "16", "--D", "8", "--d", "4"]
+    one, tiny = (_exact(["--model", "iid", *size, "--sigma", s], capsys) for s in ("1", "1e-300"))
+    assert tiny["expected_fro2"] == 0.0  # below float64: the log10 fields carry it
+    for k in ("expected_fro2", "expected_jac_fro2", "m_off", "m_diag"):
+        assert tiny[f"log10_{k}"] == pytest.approx(np.log10(one[k]) - 300 * 12, abs=1e-9), k
+    W = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [1.0, 0.0, 1.0]])
+    np.save(tmp_path / "w1.npy", W)
+    np.save(tmp_path / "w300.npy", 1e-300 * W)
+    a, b = (_exact(["--model", "shared", "--w", tmp_path / f, "--N", "16"], capsys) for f in ("w1.npy", "w300.npy"))
+    assert b["expected_fro2"] == 0.0
+    for k in ("expected_fro2", "expected_jac_fro2"):
+        assert b[f"log10_{k}"] == pytest.approx(np.log10(a[k]) - 300 * 6, abs=1e-9), k

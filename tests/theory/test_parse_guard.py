@@ -1,0 +1,51 @@
+"""Tests for `theory/parse_guard.py`: huge literal powers are refused from the unevaluated tree, never computed."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+
+from common.deadline import deadline
+from common.validate import InputError
+from theory.parse_guard import MAX_DIGITS, check_powers
+
+x = sp.Symbol("x", real=True)
+
+
+def _tree(text: str) -> sp.Basic:
+    return parse_expr(text, local_dict={"x": x}, transformations=standard_transformations + (convert_xor,),
+                      evaluate=False)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("9**9**9*x", "has about 3.7e+08 digits"),
+    ("2**2**40*x", "digits"),
+    ("9^9^9*x", "digits"),
+    ("(2**10)**(2**10)*x", "(2**10)**(2**10)"),
+    ("x*2**-(10**6)", "digits"),
+    ("10**(10**4)*x", "digits"),
+    ("x**(10**10)", "power 10**10 is too large"),
+    ("(x + 1)**(10**6)", "too large"),
+    ("exp(x)**(10**9)", "too large"),
+    ("x**(-2000)", "too large"),
+    ("(x + 1)**999", "too large (at most 100"),
+])
+def test_huge_powers_are_refused_without_being_evaluated(text, needle):
+    with deadline(60, "the test"), pytest.raises(InputError, match=None) as e:
+        check_powers(text, _tree(text))
+    assert needle in str(e.value) and "\n" not in str(e.value) and "the test" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["x**3/sqrt(N)", "10**400*x", "x*2**-2000", "1**(10**100)*x", "x**100",
+                                  "(-1)**(10**50)*x", "0**(10**9) + x", "x**0.5", "2**(1/2)*x"])
+def test_moderate_powers_pass(text):
+    with deadline(60, "the test"):
+        check_powers(text, parse_expr(text, local_dict={"x": x, "N": sp.Symbol("N")}, evaluate=False))
+
+
+def test_the_digit_limit_is_where_it_says():
+    check_powers("10**1000", _tree("10**1000"))
+    assert MAX_DIGITS == 1000
+    with pytest.raises(InputError):
+        check_powers("10**1001", _tree("10**1001"))
