@@ -340,8 +340,8 @@ def spec_from_args(args) -> ModelSpec:
 
 
 def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:
-    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.montecarlo.audit_workload."""
-    from empirics.montecarlo.audit_workload import audit_work, check_audit_work
+    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.experiments.audit_workload."""
+    from empirics.experiments.audit_workload import audit_work, check_audit_work
 
     if "fro" in act.infinite:
         return

@@ -1,11 +1,11 @@
-"""Tests for `empirics/montecarlo/audit_workload.py`: an audit's flops and memory, refused beyond sweep's limits unless forced."""
+"""Tests for `empirics/experiments/audit_workload.py`: an audit's flops and memory, refused beyond sweep's limits unless forced."""
 
 from __future__ import annotations
 
 import pytest
 
 from common.validate import InputError
-from empirics.montecarlo.audit_workload import NN_ARRAYS, audit_work, check_audit_work
+from empirics.experiments.audit_workload import NN_ARRAYS, audit_work, check_audit_work
 from empirics.montecarlo.workload import MAX_FLOPS
 
 
