@@ -15,18 +15,15 @@ A reference is rewritten in every tracked ``.py .ipynb .toml .md .j2`` file and 
 * ``from empirics import norms, real`` (split by new parent package when the names now live apart);
 * file paths ``empirics/norms.py``, ``tests/empirics/test_norms.py`` and package folders ``empirics/sweep/``.
 
-The rewrite changes the source of ``sapa/rules/*.py`` (their docstrings and lazy imports name empirics
-modules), and a stored calibration is keyed on a fingerprint of its rule's source. A rewrite does not change
-what a rule computes, so a stored fingerprint that matched the source before the rewrite is refreshed to the
-rewritten source (and only then; a stale one stays stale).
+Stored calibrations are keyed on a fingerprint of what a rule computes (sapa/rules/store.py), not of its
+source, so a rewrite of names leaves them current; where a rule's design text names a moved module, the store's
+test reports the fingerprint stale and ``sapa calibrate --store`` recomputes it.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -298,34 +295,10 @@ def _tracked_files(exclude: tuple[str, ...] = ()) -> list[Path]:
     return [f for f in files if f.is_file() and f.resolve() != SELF]
 
 
-def _rule_fingerprints() -> dict[str, tuple[str, str]]:
-    """rule name → (its module's source file, sha256 of the fingerprint's metadata part), as sapa/rules/store.py."""
-    code = (
-        "import inspect, json, hashlib\n"
-        "from sapa.rules import all_rules\n"
-        "out = {}\n"
-        "for r in all_rules():\n"
-        "    meta = json.dumps({'thresholds': r.thresholds, 'design': r.design, 'trials': r.trials, 'name': r.name},\n"
-        "                      sort_keys=True, default=repr)\n"
-        "    out[r.name] = [inspect.getsourcefile(r.decide), meta]\n"
-        "print(json.dumps(out))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
-    if res.returncode:
-        print("restructure: cannot list the rules to refresh fingerprints:\n" + res.stderr, file=sys.stderr)
-        return {}
-    return {k: tuple(v) for k, v in json.loads(res.stdout).items()}
-
-
-def _fp(src: bytes, meta: str) -> str:
-    return hashlib.sha256(src + b"\0" + meta.encode("utf-8")).hexdigest()
-
-
 def rewrite(check_only: bool = False, exclude: tuple[str, ...] = ()) -> list[Path]:
     """Rewrite every reference to an old module path; the files changed (or, with check_only, that would be)."""
     mapping = module_map()
     rules = _rules(mapping)
-    before: dict[Path, bytes] = {}
     changed: list[Path] = []
     for f in _tracked_files(exclude):
         text = f.read_text(encoding="utf-8")
@@ -333,52 +306,8 @@ def rewrite(check_only: bool = False, exclude: tuple[str, ...] = ()) -> list[Pat
         if new != text:
             changed.append(f)
             if not check_only:
-                before[f.resolve()] = text.encode("utf-8")
                 f.write_text(new, encoding="utf-8")
-    if not check_only and any("sapa/rules/" in str(p) for p in before):
-        refresh_fingerprints(before)
     return changed
-
-
-def _old_names(meta: str) -> list[str]:
-    """Candidate pre-rewrite forms of a rule's metadata: as is, and with every new module path put back.
-
-    A rule's design can name the estimator it calibrates (``empirics.training.study_analysis.gap_trend``):
-    the rewrite changes that text, so the stored fingerprint was taken over the old name.
-    """
-    step = {**MODULES, **PACKAGES, **RENAMES, **SYMBOLS}  # one step of the history: name → its next name
-    back = {new: old for old, new in step.items()}
-    one_step = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(back, key=len, reverse=True))) + r")(?!\w)")
-    out, text = [meta], meta
-    for _ in range(3):  # undo up to three steps (move, rename, moved name), one step at a time
-        text = one_step.sub(lambda m: back[m.group(1)], text)
-        out.append(text)
-    return out
-
-
-def refresh_fingerprints(before: dict[Path, bytes]) -> list[str]:
-    """Refresh each stored fingerprint that matched its rule's source (and metadata) before the rewrite."""
-    store = ROOT / "sapa/rules/calibrations.json"
-    if not store.is_file():
-        return []
-    data = json.loads(store.read_text(encoding="utf-8"))
-    fixed = []
-    for name, (src, meta) in _rule_fingerprints().items():
-        src = Path(src).resolve()
-        e = data.get(name)
-        if src not in before or not isinstance(e, dict):
-            continue
-        new_fp = _fp(src.read_bytes(), meta)
-        if e.get("fingerprint") != new_fp and any(e.get("fingerprint") == _fp(before[src], m) for m in _old_names(meta)):
-            e["fingerprint"] = new_fp
-            fixed.append(name)
-    if fixed:
-        sys.path.insert(0, str(ROOT))
-        from common.atomic import atomic_write_json
-
-        atomic_write_json(store, dict(sorted(data.items())))
-        print(f"restructure: refreshed the fingerprints of {len(fixed)} stored calibrations ({', '.join(fixed)})")
-    return fixed
 
 
 def map_lines() -> list[str]:
