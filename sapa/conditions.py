@@ -19,7 +19,10 @@ from __future__ import annotations
 import math
 
 __all__ = ["LOGIT_SCALES", "PAPER_SCALE", "PRACTICE_SCALE", "THRESHOLD_STEP", "scaled_by_logit_convention",
-           "by_construction", "could_fail", "robustness", "varied", "not_applicable", "not_run"]
+           "by_construction", "could_fail", "robustness", "varied", "not_applicable", "not_run",
+           "question_row", "CHANGED_ANSWER"]
+
+CHANGED_ANSWER = "ANSWERED, readings changed"  # a question decided under a varied condition, but otherwise
 
 PAPER_SCALE = "S"              # the theory's logits S = X W_Q W_Kᵀ Xᵀ (Thm 4.2 – Cor 4.5)
 PRACTICE_SCALE = "S/sqrt(d)"   # what transformers compute (and the training study, real heads, other papers)
@@ -63,6 +66,20 @@ def varied(condition: str, verdict: str, note: str = "", reading: str = "headlin
     headline): shown, but not counted in ``stable``.
     """
     return {"condition": condition, "verdict": verdict, "note": note, "reading": reading}
+
+
+def question_row(condition: str, names: list[str], base: list[str], verdicts: list[str], note: str = "") -> dict:
+    """A robustness row of a question: its readings recomputed under ``condition`` (``verdicts`` beside ``base``).
+
+    The row's verdict is ANSWERED iff every reading is decided (UNDETERMINED otherwise); a decided answer whose
+    readings differ from the headline run's is another answer, :data:`CHANGED_ANSWER`, and counts as a flip.
+    """
+    changed = [f"{n}: {a} → {b}" for n, a, b in zip(names, base, verdicts) if a != b]
+    v = "ANSWERED" if verdicts and all(x != "UNDETERMINED" for x in verdicts) else "UNDETERMINED"
+    if v == "ANSWERED" and changed:
+        v = CHANGED_ANSWER
+    text = "readings: " + ", ".join(verdicts) + ("; changed: " + "; ".join(changed) if changed else "")
+    return varied(condition, v, (note + "; " if note else "") + text)
 
 
 def not_applicable(condition: str, note: str) -> dict:

@@ -25,9 +25,11 @@ MC_TRIALS = 48
 POWERS = (1, 3)
 
 
-def _poly_texts(p: int, m: float) -> dict:
-    return {"none": f"x**{p}/sqrt(N)", "additive": f"(x - {m!r}*Abs(i - j))**{p}/sqrt(N)",
-            "factor": f"exp(-{m!r}*Abs(i - j))*x**{p}/sqrt(N)"}
+def _poly_texts(p: int, m: float, x: str = "x") -> dict:
+    """The three forms of x^p/√N (``x`` = "(x/8)": on S/√d for the ViT-B head, d = 64)."""
+    inner = "x/8" if x == "(x/8)" else x
+    return {"none": f"{x}**{p}/sqrt(N)", "additive": f"({inner} - {m!r}*Abs(i - j))**{p}/sqrt(N)",
+            "factor": f"exp(-{m!r}*Abs(i - j))*{x}**{p}/sqrt(N)"}
 
 
 def _poly_exponents(text: str) -> dict:
@@ -46,14 +48,14 @@ def _poly_exponents(text: str) -> dict:
             "exponents": e, "N": list(N_GRID_J)}
 
 
-def _softmax(ctx: Context, m: float | None) -> dict:
+def _softmax(ctx: Context, m: float | None, logit: str = "x/8", key: tuple = ("alibi-scaling",)) -> dict:
     from empirics.experiments.audit import sample_norms
     from sapa.rules.audit import decide, mc_evidence
     from theory.audit import model_spec, parse_activation
 
-    text = "exp(x/8)" if m is None else f"exp(x/8 - {m!r}*Abs(i - j))"
+    text = f"exp({logit})" if m is None else f"exp({logit} - {m!r}*Abs(i - j))"
     act, spec = parse_activation(text, "row"), model_spec("iid", *MC_SIZE)
-    mcs = [sample_norms(act, spec, n, MC_TRIALS, seed=ctx.budget.seed, key=("alibi-scaling",)) for n in MC_NS]
+    mcs = [sample_norms(act, spec, n, MC_TRIALS, seed=ctx.budget.seed, key=key) for n in MC_NS]
     ev = mc_evidence(MC_NS, [x.fro2 for x in mcs], MC_NS[1])
     return {"activation": text, "exponent_interval": [ev.exp_lo, ev.exp_hi], "ratio_interval_at_128":
             [ev.ratio_lo, ev.ratio_hi], "verdict_like_softmax": decide(ev), "evidence": ev.__dict__,
@@ -99,6 +101,7 @@ def check_alibi(ctx: Context) -> Outcome:
                       + ", additive " + ", ".join(f"x^{p} {v[p]['additive']:.3f}" for p in POWERS)
                       for m, v in varied.items())))
     decided = all(r.verdict != "UNDETERMINED" for r in readings)
+    falsifiability, robust = _conditions(ctx, readings, soft, poly, varied)
     s0, s1 = soft["none"]["exponent_interval"], soft["alibi"]["exponent_interval"]
     answer = (
         f"Yes, it changes the scaling, differently for each activation. Softmax: without a bias the E-RMS exponent is "
@@ -114,6 +117,8 @@ def check_alibi(ctx: Context) -> Outcome:
     return Outcome(
         verdict="ANSWERED" if decided else "UNDETERMINED",
         readings=tuple(readings),
+        falsifiability=falsifiability,
+        robustness=robust,
         answer=answer,
         headline=(f"softmax exponent [{s0[0]:.2f}, {s0[1]:.2f}] → [{s1[0]:.2f}, {s1[1]:.2f}] with ALiBi; x³/√N "
                   f"{poly[3]['none']['asymptotic']:.2f} → {poly[3]['factor']['asymptotic']:.2f} (factor) or "
@@ -130,6 +135,65 @@ def check_alibi(ctx: Context) -> Outcome:
                                                                      "trials": MC_TRIALS}},
                   "command": f"sapa audit \"sigmoid(x/8 - log(N) - 0.1*Abs(i - j))\" --model iid --N 64 --D 768 --d 64"},
     )
+
+
+def _conditions(ctx: Context, readings: list, soft: dict, poly: dict, varied_m: dict) -> tuple[dict, dict]:
+    """Falsifiability (a false variant through the same exact pipeline and rule) and robustness of the answer.
+
+    The control: the factor form times N — E‖φ‖² × N² exactly, so its exponent is the factor form's + 1 (≈ 1),
+    which the claim "stays O(√N)" must reject. Robustness: the answer (every reading decided, and how) under
+    ALiBi's end slopes, the tolerance ±20 %, the other logit convention and a second Monte Carlo stream.
+    """
+    from sapa.conditions import could_fail, not_applicable, question_row, robustness, threshold_variants
+    from sapa.labels import question_verdict
+    from sapa.rules.growth import TOL, UpperEvidence, decide_upper
+
+    text = f"N*exp(-{SLOPE!r}*Abs(i - j))*x**3/sqrt(N)"
+    e_ctrl = _poly_exponents(text)["asymptotic"]
+    ctrl = decide_upper(UpperEvidence(0.5, e_ctrl, e_ctrl, True))
+    fal = could_fail(
+        "the exponents are exact (closed forms summed over offsets) and the softmax ones Monte Carlo intervals: a form "
+        "that grows faster than √N is rejected by the same rule",
+        f"N·e^(−m|i−j|)·x³/√N (m = {SLOPE:g}) stays O(√N) (deliberately false: × N adds exactly 1 to the exponent)",
+        ctrl, how=f"theory.relpos on '{text}', the same iid ViT-B head and N grid, rule growth-upper-exact: exponent "
+                  f"{e_ctrl:.3f} between N = 2048 and 4096", exponent=round(e_ctrl, 6))
+    names, base = [r.name for r in readings], [r.verdict for r in readings]
+
+    def row(condition: str, verdicts: list[str], note: str = "") -> dict:
+        return question_row(condition, names, base, verdicts, note)
+
+    def up(lo, hi, exact, tol=TOL):
+        return decide_upper(UpperEvidence(0.5, lo, hi, exact), tol=tol)
+
+    def verdicts(soft_, poly_, tol=TOL):
+        out = [up(*soft_["none"]["exponent_interval"], False, tol), up(*soft_["alibi"]["exponent_interval"], False, tol)]
+        for p in POWERS:
+            out += [up(poly_[p][k], poly_[p][k], True, tol) for k in ("none", "factor", "additive")]
+        rob = max(v[p]["factor"] for v in varied_m.values() for p in POWERS)
+        return out + [up(rob, rob, True, tol)]
+
+    asym = {p: {k: poly[p][k]["asymptotic"] for k in poly[p]} for p in POWERS}
+    rows = []
+    for m, v in varied_m.items():
+        moved = {p: {"none": asym[p]["none"], **v[p]} for p in POWERS}
+        rows.append(row(f"ALiBi slope m = {float(m):g} (the set's end; headline m = {SLOPE:g})",
+                        verdicts(soft, moved), "polynomial forms at this m; softmax at the headline m"))
+    for t in threshold_variants(TOL):
+        rows.append(row(f"exponent tolerance {t:.3g} (±20 % of {TOL})", verdicts(soft, asym, t)))
+    scaled = {p: {k: _poly_exponents(t)["asymptotic"] for k, t in _poly_texts(p, SLOPE, "(x/8)").items()}
+              for p in POWERS}
+    soft_s = {"none": _softmax(ctx, None, "x"), "alibi": _softmax(ctx, SLOPE, "x")}
+    rows.append(row("logit convention: x^p/√N on S/√d (= S/8), softmax on S (no 1/8)", verdicts(soft_s, scaled),
+                    "x^p/√N and its factor form: d^(−p/2) exactly, exponents unchanged; additive form "
+                    + ", ".join(f"x^{p} {scaled[p]['additive']:.3f}" for p in POWERS) + "; softmax(S) exponent "
+                    + ", ".join(f"{k} [{v['exponent_interval'][0]:.3f}, {v['exponent_interval'][1]:.3f}]"
+                                for k, v in soft_s.items())))
+    soft2 = {"none": _softmax(ctx, None, key=("alibi-scaling", "robustness")),
+             "alibi": _softmax(ctx, SLOPE, key=("alibi-scaling", "robustness"))}
+    rows.append(row("another seed (a second, independent Monte Carlo stream for softmax)", verdicts(soft2, asym),
+                    "the polynomial readings are exact"))
+    rows.append(not_applicable("budget full", "the design is the same in both budgets"))
+    return fal, robustness(question_verdict(readings), rows)
 
 
 CONTRACT = Contract(

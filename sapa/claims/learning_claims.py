@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sapa.ledger import Reading
 
-__all__ = ["learning_block", "mechanism_outcome", "slowdown_reading", "HEADLINE_ARMS", "STATEMENT", "TESTED"]
+__all__ = ["learning_block", "mechanism_outcome", "mechanism_conditions", "slowdown_reading", "HEADLINE_ARMS", "STATEMENT", "TESTED"]
 
 HEADLINE_ARMS = ("x_sqrtN", "x3_sqrtN")
 LABEL = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "expr": "φ"}
@@ -160,4 +160,63 @@ def mechanism_outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], 
           "norms_at_exit": nx, "config": mech["config"],
           "profile_bins": "share of Σ|φ(S)_ij| of layer 1 on offsets i − j = 0 … 7 and ≥ 8 (median over seeds)"}
     findings = mechanism_lines(cells) + tuple(norm_line(a, v) for a, v in nx.items())
+    ev["_slow"] = slow  # for mechanism_conditions (removed before the evidence is written)
     return ("ANSWERED" if decided else "UNDETERMINED"), rs, answer, ev, findings
+
+
+INJECTED_SLOWDOWN = 4.0  # log2: the control's slowdown grows by a further ×16 over the studied N range
+
+
+def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str, budget: str) -> tuple[dict, dict]:
+    """Falsifiability and robustness of ``mechanism-across-n``, recomputed from this run's slowdown evidence.
+
+    The control: the real paired slowdowns of one (task, arm) with a further rise of INJECTED_SLOWDOWN doublings
+    over the N range added (a linear trend in log2 N added to every seed's value shifts Δ exactly and leaves se
+    and df unchanged; the exits it implies are extrapolated past the cap), through rule slowdown-trend — the
+    claim "the slowdown does not grow" must be rejected. The (task, arm) is the one the rule can decide best:
+    nothing censored below the largest N, the smallest se. Robustness: the margin ±20 %.
+    """
+    import math
+    from dataclasses import replace
+
+    from scipy import stats
+
+    from sapa.conditions import (could_fail, not_applicable, not_run, question_row, robustness,
+                                 threshold_variants)
+    from sapa.rules.learning import MARGIN_SLOW, decide_slowdown
+    from sapa.rules.stability import ALPHA_FAILS
+
+    usable = [(k, e) for k, e in slow.items() if not any(e.censored[:-1]) and e.trend.df >= 1
+              and math.isfinite(e.trend.se) and e.trend.se > 0 and math.isfinite(e.trend.delta)]
+    if usable:
+        (task, arm), e = min(usable, key=lambda kv: kv[1].trend.se)
+        ctrl_ev = replace(e, trend=replace(e.trend, delta=e.trend.delta + INJECTED_SLOWDOWN))
+        ctrl = decide_slowdown(ctrl_ev)
+        need = MARGIN_SLOW + float(stats.t.ppf(1 - ALPHA_FAILS, e.trend.df)) * e.trend.se - e.trend.delta
+        what, detail = f"{task}: {_lab(arm)}", {
+            "delta": round(e.trend.delta, 4), "se": round(e.trend.se, 4), "df": e.trend.df,
+            "control_delta": round(ctrl_ev.trend.delta, 4), "fails_only_above_injection": round(need, 4)}
+    else:
+        ctrl, what, detail = "UNDETERMINED", "(no (task, arm) with uncensored exits below the largest N)", {}
+        need = math.nan
+    fal = could_fail(
+        "steps to leave the floor are measured per seed against softmax at the same seed: an arm whose slowdown grows "
+        "with N moves Δ above the margin",
+        f"{what}'s slowdown vs softmax rises by less than ×{2 ** MARGIN_SLOW:g} over N even after a further "
+        f"×{2 ** INJECTED_SLOWDOWN:g} is added over the range (deliberately false)", ctrl,
+        how=f"the run's own paired log2 slowdowns with a linear rise of {INJECTED_SLOWDOWN:g} (log2) over log2 N added "
+            "(Δ + 4, se and df unchanged; the implied exits lie past the cap), rule slowdown-trend"
+            + (f"; with this design the rule says FAILS for an injection above {need:.2f} (log2)"
+               if math.isfinite(need) else ""),
+        **detail)
+    names, base = [r.name for r in rs], [r.verdict for r in rs]
+    rows = [not_applicable("logit convention", "the tiny transformers compute S/√d; changing it changes the models "
+                                               "(a new study), not the judgement")]
+    keys = list(slow)
+    for m in threshold_variants(MARGIN_SLOW):
+        vs = [decide_slowdown(slow[k], m) for k in keys]
+        rows.append(question_row(f"margin {m:.3g} log2 (±20 % of {MARGIN_SLOW:g}: ×{2 ** m:.2f})", names, base, vs))
+    rows.append(not_run("seed", "a second set of training runs costs the budget again"))
+    rows.append(not_run("budget " + ("full" if budget == "quick" else "quick"),
+                        "the other budget's runs are not part of this ledger"))
+    return fal, robustness(verdict, rows)

@@ -68,8 +68,11 @@ def check_layer_lipschitz(ctx: Context) -> Outcome:
         f"{cfg['minilm_Ns'][0]}…{cfg['minilm_Ns'][-1]}); {conv} of {len(res.rows)} brackets closed to 1e-6 — at these "
         "sizes the value path spreads JᵀJ's spectrum, the unexplored trace exceeds the top Ritz value and the certified "
         "upper bound stays near ‖J‖_F. The gap to the published bound is not answered: " + PUBLISHED_BOUND + ".")
+    fal, robust = _conditions(cfg)
     return Outcome(
         verdict="UNDETERMINED",
+        falsifiability=fal,
+        robustness=robust,
         answer=answer,
         headline=(f"σ₁ lower-bound slopes: MiniLM {rng(mini)}, ViT-B random {rng(vit)}; published bound not computed "
                   "(statement unavailable)"),
@@ -87,6 +90,25 @@ def check_layer_lipschitz(ctx: Context) -> Outcome:
                   "certificate": "lower: ‖Jx‖ at the top Ritz vector; upper: λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½, "
                                  "t_⊥ = ‖J‖²_F − tr T, and ≤ ‖J‖_F (empirics.kernels.spectral)"},
     )
+
+
+def _conditions(cfg: dict) -> tuple[dict, dict]:
+    """Falsifiability: the verdict cannot be anything but UNDETERMINED (no bound is computed) — said so, with the
+    one-line reason; robustness: no condition can change it, and the measured side's conditions listed."""
+    from sapa.conditions import by_construction, not_applicable, not_run, robustness, varied
+
+    fal = by_construction(
+        "the verdict is UNDETERMINED by construction: the published bound is not computed (its statement was not "
+        "available), so no measurement can decide the gap — no false variant could move it; the measured side (the "
+        "certified σ₁ brackets) is checked against dense Jacobians in the spectral kernel's tests")
+    rows = [varied("every condition (seed, budget, thresholds, convention)", "UNDETERMINED",
+                   "by construction: without the bound no condition decides the gap"),
+            not_applicable("logit convention", "the layers' own logits QKᵀ/√d; a model's convention is part of the model"),
+            not_applicable("thresholds", "no rule decides this entry (the bound is not computed)"),
+            not_run("seed (random ViT-B layers)", "another draw of the random layers; the MiniLM side has no seed"),
+            not_run("budget " + ("full" if cfg is QUICK else "quick"), "the other budget's lengths are not part of "
+                                                                         "this ledger")]
+    return fal, robustness("UNDETERMINED", rows)
 
 
 CONTRACT = Contract(

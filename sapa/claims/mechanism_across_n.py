@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from sapa.claims.learning_claims import HEADLINE_ARMS, STATEMENT, TESTED, mechanism_outcome
+from sapa.claims.learning_claims import HEADLINE_ARMS, STATEMENT, TESTED, mechanism_conditions, mechanism_outcome
 from sapa.ledger import Claim, Context, Contract, Outcome
 
 __all__ = ["check_mechanism_across_n", "CLAIMS"]
@@ -27,6 +27,7 @@ def check_mechanism_across_n(ctx: Context) -> Outcome:
         return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline="no mechanism runs in this study",
                        evidence={"status": "not run"}, rule="slowdown-trend")
     verdict, rs, answer, ev, findings = mechanism_outcome(study.mechanism, HEADLINE_ARMS)
+    fal, robust = mechanism_conditions(ev.pop("_slow"), rs, verdict, ctx.budget.name)
     from figures import learning_curves as fig
 
     paths = fig.draw(ev["cells"], ctx.out_dir / "figures", stem="mechanism_learning", solved=True)
@@ -34,7 +35,7 @@ def check_mechanism_across_n(ctx: Context) -> Outcome:
     head = "; ".join(f"{r.name.split(' slowdown')[0]} {r.verdict}" for r in rs)
     return Outcome(verdict=verdict, tested_statement=TESTED, headline=f"slowdown vs softmax over N: {head}",
                    readings=rs, rule="slowdown-trend", answer=answer if verdict == "ANSWERED" else None,
-                   findings=findings, evidence=ev,
+                   findings=findings, evidence=ev, falsifiability=fal, robustness=robust,
                    figures=tuple(str(p.relative_to(ctx.out_dir)) for p in paths))
 
 

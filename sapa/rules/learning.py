@@ -41,8 +41,11 @@ SIM_GAP_SD = 0.14  # sd of a paired final-accuracy gap over seeds (the real stud
 SIM_CENSOR = 0.15  # probability that a synthetic study has censored members at its largest N
 
 
-def decide_slowdown(ev: SlowdownEvidence) -> str:
-    """HOLDS / FAILS / UNDETERMINED as the module docstring states (censoring only ever removes HOLDS)."""
+def decide_slowdown(ev: SlowdownEvidence, margin: float = MARGIN_SLOW) -> str:
+    """HOLDS / FAILS / UNDETERMINED as the module docstring states (censoring only ever removes HOLDS).
+
+    ``margin`` (log2; default MARGIN_SLOW) is varied only for robustness.
+    """
     t = ev.trend
     d, se, df = t.delta, t.se, t.df
     if not (math.isfinite(d) and math.isfinite(se) and df >= 1 and se > 0):
@@ -51,9 +54,9 @@ def decide_slowdown(ev: SlowdownEvidence) -> str:
         return "UNDETERMINED"
     lo = d - float(stats.t.ppf(1 - ALPHA_FAILS, df)) * se
     hi = d + float(stats.t.ppf(1 - ALPHA_HOLDS, df)) * se
-    if lo > MARGIN_SLOW:
+    if lo > margin:
         return "FAILS"
-    if hi < MARGIN_SLOW and not ev.censored[-1]:
+    if hi < margin and not ev.censored[-1]:
         return "HOLDS"
     return "UNDETERMINED"
 

@@ -111,3 +111,17 @@ def test_the_quick_ledger_fixture_keeps_every_definition(softmax_verify):
         assert ctrl is None or ctrl["verdict"] == "FAILS"  # bounds of 0.95√N and 0.45√N: the searches refute them
     md = (out_dir / "report.md").read_text(encoding="utf-8")
     assert "exact: no sampling error" in md and "Logits: S" in md and "negative control" in md
+
+
+def test_question_row_counts_a_changed_answer_as_a_flip():
+    from sapa.conditions import CHANGED_ANSWER, question_row
+
+    names, base = ["a", "b"], ["HOLDS", "FAILS"]
+    same = question_row("tol", names, base, ["HOLDS", "FAILS"])
+    assert same["verdict"] == "ANSWERED" and "changed" not in same["note"]
+    other = question_row("tol", names, base, ["HOLDS", "HOLDS"], "n")
+    assert other["verdict"] == CHANGED_ANSWER and "b: FAILS → HOLDS" in other["note"] and other["note"].startswith("n; ")
+    open_ = question_row("tol", names, base, ["UNDETERMINED", "FAILS"])
+    assert open_["verdict"] == "UNDETERMINED"
+    rob = robustness("ANSWERED", [same, other, open_])
+    assert rob["stable"] is False and rob["flips"] == ["tol", "tol"]

@@ -113,3 +113,28 @@ def test_learning_speed_only_withholds_a_holds():
     failing = Reading(name="n (conjunction)", statement="s", verdict="FAILS", rule="stability-trend")
     assert with_learning_speed(failing, (slow("HOLDS"),)).verdict == "FAILS"
     assert with_learning_speed(first, ()) is first
+
+
+def test_mechanism_conditions_inject_a_growing_slowdown_through_the_same_rule():
+    from sapa.rules.learning import decide_slowdown, slowdown_evidence
+
+    # paired log2 slowdowns with no trend (copy) and one censored below the largest N (induction)
+    flat = slowdown_evidence([16, 32, 64], [[0.9, 1.1, 1.0], [1.0, 1.2, 0.8], [1.1, 0.9, 1.0]],
+                             [[False] * 3] * 3)
+    cens = slowdown_evidence([16, 32, 64], [[2.0, 2.2, 1.9], [3.0, 3.1, 2.9], [3.0, 3.2, 3.1]],
+                             [[False] * 3, [True, False, False], [False] * 3])
+    slow = {("copy1", "x_sqrtN"): flat, ("induction", "x_sqrtN"): cens}
+    rs = tuple(LCL.slowdown_reading(t, a, e) for (t, a), e in slow.items())
+    assert [r.verdict for r in rs] == ["HOLDS", "UNDETERMINED"]
+    fal, rob = LCL.mechanism_conditions(slow, rs, "UNDETERMINED", "quick")
+    ctrl = fal["negative_control"]
+    assert "copy1" in ctrl["statement"]  # the censored pair cannot be decided: not chosen
+    assert ctrl["control_delta"] == pytest.approx(flat.trend.delta + LCL.INJECTED_SLOWDOWN, abs=1e-4)
+    assert ctrl["verdict"] == "FAILS" and ctrl["control_ok"]
+    assert ctrl["fails_only_above_injection"] < LCL.INJECTED_SLOWDOWN
+    margins = [r for r in rob["varied"] if r["condition"].startswith("margin")]
+    assert len(margins) == 2
+    assert all(r["verdict"] == "UNDETERMINED" for r in margins)  # the censored reading stays open
+    assert all(f"readings: {decide_slowdown(flat, m)}" in r["note"] for r, m in zip(margins, (0.8, 1.2)))
+    fal2, _ = LCL.mechanism_conditions({("induction", "x_sqrtN"): cens}, rs[1:], "UNDETERMINED", "full")
+    assert fal2["negative_control"]["verdict"] == "UNDETERMINED" and not fal2["negative_control"]["control_ok"]

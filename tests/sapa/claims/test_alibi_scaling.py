@@ -48,3 +48,33 @@ def test_known_rates_of_each_form(entry):
     s0, s1 = entry.evidence["softmax"]["none"], entry.evidence["softmax"]["alibi"]
     assert s1["exponent_interval"][0] > s0["exponent_interval"][1]  # the bias raises softmax's exponent
     assert all(f <= n * (1 + 1e-12) for f, n in zip(s1["mean_fro2"], (64, 128, 256)))  # rows are probability vectors
+
+
+def test_negative_control_is_the_factor_form_times_n_and_fails(entry):
+    # × N multiplies E‖φ‖² by N² exactly, so the control's exponent is the factor form's plus 1 (independent fact)
+    ctrl = entry.falsifiability["negative_control"]
+    assert entry.falsifiability["kind"] == "could_fail"
+    factor3 = entry.evidence["polynomial"]["3"]["factor"]["asymptotic"]
+    assert ctrl["exponent"] == pytest.approx(factor3 + 1.0, abs=1e-6)
+    assert ctrl["verdict"] == decide_upper(UpperEvidence(0.5, ctrl["exponent"], ctrl["exponent"], True)) == "FAILS"
+    assert ctrl["control_ok"] is True
+
+
+def test_robustness_rows_recompute_every_reading(entry):
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    rob = entry.robustness
+    rows = {r["condition"]: r for r in rob["varied"]}
+    base = [r["verdict"] for r in entry.readings]
+    tol = [r for c, r in rows.items() if c.startswith("exponent tolerance")]
+    assert len(tol) == 2 and all(r["verdict"] in ("ANSWERED", "UNDETERMINED") or "changed" in r["verdict"] for r in tol)
+    seed = [r for c, r in rows.items() if c.startswith("another seed")]
+    assert len(seed) == 1 and seed[0]["verdict"] is not None
+    conv = [r for c, r in rows.items() if c.startswith("logit convention")]
+    assert len(conv) == 1 and "x^3 3.4" in conv[0]["note"]  # (x/8 − m|δ|)³ still dominated by the bias: ~N^3.5
+    # stable is exactly "no counted row differs from the headline"
+    assert rob["stable"] == all(r["verdict"] in (None, rob["headline"]) for r in rob["varied"])
+    assert rob["headline"] == entry.verdict and len(base) == 9
+    assert violations(asdict(entry)) == []

@@ -23,3 +23,12 @@ def test_question_is_registered_and_undetermined_without_the_published_bound(tmp
     for v in e.evidence["slopes"].values():
         lo, hi = v["sigma_exponent_interval"]
         assert lo <= v["lower_bound_slope"] <= hi or v["lower_bound_slope"] == pytest.approx(lo)
+    # a verdict that cannot fail is marked as such (no negative control pretends otherwise)
+    from dataclasses import asdict
+
+    from sapa.labels import violations
+
+    assert e.falsifiability["kind"] == "by_construction" and "not computed" in e.falsifiability["why"]
+    assert e.robustness["stable"] and e.robustness["headline"] == "UNDETERMINED"
+    assert any(r["condition"].startswith("budget full") and r["verdict"] is None for r in e.robustness["varied"])
+    assert violations(asdict(e)) == []
