@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 
