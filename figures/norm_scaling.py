@@ -67,23 +67,23 @@ class Series:
 
 
 SERIES = (
-    Series(r"softmax$(S/\sqrt{d})$", "softmax", 0, "inv_sqrt_d"),
-    Series(r"$x/\sqrt{N}$", "poly", 1, "inv_sqrt_n"),
-    Series(r"$x^3/\sqrt{N}$", "poly", 3, "inv_sqrt_n"),
-    Series(r"$x/16$", "poly", 1, "const", 0.0625),
-    Series(r"$x^3$", "poly", 3, "const", 1.0),
+    Series("softmax(S/√d)", "softmax", 0, "inv_sqrt_d"),
+    Series("x/√N", "poly", 1, "inv_sqrt_n"),
+    Series("x³/√N", "poly", 3, "inv_sqrt_n"),
+    Series("x/16", "poly", 1, "const", 0.0625),
+    Series("x³", "poly", 3, "const", 1.0),
 )
 
 # (weight_model, panel title); corr's ρ is filled in by `draw`
 PANELS = (
-    ("paper", r"paper: $A, B$ independent, $S = AB^\top$"),
-    ("iid", r"i.i.d. weights, $S = XW_QW_K^\top X^\top$"),
-    ("tied", r"tied weights $W_Q = W_K$"),
-    ("corr", r"correlated weights, $\rho = {rho:g}$"),
+    ("paper", "paper: A, B independent, S = ABᵀ"),
+    ("iid", "i.i.d. weights, S = X W_Q W_Kᵀ Xᵀ"),
+    ("tied", "tied weights W_Q = W_K"),
+    ("corr", "correlated weights, ρ = {rho:g}"),
 )
 
-YLABEL = {"fro": r"$\|\phi(S)\|_F$  (RMS over trials)", "jac_fro": r"$\|\partial\phi(S)/\partial X\|_F$  (RMS over trials)"}
-TITLE = {"fro": r"Attention-matrix norm $\|\phi(S)\|_F$", "jac_fro": r"Jacobian norm $\|\partial\phi(S)/\partial X\|_F$"}
+YLABEL = {"fro": "‖φ(S)‖_F  (RMS over trials)", "jac_fro": "‖∂φ(S)/∂X‖_F  (RMS over trials)"}
+TITLE = {"fro": "Attention-matrix norm ‖φ(S)‖_F", "jac_fro": "Jacobian norm ‖∂φ(S)/∂X‖_F"}
 FILE = {"fro": "norm_vs_n", "jac_fro": "jac_norm_vs_n"}
 
 
@@ -201,7 +201,7 @@ def check(summary: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: 
 
 def assert_claim(result: dict, quantity: str) -> None:
     """Paper and iid: x/√N RMS slope within 0.1 of ½, unscaled x³ within 0.1 of 1; MC agrees with exact."""
-    want = {r"$x/\sqrt{N}$": 0.5, r"$x^3$": 1.0}
+    want = {"x/√N": 0.5, "x³": 1.0}
     seen = 0
     for model in ("paper", "iid"):
         for name, target in want.items():
@@ -274,7 +274,7 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
             ax.xaxis.set_major_formatter(FixedFormatter([str(int(n)) for n in ticks]))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_title(title.replace("{rho:g}", f"{rho:g}")
-                         + (r" (w.r.t. $A, B$)" if model == "paper" and quantity == "jac_fro" else ""))
+                         + (" (w.r.t. A, B)" if model == "paper" and quantity == "jac_fro" else ""))
             if model != "paper":
                 ymin, ymax = ax.get_ylim()
                 for p, i in ((1, 1), (3, 2)):
@@ -282,7 +282,7 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
                     if lo < ns < hi:
                         col = style.series_style(i)["color"]
                         ax.axvline(ns, color=col, ls=":", lw=1.3, zorder=1)
-                        ax.annotate(f"$N^*_{{p={p}}} = {ns:.0f}$", (ns, 0.57), xycoords=("data", "axes fraction"),
+                        ax.annotate(f"N*ₚ₌{str(p).translate(style.SUBSCRIPT)} = {ns:.0f}", (ns, 0.57), xycoords=("data", "axes fraction"),
                                     xytext=(4, 0) if ns < hi / 1.6 else (-4, 0), textcoords="offset points",
                                     rotation=90, va="center", ha="left" if ns < hi / 1.6 else "right",
                                     fontsize=8, color=col,
@@ -299,20 +299,20 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
                 handles.append(Line2D([], [], ls=st["linestyle"], lw=1.4, label=s.name, **kw))
             else:
                 handles.append(Line2D([], [], ls="none", label=s.name + " (MC only)", **kw))
-        sqrt_label = r"$\sqrt{N}$ (softmax bound, Thm 4.1)" if quantity == "fro" else r"$\sqrt{N}$ (reference, slope ½)"
+        sqrt_label = "√N (softmax bound, Thm 4.1)" if quantity == "fro" else "√N (reference, slope ½)"
         refs = [Line2D([], [], color="0.55", lw=1.0, label=sqrt_label),
-                Line2D([], [], color="0.55", lw=1.0, ls="--", label=r"$N$ (reference, slope 1)"),
+                Line2D([], [], color="0.55", lw=1.0, ls="--", label="N (reference, slope 1)"),
                 Line2D([], [], color="0.3", lw=1.3, ls=":",
-                       label=r"crossover $N^*$ of $x^p$: $N^2$ term overtakes $N$ term")]
+                       label="crossover N* of xᵖ: N² term overtakes N term")]
         bottom = 0.065 if nrow > 1 else 0.16
         fig.legend(handles=handles, loc="upper center", ncol=5, frameon=False, bbox_to_anchor=(0.5, bottom),
                    fontsize=8.5, handlelength=3.0, columnspacing=1.2,
-                   title="markers: Monte Carlo RMS ± 2 SE;  lines: exact $\\sqrt{E\\|\\cdot\\|^2}$", title_fontsize=8.5)
+                   title="markers: Monte Carlo RMS ± 2 SE;  lines: exact √(E‖·‖²)", title_fontsize=8.5)
         fig.legend(handles=refs, loc="upper center", ncol=3, frameon=False, bbox_to_anchor=(0.5, bottom - 0.045),
                    fontsize=8.5, handlelength=3.0, columnspacing=1.2)
-        sig_txt = r"$\sigma_w = 1/\sqrt{D}$" if sigma_w is None else rf"$\sigma_w = {sigma_w:g}$"
+        sig_txt = "σ_w = 1/√D" if sigma_w is None else f"σ_w = {sigma_w:g}"
         fig.suptitle(f"{TITLE[quantity]} against sequence length: {trials} trials per point\n"
-                     f"$D = {D}$, $d = {d}$, {sig_txt}; paper model: entries of $A, B$ ~ $N(0, {sigma_ab:g}^2)$",
+                     f"D = {D}, d = {d}, {sig_txt}; paper model: entries of A, B ~ N(0, {sigma_ab:g}²)",
                      fontsize=10.5)
         fig.tight_layout(rect=(0, bottom + 0.005, 1, 1))
     return fig

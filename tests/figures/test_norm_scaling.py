@@ -60,7 +60,7 @@ def test_claim_holds_and_a_wrong_curve_is_caught(tiny):
     summ = summarise(tiny)
     res = norm_scaling.check(summ, 64, 16, "fro")
     norm_scaling.assert_claim(res, "fro")
-    mc, exact = res["slopes"][("iid", r"$x/\sqrt{N}$")]
+    mc, exact = res["slopes"][("iid", "x/√N")]
     assert abs(mc - 0.5) < 0.1 and abs(exact - 0.5) < 0.01
     assert 3 < res["k"] < 5 and res["K"] == 4 * 2 * 5  # models × powers × N
     # negative control: a 10 % error in one x/√N cell (tolerance ≈ 1–4 % there) must be flagged
