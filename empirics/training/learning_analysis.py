@@ -35,7 +35,7 @@ def _curves(h: pd.DataFrame, quantity: str = "val_acc") -> tuple[list[int], dict
 def study_learning(runs: pd.DataFrame, history: pd.DataFrame, best: pd.DataFrame, floors: dict) -> list[dict]:
     """One dict per (task, N, arm) at the arm's best lr: :func:`learning_curves.curve_stats` plus identifiers.
 
-    ``floors`` {(task, N): floor accuracy} (text: the bigram predictor; digits: chance); cells without a
+    ``floors`` {(task, N): floor accuracy} (text: the bigram predictor on the validation windows; digits: chance); cells without a
     floor are skipped. Diverged members are in the history with chance accuracy after they diverged.
     """
     out = []

@@ -26,6 +26,18 @@ from empirics.training.train_data import load_digits, load_text, text_probe
 __all__ = ["train_chunk", "lr_factor"]
 
 
+def text_validation(train: torch.Tensor, N: int, M: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(stream, val_x, val_y): the training text's first 1 − VAL_FRACTION (the only source of training windows) and
+    M validation windows of N + 1 characters evenly spaced over the rest — the split every text curve is read on."""
+    cut = int(len(train) * (1 - VAL_FRACTION))
+    stream, tail = train[:cut], train[cut:]
+    if len(tail) < N + 2:
+        raise InputError(f"the validation text is shorter than context {N}")
+    starts = torch.linspace(0, len(tail) - N - 1, M).round().long()
+    win = torch.stack([tail[s:s + N + 1] for s in starts.tolist()])  # (M, N + 1)
+    return stream, win[:, :-1], win[:, 1:]
+
+
 class _Data:
     """Training batches, validation / test sets and the probe batch of (task, N)."""
 
@@ -50,14 +62,8 @@ class _Data:
             self.chance = 1.0 / d.classes
         else:
             t = load_text(N, plan.eval_size)
-            cut = int(len(t.train) * (1 - VAL_FRACTION))
-            self.stream = t.train[:cut]  # training windows come from here only
-            tail = t.train[cut:]
-            if len(tail) < N + 2:
-                raise InputError(f"the validation text is shorter than context {N}")
-            starts = torch.linspace(0, len(tail) - N - 1, plan.eval_size).round().long()
-            win = torch.stack([tail[s:s + N + 1] for s in starts.tolist()])  # (M, N + 1)
-            self.val = (win[:, :-1], win[:, 1:])
+            self.stream, val_x, val_y = text_validation(t.train, N, plan.eval_size)  # training windows: stream only
+            self.val = (val_x, val_y)
             self.test = (t.test_x, t.test_y)
             self.probe = text_probe(replace(t, train=self.stream), cfg.probe, N)  # (P, N)
             self.classes = self.vocab = len(t.vocab)

@@ -212,3 +212,27 @@ def test_test_split_is_evaluated_twice_on_the_final_and_the_best_weights(monkeyp
         for k in final_w:
             assert torch.equal(final_w[k][e], val_w[-1][k][e])
             assert torch.equal(best_w[k][e], at[k][e])
+
+
+def test_text_floor_is_the_bigram_on_the_validation_windows_the_curves_are_read_on():
+    # regression: the floor of the validation curves was the bigram's *test* accuracy (0.270 at N = 64), while the
+    # bigram scores 0.348 on the validation windows — every text run then "left the floor" within ~35 steps
+    from types import SimpleNamespace
+
+    import torch
+
+    from empirics.training.arm_statistics import bigram_accuracy
+    from empirics.training.study_chunk import _Data, text_validation
+    from empirics.training.train_data import load_text
+    from empirics.training.train_study import study_config, study_floors, text_validation_floor
+
+    cfg = study_config("full", 0)
+    d = _Data(cfg, "text", 64)  # what the trainer evaluates on
+    t = load_text(64, cfg.plan("text").eval_size)
+    stream, vx, vy = text_validation(t.train, 64, cfg.plan("text").eval_size)
+    assert torch.equal(d.val[0], vx) and torch.equal(d.val[1], vy) and torch.equal(d.stream, stream)
+    val = bigram_accuracy(stream.numpy(), vx.numpy(), vy.numpy())  # independent of the code under test's wrapper
+    test = bigram_accuracy(t.train.numpy(), t.test_x.numpy(), t.test_y.numpy())
+    assert text_validation_floor(64) == val and val > test + 0.05
+    res = SimpleNamespace(runs=pd.DataFrame({"task": ["text", "digits"], "N": [64, 16]}), config={})
+    assert study_floors(res) == {("text", 64): val, ("digits", 16): 0.1}
