@@ -179,7 +179,7 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         answer=outcome.answer,
         findings=list(outcome.findings),
         falsifiability=outcome.falsifiability or _not_examined_falsifiability(outcome),
-        robustness=outcome.robustness or _not_examined_robustness(verdict, outcome),
+        robustness=_other_budget(outcome.robustness or _not_examined_robustness(verdict, outcome), ctx.budget.name),
         regime=outcome.regime,
     )
 
@@ -189,6 +189,16 @@ def _not_examined_falsifiability(outcome: Outcome) -> dict:
     return {"kind": "could_fail", "why": "this entry's check runs no negative control (" + (outcome.headline or "-")[:200]
             + ")", "negative_control": {"statement": "(none run: the check states no false variant)",
                                         "verdict": "UNDETERMINED", "control_ok": False}}
+
+
+def _other_budget(rob: dict, budget: str) -> dict:
+    """The checks write their "budget full" row from a quick run; in a full run that row is about the quick budget."""
+    if budget == "quick":
+        return rob
+    rows = [{**r, "condition": "budget quick", "note": "not run: the quick budget's numbers are not part of this "
+             f"{budget}-budget run"} if r.get("condition") == "budget full" and r.get("verdict") is None else r
+            for r in rob.get("varied", [])]
+    return {**rob, "varied": rows}
 
 
 def _not_examined_robustness(verdict: str, outcome: Outcome) -> dict:

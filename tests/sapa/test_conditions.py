@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sapa.conditions import by_construction, could_fail, not_applicable, robustness, scaled_by_logit_convention, varied
+from sapa.conditions import (by_construction, could_fail, not_applicable, not_run, robustness, scaled_by_logit_convention,
+                             varied)
 
 
 @pytest.mark.parametrize("model", ["iid", "tied"])
@@ -125,3 +126,13 @@ def test_question_row_counts_a_changed_answer_as_a_flip():
     assert open_["verdict"] == "UNDETERMINED"
     rob = robustness("ANSWERED", [same, other, open_])
     assert rob["stable"] is False and rob["flips"] == ["tol", "tol"]
+
+
+def test_a_full_run_names_the_quick_budget_as_the_one_not_run():
+    from sapa.ledger import _other_budget
+
+    rob = robustness("HOLDS", [varied("tol", "HOLDS"), not_run("budget full", "not run in this budget")])
+    assert _other_budget(rob, "quick") is rob
+    full = _other_budget(rob, "full")
+    assert [r["condition"] for r in full["varied"]] == ["tol", "budget quick"]
+    assert "full-budget run" in full["varied"][1]["note"] and full["stable"] is True
