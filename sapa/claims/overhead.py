@@ -38,7 +38,8 @@ def _conditions(cells: dict, ps: list[int], prov: dict, verdict: str) -> tuple[d
 
     false_factor = FACTOR / 8
     ctrl = [decide_timing(timing_evidence(cells, p, false_factor, prov)) for p in ps]
-    worst = "FAILS" if all(v == "FAILS" for v in ctrl) else next(v for v in ctrl if v != "FAILS")
+    # "for every p" is refuted by any p that FAILS; under load every p is UNDETERMINED (the load gate is global)
+    worst = "FAILS" if "FAILS" in ctrl else ("HOLDS" if all(v == "HOLDS" for v in ctrl) else "UNDETERMINED")
     fal = could_fail("a timing can come out either way: each cell's rounds are measured, and a polynomial form slower "
                      "than the factor is outside",
                      f"the best polynomial form runs within {false_factor:g}× of softmax SDPA in every cell, for every p "

@@ -93,6 +93,8 @@ def test_verdict_follows_the_rule(entry):
     ctrl = e.falsifiability["negative_control"]
     assert e.falsifiability["kind"] == "could_fail" and ctrl["verdict"] in ("FAILS", "UNDETERMINED")
     assert ctrl["control_ok"] == (ctrl["verdict"] == "FAILS")  # under load the gate holds the control back: reported
+    per_p = ctrl["how"].split("per p: ")[1].split(", ")  # "for every p" is refuted by any p that FAILS
+    assert ctrl["verdict"] == ("FAILS" if "FAILS" in per_p else "HOLDS" if set(per_p) == {"HOLDS"} else "UNDETERMINED")
     assert (e.corrected_claim is None) == (not ev["cells"]["outside"])
     assert e.headline.startswith("best polynomial / softmax SDPA at N = 32") and "float32" in e.headline
     assert ev["dtype"] == "float32" and ev["threads"] == 1 and ev["provenance"]["dtype"] == "float32"
