@@ -217,7 +217,7 @@ def _falsifiability(analysis: dict, seed: int) -> dict:
     import numpy as np
 
     from empirics.training.arm_statistics import arm_association
-    from sapa.rules.association import LEVEL as ARM_LEVEL
+    from sapa.rules.association import ALPHA as ARM_ALPHA, LEVEL as ARM_LEVEL
     from sapa.conditions import could_fail
     from sapa.rules.association import decide_arm
 
@@ -229,6 +229,15 @@ def _falsifiability(analysis: dict, seed: int) -> dict:
             finite = nm[np.isfinite(nm)]
             acc = np.where(np.isfinite(nm), nm, (finite.max() if finite.size else 0.0) + 1.0)
             v = decide_arm(arm_association(nm, acc, level=ARM_LEVEL, seed=seed))
+            k = nm.shape[1]
+            if v != "FAILS" and 1 / math.factorial(k) > ARM_ALPHA:
+                from sapa.conditions import by_construction
+
+                return by_construction(
+                    f"cannot be decided at this budget, FAILS included: with {k} arms the smallest attainable "
+                    f"permutation p is 1/{k}! = {1 / math.factorial(k):.4f}, above the rule's level {ARM_ALPHA:g}, so "
+                    f"every reading is UNDETERMINED whatever the data (the deliberately false control — accuracy "
+                    f"replaced by the arms' own norms — came out {v}); the full budget's 6–7 arms can decide it")
             return could_fail(
                 "arm-level Spearman ρ̄ with an exact permutation p can come out either side of 0",
                 f"{task}: across the study's arms, a lower {NORM_NAME[q]} goes with a higher accuracy — evaluated on "

@@ -533,6 +533,14 @@ def conditions(a: dict, rs: tuple[Reading, ...]) -> tuple[dict, dict]:
                            + ("no false variant can be shown to fail here: the verdict can only be HOLDS or "
                               "UNDETERMINED at this budget" if not (math.isfinite(reach) and reach > -1.0)
                               else "a large enough degradation would be caught")))
+    if ctrl != "FAILS" and not (math.isfinite(reach) and reach > -1.0):
+        from sapa.conditions import by_construction
+
+        fal = by_construction(
+            "cannot come out FAILS at this budget: with its seeds and N cells the rule says FAILS only for Δ < "
+            + (f"{reach:.2f}" if math.isfinite(reach) else "(undefined)") + ", and an accuracy gap cannot change by "
+            "less than −1 — the verdict can only be HOLDS or UNDETERMINED here; the deliberately false control "
+            f"({injected:.2f} accuracy loss injected) came out {ctrl}; the full budget's control FAILS")
     rows = [not_applicable("logit convention", "the tiny transformers compute S/√d; changing it changes the models "
                                                "(a new study), not the judgement")]
     heads = [(t, arm) for t, arm in keys]

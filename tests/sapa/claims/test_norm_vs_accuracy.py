@@ -144,3 +144,18 @@ def test_check_is_undetermined_when_the_study_fails(tmp_path):
     ctx.cache[scale_keeps_training_stable.CACHE_KEY] = RuntimeError("out of memory")
     out = CLAIMS[0].check(ctx)
     assert out.verdict == "UNDETERMINED" and "RuntimeError: out of memory" in out.headline
+
+
+def test_a_control_that_no_data_could_make_fail_marks_the_verdict_as_unable_to_fail():
+    # with k arms the exact permutation p is at least 1/k!: 5 arms (the quick budget) cannot reach the 0.005 level
+    from sapa.claims.norm_vs_accuracy import _falsifiability
+    from sapa.rules.association import ALPHA
+
+    def analysis(k):
+        means = [[0.1 * a + 0.01 * s for a in range(k)] for s in range(2)]  # 2 N strata × k arms
+        return {"arm_level": {"digits": {"association": {"attn_fro": {"log10_norm_means": means}}}}}
+
+    five = _falsifiability(analysis(5), seed=0)
+    assert 1 / 120 > ALPHA and five["kind"] == "by_construction" and "1/5!" in five["why"]
+    seven = _falsifiability(analysis(7), seed=0)
+    assert seven["kind"] == "could_fail" and seven["negative_control"]["verdict"] == "FAILS"

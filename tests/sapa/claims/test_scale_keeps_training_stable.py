@@ -230,3 +230,22 @@ def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
     assert "text x/√N Δ" in SC.headline(rs, a) and "(on the floor, not judged)" in SC.headline(rs, a)
     c = SC.corrected(rs, fl)
     assert "text: x/√N did not leave the task's floor within the step cap" in c and "undetermined for none" in c
+
+
+def test_a_design_that_cannot_reach_fails_is_marked_as_unable_to_fail():
+    # 2 seeds per cell, 2 cells: df = 2, and the rule says FAILS only for Δ < −δ − t(0.9975, 2)·se, beyond −1 at se 0.1
+    from empirics.training.study_analysis import GapTrend
+    from sapa.claims.scale_keeps_training_stable import conditions
+
+    def trend(se, df):
+        return GapTrend(task="digits", arm="x_sqrtN", quantity="test_acc", N=(16, 64), n=(2, 2), cell_mean=(0.0, 0.0),
+                        slope=0.0, delta=0.0, se=se, df=df, pooled_sd=se)
+
+    for se, df, kind in ((0.1, 2, "by_construction"), (0.01, 8, "could_fail")):
+        a = {"accuracy": {("digits", "x_sqrtN"): trend(se, df)}, "tasks": ["digits"], "floored": ()}
+        fal, rob = conditions(a, ())
+        assert fal["kind"] == kind, (se, df)
+        if kind == "could_fail":
+            assert fal["negative_control"]["verdict"] == "FAILS" and fal["negative_control"]["reachable"]
+        else:
+            assert "cannot come out FAILS" in fal["why"]
