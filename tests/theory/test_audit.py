@@ -277,3 +277,67 @@ def test_worst_case_counts_every_visible_entry(mask):
     n0, n1 = 196 / 1.05, 196 * 1.05
     local = 0.5 * math.log(n1 * (n1 + 1) / (n0 * (n0 + 1))) / math.log(n1 / n0) if mask == "causal" else 1.0
     assert wc["fro"]["local_exponent_at_N"] == pytest.approx(local, rel=1e-9)
+
+
+# ---- mutation run of this session (tools/mutation_sample.py, seed 23): each test kills one survivor ----------------
+
+
+def test_a_linear_monomial_takes_the_closed_form_path():
+    # theory/audit.py: `nz[0][0] < 1` → `<= 1` sent c·x down the general path unnoticed
+    from theory.audit import _monomial
+
+    assert _monomial(A.parse_activation("x/sqrt(N)"))[0] == 1 and _monomial(A.parse_activation("x**3"))[0] == 3
+    assert _monomial(A.parse_activation("x + x**2")) is None and _monomial(A.parse_activation("1/sqrt(N)")) is None
+
+
+def test_entry_moments_have_one_value_per_order():
+    # theory/entry_moments.py: `range(K + 1)` → `range(K + 2)` in joff left a stray moment
+    from theory.entry_moments import entry_moments, model_spec
+
+    for spec in (model_spec("iid", 8, 4), model_spec("tied", 8, 4), model_spec("corr", 8, 4, rho=0.5)):
+        em = entry_moments(spec, 6)
+        assert len(em.off) == len(em.diag) == len(em.joff) == len(em.jdiag) == 7
+
+
+def test_a_constant_activation_has_no_jacobian():
+    # theory/norm_profile.py: the derivative-free branch returned 1 instead of 0 for E(∂φ/∂S)² off the diagonal
+    from theory.audit import model_spec, profile
+
+    t = profile(A.parse_activation("1/sqrt(N)"), model_spec("iid", 16, 8)).totals([4.0, 64.0])
+    assert np.all(t["jac_s"] == 0) and np.all(t["jac"] == 0)
+    assert t["fro"] == pytest.approx([4.0 * 4.0 / 4.0, 64.0 * 64.0 / 64.0])  # N² entries of (1/√N)²
+
+
+def test_causal_witness_counts_the_diagonal():
+    # theory/activation_worst_case.py: the aligned witness counts N(N+1)/2 visible entries under a causal mask
+    from theory.activation_worst_case import WORST_N
+
+    wc = A.worst_case(A.parse_activation("x", mask="causal"), N=196)
+    n1, n2 = WORST_N
+    want = 0.5 * (math.log(n2 / n1) * 2 + math.log1p(1 / n2) - math.log1p(1 / n1)) / math.log(n2 / n1)
+    assert wc["fro"]["witness_exponent"] == pytest.approx(want, abs=1e-12)
+
+
+def test_a_one_atom_measure_keeps_its_atom():
+    # theory/gauss_rules.py: the one-node rule returned al·scale; `/ scale` moved the atom 3 → 1/3
+    from theory.gauss_rules import _gauss_of_discrete
+
+    x, w = _gauss_of_discrete(np.array([3.0, 3.0, -1.0]), np.array([1.0, 1.0, 0.0]), 4)
+    assert x == pytest.approx([3.0], rel=1e-14) and w == pytest.approx([2.0], rel=1e-14)  # (3/3)·3 in float64
+
+
+def test_shared_diagonal_law_by_fft_has_the_exact_moments():
+    # theory/gauss_rules.py: the FFT path (more than TENSOR_RANK eigenvalues) with its grid step `(b − a)/n` broken
+    # still passed; E S_11 = tr W_s and E S_11² = (tr W_s)² + 2 Σλ² for x ~ N(0, I) are exact
+    from theory import gauss_rules as G
+    from theory.entry_moments import model_spec
+
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((8, 8)) / np.sqrt(8)
+    spec = model_spec("shared", W=W)
+    nodes, _ = G._shared_diag_nodes(G._spec_key(spec), 16, spec)
+    lam = np.linalg.eigvalsh(0.5 * (W + W.T))
+    assert np.count_nonzero(np.abs(lam) > 1e-12) > G.TENSOR_RANK  # the FFT path, not tensor Gauss–Hermite
+    assert nodes.w.sum() == pytest.approx(1.0, rel=1e-9)
+    assert (nodes.w * nodes.x).sum() == pytest.approx(lam.sum(), rel=1e-8)
+    assert (nodes.w * nodes.x**2).sum() == pytest.approx(lam.sum() ** 2 + 2 * (lam**2).sum(), rel=1e-8)
