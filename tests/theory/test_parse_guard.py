@@ -49,3 +49,10 @@ def test_the_digit_limit_is_where_it_says():
     assert MAX_DIGITS == 1000
     with pytest.raises(InputError):
         check_powers("10**1001", _tree("10**1001"))
+
+
+def test_the_digit_count_of_a_refused_constant_reads_as_a_power_beyond_1e15():
+    # mutation run: the switch from a plain number to 10^k moved from 15 to 16 digits unnoticed
+    from theory.parse_guard import _digits
+
+    assert _digits(1.0, 15.5) == "10^15.5" and _digits(1.0, 15.0) == "1e+15" and _digits(2.0, 3.0) == "2e+03"

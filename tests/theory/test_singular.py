@@ -49,3 +49,10 @@ def test_undefined_stretches_of_the_real_line_are_named(text, where):
 @pytest.mark.parametrize("text", ["1/x", "tan(x)", "x**3", "log(Abs(x))"])
 def test_isolated_points_are_not_undefined_stretches(text):
     assert undefined_part(sp.sympify(text, locals={"x": x, "N": N}), x, N) is None
+
+
+@pytest.mark.parametrize("text,of", [("tan(x)", "φ"), ("1/(x**2 - N)", "φ"), ("log(Abs(x - 1/40))", "∂φ/∂x")])
+def test_the_search_reports_the_first_singularity_once(text, of):
+    # mutation run: `found[-1].of == of` → `!=` kept searching every N and reported one singularity per N
+    found = _find(text)
+    assert len(found) == 1 and found[0].of == of

@@ -337,3 +337,9 @@ def test_rms_exponent_interval_on_two_draws_per_cell_by_hand():
     z = stats.norm.ppf(0.95)
     assert f.estimate == pytest.approx(est, rel=1e-12)
     assert (f.lo, f.hi) == (pytest.approx(est - z * se, rel=1e-12), pytest.approx(est + z * se, rel=1e-12))
+
+
+def test_a_ci_ending_at_zero_is_reported_as_holding_zero():
+    # mutation run: `0.0 <= hi` → `0.0 < hi` kept every label (slope ≤ hi = 0 is flat anyway) but not the evidence
+    assert classify_regime(_fit(-0.1, -0.2, 0.0))[1]["ci_contains_zero"] is True
+    assert classify_regime(_fit(0.6, 0.5, 0.7))[1]["ci_contains_half"] is True

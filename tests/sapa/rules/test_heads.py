@@ -93,3 +93,14 @@ def test_heads_to_flip_counts_the_heads_between_the_verdict_and_its_threshold():
     assert R.decide(more) == "UNDETERMINED"  # 3 more heads flip it, as counted
     all_in = R.HeadFractionEvidence(lo=(0.0,) * H, hi=(0.5,) * H)
     assert R.heads_to_flip(all_in) == {**R.heads_to_flip(all_in), "verdict": "HOLDS", "heads_to_flip": H - 65 + 1}
+
+
+def test_heads_to_flip_an_undetermined_fraction_counts_the_nearer_threshold():
+    # mutation run: `need_w - w` → `need_w + w` survived; 10 heads, 5 within the band, all 10 consistent with it:
+    # 9 within would make HOLDS (4 more), fewer than 6 consistent would make FAILS (5 fewer): the distance is 4
+    within, straddle = (R.A - R.TOL, R.A - R.TOL), (R.A - R.TOL, R.A + 2 * R.TOL)
+    lo, hi = zip(*([within] * 5 + [straddle] * 5))
+    ev = R.HeadFractionEvidence(lo=lo, hi=hi)
+    d = R.heads_to_flip(ev)
+    assert (d["verdict"], d["within"], d["consistent"]) == ("UNDETERMINED", 5, 10)
+    assert d["heads_to_flip"] == min(math.ceil(R.HIGH * 10) - 5, 10 - math.ceil(R.FAIL_BELOW * 10) + 1) == 4

@@ -182,3 +182,14 @@ def test_timing_load_gate_with_injected_load(load, cores, verdict):
     assert timing.decide(far) == ("UNDETERMINED" if verdict == "UNDETERMINED" else "FAILS")
     if verdict == "UNDETERMINED":
         assert timing.why(ev).startswith(f"machine load {load:.2f} exceeds its {cores} cores")
+
+def test_mutation_run_boundaries_of_profile_and_timing():
+    # mutation run: `hi <= tol` → `<`, `lo > tol` → `>=` (profile) and a dropped filter of bad rounds (timing) survived
+    from sapa.rules.profile import TOL, case_shape
+    from sapa.rules.timing import interval
+
+    assert case_shape(-TOL, TOL) == "uniform"            # the band's closed ends belong to it
+    assert case_shape(TOL, 2 * TOL) == "inconclusive"    # touching the band is not wholly outside it
+    assert case_shape(-2 * TOL, -TOL) == "inconclusive"
+    assert interval([1.0, float("nan"), float("inf"), -2.0, 0.0, None, 3.0]) == (1.0, 3.0)
+    assert interval([None, float("nan")]) is None
