@@ -164,7 +164,7 @@ def mechanism_outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], 
     return ("ANSWERED" if decided else "UNDETERMINED"), rs, answer, ev, findings
 
 
-INJECTED_SLOWDOWN = 4.0  # log2: the control's slowdown grows by a further ×16 over the studied N range
+INJECTED_SLOWDOWN = 8.0  # log2: a further ×256 over the N range (2 seeds × 2 cells detect ≳ ×54; 3 × 3 ≳ ×1.4)
 
 
 def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str, budget: str) -> tuple[dict, dict]:
@@ -205,7 +205,7 @@ def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str, budg
         f"{what}'s slowdown vs softmax rises by less than ×{2 ** MARGIN_SLOW:g} over N even after a further "
         f"×{2 ** INJECTED_SLOWDOWN:g} is added over the range (deliberately false)", ctrl,
         how=f"the run's own paired log2 slowdowns with a linear rise of {INJECTED_SLOWDOWN:g} (log2) over log2 N added "
-            "(Δ + 4, se and df unchanged; the implied exits lie past the cap), rule slowdown-trend"
+            f"(Δ + {INJECTED_SLOWDOWN:g}, se and df unchanged; the implied exits lie past the cap), rule slowdown-trend"
             + (f"; with this design the rule says FAILS for an injection above {need:.2f} (log2)"
                if math.isfinite(need) else ""),
         **detail)
