@@ -22,7 +22,7 @@ __all__ = ["LOGIT_SCALES", "PAPER_SCALE", "PRACTICE_SCALE", "THRESHOLD_STEP", "s
            "by_construction", "could_fail", "robustness", "varied", "not_applicable", "not_run",
            "question_row", "CHANGED_ANSWER"]
 
-CHANGED_ANSWER = "ANSWERED, readings changed"  # a question decided under a varied condition, but otherwise
+CHANGED_ANSWER = "ANSWERED, readings changed"  # decided under a varied condition, with other readings: a flip
 
 PAPER_SCALE = "S"              # the theory's logits S = X W_Q W_Kᵀ Xᵀ (Thm 4.2 – Cor 4.5)
 PRACTICE_SCALE = "S/sqrt(d)"   # what transformers compute (and the training study, real heads, other papers)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from sapa.ledger import Reading
 
-__all__ = ["learning_block", "mechanism_outcome", "mechanism_conditions", "slowdown_reading", "HEADLINE_ARMS", "STATEMENT", "TESTED"]
+__all__ = ["learning_block", "mechanism_outcome", "mechanism_conditions", "slowdown_reading", "HEADLINE_ARMS",
+           "STATEMENT", "TESTED"]
 
 HEADLINE_ARMS = ("x_sqrtN", "x3_sqrtN")
 LABEL = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "expr": "φ"}
@@ -160,7 +161,7 @@ def mechanism_outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], 
           "norms_at_exit": nx, "config": mech["config"],
           "profile_bins": "share of Σ|φ(S)_ij| of layer 1 on offsets i − j = 0 … 7 and ≥ 8 (median over seeds)"}
     findings = mechanism_lines(cells) + tuple(norm_line(a, v) for a, v in nx.items())
-    ev["_slow"] = slow  # for mechanism_conditions (removed before the evidence is written)
+    ev["_slow"] = slow  # for mechanism_conditions: mechanism-across-n pops it before the evidence is written
     return ("ANSWERED" if decided else "UNDETERMINED"), rs, answer, ev, findings
 
 
