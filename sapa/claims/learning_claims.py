@@ -168,7 +168,7 @@ def mechanism_outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], 
 INJECTED_SLOWDOWN = 8.0  # log2: a further ×256 over the N range (2 seeds × 2 cells detect ≳ ×54; 3 × 3 ≳ ×1.4)
 
 
-def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str, budget: str) -> tuple[dict, dict]:
+def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict, dict]:
     """Falsifiability and robustness of ``mechanism-across-n``, recomputed from this run's slowdown evidence.
 
     The control: the real paired slowdowns of one (task, arm) with a further rise of INJECTED_SLOWDOWN doublings
@@ -218,6 +218,8 @@ def mechanism_conditions(slow: dict, rs: tuple[Reading, ...], verdict: str, budg
         vs = [decide_slowdown(slow[k], m) for k in keys]
         rows.append(question_row(f"margin {m:.3g} log2 (±20 % of {MARGIN_SLOW:g}: ×{2 ** m:.2f})", names, base, vs))
     rows.append(not_run("seed", "a second set of training runs costs the budget again"))
-    rows.append(not_run("budget " + ("full" if budget == "quick" else "quick"),
-                        "the other budget's runs are not part of this ledger"))
+    from empirics.training.mechanism import MECH_FULL as F
+
+    rows.append(not_run("budget full", f"{F.seeds} seeds, N up to {max(F.Ns)}, a {F.steps}-step cap, {len(F.tasks)} "
+                                       "tasks; not run in this budget"))  # a full ledger renames it (sapa.ledger)
     return fal, robustness(verdict, rows)

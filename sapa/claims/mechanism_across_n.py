@@ -27,7 +27,7 @@ def check_mechanism_across_n(ctx: Context) -> Outcome:
         return Outcome(verdict="UNDETERMINED", tested_statement=TESTED, headline="no mechanism runs in this study",
                        evidence={"status": "not run"}, rule="slowdown-trend")
     verdict, rs, answer, ev, findings = mechanism_outcome(study.mechanism, HEADLINE_ARMS)
-    fal, robust = mechanism_conditions(ev.pop("_slow"), rs, verdict, ctx.budget.name)
+    fal, robust = mechanism_conditions(ev.pop("_slow"), rs, verdict)
     from figures import learning_curves as fig
 
     paths = fig.draw(ev["cells"], ctx.out_dir / "figures", stem="mechanism_learning", solved=True)

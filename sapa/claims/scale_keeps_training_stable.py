@@ -390,20 +390,6 @@ def bigram_by_n(Ns, config: dict) -> dict:
     return out
 
 
-def validation_floors(Ns, config: dict) -> dict:
-    """{("text", N): the bigram predictor's accuracy on the validation windows} — the floor of the text curves
-    (read on validation accuracy; the test bigram of :func:`bigram_by_n` is the floor of test accuracy)."""
-    from empirics.training.train_study import text_eval_size, text_validation_floor
-
-    out = {}
-    for N in Ns:
-        try:
-            out[("text", int(N))] = text_validation_floor(int(N), text_eval_size(config))
-        except Exception:  # the corpus is unavailable: no floor, the cell has no exit statistics
-            pass
-    return out
-
-
 def plateau_line(p: dict | None) -> str:
     if not p:
         return "text bigram plateau: not measured (no text runs or no corpus)"
@@ -577,8 +563,9 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     rs = readings(a)
     from sapa.claims.learning_claims import learning_block
 
-    floors = {("digits", int(n)): 0.1 for n in set(runs[runs["task"] == "digits"]["N"])}
-    floors.update(validation_floors(sorted(set(texts["N"])), study.config) if len(texts) else {})
+    from empirics.training.train_study import study_floors
+
+    floors = study_floors(study)  # the validation curves' floors: chance on digits, the validation bigram on text
     learn = learning_block(study, a["best"], a["accuracy"], floors)
     rs = (with_learning_speed(rs[0], learn["readings"]), *learn["readings"], *rs[1:])
     figures = study_figures(ctx, study, bigram)

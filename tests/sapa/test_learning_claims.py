@@ -124,7 +124,7 @@ def test_mechanism_conditions_inject_a_growing_slowdown_through_the_same_rule():
     slow = {("copy1", "x_sqrtN"): flat, ("induction", "x_sqrtN"): cens}
     rs = tuple(LCL.slowdown_reading(t, a, e) for (t, a), e in slow.items())
     assert [r.verdict for r in rs] == ["HOLDS", "UNDETERMINED"]
-    fal, rob = LCL.mechanism_conditions(slow, rs, "UNDETERMINED", "quick")
+    fal, rob = LCL.mechanism_conditions(slow, rs, "UNDETERMINED")
     ctrl = fal["negative_control"]
     assert "copy1" in ctrl["statement"]  # the censored pair cannot be decided: not chosen
     assert ctrl["control_delta"] == pytest.approx(flat.trend.delta + LCL.INJECTED_SLOWDOWN, abs=1e-4)
@@ -134,5 +134,5 @@ def test_mechanism_conditions_inject_a_growing_slowdown_through_the_same_rule():
     assert len(margins) == 2
     assert all(r["verdict"] == "UNDETERMINED" for r in margins)  # the censored reading stays open
     assert all(f"readings: {decide_slowdown(flat, m)}" in r["note"] for r, m in zip(margins, (0.8, 1.2)))
-    fal2, _ = LCL.mechanism_conditions({("induction", "x_sqrtN"): cens}, rs[1:], "UNDETERMINED", "full")
+    fal2, _ = LCL.mechanism_conditions({("induction", "x_sqrtN"): cens}, rs[1:], "UNDETERMINED")
     assert fal2["negative_control"]["verdict"] == "UNDETERMINED" and not fal2["negative_control"]["control_ok"]

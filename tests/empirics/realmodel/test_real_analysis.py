@@ -14,32 +14,12 @@ import torch
 
 from empirics.realmodel import real
 
-pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
+# offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
+pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The module's own policy (see ``real.single_thread``): small products, 2 shared cores."""
-    with real.single_thread():
-        yield
-
-def _need_extra():
-    for m in real.REQUIRED_MODULES:
-        pytest.importorskip(m)
 
 @pytest.fixture(scope="module")
-def weights():
-    _need_extra()
-    return real.load_weights()
-
-@pytest.fixture(scope="module")
-def tok():
-    _need_extra()
-    return real.load_tokenizer()
-
-@pytest.fixture(scope="module")
-def small_result(tmp_path_factory):
-    _need_extra()
+def small_result(real_extras, tmp_path_factory):
     cfg = replace(real.QUICK, name="test", Ns=(8, 16, 32), n_texts=2, n_boot=100)
     cache = tmp_path_factory.mktemp("real")
     return real.analyse(cfg, cache_dir=cache), cfg, cache

@@ -16,28 +16,9 @@ from empirics.realmodel import real
 from empirics.kernels.norms import Activation, attention_norms
 from theory.moments import exact_moments
 
-pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
+# offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
+pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The module's own policy (see ``real.single_thread``): small products, 2 shared cores."""
-    with real.single_thread():
-        yield
-
-def _need_extra():
-    for m in real.REQUIRED_MODULES:
-        pytest.importorskip(m)
-
-@pytest.fixture(scope="module")
-def weights():
-    _need_extra()
-    return real.load_weights()
-
-@pytest.fixture(scope="module")
-def tok():
-    _need_extra()
-    return real.load_tokenizer()
 
 def _synthetic_qk(rng, D=24, d=4, layer=0, head=0) -> real.HeadQK:
     return real.HeadQK(layer, head, rng.standard_normal((D, d)) / math.sqrt(D), rng.standard_normal(d),

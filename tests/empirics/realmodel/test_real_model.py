@@ -15,28 +15,9 @@ import torch
 
 from empirics.realmodel import real
 
-pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
+# offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
+pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The module's own policy (see ``real.single_thread``): small products, 2 shared cores."""
-    with real.single_thread():
-        yield
-
-def _need_extra():
-    for m in real.REQUIRED_MODULES:
-        pytest.importorskip(m)
-
-@pytest.fixture(scope="module")
-def weights():
-    _need_extra()
-    return real.load_weights()
-
-@pytest.fixture(scope="module")
-def tok():
-    _need_extra()
-    return real.load_tokenizer()
 
 def test_socket_guard_is_active():
     with pytest.raises(OSError, match="network"):
