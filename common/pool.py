@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from common.allocator import keep_freed_memory
 from common.numerics import pin_kernel_dispatch
 
 __all__ = ["one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
@@ -45,6 +46,7 @@ def worker_init(parent_pid: int | None = None) -> None:
         die_with_parent(parent_pid)
     pin_kernel_dispatch()  # inherited from the parent already; kept in case a caller cleared it
     torch.set_num_threads(1)
+    keep_freed_memory()  # not inherited through spawn
 
 
 def die_with_parent(parent_pid: int) -> None:

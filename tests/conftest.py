@@ -22,6 +22,14 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def freed_memory_kept():
+    """As in the `sapa` command (common.allocator): freed tensors' pages are reused, not faulted in again."""
+    from common.allocator import keep_freed_memory
+
+    keep_freed_memory()
+
+
 @pytest.fixture
 def no_network(monkeypatch):
     """Offline hub variables, and any socket connection raises (tests of the shipped real model)."""
