@@ -159,3 +159,18 @@ def test_version(capsys):
 def test_console_script_entry_point():
     r = subprocess.run([sys.executable, "-m", "sapa.cli", "norms"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_verify_runs_the_training_readers_after_the_other_checks_and_the_timings_last():
+    """The run order keeps both cores busy while the prefetched study trains; the ledger order is unchanged."""
+    from types import SimpleNamespace
+
+    from sapa.claim_ids import ORDER
+    from sapa.cli import TRAINED, verify_order
+
+    ran = [c.id for c in verify_order([SimpleNamespace(id=i) for i in ORDER])]
+    assert sorted(ran) == sorted(ORDER)
+    assert ran[-1] == "overhead"
+    assert set(ran[-1 - len(TRAINED):-1]) == set(TRAINED)
+    rest = [i for i in ORDER if i not in TRAINED and i != "overhead"]
+    assert ran[:len(rest)] == rest  # ledger order within the group
