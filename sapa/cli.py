@@ -177,7 +177,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
-    from sapa.claims.mc import monte_carlo_summary
+    from sapa.claims.mc import close_run_pool, monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
     from sapa.verify_progress import expected_seconds
@@ -214,10 +214,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         order = [c.id for c in claims]
         entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
     except BaseException:
-        stop_prefetch(ctx)
+        stop_prefetch(ctx)  # terminates every worker process, the run pool's too
         raise
     finally:
         torch.set_num_threads(threads)
+        close_run_pool(ctx)
     _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
     mc_summary = monte_carlo_summary(ctx)

@@ -199,20 +199,23 @@ class WorstCaseResult:
 
 
 def run_worst_case(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32), D: int = 6, steps: int = 15,
-                   restarts: int = 1, seed: int = 0, workers: int = 1) -> WorstCaseResult:
+                   restarts: int = 1, seed: int = 0, workers: int = 1, executor=None) -> WorstCaseResult:
     """Worst case of ‖S^{∘p}‖_F, ‖∂S^{∘p}/∂X‖_F and ‖·‖₂ over both input sets, per p (c = 1).
 
-    ``workers`` > 1 runs the (p, constraint, quantity) parts in that many processes (``common.pool``):
-    every (constraint, quantity, N) row is seeded by itself, so the frames are the same rows in the same order.
+    ``workers`` > 1 runs the (p, constraint, quantity) parts in that many processes (``common.pool``), or
+    ``executor`` (any ``concurrent.futures.Executor``, kept open) runs them: every (constraint, quantity, N)
+    row is seeded by itself, so the frames are the same rows in the same order.
     """
     cfg = WorstCaseConfig(Ns=tuple(Ns), D=D, steps=steps, restarts=restarts, seed=seed)
     qs = ("fro", "jac_fro", "jac_spec")
-    if positive_int("workers", workers) == 1:
+    if positive_int("workers", workers) == 1 and executor is None:
         return WorstCaseResult(frames={p: worst_case_growth(p, cfg, quantities=qs) for p in ps}, config=cfg)
+    import contextlib
+
     from common.pool import process_pool
 
     parts = [(p, c, q) for p in ps for c in CONSTRAINTS for q in qs]
-    with process_pool(min(workers, len(parts))) as ex:
+    with contextlib.nullcontext(executor) if executor is not None else process_pool(min(workers, len(parts))) as ex:
         futures = [ex.submit(worst_case_growth, p, cfg, constraints=(c,), quantities=(q,)) for p, c, q in parts]
         done = [f.result() for f in futures]
     frames = {p: pd.concat([df for (pp, _, _), df in zip(parts, done) if pp == p], ignore_index=True) for p in ps}

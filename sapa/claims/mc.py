@@ -13,7 +13,6 @@ There is no rerun on disagreement: a miss stays a miss.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 
 import numpy as np
@@ -36,30 +35,36 @@ def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
         )
 
         cfg = with_overrides(load_config(builtin_config(ctx.budget.sweep)), seed=ctx.budget.seed)
-        with _cell_pool(ctx.workers) as ex:  # cells are pure and seeded per trial: numbers do not depend on it
-            df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True, executor=ex)  # a bar on a TTY, lines in a log
+        # cells are pure and seeded per trial: the numbers do not depend on the pool
+        df = run_sweep(cfg, ctx.out_dir / "sweep", progress=True, executor=run_pool(ctx))  # bar on a TTY, log lines
         ctx.cache["sweep"] = (df, cfg)
     return ctx.cache["sweep"]
 
 
-@contextlib.contextmanager
-def _cell_pool(workers: int):
-    """``None`` (serial) for one worker or one usable core, else a pool of ``workers`` processes (``common.pool``)."""
+def run_pool(ctx: Context):
+    """The run's pool of ``ctx.workers`` processes (``common.pool``), started on first use and shared by the sweep's
+    cells and the worst-case search (one start-up instead of two: ~2.5 CPU-s a worker); ``None`` when serial.
+
+    :func:`close_run_pool` ends it; an interrupt terminates its workers (``stop_prefetch`` stops every child).
+    """
     import os
 
-    n = min(int(workers), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    if n <= 1:
-        yield None
-        return
-    from common.pool import process_pool, terminate_workers
+    if "pool" not in ctx.cache:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        n = min(int(ctx.workers), cores)
+        if n <= 1:
+            ctx.cache["pool"] = None
+        else:
+            from common.pool import process_pool
 
-    ex = process_pool(n)
-    try:
-        yield ex
-    except BaseException:
-        terminate_workers(ex)  # an interrupted run does not wait for the cells in flight
-        raise
-    finally:
+            ctx.cache["pool"] = process_pool(n)
+    return ctx.cache["pool"]
+
+
+def close_run_pool(ctx: Context) -> None:
+    """Shut the run's pool down (waiting for nothing: no work is in flight between checks)."""
+    ex = ctx.cache.pop("pool", None)
+    if ex is not None:
         ex.shutdown(wait=True, cancel_futures=True)
 
 

@@ -35,9 +35,11 @@ def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
         from figures import worst_case as fig
         from sapa.ledger import store_figure_data
 
+        from sapa.claims.mc import run_pool
+
         b = ctx.budget
         res = run_worst_case(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed,
-                             workers=ctx.workers)
+                             executor=run_pool(ctx))
         stem = fig.stored_stem(res)
         store_figure_data(ctx, fig.NAME, res.to_json(), stem)
         paths = fig.draw(res, ctx.out_dir / "figures", stem)

@@ -107,11 +107,16 @@ def test_workers_give_the_same_rows_in_the_same_order():
     1-thread workers' kernels)."""
     from empirics.experiments.worst_case import run_worst_case
 
+    from concurrent.futures import ThreadPoolExecutor
+
     kw = dict(ps=(3,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=2)
     serial, parallel = run_worst_case(**kw), run_worst_case(**kw, workers=2)
-    assert set(parallel.frames) == {3} and parallel.config == serial.config
-    for p in (3,):
-        a, b = serial.frames[p], parallel.frames[p]
+    with ThreadPoolExecutor(2) as ex:  # a caller's executor (the ledger shares one pool), left open after
+        given = run_worst_case(**kw, executor=ex)
+        assert ex.submit(int, 7).result() == 7
+    assert set(parallel.frames) == {3} and parallel.config == serial.config == given.config
+    for p, b in ((3, parallel.frames[3]), (3, given.frames[3])):
+        a = serial.frames[p]
         assert list(a.columns) == list(b.columns)
         cols = ["constraint", "quantity", "N", "witness"]
         assert a[cols].equals(b[cols])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,16 @@ def test_merged_ledger_recounts_coverage_from_the_kept_comparisons():
     mc = merge_into(old, fresh)["monte_carlo"]
     assert mc["series"] == 2 and mc["first_pass_coverage"] == 1.0 and mc["missed"] == []
     assert old["monte_carlo"]["first_pass_coverage"] == 0.5 and old["monte_carlo"]["missed"] == ["audit/y"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: the run is serial")
+def test_one_pool_per_run_shared_until_closed(tmp_path):
+    """The sweep and the worst-case search take the same pool (started once); closing ends it; one worker: serial."""
+    assert mc.run_pool(Context(budget=QUICK, out_dir=tmp_path, workers=1)) is None
+    ctx = Context(budget=QUICK, out_dir=tmp_path, workers=2)
+    ex = mc.run_pool(ctx)
+    assert ex is not None and mc.run_pool(ctx) is ex
+    mc.close_run_pool(ctx)
+    assert "pool" not in ctx.cache and mc.run_pool(ctx) is not ex
+    mc.close_run_pool(ctx)
+    mc.close_run_pool(ctx)  # closing twice is harmless
