@@ -162,8 +162,9 @@ def verify_order(claims: list) -> list:
     """The order ``sapa verify`` runs its entries in: the rest, then those reading the training study, then timings.
 
     The training study trains in worker processes from the start; the entries that read it wait for it, so they run
-    after every other check (which keeps the second core busy meanwhile). The timings run last, when the study's
-    workers have finished and the machine is quiet. The ledger keeps its own order whatever the run order.
+    after every other check (which keeps the second core busy meanwhile), and the figures of the earlier checks are
+    drawn before them. The timings run last, when the study's workers have finished and the machine is quiet. The
+    ledger keeps its own order whatever the run order.
     """
     def rank(c) -> int:
         return 2 if c.id == "overhead" else 1 if c.id in TRAINED else 0
@@ -203,8 +204,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
     entries = []
     run_order = verify_order(claims)
+    drawn = False
     try:
         for i, claim in enumerate(run_order, 1):
+            if not drawn and (claim.id in TRAINED or claim.id == "overhead"):
+                # the ledger's own figures illustrate earlier checks only: drawn while the study still trains
+                _attach_figures(entries, out_dir, only=args.only)
+                drawn = True
             tag = f"[{i}/{len(claims)}] {claim.id}"
             say(f"{tag} ...")
             with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
@@ -219,7 +225,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     finally:
         torch.set_num_threads(threads)
         close_run_pool(ctx)
-    _attach_figures(entries, out_dir, only=args.only)
+    if not drawn:
+        _attach_figures(entries, out_dir, only=args.only)
     prov = provenance(budget, started)
     mc_summary = monte_carlo_summary(ctx)
     ledger = merge_into(prior, ledger_dict(entries, prov, mc_summary))
