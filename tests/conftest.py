@@ -22,6 +22,35 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_in_subprocesses():
+    """One OpenMP / BLAS thread in the processes the tests start (notebook kernels, process pools, Dask workers,
+    ``sapa`` subprocesses) and for numpy's OpenBLAS here. pytest-xdist already runs one worker per core, so a
+    second thread in a child or in BLAS only contends with the other worker (a notebook kernel took 2.4× the CPU
+    time with the default two threads: 22 s vs 9 s for notebook 06 on 2 shared cores). The thread count changes
+    no tested value: the pools pin one thread in their workers anyway (common.pool.worker_init), and the
+    tests compare floats with tolerances. A test that needs another count sets it and restores it."""
+    import os
+
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update({k: "1" for k in names})
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # the [real] extra brings it; without it only the children are limited
+        limits = None
+    else:
+        limits = threadpool_limits(limits=1, user_api="blas")
+    yield
+    if limits is not None:
+        limits.restore_original_limits()
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture
 def no_network(monkeypatch):
     """Offline hub variables, and any socket connection raises (tests of the shipped real model)."""
