@@ -9,6 +9,19 @@ import pytest
 import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
 
 
+# Session fixtures costly enough that the tests reading them should share one worker (and so one computation)
+# under pytest-xdist (addopts: --dist loadgroup); a module-scoped one is grouped by its module's pytestmark.
+SHARED_ON_ONE_WORKER = ("softmax_verify",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in SHARED_ON_ONE_WORKER:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """One intra-op torch thread for the whole run: the tests use small tensors, for which a second thread only
