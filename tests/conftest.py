@@ -11,7 +11,7 @@ import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module 
 
 # Session fixtures costly enough that the tests reading them should share one worker (and so one computation)
 # under pytest-xdist (addopts: --dist loadgroup); a module-scoped one is grouped by its module's pytestmark.
-SHARED_ON_ONE_WORKER = ("softmax_verify",)
+SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
@@ -62,6 +62,17 @@ def one_thread_in_subprocesses():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def spawn_pool():
+    """One spawn-context pool of 2 workers (common.pool.process_pool), shared by the tests whose point is that work
+    done in pool workers equals the serial result: starting the workers (a fresh interpreter importing torch each)
+    costs more than the tests' work. A reused worker must still give the serial numbers, so sharing hides nothing."""
+    from common.pool import process_pool
+
+    with process_pool(2) as ex:
+        yield ex
 
 
 @pytest.fixture
