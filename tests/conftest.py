@@ -9,17 +9,23 @@ import pytest
 import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
 
 
-# Session fixtures costly enough that the tests reading them should share one worker (and so one computation)
-# under pytest-xdist (addopts: --dist loadgroup); a module-scoped one is grouped by its module's pytestmark.
+# Under pytest-xdist each worker computes a module- or session-scoped fixture for itself, so a module whose tests are
+# spread over both workers computes its module fixture twice. With addopts' --dist loadgroup, tests of one
+# xdist_group run on one worker: every test reading a module-scoped fixture is grouped by its module, and every test
+# reading one of these costly session fixtures by the fixture's name (one computation each, not one per worker).
 SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for name in SHARED_ON_ONE_WORKER:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
+        names = getattr(item, "fixturenames", ())
+        shared = [n for n in SHARED_ON_ONE_WORKER if n in names]
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+        elif any(d and d[-1].scope == "module" for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session", autouse=True)

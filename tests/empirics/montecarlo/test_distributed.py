@@ -31,10 +31,6 @@ from common.validate import InputError
 
 pytest.importorskip("distributed")
 
-# One worker runs this module (addopts: --dist loadgroup), so the module-scoped LocalCluster starts once, not
-# once in each xdist worker.
-pytestmark = pytest.mark.xdist_group("dask_local_cluster")
-
 SMALL = {  # 12 cells, ~1 s serially
     "seed": 5,
     "trials": 6,
