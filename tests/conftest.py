@@ -9,6 +9,25 @@ import pytest
 import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
 
 
+# Under pytest-xdist each worker computes a module- or session-scoped fixture for itself, so a module whose tests are
+# spread over both workers computes its module fixture twice. With addopts' --dist loadgroup, tests of one
+# xdist_group run on one worker: every test reading a module-scoped fixture is grouped by its module, and every test
+# reading one of these costly session fixtures by the fixture's name (one computation each, not one per worker).
+SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        shared = [n for n in SHARED_ON_ONE_WORKER if n in names]
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+        elif any(d and d[-1].scope == "module" for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """One intra-op torch thread for the whole run: the tests use small tensors, for which a second thread only
@@ -28,6 +47,46 @@ def freed_memory_kept():
     from common.allocator import keep_freed_memory
 
     keep_freed_memory()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_in_subprocesses():
+    """One OpenMP / BLAS thread in the processes the tests start (notebook kernels, process pools, Dask workers,
+    ``sapa`` subprocesses) and for numpy's OpenBLAS here. pytest-xdist already runs one worker per core, so a
+    second thread in a child or in BLAS only contends with the other worker (a notebook kernel took 2.4× the CPU
+    time with the default two threads: 22 s vs 9 s for notebook 06 on 2 shared cores). The thread count changes
+    no tested value: the pools pin one thread in their workers anyway (common.pool.worker_init), and the
+    tests compare floats with tolerances. A test that needs another count sets it and restores it."""
+    import os
+
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update({k: "1" for k in names})
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # the [real] extra brings it; without it only the children are limited
+        limits = None
+    else:
+        limits = threadpool_limits(limits=1, user_api="blas")
+    yield
+    if limits is not None:
+        limits.restore_original_limits()
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def spawn_pool():
+    """One spawn-context pool of 2 workers (common.pool.process_pool), shared by the tests whose point is that work
+    done in pool workers equals the serial result: starting the workers (a fresh interpreter importing torch each)
+    costs more than the tests' work. A reused worker must still give the serial numbers, so sharing hides nothing."""
+    from common.pool import process_pool
+
+    with process_pool(2) as ex:
+        yield ex
 
 
 @pytest.fixture

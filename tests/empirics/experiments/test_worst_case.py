@@ -102,18 +102,27 @@ def test_run_returns_a_frozen_typed_result_that_round_trips(tmp_path):
     assert back.config_dict() == {"Ns": [3, 6], "D": 3, "steps": 2, "restarts": 1, "seed": 1, "r": 1.0}
 
 
-def test_workers_give_the_same_rows_in_the_same_order():
+def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
     """Parts run in worker processes are seeded per row: the frames equal the serial ones (to rounding of the
     1-thread workers' kernels)."""
+    import contextlib
+
+    import common.pool
     from empirics.experiments.worst_case import run_worst_case
 
-    from concurrent.futures import ThreadPoolExecutor
+    asked = []
 
+    @contextlib.contextmanager
+    def shared(workers):  # the session's spawn pool (tests/conftest.py) for the one run_worst_case would start
+        asked.append(workers)
+        yield spawn_pool
+
+    monkeypatch.setattr(common.pool, "process_pool", shared)
     kw = dict(ps=(3,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=2)
     serial, parallel = run_worst_case(**kw), run_worst_case(**kw, workers=2)
-    with ThreadPoolExecutor(2) as ex:  # a caller's executor (the ledger shares one pool), left open after
-        given = run_worst_case(**kw, executor=ex)
-        assert ex.submit(int, 7).result() == 7
+    assert asked == [2]  # workers=2 did go through a process pool
+    given = run_worst_case(**kw, executor=spawn_pool)  # a caller's executor (the ledger shares one pool) ...
+    assert asked == [2] and spawn_pool.submit(int, 7).result() == 7  # ... is used as it is and left open
     assert set(parallel.frames) == {3} and parallel.config == serial.config == given.config
     for p, b in ((3, parallel.frames[3]), (3, given.frames[3])):
         a = serial.frames[p]

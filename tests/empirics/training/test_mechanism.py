@@ -58,13 +58,10 @@ def test_untrainable_expression_is_one_input_error():
         M.expr_arm("x +")
 
 
-def test_chunks_identical_serial_and_in_a_pool(tmp_path):
-    from common.pool import process_pool
-
+def test_chunks_identical_serial_and_in_a_pool(tmp_path, spawn_pool):
     cfg = replace(TINY, activation="x/N")
     a = M.run_mechanisms(cfg, tmp_path / "a")
-    with process_pool(2) as ex:
-        b = M.run_mechanisms(cfg, tmp_path / "b", ex)
+    b = M.run_mechanisms(cfg, tmp_path / "b", spawn_pool)  # common.pool.process_pool(2), shared (tests/conftest.py)
     strip = lambda r: {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
     assert [strip(r) for r in a["results"]] == [strip(r) for r in b["results"]]
     f = sorted((tmp_path / "a" / "mechanism").iterdir())
