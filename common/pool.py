@@ -21,22 +21,36 @@ import torch
 from common.allocator import keep_freed_memory
 from common.numerics import pin_kernel_dispatch
 
-__all__ = ["one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
+__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 WATCHDOG_S = 1.0  # how often a worker checks that its parent is alive
 
 
+def deterministic_algorithms(mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)`` for eager kernels, without importing ``torch._inductor``.
+
+    The public call imports ``torch._inductor.config`` (and with it dynamo: 2.4 CPU-s in every fresh worker) only
+    to set the flag ``torch.compile`` reads; sapa trains eagerly. Once inductor is loaded (a caller compiles), or
+    where torch lacks the setter, the public call is used.
+    """
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode)
+    else:
+        setter(mode, warn_only=False)
+
+
 @contextlib.contextmanager
 def one_thread():
-    """One torch thread and ``torch.use_deterministic_algorithms(True)`` inside; both restored after."""
+    """One torch thread and deterministic algorithms (:func:`deterministic_algorithms`) inside; both restored after."""
     before, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms(True)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(det)
+        deterministic_algorithms(det)
         torch.set_num_threads(before)
 
 
