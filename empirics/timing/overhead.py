@@ -230,13 +230,13 @@ def bench_overhead(quick: bool = False, *, device=None, progress: bool = False, 
 
 def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
     t0 = time.perf_counter()
-    from empirics.timing.machine import machine_state
+    from empirics.timing.machine import RunQueueSampler, machine_state
 
     before = machine_state()
     compiled: dict = {}
     compile_info: dict = {}
     rows: list[dict] = []
-    with _dynamo_limits("compiled" in g.methods):
+    with _dynamo_limits("compiled" in g.methods), RunQueueSampler() as run_queue:
         for d in dict.fromkeys((g.d, *g.crossover_ds)):
             main = d == g.d
             masks = g.masks if main else g.crossover_masks
@@ -257,7 +257,8 @@ def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
         "compile": compile_info,
         "scales": {"none": "c = 1/√N", "causal": "row i times 1/√i", "softmax": "1/√d inside (SDPA default)"},
         "grid": {**asdict(g), "mem_cap_gib": g.mem_cap_bytes / GIB},
-        "provenance": {**_provenance(dev), "machine": {**before, "load_after": machine_state()["load_before"]}},
+        "provenance": {**_provenance(dev), "machine": {**before, "load_after": machine_state()["load_before"],
+                                                       "load_during": run_queue.summary()}},
         "seconds_total": round(time.perf_counter() - t0, 3),
     }
 

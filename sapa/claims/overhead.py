@@ -9,11 +9,11 @@ overhead  The paper is silent on runtime; the review asks for "an analysis of ti
 
 Rule. A cell is one (p, mask, pass, N) at d = 64; its best form is the polynomial form with the fastest
 repeat, and its evidence the ratio of that form to softmax in each of ≥ 5 interleaved rounds. One reading
-per p, decided by ``timing-ratio`` (``sapa.rules.timing``): UNDETERMINED when the machine's load average
-exceeds its cores or a cell's rounds disagree beyond ±NOISE; else within / outside FACTOR·(1 ± NOISE). The
-question is ANSWERED when every reading is decided (``sapa.labels``). Timings are measurements of one
-machine in one run (``evidence["provenance"]["machine"]``: CPU model, cores, load before and after, torch
-threads), not properties of the paper.
+per p, decided by ``timing-ratio`` (``sapa.rules.timing``): UNDETERMINED when the machine's load during the
+timings (runnable tasks, sampled) exceeds its cores or a cell's rounds disagree beyond ±NOISE; else within /
+outside FACTOR·(1 ± NOISE). The question is ANSWERED when every reading is decided (``sapa.labels``).
+Timings are measurements of one machine in one run (``evidence["provenance"]["machine"]``: CPU model, cores,
+load before, during and after, torch threads), not properties of the paper.
 """
 
 from __future__ import annotations
@@ -80,8 +80,16 @@ def best_ratios(rows: list[dict], d: int) -> dict[str, dict]:
 
 
 def machine_load(prov: dict) -> tuple[float | None, int | None]:
-    """(the larger 1-minute load average before / after the timings, usable cores) from the overhead provenance."""
+    """(the machine's load during the timings, usable cores) from the overhead provenance.
+
+    The load is the mean number of runnable tasks sampled while the timings ran (``load_during``, the timed
+    work included); data stored without it fall back on the larger 1-minute load average before / after,
+    which lags by a minute.
+    """
     m = prov.get("machine") or {}
+    during = (m.get("load_during") or {}).get("mean")
+    if during is not None:
+        return float(during), m.get("cores")
     loads = [x for x in ((m.get("load_before") or {}).get("1min"), (m.get("load_after") or {}).get("1min"))
              if x is not None]
     return (max(loads) if loads else None), m.get("cores")
@@ -246,7 +254,7 @@ def check_overhead(ctx: Context) -> Outcome:
         answer += " No reading is settled at this load."
     load, cores = machine_load(prov)
     if load is not None and cores is not None and load > cores:
-        answer += (f" The machine's load average ({load:.2f}) exceeded its {cores} cores during the timings: every "
+        answer += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: every "
                    "reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
     return Outcome(
         verdict=verdict,

@@ -2,10 +2,11 @@
 
 Evidence: per cell, the candidate/reference ratio in each of ≥ ``MIN_ROUNDS`` interleaved rounds (round r
 times every method once, in turn, so a burst of load hits all alike), measured in one run on one machine,
-and that machine's state: its cores and its load average before and after the timings.
+and that machine's state: its cores and its load while the timings ran.
 
-* **Load gate.** If the load (the larger 1-minute load average, before or after) exceeds the cores, every
-  timing competes for a core: the reading is ``UNDETERMINED`` with that reason, whatever the ratios say.
+* **Load gate.** If the load (the mean number of runnable tasks sampled during the timings, the timed work
+  included; for data stored without it, the larger 1-minute load average before or after) exceeds the cores,
+  every timing competes for a core: the reading is ``UNDETERMINED`` with that reason, whatever the ratios say.
 * **Round gate.** A cell's between-round interval is [min, max] of its per-round ratios. If the rounds
   disagree beyond the declared band — max/min > (1 + NOISE)² (±NOISE about their geometric centre) — in any
   measured cell, or a cell has fewer than ``MIN_ROUNDS`` rounds, the reading is ``UNDETERMINED`` with that reason.
@@ -41,7 +42,7 @@ class TimingEvidence:
 
     cells: tuple[tuple[str, tuple[float, ...]], ...]
     factor: float = FACTOR
-    load: float | None = None     # max of the 1-minute load average before and after the timings
+    load: float | None = None     # runnable tasks during the timings (mean), or the 1-minute load average
     cores: int | None = None      # usable cores of the machine
 
 
@@ -68,7 +69,7 @@ def cell_class(rounds, factor: float = FACTOR) -> str:
 
 
 def overloaded(ev: TimingEvidence) -> bool:
-    """True when the load average exceeds the machine's cores (before or after the timings)."""
+    """True when the machine's load during the timings exceeds its cores."""
     return ev.load is not None and ev.cores is not None and ev.load > ev.cores
 
 

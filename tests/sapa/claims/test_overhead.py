@@ -77,12 +77,13 @@ def test_verdict_follows_the_rule(entry):
         factor = float(r["name"].split("within ")[1].split("×")[0])
         cells = tuple((k, tuple(v)) for k, v in sorted(ev["round_ratios"].items()) if k.startswith(f"p{p}/"))
         m = ev["provenance"]["machine"]
-        load = max(m["load_before"]["1min"], m["load_after"]["1min"])
+        load = m["load_during"]["mean"]  # runnable tasks while the timings ran (the gate's load)
         assert r["rule"] == "timing-ratio"
         assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"]))
     # one meaning per label: ANSWERED only when every reading is decided
     assert e.verdict == ("ANSWERED" if all(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
-    assert set(m) >= {"cpu_model", "cores", "torch_threads", "load_before", "load_after"}
+    assert set(m) >= {"cpu_model", "cores", "torch_threads", "load_before", "load_during", "load_after"}
+    assert m["load_during"]["samples"] >= 1 and m["load_during"]["mean"] >= 1  # the timed work itself runs
     assert all(len(v) == TINY.repeats for v in ev["round_ratios"].values() if v)
     assert e.answer and "load" in e.answer
     from dataclasses import asdict
