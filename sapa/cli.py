@@ -220,7 +220,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         order = [c.id for c in claims]
         entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
     except BaseException:
-        stop_prefetch(ctx)  # terminates every worker process, the run pool's too
+        stop_prefetch(ctx)  # the training study's workers
+        close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
         raise
     finally:
         torch.set_num_threads(threads)

@@ -45,7 +45,7 @@ def run_pool(ctx: Context):
     """The run's pool of ``ctx.workers`` processes (``common.pool``), started on first use and shared by the sweep's
     cells and the worst-case search (one start-up instead of two: ~2.5 CPU-s a worker); ``None`` when serial.
 
-    :func:`close_run_pool` ends it; an interrupt terminates its workers (``stop_prefetch`` stops every child).
+    :func:`close_run_pool` ends it (on an interrupt with ``now=True``: its workers are terminated).
     """
     import os
 
@@ -61,10 +61,15 @@ def run_pool(ctx: Context):
     return ctx.cache["pool"]
 
 
-def close_run_pool(ctx: Context) -> None:
-    """Shut the run's pool down (waiting for nothing: no work is in flight between checks)."""
+def close_run_pool(ctx: Context, now: bool = False) -> None:
+    """Shut the run's pool down: between checks no work is in flight; ``now`` (an interrupt) terminates its workers
+    first, so the run does not wait for the cells in flight."""
     ex = ctx.cache.pop("pool", None)
     if ex is not None:
+        if now:
+            from common.pool import terminate_workers
+
+            terminate_workers(ex)
         ex.shutdown(wait=True, cancel_futures=True)
 
 

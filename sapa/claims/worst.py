@@ -33,9 +33,8 @@ def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
     if "worst_case" not in ctx.cache:
         from empirics.experiments.worst_case import run_worst_case
         from figures import worst_case as fig
-        from sapa.ledger import store_figure_data
-
         from sapa.claims.mc import run_pool
+        from sapa.ledger import store_figure_data
 
         b = ctx.budget
         res = run_worst_case(PS, Ns=b.worst_Ns, steps=b.worst_steps, restarts=b.worst_restarts, seed=b.seed,

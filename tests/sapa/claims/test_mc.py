@@ -128,3 +128,10 @@ def test_one_pool_per_run_shared_until_closed(tmp_path):
     assert "pool" not in ctx.cache and mc.run_pool(ctx) is not ex
     mc.close_run_pool(ctx)
     mc.close_run_pool(ctx)  # closing twice is harmless
+    import time
+
+    busy = mc.run_pool(ctx)
+    busy.submit(time.sleep, 120)
+    t0 = time.monotonic()
+    mc.close_run_pool(ctx, now=True)  # an interrupt: the worker is terminated, nothing waits for the sleep
+    assert time.monotonic() - t0 < 30 and "pool" not in ctx.cache
