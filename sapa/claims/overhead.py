@@ -251,11 +251,11 @@ def check_overhead(ctx: Context) -> Outcome:
            f"round-off and costs O(N·C(d+p−1,p)·d_v); at d = {d} it needs F = {F3} features for x³, so it beats the "
            f"quadratic form by flop count only beyond N ≈ {x3['flop_N']:.0f}." if F3 and x3 else ""))
     if not decided:
-        answer += " No reading is settled at this load."
+        answer += " No reading is settled in this run (each reading's line says which gate stopped it)."
     load, cores = machine_load(prov)
     if load is not None and cores is not None and load > cores:
-        answer += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: every "
-                   "reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
+        answer += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: "
+                   "every reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
     return Outcome(
         verdict=verdict,
         readings=readings,
