@@ -14,8 +14,9 @@ testable in training (issue #8, norm-vs-accuracy):
 Every attention projection is bias-free, so for head h with W_h = W_Q,h W_K,hᵀ (D, D) the
 scores are exactly S_h = X W_h Xᵀ/√d, X = LayerNorm(block input) (N, D): the input of the
 exact kernels of :mod:`empirics.kernels.norms` (:func:`head_W`, :meth:`Arm.activation`).
-Parameters are created on the meta device and initialised from an explicit
-``torch.Generator`` (:func:`init_params`), never from torch's global generator.
+Parameters are initialised from an explicit ``torch.Generator`` (:func:`init_params`); torch's
+default initialisers run inside a forked global RNG state, so building a model leaves the global
+generator as it was.
 """
 
 from __future__ import annotations
@@ -259,7 +260,9 @@ def build_model(task: str, arm: Arm, cfg: TinyModelConfig, gen: torch.Generator,
                 context: int = 0, patch: int = 2) -> _Tiny:
     """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text"), initialised from ``gen``."""
     choice("task", task, ("digits", "text"))
-    with torch.device("meta"):  # no global-generator draws from torch's default initialisers
+    # torch's default initialisers draw from the global generator: fork it, so building leaves it unchanged. (Not
+    # the meta device: constructing under `torch.device("meta")` imports torch._dynamo, 1.5–2.4 CPU-s per process.)
+    with torch.random.fork_rng(devices=[]):
         model = TinyViT(cfg, arm, patch=patch) if task == "digits" else TinyCharLM(cfg, arm, vocab, context)
     return init_params(model, gen, cfg.init_std)
 
