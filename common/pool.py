@@ -54,10 +54,16 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def worker_init(parent_pid: int | None = None) -> None:
-    """Pool initializer: die with ``parent_pid``, pin the kernel dispatch, one torch thread."""
+def worker_init(parent_pid: int | None = None, niceness: int = 0) -> None:
+    """Pool initializer: die with ``parent_pid``, pin the kernel dispatch, one torch thread, ``os.nice(niceness)``.
+
+    A positive ``niceness`` makes the worker yield the cores to normal-priority work and take what they leave idle
+    (``sapa verify`` trains its study so: the study fills the gaps between the other checks).
+    """
     if parent_pid is not None:
         die_with_parent(parent_pid)
+    if niceness:
+        os.nice(niceness)
     pin_kernel_dispatch()  # inherited from the parent already; kept in case a caller cleared it
     torch.set_num_threads(1)
     keep_freed_memory()  # not inherited through spawn
@@ -90,7 +96,7 @@ def terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
             proc.terminate()
 
 
-def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+def process_pool(workers: int, niceness: int = 0) -> cf.ProcessPoolExecutor:
     """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one)."""
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
-                                  initargs=(os.getpid(),))
+                                  initargs=(os.getpid(), niceness))

@@ -95,30 +95,46 @@ class StudyResult:
     mechanism: dict | None = None  # empirics.training.mechanism.run_mechanisms's result (None: not run)
 
 
-def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> tuple[int, int]:
-    """Train the chunks not yet on disk (largest first; in ``ex`` when given); return (members, chunks) trained."""
+def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar):
+    """Submit the chunks not yet on disk to ``ex`` now (largest first); return ``finish()`` → (members, chunks) trained.
+
+    ``finish()`` stores each chunk as it arrives (trains them here when there is no executor, or only one).
+    """
     chash = cfg.hash()
     todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
     skip(bar, sum(len(c.members) for c in chunks if c not in todo))  # found finished: not this run's speed
     todo.sort(key=lambda c: -len(c.members) * bytes_per_member(cfg, c.task, c.N))
+    counts = sum(len(c.members) for c in todo), len(todo)
 
-    def finish(c: Chunk, res: dict) -> None:
+    def store(c: Chunk, res: dict) -> None:
         store_chunk(out / "chunks" / c.file_name, c, chash, res)
         bar.update(len(c.members))
 
     if ex is None or len(todo) <= 1:
-        for c in todo:
-            finish(c, train_chunk(c, cfg))
-        return sum(len(c.members) for c in todo), len(todo)
+        def finish_here() -> tuple[int, int]:
+            for c in todo:
+                store(c, train_chunk(c, cfg))
+            return counts
+
+        return finish_here
     futs = {ex.submit(train_chunk, c, cfg): c for c in todo}
-    try:
-        for fut in cf.as_completed(futs):
-            finish(futs[fut], fut.result())
-    except BaseException:
-        for f in futs:
-            f.cancel()
-        raise
-    return sum(len(c.members) for c in todo), len(todo)
+
+    def finish() -> tuple[int, int]:
+        try:
+            for fut in cf.as_completed(futs):
+                store(futs[fut], fut.result())
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            raise
+        return counts
+
+    return finish
+
+
+def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> tuple[int, int]:
+    """Train the chunks not yet on disk (largest first; in ``ex`` when given); return (members, chunks) trained."""
+    return _start_chunks(chunks, cfg, out, ex, bar)()
 
 
 def assemble(chunks: list[Chunk], out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -149,7 +165,7 @@ def _mechanism_config(budget, seed: int, mechanism):
 
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
               progress: bool | str = True, executor: cf.Executor | None = None, mechanism="budget",
-              device: str = "cpu") -> StudyResult:
+              device: str = "cpu", niceness: int = 0) -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
     Phase 1 trains every task's smallest N (the α grid included) and selects α*; phase 2 trains the
@@ -157,7 +173,8 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
     ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
     executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
-    numbers either way). ``device``: where the mechanism chunks train ("cpu" | "cuda"). Writes
+    numbers either way; ``niceness``: the pool's ``os.nice``, its priority only). ``device``: where the mechanism
+    chunks train ("cpu" | "cuda"). Writes
     ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
     and ``study.json`` atomically.
     """
@@ -180,16 +197,19 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     total_members += sum(len(c.members) for c in mchunks)
     bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
     own = executor is None and workers > 1
-    ex = executor if executor is not None else process_pool(workers) if own else None  # one pool for all phases
+    ex = executor if executor is not None else process_pool(workers, niceness) if own else None  # one pool for all phases
     mech = None
     try:
-        mech_done = None if mcfg is None else start_mechanisms(mcfg, out, ex, device,
-                                                                 on_chunk=lambda c: bar.update(len(c.members)))
+        # Order in the pool: phase 1 alone (phase 2 waits for its α*), then phase 2's chunks (the largest of the study)
+        # and only then the many small mechanism chunks, which fill in behind them: no long chunk starts last.
         ran, ran_chunks = _run_chunks(phase1, cfg, out, ex, bar)
         runs1, _ = assemble(phase1, out)
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
-        ran2, ran_chunks2 = _run_chunks(phase2, cfg, out, ex, bar)
+        finish2 = _start_chunks(phase2, cfg, out, ex, bar)
+        mech_done = None if mcfg is None else start_mechanisms(mcfg, out, ex, device,
+                                                                 on_chunk=lambda c: bar.update(len(c.members)))
+        ran2, ran_chunks2 = finish2()
         ran, ran_chunks = ran + ran2, ran_chunks + ran_chunks2
         if mech_done is not None:
             mech = mech_done()

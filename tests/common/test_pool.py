@@ -8,7 +8,7 @@ import sys
 import pytest
 
 
-def test_one_thread_sets_and_restores_determinism_and_a_worker_builds_models_without_importing_dynamo():
+def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_worker_takes_its_niceness():
     code = (
         "import sys, torch\n"
         "from common.pool import one_thread\n"
@@ -22,11 +22,17 @@ def test_one_thread_sets_and_restores_determinism_and_a_worker_builds_models_wit
         "        build_model(task, ARMS['x3'], TinyModelConfig(width=8, layers=1, heads=2), torch.Generator(),\n"
         "                    vocab=5, context=4)\n"
         "assert not torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 2\n"
-        "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)\n")
+        "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)\n"
+        "import os\n"
+        "from common.pool import worker_init\n"
+        "before = os.nice(0)\n"
+        "worker_init(None, niceness=3)\n"
+        "print(os.nice(0) - before, torch.get_num_threads())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # the public determinism call would load inductor and dynamo (2.4 CPU-s a worker); a model built on the meta
     # device, dynamo (1.5–2.4 CPU-s)
-    assert out.strip() == "False False"
+    assert out.split("\n")[0] == "False False"
+    assert out.split("\n")[1] == "3 1"  # a worker of a lower-priority pool (sapa verify's training study)
 
 
 @pytest.mark.slow
