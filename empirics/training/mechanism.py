@@ -197,11 +197,11 @@ def offset_profile(P: torch.Tensor, bins: int = OFFSETS) -> torch.Tensor:
     tensor([[1., 0., 0.]], dtype=torch.float64)
     """
     N = P.shape[-1]
-    i = torch.arange(N)
+    i = torch.arange(N, device=P.device)  # everything on P's device (--device cuda): only the result is copied back
     off = (i[:, None] - i[None, :]).clamp(min=0)  # (N, N); j > i (masked, 0 mass) counted at offset 0
     idx = off.clamp(max=bins).reshape(-1)  # (N²,)
     A = P.detach().abs().to(torch.float64).reshape(P.shape[0], -1, N * N).sum(1)  # (E, N²)
-    mass = torch.zeros(P.shape[0], bins + 1, dtype=torch.float64).index_add_(1, idx, A)
+    mass = torch.zeros(P.shape[0], bins + 1, dtype=torch.float64, device=P.device).index_add_(1, idx, A)
     return mass / mass.sum(1, keepdim=True).clamp(min=1e-300)
 
 
@@ -220,6 +220,25 @@ def _probe(prm, spec: EnsembleSpec, rowc, x: torch.Tensor) -> tuple[np.ndarray, 
     prof[bad] = math.nan
     fro[bad] = math.inf
     return prof.cpu().numpy(), fro.cpu().numpy()
+
+
+def train_step(prm: dict, st: AdamWState, x: torch.Tensor, y: torch.Tensor, alive: torch.Tensor, lr: torch.Tensor,
+               spec: EnsembleSpec, rowc: torch.Tensor | None, clip: float) -> None:
+    """One AdamW step of every member on its batch x, y (E, B, N), in place; a member whose loss is not finite stops.
+
+    ``alive`` (E,) bool is updated in place; ``lr`` (E,) is each member's learning rate at this step. Every tensor
+    stays on the parameters' device.
+    """
+    L = _masked_losses(ensemble_forward(prm, x, spec, rowc), y)
+    alive &= torch.isfinite(L)
+    total = torch.where(alive, L, torch.zeros_like(L)).sum()
+    names = list(prm)
+    grads = dict(zip(names, torch.autograd.grad(total, [prm[k] for k in names])))
+    zero = torch.zeros((), dtype=L.dtype, device=L.device)
+    for g in grads.values():
+        g.copy_(torch.where(alive.reshape(-1, *([1] * (g.ndim - 1))), g, zero))
+    clip_per_member(grads, clip)
+    adamw_step(prm, grads, st, lr * alive.to(torch.float32))
 
 
 def train_mechanism_chunk(chunk: MechChunk, cfg: MechConfig, device: str = "cpu") -> dict:
@@ -251,7 +270,6 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     st = AdamWState.zeros(prm)
     evals = cfg.eval_steps()
     rec = {"val_acc": [], "val_loss": [], "profile": [], "attn_fro": []}
-    names = list(prm)
 
     def record() -> None:
         with torch.no_grad():
@@ -275,16 +293,7 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     for step in range(1, cfg.steps + 1):
         xb, yb = zip(*(MD.batch(task, cfg.batch, N, V, gens[r]) for r in seeds))
         x, y = torch.stack(xb)[who].to(dev), torch.stack(yb)[who].to(dev)  # (E, B, N)
-        L = _masked_losses(ensemble_forward(prm, x, spec, rowc), y)
-        alive &= torch.isfinite(L)
-        total = torch.where(alive, L, torch.zeros_like(L)).sum()
-        grads = dict(zip(names, torch.autograd.grad(total, [prm[k] for k in names])))
-        for g in grads.values():
-            g.copy_(torch.where(alive.reshape(-1, *([1] * (g.ndim - 1))), g, torch.zeros((), dtype=g.dtype,
-                                                                                        device=dev)))
-        clip_per_member(grads, cfg.clip)
-        f = min(1.0, step / cfg.warmup)
-        adamw_step(prm, grads, st, lr_peak * f * alive.to(torch.float32))
+        train_step(prm, st, x, y, alive, lr_peak * min(1.0, step / cfg.warmup), spec, rowc, cfg.clip)
         if step in evals:
             record()
     j = lambda a: np.round(np.asarray(a, float), 6).tolist()  # noqa: E731

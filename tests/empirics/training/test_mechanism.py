@@ -89,6 +89,40 @@ def test_cuda_asked_and_absent_is_a_clear_error(monkeypatch):
         M.resolve_device("cuda")
 
 
+@pytest.mark.parametrize("activation", ["", "x/N"])
+def test_a_training_step_and_the_offset_profile_stay_on_the_parameters_device(activation):
+    """--device cuda, checked without a GPU: on the meta device any tensor made on the CPU is a device-mismatch error."""
+    cfg = replace(TINY, activation=activation)
+    for chunk in M.plan_mech_chunks(cfg):
+        arms = {a.name: a for a in cfg.arm_list()}
+        mem = [arms[a] for a, _ in chunk.members]
+        spec = EN.EnsembleSpec("text", chunk.N, cfg.model, mem[0].family, vocab=cfg.vocab, classes=cfg.vocab)
+        prm = {k: v.detach().to("meta").requires_grad_(True)
+               for k, v in EN.stack_members(spec, [torch.Generator() for _ in mem]).items()}
+        rc = [a.row_coefficients(chunk.N) for a in mem]
+        rowc = None if rc[0] is None else torch.stack(rc).to("meta")
+        x, y = (t.expand(len(mem), *t.shape).to("meta") for t in M.MD.batch("copy1", 2, chunk.N, cfg.vocab,
+                                                                              torch.Generator()))
+        alive = torch.ones(len(mem), dtype=torch.bool, device="meta")
+        M.train_step(prm, EN.AdamWState.zeros(prm), x, y, alive, torch.full((len(mem),), 1e-3, device="meta"), spec,
+                     rowc, cfg.clip)
+        with torch.no_grad():
+            S = torch.ones(len(mem), 1, 1, chunk.N, chunk.N, device="meta")
+            assert M.offset_profile(EN.phi(S, spec, rowc)).device.type == "meta"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_trains_a_chunk_and_starts_where_the_cpu_starts():
+    cfg = replace(TINY, steps=20, points=3)
+    for chunk in M.plan_mech_chunks(cfg):
+        cpu, gpu = (M.train_mechanism_chunk(chunk, cfg, d) for d in ("cpu", "cuda"))
+        assert gpu["device"].startswith("cuda") and cpu["device"] == "cpu" and gpu["steps"] == cpu["steps"]
+        # step 0: the same initial weights and data, evaluated on either device (float32 round-off, 6 decimals stored)
+        assert gpu["val_loss"][0] == pytest.approx(cpu["val_loss"][0], rel=1e-4, abs=1e-5)
+        assert gpu["attn_fro"][0] == pytest.approx(cpu["attn_fro"][0], rel=1e-6)
+        assert all(v < 1e300 for row in gpu["val_loss"] for v in row)  # trained to the end, every member finite
+
+
 def test_expression_uses_the_column_index():
     spec = EN.EnsembleSpec("text", 3, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="x*j/N"),
                            vocab=5, classes=5)
