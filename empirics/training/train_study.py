@@ -98,7 +98,7 @@ class StudyResult:
 def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar):
     """Submit the chunks not yet on disk to ``ex`` now (largest first); return ``finish()`` → (members, chunks) trained.
 
-    ``finish()`` stores each chunk as it arrives (trains them here when there is no executor, or only one).
+    ``finish()`` stores each chunk as it arrives (trains them here when there is no executor).
     """
     chash = cfg.hash()
     todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
@@ -110,7 +110,7 @@ def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Execu
         store_chunk(out / "chunks" / c.file_name, c, chash, res)
         bar.update(len(c.members))
 
-    if ex is None or len(todo) <= 1:
+    if ex is None:
         def finish_here() -> tuple[int, int]:
             for c in todo:
                 store(c, train_chunk(c, cfg))
