@@ -5,7 +5,8 @@ writes the ``.ipynb`` with normalised outputs. Here: (1) the check ``sapa notebo
 notebook: same cells as the .py, executed, every "agree:" line True, small, no machine-specific path; and it
 fails, naming the notebook and the fixing command, on a stale, unexecuted or disagreeing one; (2) every .py
 executes at ``SAPA_SMALL=1`` with every "agree:" line True, and its normalised form has run-independent
-metadata; (3) rendering is reproducible byte for byte; (4) ``-m slow``: at the full budget every notebook
+metadata (all six run in one kernel, reset between them, to save a kernel start each); (3) rendering is
+reproducible byte for byte; (4) ``-m slow``: at the full budget every notebook, each in a fresh kernel,
 prints exactly what its shipped .ipynb shows.
 """
 
@@ -21,8 +22,9 @@ import nbformat
 import numpy as np
 import pytest
 
+from common.validate import InputError
 from sapa.cli import main as sapa_main
-from sapa.notebooks import Notebook, default_dir, execute, find, normalise, problems, render
+from sapa.notebooks import Notebook, default_dir, find, kernel, normalise, problems, render
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOKS = find(ROOT / "notebooks")
@@ -111,9 +113,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "no notebook NN_*.py" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def small_kernel():
+    """One kernel at the small budget for all notebooks (reset between them): saves ~4 CPU-s of start-up each."""
+    with kernel(ROOT / "notebooks", "small") as run:
+        yield run
+
+
+@pytest.mark.xdist_group("notebooks-small")  # one worker, one kernel
 @pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
-def test_notebook_executes_at_the_small_budget_and_agrees(book):
-    nb = normalise(execute(book.py, "small", timeout=600), ROOT)
+def test_notebook_executes_at_the_small_budget_and_agrees(book, small_kernel):
+    nb = normalise(small_kernel(book.py, timeout=600), ROOT)
     agree = [line for line in _printed(nb).splitlines() if "agree:" in line]
     assert agree, "the notebook must print expected / measured / agree lines"
     bad = [line for line in agree if not line.rstrip().endswith("True")]
@@ -125,6 +135,25 @@ def test_notebook_executes_at_the_small_budget_and_agrees(book):
     assert not any("execution" in c.metadata for c in nb.cells)
     assert set(nb.metadata) == {"jupytext", "kernelspec", "language_info", "sapa"} and nb.metadata.sapa == {"budget": "small"}
     assert "version" not in nb.metadata.language_info and str(ROOT) not in nbformat.writes(nb)
+
+
+def test_a_shared_kernel_resets_between_notebooks_and_raises_on_a_failing_cell(tmp_path):
+    first, second, failing, elsewhere = (Notebook(tmp_path / f"0{k}_nb.py") for k in range(1, 5))
+    first.py.write_text("# %%\nimport os\nleftover = 41\nprint(os.environ['SAPA_SMALL'], leftover + 1)\n")
+    second.py.write_text("# %%\nprint('leftover' in dir(), 'os' in dir())\n")
+    failing.py.write_text("# %%\nraise ValueError('boom')\n")
+    (tmp_path / "sub").mkdir()
+    with kernel(tmp_path, "small") as run:
+        assert _printed(run(first.py)) == "1 42\n"
+        assert _printed(run(second.py)) == "False False\n"  # the namespace of the first is gone
+        with pytest.raises(Exception, match="boom"):
+            run(failing.py)
+        assert _printed(run(first.py)) == "1 42\n"  # the kernel survives a failing notebook
+        with pytest.raises(InputError, match="not in the kernel's folder"):
+            run(tmp_path / "sub" / elsewhere.py.name)
+    with pytest.raises(InputError, match="budget must be one of full, small"):
+        with kernel(tmp_path, "medium"):
+            pass
 
 
 TINY = """# %% [markdown]
