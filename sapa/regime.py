@@ -49,11 +49,27 @@ def exponent_windows(prof, edge: float, n_min: float, n_lo: float = N_LO, n_hi: 
     Jacobians ``jac_s``, ``jac`` w.r.t. S and X separately). A window open at a grid end has that end as its boundary
     (``"to": n_hi`` means "exceeds the edge up to the largest N examined").
     """
+    prof = _Memo(prof)
     out = _windows(prof, edge, n_min, n_lo, n_hi, None)
     if per_quantity:
         out["by_quantity"] = {q: _windows(prof, edge, n_min, n_lo, n_hi, (q,))["windows"]
                               for q in ("fro", "jac_s", "jac")}
     return out
+
+
+class _Memo:
+    """``prof`` whose ``exponents(N)`` is computed once per distinct N: the window searches for the maximum and for
+    each quantity evaluate the same grid and, where one quantity leads, the same bisection points (bit-identical)."""
+
+    def __init__(self, prof):
+        self._prof, self._seen = prof, {}
+
+    def exponents(self, N) -> dict:
+        N = np.atleast_1d(np.asarray(N, dtype=np.float64))
+        key = N.tobytes()
+        if key not in self._seen:
+            self._seen[key] = self._prof.exponents(N)
+        return self._seen[key]
 
 
 def _windows(prof, edge: float, n_min: float, n_lo: float, n_hi: float, qs) -> dict:
