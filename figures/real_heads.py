@@ -18,7 +18,6 @@ Data: :func:`empirics.realmodel.real.analyse` (optional extra ``real``).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -261,13 +260,10 @@ def draw_stored(results: str | Path, out_dir: str | Path) -> list[Path]:
 
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
-    """Analyse the model (cached beside ``out_dir`` in ``../real``) and draw; ``small``: 3 texts, 3 lengths."""
+    """Analyse the model (cached beside ``out_dir`` in ``../real``) and draw; ``small``: 2 texts, N = 8, 16, 32."""
     from empirics.realmodel import real
 
-    cfg = real.QUICK
-    if small:
-        cfg = replace(real.QUICK, name="small", Ns=(8, 32, 128), n_texts=3, n_boot=200)
-    res = real.analyse(cfg, cache_dir=Path(out_dir).parent / "real")
+    res = real.analyse(real.SMALL if small else real.QUICK, cache_dir=Path(out_dir).parent / "real")
     return draw(res.to_dict(), out_dir)  # a typed RealResult; draw reads its stored form
 
 

@@ -13,7 +13,7 @@ import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module 
 # spread over both workers computes its module fixture twice. With addopts' --dist loadgroup, tests of one
 # xdist_group run on one worker: every test reading a module-scoped fixture is grouped by its module, and every test
 # reading one of these costly session fixtures by the fixture's name (one computation each, not one per worker).
-SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool")
+SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool", "real_small")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
@@ -89,9 +89,8 @@ def spawn_pool():
         yield ex
 
 
-@pytest.fixture
-def no_network(monkeypatch):
-    """Offline hub variables, and any socket connection raises (tests of the shipped real model)."""
+def _offline(monkeypatch) -> None:
+    """Offline hub variables, and any socket connection raises."""
     from empirics.realmodel import real
 
     for k, v in real.OFFLINE_ENV.items():
@@ -103,6 +102,31 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Offline hub variables, and any socket connection raises (tests of the shipped real model)."""
+    _offline(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def real_small(tmp_path_factory):
+    """One analysis of the shipped model at ``real.SMALL`` (offline, one thread), cached: (result, its cache file).
+
+    The analysis tests read the result; the claim and figure tests put the cache file where they would compute
+    it (an unchanged config and model reuse a cached analysis, as ``sapa verify`` does), so the ~4 CPU-s analysis
+    runs once, not three times."""
+    from empirics.realmodel import real
+
+    for m in real.REQUIRED_MODULES:
+        pytest.importorskip(m)
+    cache = tmp_path_factory.mktemp("real_small")
+    with pytest.MonkeyPatch.context() as mp, real.single_thread():
+        _offline(mp)
+        res = real.analyse(real.SMALL, cache_dir=cache)
+    (file,) = cache.glob("real_heads_*.json")
+    return res, file
 
 
 @pytest.fixture(scope="session")

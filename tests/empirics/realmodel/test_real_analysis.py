@@ -6,7 +6,6 @@ No test may touch the network.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,10 +18,10 @@ pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")
 
 
 @pytest.fixture(scope="module")
-def small_result(real_extras, tmp_path_factory):
-    cfg = replace(real.QUICK, name="test", Ns=(8, 16, 32), n_texts=2, n_boot=100)
-    cache = tmp_path_factory.mktemp("real")
-    return real.analyse(cfg, cache_dir=cache), cfg, cache
+def small_result(real_small):
+    """The session's analysis at ``real.SMALL`` (tests/conftest.py), its config and cache folder."""
+    res, file = real_small
+    return res, real.SMALL, file.parent
 
 def test_analyse_small(small_result):
     res, cfg, cache = small_result
