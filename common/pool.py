@@ -19,6 +19,7 @@ import time
 import torch
 
 from common.allocator import keep_freed_memory
+from common.collector import collect_less_often
 from common.numerics import pin_kernel_dispatch
 
 __all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
@@ -67,6 +68,7 @@ def worker_init(parent_pid: int | None = None, niceness: int = 0) -> None:
     pin_kernel_dispatch()  # inherited from the parent already; kept in case a caller cleared it
     torch.set_num_threads(1)
     keep_freed_memory()  # not inherited through spawn
+    collect_less_often()  # nor is this
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -7,6 +7,11 @@ import socket
 import pytest
 
 import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
+from common.collector import collect_less_often
+
+# As in the `sapa` command, from here on, so that collecting the test modules gains too (common.collector: the
+# cyclic collector's full passes over ~10⁶ objects cost 7 % of the theory, figure and claim tests' CPU).
+collect_less_often()
 
 
 # Under pytest-xdist each worker computes a module- or session-scoped fixture for itself, so a module whose tests are

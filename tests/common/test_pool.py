@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from common.collector import THRESHOLDS
+
 
 def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_worker_takes_its_niceness():
     code = (
@@ -27,12 +29,15 @@ def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_
         "from common.pool import worker_init\n"
         "before = os.nice(0)\n"
         "worker_init(None, niceness=3)\n"
-        "print(os.nice(0) - before, torch.get_num_threads())\n")
+        "print(os.nice(0) - before, torch.get_num_threads())\n"
+        "import gc\n"
+        "print(gc.get_threshold())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # the public determinism call would load inductor and dynamo (2.4 CPU-s a worker); a model built on the meta
     # device, dynamo (1.5–2.4 CPU-s)
     assert out.split("\n")[0] == "False False"
     assert out.split("\n")[1] == "3 1"  # a worker of a lower-priority pool (sapa verify's training study)
+    assert out.split("\n")[2] == str(THRESHOLDS)  # spawned workers inherit no gc thresholds: worker_init sets them
 
 
 @pytest.mark.slow
