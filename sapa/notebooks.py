@@ -103,7 +103,7 @@ def kernel(folder: Path, budget: str = "full"):
 
     The first ``run`` sees a fresh kernel (as :func:`execute`); each later one first clears the kernel's
     namespace and closes its figures (``%reset -f``), so several notebooks run without paying a kernel start
-    and the imports of torch, sympy and scipy each (about 6 CPU-s a notebook). Modules stay imported: fine for
+    and the imports of torch, sympy and scipy each (4–6 CPU-s a notebook on 2 cores). Modules stay imported: fine for
     checking that notebooks run and agree (``tests/notebooks``), not for rendering, which uses :func:`execute`.
     """
     if budget not in BUDGETS:

@@ -115,12 +115,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def small_kernel():
-    """One kernel at the small budget for all notebooks (reset between them): saves ~4 CPU-s of start-up each."""
+    """One kernel at the small budget for all notebooks (reset between them): saves ~4 CPU-s of start-up each.
+    Module-scoped, so its tests run on one worker (tests/conftest.py groups them)."""
     with kernel(ROOT / "notebooks", "small") as run:
         yield run
 
 
-@pytest.mark.xdist_group("notebooks-small")  # one worker, one kernel
 @pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
 def test_notebook_executes_at_the_small_budget_and_agrees(book, small_kernel):
     nb = normalise(small_kernel(book.py, timeout=600), ROOT)
