@@ -334,6 +334,8 @@ def _chunks(n, size=200_000):
 
 def _normals(rng, n, m, tau):
     """n draws of N(0, τ² I_m) and the log importance weights log[φ_1(z)/φ_τ(z)] (0 when τ = 1)."""
+    if tau == 1.0:  # plain Monte Carlo: the weights are 1, the same numbers without computing them
+        return rng.standard_normal((n, m)), 0.0
     z = tau * rng.standard_normal((n, m))
     return z, m * math.log(tau) - 0.5 * (1.0 - tau**-2) * np.sum(z * z, axis=1)
 
