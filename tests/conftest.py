@@ -134,6 +134,20 @@ def real_small(tmp_path_factory):
     return res, file
 
 
+@pytest.fixture
+def real_small_cached_in(real_small, monkeypatch):
+    """``place(folder)``: the session's cached analysis (``real_small``) copied into ``folder``, where ``real.analyse``
+    looks for its cache; computing an analysis again then fails the test (the claim and figure tests read it)."""
+    from empirics.realmodel import real_analysis
+
+    def place(folder) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / real_small[1].name).write_bytes(real_small[1].read_bytes())
+
+    monkeypatch.setattr(real_analysis, "_setup", lambda *a: pytest.fail("the cached analysis was computed again"))
+    return place
+
+
 @pytest.fixture(scope="session")
 def softmax_verify(tmp_path_factory):
     """One ``sapa verify --only thm4.1-norm thm4.1-jacobian`` (quick budget, seed 0), shared by the CLI and ledger

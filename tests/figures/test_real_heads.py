@@ -22,13 +22,9 @@ def test_map_exponent_is_the_exact_local_exponent():
     assert real_heads.map_exponent(np.array([8, 512]), 2.0) == pytest.approx([0.5, 0.5])
 
 
-def test_main_small(tmp_path, real_small, monkeypatch):
+def test_main_small(tmp_path, real_small_cached_in):
     """``main(small=True)`` reuses an analysis cached beside the figures (here the session's, tests/conftest.py)."""
-    from empirics.realmodel import real_analysis
-
-    (tmp_path / "real").mkdir()
-    (tmp_path / "real" / real_small[1].name).write_bytes(real_small[1].read_bytes())
-    monkeypatch.setattr(real_analysis, "_setup", lambda *a: pytest.fail("the cached analysis was computed again"))
+    real_small_cached_in(tmp_path / "real")
     paths = real_heads.main(tmp_path / "figures", small=True)
     assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
     assert all(p.stat().st_size > 10_000 for p in paths)

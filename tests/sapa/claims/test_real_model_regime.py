@@ -120,15 +120,11 @@ def test_registered_as_a_question():
     assert claim.check is real_model_regime.check_real_model_regime and "all-MiniLM-L6-v2" in claim.statement
 
 
-def test_end_to_end_small(monkeypatch, tmp_path, real_small):
+def test_end_to_end_small(monkeypatch, tmp_path, real_small_cached_in):
     """The check on a small configuration (2 texts, N = 8, 16, 32): a question verdict, 12 readings, a figure, JSON.
     Its analysis is the session's (tests/conftest.py), found in the claim's cache folder as ``sapa verify`` would."""
     monkeypatch.setattr(real, "QUICK", real.SMALL)
-    (tmp_path / "real").mkdir()
-    (tmp_path / "real" / real_small[1].name).write_bytes(real_small[1].read_bytes())
-    from empirics.realmodel import real_analysis
-
-    monkeypatch.setattr(real_analysis, "_setup", lambda *a: pytest.fail("the cached analysis was computed again"))
+    real_small_cached_in(tmp_path / "real")
     entry = run_claim(real_model_regime.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
     assert entry.verdict in QUESTION_VERDICTS and entry.kind == "question" and entry.answer
     assert entry.rule["name"] == "head-fraction" and len(entry.readings) == 12
