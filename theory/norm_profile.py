@@ -211,14 +211,23 @@ def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Pr
 
 def _quadrature_profile(act: Activation, spec: ModelSpec) -> Profile:
     psi = act.shape
-    fns = {"fro": (_lam(psi), _lam(sp.diff(psi, N_))),
-           "jac": (_lam(sp.diff(psi, x_)), _lam(sp.diff(psi, x_, N_)))}
+    parts = _factor_in_n(psi)
+    if parts is None:
+        fns = {"fro": (_lam(psi), _lam(sp.diff(psi, N_))),
+               "jac": (_lam(sp.diff(psi, x_)), _lam(sp.diff(psi, x_, N_)))}
+    else:  # ψ = c(N)·h(x): E ψ² = c(N)²·E h², one quadrature for all N
+        h, c = parts
+        fns = {"fro": _lam(h), "jac": _lam(sp.diff(h, x_))}
+        c_of, dc_of = _lam(c), _lam(sp.diff(c, N_))
 
     def evaluate(rules: _Rules) -> tuple[dict, dict]:
         f, df = {}, {}
         for q, nodes, which in (("fro_off", rules.off, "fro"), ("fro_diag", rules.diag, "fro"),
                                 ("jac_s_off", rules.off, "jac"), ("jac_s_diag", rules.diag, "jac"),
                                 ("jac_off", rules.joff, "jac"), ("jac_diag", rules.jdiag, "jac")):
+            if parts is not None:
+                f[q], df[q] = _factored(fns[which], nodes, c_of, dc_of)
+                continue
             g, gN = fns[which]
 
             def val(N, g=g, nodes=nodes):
@@ -247,6 +256,45 @@ def _quadrature_profile(act: Activation, spec: ModelSpec) -> Profile:
     cvals = {k: v(probe) for k, v in coarse[0].items()}
     err = float(z_err + max(_rel(vals[k], cvals[k]) for k in vals))
     return Profile(act, spec, "quadrature", err, best[0], best[1], _coarse=coarse[0], z_error=float(z_err))
+
+
+def _factor_in_n(psi: sp.Expr) -> tuple[sp.Expr, sp.Expr] | None:
+    """(h(x), c(N)) with ψ = c(N)·h(x) (tanh(x)/√N, log|x − a|, gelu(x)·log(1 + N)/N), or None if ψ does not factor.
+
+    Then every per-entry expectation is c(N)² (or 2c(N)c'(N)) times one quadrature over the nodes, instead of
+    one quadrature per size asked for: the audit asks for hundreds of sizes (crossover grid, growth windows),
+    and a rule has up to millions of nodes."""
+    if not psi.has(N_):
+        return psi, sp.Integer(1)
+    if not psi.free_symbols <= {x_, N_}:
+        return None
+    parts = sp.separatevars(psi, symbols=[x_, N_], dict=True)
+    if parts is None:
+        return None
+    return parts[x_], parts["coeff"] * parts[N_]
+
+
+def _factored(h_of, nodes, c_of, dc_of):
+    """(value, d/dN) of E(c(N)·h(S))² over ``nodes``: c(N)²·E h² and 2c(N)c'(N)·E h², E h² computed once."""
+    memo: list = []
+
+    def mean_h2() -> float:
+        if not memo:
+            vals = h_of(nodes.x, 1.0)  # (K,): h has no N
+            memo.append(float(vals * vals @ nodes.w))
+        return memo[0]
+
+    def val(N):
+        N = np.atleast_1d(np.asarray(N, dtype=np.float64))
+        with np.errstate(invalid="ignore"):  # c = 0 at an infinite E h² reads NaN, as the direct product does
+            return c_of(1.0, N) ** 2 * mean_h2()
+
+    def dval(N):
+        N = np.atleast_1d(np.asarray(N, dtype=np.float64))
+        with np.errstate(invalid="ignore"):
+            return 2 * c_of(1.0, N) * dc_of(1.0, N) * mean_h2()
+
+    return val, dval
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
