@@ -140,12 +140,14 @@ def test_notebook_executes_at_the_small_budget_and_agrees(book, small_kernel):
 def test_a_shared_kernel_resets_between_notebooks_and_raises_on_a_failing_cell(tmp_path):
     first, second, failing, elsewhere = (Notebook(tmp_path / f"0{k}_nb.py") for k in range(1, 5))
     first.py.write_text("# %%\nimport os\nleftover = 41\nprint(os.environ['SAPA_SMALL'], leftover + 1)\n")
-    second.py.write_text("# %%\nprint('leftover' in dir(), 'os' in dir())\n")
+    second.py.write_text("# %%\nprint('leftover' in dir(), 'os' in dir(), '_sapa_reset' in dir())\n"
+                         "import gc\nprint(type(gc.collect).__name__)\n")
     failing.py.write_text("# %%\nraise ValueError('boom')\n")
     (tmp_path / "sub").mkdir()
     with kernel(tmp_path, "small") as run:
         assert _printed(run(first.py)) == "1 42\n"
-        assert _printed(run(second.py)) == "False False\n"  # the namespace of the first is gone
+        # the namespace of the first is gone, the reset's own helper too, and gc.collect is the real one again
+        assert _printed(run(second.py)) == "False False False\nbuiltin_function_or_method\n"
         with pytest.raises(Exception, match="boom"):
             run(failing.py)
         assert _printed(run(first.py)) == "1 42\n"  # the kernel survives a failing notebook
