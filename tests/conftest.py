@@ -151,16 +151,23 @@ def real_small_cached_in(real_small, monkeypatch):
 @pytest.fixture(scope="session")
 def softmax_verify(tmp_path_factory):
     """One ``sapa verify --only thm4.1-norm thm4.1-jacobian`` (quick budget, seed 0), shared by the CLI and ledger
-    tests: (exit code, stdout, stderr, results directory, the parsed ledger.json)."""
+    tests: (exit code, stdout, stderr, results directory, the parsed ledger.json).
+
+    One part is smaller than at the quick budget: the Lipschitz search w.r.t. X that the Jacobian entry reports
+    (not asserted; its own tests are in tests/empirics/kernels/test_lipschitz.py) runs at N = 4, 8, not 4, 8, 16:
+    N = 16 alone took ~4 of the fixture's ~10 CPU-s."""
     import contextlib
     import io
     import json
 
+    from empirics.experiments import softmax_bounds
     from sapa.cli import main
 
     out_dir = tmp_path_factory.mktemp("softmax_verify") / "res"
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    search = softmax_bounds.lipschitz_search
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(softmax_bounds, "lipschitz_search", lambda Ns, *a: search([n for n in Ns if n <= 8], *a))
         code = main(["verify", "--only", "thm4.1-norm", "thm4.1-jacobian", "--out", str(out_dir)])
     ledger = json.loads((out_dir / "ledger.json").read_text()) if code == 0 else None
     return code, out.getvalue(), err.getvalue(), out_dir, ledger

@@ -103,7 +103,7 @@ def test_softmax_logit_jacobian_spectral_norm_at_most_half():
     # J = diag(p) − p pᵀ has ‖J‖₂ ≤ 1/2 for every logit vector (row-block-diagonal for S).
     for seed in range(20):
         S = _rand(4, 7, seed=seed, scale=[0.1, 1.0, 5.0, 30.0][seed % 4])
-        res = spectral_norm(softmax_rows, S, tol=1e-12, max_iter=5000)
+        res = spectral_norm(softmax_rows, S, tol=1e-9, max_iter=5000)  # Ritz residual 1e-9: σ² within 1e-9·σ²
         assert res.sigma <= 0.5 + 1e-12
         assert res.sigma == pytest.approx(_dense_norms(softmax_rows, S)[0], rel=1e-6)
 
