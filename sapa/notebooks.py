@@ -174,8 +174,7 @@ def _reset(km, timeout: int) -> None:
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=timeout)
-        reply = kc.execute_interactive(_RESET, 
-                                       timeout=timeout, output_hook=lambda msg: None)
+        reply = kc.execute_interactive(_RESET, timeout=timeout, output_hook=lambda msg: None)
         if reply["content"]["status"] != "ok":
             raise RuntimeError(f"resetting the notebook kernel failed: {reply['content'].get('evalue')}")
     finally:
