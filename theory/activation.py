@@ -8,9 +8,10 @@ dependence c(N, i)·ψ(x, N) is split off as ``row_factor`` when it is a factor.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import sympy as sp
@@ -30,6 +31,7 @@ N_CHECK = (1.0, 2.0, 3.0, 16.0, 196.0, 4096.0, 1e6)
 TAIL_X = (1e3, 1e6)  # polynomial-growth check of unnormalised φ: |φ(1e6)|/|φ(1e3)| ≤ 10^(3·TAIL_MAX_POWER)
 TAIL_MAX_POWER = 2 * POLY_MAX_DEGREE
 PARSE_SECONDS = 120.0  # cap on parse_activation as a whole (sympy's simplify can take for ever on a hostile input)
+PARSE_CACHE = 256  # validated activations kept per process (parse_activation)
 MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take for ever on exp(exp(exp(60))))
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
@@ -350,11 +352,27 @@ def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> 
     """
     normalize = choice("--normalize", normalize, NORMALIZE)
     mask = choice("--mask", mask, MASKS)
+    if not isinstance(text, str):
+        _parse(text)  # one line: what an activation must be (and an unhashable text never reaches the cache)
     with deadline(PARSE_SECONDS, f"parsing and checking the activation {text[:60]!r}"):
-        return _parse_activation(text, normalize, mask)
+        act = _checked(text, normalize)
+    return act if mask == "none" else replace(act, mask=mask)
 
 
-def _parse_activation(text: str, normalize: str, mask: str) -> Activation:
+@functools.lru_cache(maxsize=PARSE_CACHE)
+def _checked(text: str, normalize: str) -> Activation:
+    """The validated activation of ``text`` (mask "none"), parsed and checked once per process.
+
+    Validation is the costly part (the real-line check evaluates φ and φ' at ~10⁵ points, sending those beyond
+    long double's range to mpmath one by one: 0.5–1.9 s for the ALiBi sigmoid), and the same texts come back
+    (a claim's activations in every reading, a test module's parametrisations). The mask is only recorded, so
+    masked and unmasked share one entry. An :class:`Activation` is immutable; a refused text raises each time
+    (exceptions are not cached).
+    """
+    return _parse_activation(text, normalize)
+
+
+def _parse_activation(text: str, normalize: str) -> Activation:
     expr = _parse(text)
     gap = undefined_part(expr, x_, N_, {i_: 1, j_: 2})
     if gap is not None:
@@ -377,5 +395,5 @@ def _parse_activation(text: str, normalize: str, mask: str) -> Activation:
         poly = sp.Poly(sp.expand(shape), x_)
         if poly.degree() <= POLY_MAX_DEGREE:
             coeffs = tuple(sp.simplify(c) for c in reversed(poly.all_coeffs()))
-    return Activation(text=text, expr=expr, normalize=normalize, mask=mask, shape=shape, row_factor=row_factor,
+    return Activation(text=text, expr=expr, normalize=normalize, shape=shape, row_factor=row_factor,
                       separable=separable, coeffs=coeffs, singular=singular)

@@ -1,5 +1,6 @@
 """Tests for `theory/activation.py`'s numeric evaluation: where float64 overflows (inf/inf), values come from
-long double (vectorised, checked on a sample against 30-digit mpmath) or from mpmath point by point."""
+long double (vectorised, checked on a sample against 30-digit mpmath) or from mpmath point by point; and for its
+cache of validated activations."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import sympy as sp
 
 from theory import activation
-from theory.activation import _fill_in_extended_precision, _lam, x_
+from common.validate import InputError
+from theory.activation import _fill_in_extended_precision, _lam, parse_activation, x_
 
 EXTENDED = np.finfo(np.longdouble).max > np.finfo(np.float64).max
 LOGISTIC = sp.exp(x_) / (1 + sp.exp(x_))  # inf/inf in float64 beyond x ≈ 709.8, in long double beyond ≈ 11356
@@ -71,3 +73,30 @@ def test_a_pole_stays_infinite_and_a_complex_value_stays_undefined():
     assert got[0] == math.inf and got[1] == 0.5
     got = _lam(sp.log(x_))(np.array([-1.0, math.e]), 4.0)
     assert math.isnan(got[0]) and got[1] == pytest.approx(1.0, rel=1e-15)
+
+
+def test_a_text_is_validated_once_and_the_mask_shares_its_entry(monkeypatch):
+    """parse_activation keeps validated activations: the second call, masked or not, runs no check; each
+    result equals a parse without the cache, field by field."""
+    text = "tanh(x/8)*log(1 + N)/N + 1e-3*x/sqrt(N)"  # texts no other test parses, so this process has not seen them
+    positive = "exp(x/8 + tanh(x)/1000)"
+    checks = []
+    real = activation._parse_activation
+    monkeypatch.setattr(activation, "_parse_activation", lambda *a: checks.append(a) or real(*a))
+    first = parse_activation(text)
+    again, causal, row = parse_activation(text), parse_activation(text, mask="causal"), parse_activation(positive, "row")
+    assert checks == [(text, "none"), (positive, "row")]  # one validation per (text, normalisation)
+    assert again is first and causal.mask == "causal" and first.mask == "none"
+    fresh = real(text, "none")  # no cache
+    for f in ("text", "expr", "normalize", "shape", "row_factor", "separable", "coeffs", "singular"):
+        assert getattr(first, f) == getattr(fresh, f) == getattr(causal, f), f
+    assert row.normalize == "row" and parse_activation(positive, "row") is row
+
+
+def test_a_refused_text_is_refused_every_time_and_a_non_text_in_one_line():
+    for _ in range(2):  # exceptions are not cached
+        with pytest.raises(InputError, match="beyond float64.s range"):
+            parse_activation("exp(x**2)")
+    for bad in (["x"], None, 3):  # unhashable or not a string: the one-line error, not the cache's TypeError
+        with pytest.raises(InputError, match="non-empty expression"):
+            parse_activation(bad)
