@@ -26,6 +26,16 @@ def _agree(act, spec, N, trials, seed=0):
 
 
 @pytest.mark.parametrize("mask", ["none", "causal"])
+def test_alibi_sigmoid_agrees_with_monte_carlo_on_a_small_head(mask):
+    """Quadrature vs 300 Monte Carlo draws at N = 64 on a D = 128, d = 32 head. The acceptance sizes (D = 768) run
+    under ``-m slow``: their draws allocate ~0.4 GB and take ~5 CPU-s a mask, for the same comparison."""
+    prof, z = _agree(parse_activation(ALIBI, "none", mask), model_spec("iid", 128, 32), 64, 300)
+    assert prof.method == "quadrature" and prof.relative
+    assert max(abs(v) for v in z.values()) < Z99_9, z
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mask", ["none", "causal"])
 def test_alibi_sigmoid_at_the_acceptance_sizes_agrees_with_monte_carlo(mask):
     # sapa audit ALIBI --model iid --N 64 --D 768 --d 64: the numbers of that command are these totals
     prof, z = _agree(parse_activation(ALIBI, "none", mask), model_spec("iid", 768, 64), 64, 300)
