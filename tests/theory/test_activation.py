@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from theory import activation
 from common.validate import InputError
+from theory import activation
 from theory.activation import _fill_in_extended_precision, _lam, parse_activation, x_
 
 EXTENDED = np.finfo(np.longdouble).max > np.finfo(np.float64).max
