@@ -92,9 +92,14 @@ def lr_factor(step: int, plan: TaskPlan) -> float:
 
 
 def _eval_batch(cfg: StudyConfig, data: _Data, E: int) -> int:
-    """Evaluation sequences per forward so that E members stay within the memory budget."""
+    """Evaluation sequences per forward: the training batch B, fewer if E members would exceed the memory budget.
+
+    A step's tensor sizes reuse the step's memory and stay in cache: one forward over the whole 408-image test set
+    (E = 8, N = 64) ran its products 3–10× slower per flop than a step, and a quick digits chunk's evaluations took
+    7.3 CPU-s of 26 at once, 4.4 in slices. A sequence's loss does not depend on the slicing (tested).
+    """
     per_seq = 4.0 * cfg.model.layers * (3 * cfg.model.heads * data.N ** 2 + 8 * data.N * cfg.model.width)
-    return max(1, int(MEMORY_BYTES / 2 // (per_seq * E)))
+    return max(1, min(data.B, int(MEMORY_BYTES / 2 // (per_seq * E))))
 
 
 def _evaluate(prm, spec, rowc, data: _Data, xy, E: int, cfg: StudyConfig) -> tuple[np.ndarray, np.ndarray]:

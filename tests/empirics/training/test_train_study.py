@@ -236,3 +236,32 @@ def test_text_floor_is_the_bigram_on_the_validation_windows_the_curves_are_read_
     assert text_validation_floor(64) == val and val > test + 0.05
     res = SimpleNamespace(runs=pd.DataFrame({"task": ["text", "digits"], "N": [64, 16]}), config={})
     assert study_floors(res) == {("text", 64): val, ("digits", 16): 0.1}
+
+
+@pytest.mark.parametrize("task, N", [("digits", 16), ("text", 16)])
+def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypatch, task, N):
+    """Evaluation runs in slices of B sequences; each sequence's loss and prediction are those of one whole forward."""
+    import torch
+
+    from empirics.training import study_chunk as sc
+    from empirics.training.ensemble import EnsembleSpec, stack_members
+
+    cfg = ts.study_config(replace(MICRO, tasks=(task,), arms=("softmax", "x_sqrtN"),
+                                  digits=replace(MICRO.digits, batch=8, eval_size=40),
+                                  text=replace(MICRO.text, batch=64, eval_size=26)))
+    data = sc._Data(cfg, task, N)
+    chunk = [c for c in ts.plan_chunks(cfg, task, N, None) if c.family == "p1"][0]
+    arm = ts.ARMS[chunk.members[0].arm]
+    spec = EnsembleSpec(task, N, cfg.model, arm.family, vocab=data.vocab, classes=data.classes)
+    E = len(chunk.members)
+    prm = stack_members(spec, [torch.Generator().manual_seed(e) for e in range(E)])
+    rowc = torch.stack([ts.ARMS[m.arm].row_coefficients(N, m.alpha) for m in chunk.members])  # (E, N)
+    n = len(data.test[1])
+    assert sc._eval_batch(cfg, data, E) == data.B < n  # several slices, the last one short
+    loss, acc = sc._evaluate(prm, spec, rowc, data, data.test, E, cfg)
+    monkeypatch.setattr(sc, "_eval_batch", lambda *a: n)
+    loss1, acc1 = sc._evaluate(prm, spec, rowc, data, data.test, E, cfg)
+    per = n * (1 if task == "digits" else N)
+    np.testing.assert_allclose(loss, loss1, rtol=1e-6)  # float32 logits: products of other sizes may round differently
+    assert np.all(np.abs(acc - acc1) <= 1 / per + 1e-12)  # at most one prediction at a float32 tie
+    assert len(set(acc.round(12))) > 1 or len(set(loss.round(9))) > 1  # members differ: the check is not vacuous
