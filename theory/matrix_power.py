@@ -168,16 +168,24 @@ def matrix_power_growth(p, W, N=None) -> MatrixPowerGrowth:
         Wp = mm(Wp, Wa)
     lead = _sym(sum(x * x for x in Wp.ravel())) if exact else float(np.sum(Wp * Wp))
     if p <= P_MAX_MATRIX_POWER_EXACT:
-        cache: dict = {}
+        products: dict = {"W": Wa, "T": Wa.T}
 
-        def tr(word):
-            if word not in cache:
-                M = None
-                for ch in word:
-                    F = Wa if ch == "W" else Wa.T
-                    M = F if M is None else mm(M, F)
-                cache[word] = _sym(sum(M[i, i] for i in range(D))) if exact else float(np.trace(M))
-            return cache[word]
+        def mat(word):  # the product of the word's letters, from its cached prefix: (D, D)
+            if word not in products:
+                products[word] = mm(mat(word[:-1]), products[word[-1]])
+            return products[word]
+
+        traces: dict = {}
+
+        def tr(word):  # tr(M_u M_v) = Σ_ij (M_u)_ij (M_v)_ji for word = uv: no product of the halves is formed
+            if word not in traces:
+                if len(word) == 1:
+                    H = np.diagonal(Wa)  # (D,)
+                else:
+                    k = (len(word) + 1) // 2
+                    H = mat(word[:k]) * mat(word[k:]).T  # (D, D) element-wise
+                traces[word] = _sym(sum(H.ravel())) if exact else float(np.sum(H))
+            return traces[word]
 
         poly = 0
         for c, words, cnt in _matrix_power_terms(p):
