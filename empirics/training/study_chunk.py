@@ -103,7 +103,7 @@ def _eval_batch(cfg: StudyConfig, data: _Data, E: int) -> int:
 
 
 def _evaluate(prm, spec, rowc, data: _Data, xy, E: int, cfg: StudyConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(E,) mean loss and accuracy of every member on (x, y), in slices that fit the memory budget."""
+    """(E,) mean loss and accuracy of every member on (x, y), in slices of at most the training batch (_eval_batch)."""
     x, y = xy
     n = len(y)
     step = _eval_batch(cfg, data, E)
