@@ -16,7 +16,8 @@ y_k = W_Q b_k, z_i = W_K a_i, so dS_ik = dx_i·y_k + z_i·dx_k. The row Jacobian
 
 Masked entries (causal: k > i) are 0 and carry no derivative. Then
 
-* ‖∂φ/∂S‖²_F = Σ_i ‖R_i‖²_F: Σ g² (element-wise) or Σ_ik g_ik²(1 − 2P_ik + ‖P_i‖²) (row);
+* ‖∂φ/∂S‖²_F = Σ_i ‖R_i‖²_F: Σ g² (element-wise) or Σ_ik g_ik²(1 − 2P_ik + ‖P_i‖²) (row; at the entry P_im > ½
+  of a near-one-hot row as (1 − P_im)² + Σ_{l≠m} P_il² with 1 − P_im = Σ_{l≠m} P_il, see :func:`dominant`);
 * ‖∂φ/∂X‖²_F (attention matrix): element-wise Σ_{i≠k} g_ik²(‖y_k‖² + ‖z_i‖²) + Σ_i g_ii²‖y_i + z_i‖²;
   row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`empirics.experiments.audit`);
 * the layer: with v_k = W_Vᵀx_k, c_i = 0 (element-wise) or Σ_k P_ik v_k (row), ω_ik = g_ik(v_k − c_i),
@@ -40,7 +41,7 @@ from common.validate import InputError
 from empirics.kernels.norms import NormOverflowError
 
 __all__ = ["Layer", "HeadNorms", "ExprNorms", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
-           "expr_norms", "layer_jac_fro2", "LayerOperator", "MAX_ENTRIES"]
+           "expr_norms", "layer_jac_fro2", "dominant", "LayerOperator", "MAX_ENTRIES"]
 
 MAX_ENTRIES = 2**28  # N·N per head times heads: one float64 (N, N) per head at a time, refuse beyond ~2 GiB
 
@@ -202,35 +203,88 @@ def _log2(v: float, e2: int) -> float:
     return math.log2(v) + e2 if v > 0 else -math.inf
 
 
+def dominant(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(m, has, q): the column m_i of each row's largest P, whether P_im > ½, and q_i = 1 − P_im without cancellation.
+
+    A row-normalised row sums to 1, so 1 − P_im = Σ_{l≠m} P_il: a sum of small non-negative terms, exact to
+    round-off even when P_im rounds to 1 (near-one-hot rows, logit gaps ≳ 37). At most one entry of a row exceeds ½;
+    every other entry k has 1 − 2P_ik ≥ 0, so the row Jacobian's 1 − 2P_ik + ‖P_i‖² sums non-negative terms there.
+    """
+    N = P.shape[0]
+    m = np.argmax(P, axis=1)
+    rows = np.arange(N)
+    has = P[rows, m] > 0.5
+    P0 = P.copy()
+    P0[rows, m] = 0.0
+    return m, has, np.where(has, P0.sum(axis=1), 1.0 - P[rows, m])
+
+
+def _row_col_norms2(P: np.ndarray, m, has, q) -> np.ndarray:
+    """c_ik = ‖e_k − P_i‖² = 1 − 2P_ik + ‖P_i‖², at k = m_i as q_i² + Σ_{l≠m} P_il² (no cancellation), (N, N)."""
+    rows = np.arange(P.shape[0])
+    p2 = np.sum(P * P, axis=1)
+    c = 1.0 - 2.0 * P + p2[:, None]
+    P0 = P.copy()
+    P0[rows, m] = 0.0
+    c[rows[has], m[has]] = q[has] ** 2 + np.sum(P0 * P0, axis=1)[has]
+    return c
+
+
+def _row_jac2(P, g, Y, Z, m, has, q) -> float:
+    """Σ_i ‖∂P_i/∂X‖²_F for row-normalised P, with the two entries that cancel written out.
+
+    Row i: ∂P_i/∂x_k = R_i e_k z_iᵀ (k ≠ i) and M_i = R_iY + R_i e_i z_iᵀ (k = i), whose row k is
+    g_ik y_k − P_ik w_i (+ g_ii z_i at k = i), u_i = Σ_l g_il y_l, w_i = u_i + g_ii z_i. ‖M_i‖² is summed as
+    Σ_k g_ik²‖y_k‖² − 2 w_i·Σ_k P_ik g_ik y_k + ‖w_i‖² Σ_k P_ik² over k ∉ {i, m_i} (every P_ik ≤ ½ there), plus
+    the rows k = i and k = m_i as vectors: at the dominant k = m_i (P_im > ½) g_im y_m − P_im w_i is
+    g_im q_i y_m − P_im(u_i^(−m) + g_ii z_i), u_i^(−m) = Σ_{l≠m} g_il y_l, and at m_i = i g_ii q_i(y_i + z_i) − P_ii u_i^(−i).
+    O(N² D) in matrix products.
+    """
+    N, D = Y.shape
+    rows = np.arange(N)
+    c = _row_col_norms2(P, m, has, q)
+    G2c = g * g * c
+    G2c[rows, rows] = 0.0
+    off = G2c.sum(axis=1)  # Σ_{k≠i} ‖R_i e_k‖²; the block k = i is M_i
+    gii, pii = np.diagonal(g).copy(), np.diagonal(P).copy()
+    keep = np.ones((N, N))
+    keep[rows, rows] = 0.0
+    keep[rows[has], m[has]] = 0.0
+    g0 = g.copy()
+    g0[rows[has], m[has]] = 0.0
+    u, um = g @ Y, g0 @ Y  # (N, N) @ (N, D): u_i and u_i^(−m) (= u_i where no entry exceeds ½)
+    w = u + gii[:, None] * Z
+    gk, pk = g * keep, P * keep
+    rest = (gk * gk) @ np.sum(Y * Y, axis=1) - 2 * np.sum(w * ((pk * gk) @ Y), axis=1) \
+        + np.sum(pk * pk, axis=1) * np.sum(w * w, axis=1)
+    self_dom = has & (m == rows)
+    Ed = gii[:, None] * (Y + Z) - pii[:, None] * w  # row k = i of M_i (not dominant)
+    gm, pm = g[rows, m], P[rows, m]
+    Em = np.where(self_dom[:, None], (gii * q)[:, None] * (Y + Z) - pii[:, None] * um,
+                  (gm * q)[:, None] * Y[m] - pm[:, None] * (um + gii[:, None] * Z))  # row k = m_i
+    diag = np.where(self_dom, 0.0, np.sum(Ed * Ed, axis=1)) + np.where(has, np.sum(Em * Em, axis=1), 0.0)
+    return float(np.sum(off * np.sum(Z * Z, axis=1)) + np.sum(rest) + np.sum(diag))
+
+
 def head_norms(h: _Head) -> HeadNorms:
     """‖φ(S)‖²_F, ‖∂φ/∂S‖²_F, ‖∂φ/∂X‖²_F of one head, each scaled before squaring (log₂)."""
     eP, eg = _pow2(h.P), _pow2(h.g)
     P, g = np.ldexp(h.P, -eP), np.ldexp(h.g, -eg)  # exact
     fro2 = float(np.sum(P * P))
     G2 = g * g
-    if h.row:
-        Ph = h.P  # the true P (≤ 1) enters the row Jacobian's 1 − 2P + ‖P‖²
-        p2 = np.sum(Ph * Ph, axis=1)
-        Jrow = np.sum(G2 * (1.0 - 2.0 * Ph + p2[:, None]), axis=1)  # ‖R_i‖²_F / 2^(2eg)
-        jac_s2 = float(Jrow.sum())
-    else:
-        jac_s2 = float(G2.sum())
     ey = max(_pow2(h.Y), _pow2(h.Z))
     Y, Z = np.ldexp(h.Y, -ey), np.ldexp(h.Z, -ey)
-    ny2, nz2 = np.sum(Y * Y, axis=1), np.sum(Z * Z, axis=1)
-    if not h.row:
+    if h.row:
+        m, has, q = dominant(h.P)  # the true P (≤ 1) enters the row Jacobian's e_k − P_i
+        jac_s2 = float(np.sum(G2 * _row_col_norms2(h.P, m, has, q)))  # Σ_i ‖R_i‖²_F / 2^(2eg)
+        jac2 = _row_jac2(h.P, g, Y, Z, m, has, q)
+    else:
+        jac_s2 = float(G2.sum())
+        ny2, nz2 = np.sum(Y * Y, axis=1), np.sum(Z * Z, axis=1)
         off = G2.copy()
         np.fill_diagonal(off, 0.0)
         diagR = np.sum((Y + Z) ** 2, axis=1)  # ‖y_i + z_i‖²
         jac2 = float((off @ ny2).sum() + (off.sum(axis=1) * nz2).sum() + (np.diagonal(G2) * diagR).sum())
-    else:
-        Ph = h.P
-        YY, V = Y @ Y.T, Z @ Y.T  # (N, N): y_i·y_k, z_i·y_k
-        GYY = g @ YY
-        JY = G2 @ ny2 - 2 * np.sum(Ph * g * GYY, axis=1) + p2 * np.sum(GYY * g, axis=1)  # ‖R_iY‖²_F
-        gv, pgv = np.sum(g * V, axis=1), np.sum(Ph * g * V, axis=1)
-        gii, vii, pii = np.diagonal(g), np.diagonal(V), np.diagonal(Ph)
-        jac2 = float(np.sum(JY + nz2 * Jrow + 2 * gii * (gii * vii - pgv - (pii - p2) * gv)))
     return HeadNorms(_log2(fro2, 2 * eP), _log2(jac_s2, 2 * eg), _log2(max(jac2, 0.0), 2 * eg + 2 * ey))
 
 
@@ -358,20 +412,37 @@ class LayerOperator:
         else:
             self.idx = [0 if head is None else int(head)]
         self.heads = {k: _head(self.X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in self.idx}
+        self._dom = {id(h): dominant(h.P) for h in self.heads.values() if h.row}
         self.values = layer.has_values and head is None
         self.in_shape = self.X.shape
         N = self.X.shape[0]
         self.out_shape = (N, layer.Wo.shape[2]) if self.values else (N, N)
 
     def _dP(self, h: _Head, dS: np.ndarray) -> np.ndarray:
-        if h.row:
-            return h.g * dS - h.P * np.sum(h.g * dS, axis=1, keepdims=True)
-        return h.g * dS
+        """R_i dS_i per row; at the dominant k = m_i as g_im q_i dS_im − P_im Σ_{l≠m} g_il dS_il (no cancellation)."""
+        if not h.row:
+            return h.g * dS
+        m, has, q = self._dom[id(h)]
+        rows = np.arange(dS.shape[0])
+        gd = h.g * dS
+        out = gd - h.P * gd.sum(axis=1, keepdims=True)
+        gd0 = gd.copy()
+        gd0[rows, m] = 0.0
+        out[rows[has], m[has]] = (gd[rows, m] * q - h.P[rows, m] * gd0.sum(axis=1))[has]
+        return out
 
     def _dS_adj(self, h: _Head, Pbar: np.ndarray) -> np.ndarray:
-        if h.row:
-            return h.g * (Pbar - np.sum(h.P * Pbar, axis=1, keepdims=True))
-        return h.g * Pbar
+        """R_iᵀ P̄_i per row; at l = m_i as g_im (q_i P̄_im − Σ_{k≠m} P_ik P̄_ik)."""
+        if not h.row:
+            return h.g * Pbar
+        m, has, q = self._dom[id(h)]
+        rows = np.arange(Pbar.shape[0])
+        pp = h.P * Pbar
+        out = h.g * (Pbar - pp.sum(axis=1, keepdims=True))
+        pp0 = pp.copy()
+        pp0[rows, m] = 0.0
+        out[rows[has], m[has]] = (h.g[rows, m] * (q * Pbar[rows, m] - pp0.sum(axis=1)))[has]
+        return out
 
     def matvec(self, E: np.ndarray) -> np.ndarray:
         """J E for a direction E (N, D)."""
