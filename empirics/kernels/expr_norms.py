@@ -240,7 +240,7 @@ def _row_jac2(P, g, Y, Z, m, has, q) -> float:
     g_im q_i y_m − P_im(u_i^(−m) + g_ii z_i), u_i^(−m) = Σ_{l≠m} g_il y_l, and at m_i = i g_ii q_i(y_i + z_i) − P_ii u_i^(−i).
     O(N² D) in matrix products.
     """
-    N, D = Y.shape
+    N = Y.shape[0]
     rows = np.arange(N)
     c = _row_col_norms2(P, m, has, q)
     G2c = g * g * c
