@@ -230,7 +230,7 @@ def _row_col_norms2(P: np.ndarray, m, has, q) -> np.ndarray:
     return c
 
 
-def _row_jac2(P, g, Y, Z, m, has, q) -> float:
+def _row_jac2(P, g, Y, Z, m, has, q, c) -> float:
     """Σ_i ‖∂P_i/∂X‖²_F for row-normalised P, with the two entries that cancel written out.
 
     Row i: ∂P_i/∂x_k = R_i e_k z_iᵀ (k ≠ i) and M_i = R_iY + R_i e_i z_iᵀ (k = i), whose row k is
@@ -242,8 +242,7 @@ def _row_jac2(P, g, Y, Z, m, has, q) -> float:
     """
     N = Y.shape[0]
     rows = np.arange(N)
-    c = _row_col_norms2(P, m, has, q)
-    G2c = g * g * c
+    G2c = g * g * c  # c = _row_col_norms2(P, m, has, q), (N, N)
     G2c[rows, rows] = 0.0
     off = G2c.sum(axis=1)  # Σ_{k≠i} ‖R_i e_k‖²; the block k = i is M_i
     gii, pii = np.diagonal(g).copy(), np.diagonal(P).copy()
@@ -276,8 +275,9 @@ def head_norms(h: _Head) -> HeadNorms:
     Y, Z = np.ldexp(h.Y, -ey), np.ldexp(h.Z, -ey)
     if h.row:
         m, has, q = dominant(h.P)  # the true P (≤ 1) enters the row Jacobian's e_k − P_i
-        jac_s2 = float(np.sum(G2 * _row_col_norms2(h.P, m, has, q)))  # Σ_i ‖R_i‖²_F / 2^(2eg)
-        jac2 = _row_jac2(h.P, g, Y, Z, m, has, q)
+        c = _row_col_norms2(h.P, m, has, q)
+        jac_s2 = float(np.sum(G2 * c))  # Σ_i ‖R_i‖²_F / 2^(2eg)
+        jac2 = _row_jac2(h.P, g, Y, Z, m, has, q, c)
     else:
         jac_s2 = float(G2.sum())
         ny2, nz2 = np.sum(Y * Y, axis=1), np.sum(Z * Z, axis=1)
