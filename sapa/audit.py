@@ -46,30 +46,62 @@ def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict
 
     w = 0.5 * a.error_bound
     win = exponent_windows(prof, A + TOL, n_min)
+    win.update({"n_lo": 2.0, "n_hi": 2.0**20, "n_hi_text": "2^20"})
     sup = win["sup_from_n_min"]
     ev = LikeSoftmaxEvidence(sup - w, sup + w, a.asymptotic_exponent,
                              a.constant_vs_softmax * (1 - w), a.constant_vs_softmax * (1 + w), a.method == "exact")
     return *_readings(ev, size_factor, win), ev.__dict__
 
 
+def windows_words(win: dict) -> str:
+    """Every window where the local exponent exceeds its edge, in words, over the examined range of ``win``
+    (``n_lo``…``n_hi``): 'local exponent > 0.55 for N ≤ 7.52 (peak 0.838 at N = 2, below N_min = 16)' or 'never'."""
+    n_lo, n_hi = win.get("n_lo", 2.0), win.get("n_hi", 2.0**20)
+    hi_text = win.get("n_hi_text", f"{n_hi:g}")
+    if not win["windows"]:
+        return f"local exponent never above {win['edge']:.2f} for N = {n_lo:g}…{hi_text}"
+    parts = []
+    for x in win["windows"]:
+        span = (f"N ≤ {x['to']:.3g}" if x["from"] <= n_lo * (1 + 1e-9) else
+                f"N ≥ {x['from']:.3g}" if x["to"] >= n_hi * (1 - 1e-9) else f"N ≈ {x['from']:.4g}–{x['to']:.4g}")
+        parts.append(f"{span} (peak {x['peak']:.3f} at N = {x['peak_at']:.3g}"
+                     + (f", below N_min = {win['n_min']:g})" if x["below_n_min"] else ")"))
+    return f"local exponent > {win['edge']:.2f} for " + "; ".join(parts)
+
+
 def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
-    """(like-softmax verdict, {"rate": …, "size": …, "why": …}) — the two readings apart, with the reading that failed."""
-    from sapa.regime import windows_text
-    from sapa.rules.audit import A, TOL, combine, decide_rate, decide_size, why_failed
+    """(like-softmax verdict, {"rate": …, "size": …, "why": …}) — the two readings apart, with the reading that failed.
+
+    ``win`` (windows of the local exponent, :func:`sapa.regime.exponent_windows`'s keys plus the examined range
+    ``n_lo``, ``n_hi``) is the same for every exact or quadrature audit, with or without a column index j: the rate
+    is judged on the sup from ``n_min`` on, and a HOLDS_IN_REGIME names its regime
+    (:func:`sapa.rules.audit.regime_text`)."""
+    from sapa.rules.audit import A, TOL, combine, decide_rate, decide_size, regime_text, verdict_why
 
     rate, size = decide_rate(ev), decide_size(ev, size_factor)
+    regime = ""
+    if rate == "HOLDS_IN_REGIME":
+        regime = (regime_text(win["windows"], win["n_min"], win.get("n_hi", 2.0**20)) if win is not None else
+                  "N → ∞ (the asymptotic exponent alone)")
     rate_why = (f"sup of the local exponent for N ≥ {win['n_min']:g}: {win['sup_from_n_min']:.4f} (edge {A + TOL:g}); "
-                f"{windows_text(win)}" if win is not None else
+                f"{windows_words(win)}" if win is not None else
                 f"exponent interval [{ev.exp_lo:.3f}, {ev.exp_hi:.3f}] (edge {A + TOL:g})")
+    if regime:
+        rate_why += f"; holds for {regime} (asymptotic exponent {ev.asymptotic:.4g})"
     out = {"rate": {"verdict": rate, "rule": "growth-upper-exact" if win is not None else "growth-upper",
                     "statement": f"E-RMS ‖φ(S)‖_F = O(√N): local exponent ≤ ½ + {TOL}", "why": rate_why},
            "size": {"verdict": size, "rule": "size-within-factor", "factor": size_factor,
                     "statement": f"E-RMS ‖φ(S)‖_F within {size_factor:g}× of softmax's bound √N",
                     "why": f"E-RMS ‖φ‖_F/√N in [{ev.ratio_lo:.4g}, {ev.ratio_hi:.4g}] against {size_factor:g}"},
-           "why": why_failed(rate, size) or "holds on rate and size"}
+           "why": verdict_why(rate, size, regime)}
+    if regime:
+        out["rate"]["regime"] = regime
     if win is not None:
-        out["rate"]["windows"] = win["windows"]
-        out["rate"]["n_min"] = win["n_min"]
+        below = [w for w in win["windows"] if w["below_n_min"]]
+        out["rate"].update({"windows": win["windows"], "n_min": win["n_min"], "judged_range": [win["n_min"],
+                            win.get("n_hi", 2.0**20)], "judged_sup": win["sup_from_n_min"],
+                            "judged_sup_at": win["sup_from_n_min_at"],
+                            "excluded_peak": (max(below, key=lambda w: w["peak"]) if below else None)})
     return combine(rate, size), out
 
 
@@ -122,13 +154,15 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
         from sapa.audit_relpos import relpos_result
 
-        out.update(relpos_result(act, spec, N))
+        out.update(relpos_result(act, spec, N, n_min=n_min))
         wc = out.pop("_worst_case")
         out.pop("_verdict")
         ev = out.pop("_verdict_evidence")
+        win = out.pop("_windows")
         from sapa.rules.audit import LikeSoftmaxEvidence
 
-        verdict, readings = _readings(LikeSoftmaxEvidence(**ev), K, None)  # rate and size apart (sup over N = 2…4096)
+        # the same rule as without j: the sup from n_min on (windows below it reported, not judged)
+        verdict, readings = _readings(LikeSoftmaxEvidence(**ev), K, win)
     elif act.normalize == "none" and act.separable:
         prof = profile(act, spec)
         a = audit(act, spec, N, prof=prof)
@@ -149,6 +183,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             "growth_exponent_jac": a.growth_exponent_jac,
             "sup_growth_exponent": a.sup_growth_exponent, "sup_growth_at": {"quantity": a.sup_growth_at[0],
                                                                                "n": a.sup_growth_at[1]},
+            "sup_range_n": [2, 2**20],
             "asymptotic_exponent": a.asymptotic_exponent,
             "crossover_n": a.crossover_n,
             "m_off": a.m_off, "m_diag": a.m_diag,
@@ -274,10 +309,12 @@ def text_report(out: dict) -> str:
                        ("E-RMS ‖φ‖_F / √N (softmax's bound: 1)", v(out["constant_vs_softmax"], no_form)),
                        ("scale c that brings it to √N", f"{v(out['matching_scale'], no_form)} "
                                                          f"(local exponent {v(out['matching_scale_exponent'], no_form)})")])
+    sup_range = ("2…2^20" if out.get("sup_range_n", [2, 2**20])[1] == 2**20 else
+                 f"{out['sup_range_n'][0]}…{out['sup_range_n'][1]}")
     growth = key_values([("of ‖φ‖_F at N (softmax: ≤ ½)", v(out["growth_exponent"], no_form)),
                          ("of ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F at N", f"{v(out['growth_exponent_jac_s'], no_form)}, "
                                                            f"{v(out['growth_exponent_jac'], no_form)}"),
-                         ("largest over N = 2…2^20", v(out["sup_growth_exponent"], no_form)),
+                         (f"largest over N = {sup_range}", v(out["sup_growth_exponent"], no_form)),
                          ("as N → ∞", v(out["asymptotic_exponent"], no_form)),
                          ("crossover N* (√N growth beyond it)", v(out["crossover_n"], no_form)),
                          ("worst case over bounded tokens", v(out["worst_case_exponent"], "not pinned: see --json")),
@@ -302,8 +339,7 @@ def text_report(out: dict) -> str:
         decisive = (f"exponent in [{sig(elo)}, {sig(ehi)}] (limit ½ + {TOL}), ‖φ‖/√N in [{sig(clo)}, {sig(chi)}] "
                     f"(limit {out['size_factor']:g})")
     else:
-        decisive = (f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), "
-                    f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})")
+        decisive = _decisive_exact(out, v, no_form)
     if out.get("infinite_because"):  # a non-integrable singularity (theory.singular): these expectations are ∞
         lines += ["", f"infinite: {', '.join(out['infinite'])}"] + [f"  {why}" for why in out["infinite_because"]]
         if "fro" in out["infinite"]:
@@ -314,6 +350,32 @@ def text_report(out: dict) -> str:
         r = out["readings"][name]
         lines.append(f"  {name} reading: {r['verdict']} — rule {r['rule']}: {r['why']}")
     return "\n".join(lines)
+
+
+def _decisive_exact(out: dict, v, no_form: str) -> str:
+    """The numbers the rule decided on (exact / quadrature): the sup of the exponent over the judged range N ≥ n_min,
+    the asymptotic exponent when the verdict rests on a regime, the size ratio; a peak below n_min, which the rule
+    does not judge, is named apart as context."""
+    from sapa.display import sig
+    from sapa.rules.audit import TOL
+
+    rate = out["readings"]["rate"]
+    size = f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})"
+    if "judged_sup" not in rate:
+        return f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), {size}"
+    lo, hi = rate["judged_range"]
+    hi_text = "2^20" if hi == 2**20 else f"{hi:g}"
+    parts = [f"largest exponent for N = {lo:g}…{hi_text}: {sig(rate['judged_sup'])} (limit ½ + {TOL})"]
+    if rate.get("regime"):
+        parts.append(f"asymptotic exponent {v(out['asymptotic_exponent'], no_form)} (limit ½ + {TOL}; "
+                     f"holds for {rate['regime']})")
+    parts.append(size)
+    text = ", ".join(parts)
+    peak = rate.get("excluded_peak")
+    if peak is not None:
+        text += (f"; not judged: peak exponent {sig(peak['peak'])} at N = {peak['peak_at']:.3g}, "
+                 f"below N_min = {lo:g}")
+    return text
 
 
 def spec_from_args(args) -> ModelSpec:

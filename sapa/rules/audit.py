@@ -104,6 +104,34 @@ def why_failed(rate: str, size: str) -> str:
     return ("undetermined on " + " and ".join(open_)) if open_ else ""
 
 
+def regime_text(windows: list[dict], n_min: float, n_hi: float) -> str:
+    """The regime a HOLDS_IN_REGIME rate rests on, in words: "N ≥ 450" (past the last window of the judged range,
+    N ≥ ``n_min``, where the local exponent exceeds ½ + TOL), or "N beyond 2^20 (…)" when that window reaches the
+    largest N examined and only the asymptotic exponent is within the edge."""
+    judged = [w for w in windows if not w.get("below_n_min")]
+    if not judged:
+        return f"N ≥ {n_min:g}"
+    end = max(w["to"] for w in judged)
+    if end >= n_hi * (1 - 1e-9):
+        return f"N beyond {n_hi:g} (the asymptotic exponent alone)"
+    return f"N ≥ {end:.4g}"
+
+
+def verdict_why(rate: str, size: str, regime: str = "") -> str:
+    """The like-softmax verdict's reason in words, agreeing with :func:`combine` of the two readings.
+
+    FAILS: the reading(s) that failed; UNDETERMINED: the reading(s) left open; HOLDS_IN_REGIME: the regime (from
+    :func:`regime_text`; required); HOLDS: "holds on rate and size"."""
+    verdict = combine(rate, size)
+    if verdict in ("FAILS", "UNDETERMINED"):
+        return why_failed(rate, size)
+    if verdict == "HOLDS_IN_REGIME":
+        if not regime:
+            raise ValueError("a HOLDS_IN_REGIME reason must name its regime")
+        return f"holds for {regime} only: the rate holds in that regime; the size holds"
+    return "holds on rate and size"
+
+
 def mc_evidence(N, sq_samples, N_ref: int, asymptotic: float = math.nan) -> LikeSoftmaxEvidence:
     """Evidence from Monte Carlo squared norms over a grid: the ledger's exponent interval and a t-interval for the ratio at N_ref."""
     from scipy import stats

@@ -34,3 +34,32 @@ def test_registered_and_calibrated():
     assert c.false_fails_rate <= FALSE_FAILS_TARGET + 0.01  # 200 trials: binomial slack
     assert c.false_holds_rate <= FALSE_HOLDS_TARGET
     assert c.power >= 0.9
+
+
+# --- verdict text and label agree (words, numbers and the rule's verdict) ---------------------------------------
+
+@pytest.mark.parametrize("rate,size", [(r, s) for r in ("HOLDS", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED")
+                                       for s in ("HOLDS", "FAILS", "UNDETERMINED")])
+def test_verdict_why_agrees_with_the_combined_label(rate, size):
+    verdict = R.combine(rate, size)
+    why = R.verdict_why(rate, size, regime="N ≥ 450")
+    if verdict == "FAILS":
+        assert why.startswith("fails on ") and all(n in why for n, v in (("rate", rate), ("size", size)) if v == "FAILS")
+    elif verdict == "UNDETERMINED":
+        assert why.startswith("undetermined on ")
+    elif verdict == "HOLDS_IN_REGIME":
+        assert "N ≥ 450" in why and "holds on rate and size" not in why
+    else:
+        assert why == "holds on rate and size"
+
+
+def test_holds_in_regime_text_must_name_its_regime():
+    with pytest.raises(ValueError):
+        R.verdict_why("HOLDS_IN_REGIME", "HOLDS")
+
+
+def test_regime_text_is_past_the_last_judged_window():
+    w = [{"from": 2.0, "to": 7.5, "below_n_min": True}, {"from": 300.0, "to": 1650.0, "below_n_min": False}]
+    assert R.regime_text(w, 16, 2.0**20) == "N ≥ 1650"
+    assert R.regime_text(w[:1], 16, 2.0**20) == "N ≥ 16"
+    assert "asymptotic" in R.regime_text([{"from": 300.0, "to": 2.0**20, "below_n_min": False}], 16, 2.0**20)
