@@ -29,3 +29,13 @@ def test_torch_pin_comment_names_the_index_not_the_pin_as_what_selects_cpu():
     text = " ".join(comment)
     assert "machine's disk" not in text
     assert "does not choose CPU or CUDA" in text and "index" in text and "2.13.0+cpu" in text
+
+
+def test_citation_file_names_this_version_and_the_paper():
+    """CITATION.cff (read without a YAML parser: a fresh install need not have one) cites this version of sapa and
+    the paper it checks."""
+    text = (PYPROJECT.parent / "CITATION.cff").read_text(encoding="utf-8")
+    version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
+    assert text.startswith("cff-version: 1.2.0\n")
+    assert f'\nversion: "{version}"\n' in text
+    assert "arXiv:2410.18613" in text and "Rethinking Softmax: Self-Attention with Polynomial Activations" in text

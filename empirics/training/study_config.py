@@ -166,7 +166,7 @@ QUICK = StudyConfig(
 # bigram plateau between 1k and 3k steps, seed-dependent), 16 log-spaced evaluations. Text N = 64, 128 at 16 windows
 # per step, 2 lrs; arms softmax, x/√N, x³/√N, x³/α* (α tuned at the smallest N), unscaled x and x³ (the paper's
 # negative controls; 6 arms on digits and 7 on text also keep norm-vs-accuracy's exact permutation p below its
-# 0.005 level: 6! orders), x³/√i. Digits N = 16, 64 to 2000 steps. Time estimate: docs/training_study.md.
+# 0.005 level: 6! orders), x³/√i. Digits N = 16, 64 to 2000 steps. Time estimate: docs/training.md.
 FULL = StudyConfig(
     name="full",
     digits=TaskPlan(Ns=(16, 64), steps=2000, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=16, eval_size=256),

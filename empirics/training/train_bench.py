@@ -180,7 +180,7 @@ def member_step_rates(Ns=(16, 32, 64, 128), members: int = 6, steps: int = 8, ro
 
     Width, depth and heads of the quick study, 16 windows per step, the x³ family; the causal char model
     with ``vocab`` tokens (the mechanism tasks' 16 cost the same to within the embedding). These are the
-    rates the full budget's time estimate multiplies (docs/training_study.md). One torch thread.
+    rates the full budget's time estimate multiplies (docs/training.md). One torch thread.
     """
     from empirics.training.ensemble import Family
     from empirics.training.train_study import QUICK

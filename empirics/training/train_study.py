@@ -8,7 +8,7 @@ a constant tuned at one N (the paper's x/16, x³/16) should not transfer across 
 * **tasks and N.** ``digits`` — sklearn's 8×8 digits, p×p patches: N = 16 (2×2) and 64 (1×1);
   ``text`` — a causal character model of Python's documentation prose, context N. Same width and
   depth at every N; the windows per step B are the same at every N (at a constant token count the
-  few windows per step at large N left softmax itself on the bigram plateau: docs/training_study.md).
+  few windows per step at large N left softmax itself on the bigram plateau: docs/training.md).
 * **arms** (:data:`ARMS`): softmax; x^p/√N; x^p/α with α tuned once at the smallest N of the task
   (a grid, selected on validation accuracy) and then held fixed; unscaled x^p; x^p/N; x³/√i under
   the causal mask; p ∈ {1, 3}.
