@@ -106,8 +106,20 @@ def why(ev: TimingEvidence, factor: float | None = None) -> str:
         return (f"{rng}; rounds disagree beyond ±{NOISE:.0%} (or fewer than {MIN_ROUNDS} rounds) in {len(bad)} cell(s), "
                 f"worst {worst}: {lo:.2f}–{hi:.2f} (round gate)")
     counts = {k: list(cls.values()).count(k) for k in ("within", "marginal", "outside", "unmeasured")}
-    return (f"{rng}; within {counts['within']}, marginal {counts['marginal']}, outside {counts['outside']}, "
+    text = (f"{rng}; within {counts['within']}, marginal {counts['marginal']}, outside {counts['outside']}, "
             f"unmeasured {counts['unmeasured']} (median and between-round interval against {f:g}, band ±{NOISE:.0%})")
+    verdict = decide(ev, f)
+    if verdict == "HOLDS_IN_REGIME":  # the regime: the cells within
+        text += f"; holds in the cells within: {_names(cls, 'within')}"
+    elif verdict == "FAILS":          # what failed: the cells outside
+        text += f"; fails in the cells outside: {_names(cls, 'outside')}"
+    return text
+
+
+def _names(cls: dict, kind: str, most: int = 6) -> str:
+    """The names of the cells of class ``kind``, the first ``most`` of them ('a, b, … (+3 more)')."""
+    names = [n for n, c in cls.items() if c == kind]
+    return ", ".join(names[:most]) + (f", … (+{len(names) - most} more)" if len(names) > most else "")
 
 
 def simulate(truth: str, rng: np.random.Generator) -> TimingEvidence:
