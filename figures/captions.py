@@ -24,7 +24,7 @@ class Caption:
 
 _PROTOCOLS = ("Each head's measured growth exponent (with a 90 % interval) under the four token protocols (special "
               "tokens in or out; re-encoded prefixes or one fixed-context pass), for softmax, x/√N and x³/√N, with the "
-              "O(√N) edge ½ + 0.05. Softmax's heads stay below the edge; count how many x/√N and x³/√N heads cross it "
+              "O(√N) edge ½ + 0.05. Softmax's heads stay below the edge; look at how many x/√N and x³/√N heads cross it "
               "under each protocol.")  # drawn under two stems: real_heads_protocols_…, or <stem>_protocols
 
 CAPTIONS: tuple[Caption, ...] = (

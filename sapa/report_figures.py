@@ -46,22 +46,57 @@ def plan(entries) -> list[Figure]:
             if e.id not in rec["cited"]:
                 rec["cited"].append(e.id)
     anchors: set[str] = set()
-    first_of_kind: dict[Caption, int] = {}
+    first_of_kind: dict[Caption, tuple[int, str]] = {}
     out = []
     for k, rec in enumerate(stems.values(), 1):
         anchor = _unique("fig-" + _slug(rec["name"]), anchors)
         cap = caption_for(rec["name"])
         if cap is None:
             text = NO_CAPTION
-        elif cap in first_of_kind:  # the caption is read once; a second figure of its kind refers back to it
-            text = (f"The same kind of figure as Figure {first_of_kind[cap]}, read the same way, for the setup its "
-                    "file name gives.")
         else:
-            first_of_kind[cap], text = k, cap.text
+            setup = setup_words(rec["name"], cap)
+            text = cap.text + (f" This figure's setup: {setup}." if setup else "")
+            if cap in first_of_kind:  # a later figure of a kind: its own caption, and what differs from the first
+                k0, setup0 = first_of_kind[cap]
+                text += (f" Figure {k0} draws the same quantities for {setup0 or 'another setup'}: compare the two "
+                         "to see what changing the setup moves.")
+            else:
+                first_of_kind[cap] = (k, setup)
         out.append(Figure(number=k, name=rec["name"], anchor=anchor, png=rec["png"], files=tuple(rec["files"]),
                           owner=rec["cited"][0], cited_by=tuple(rec["cited"]),
                           title=cap.title if cap else rec["name"], caption=text))
     return out
+
+
+# the configuration keys of figure file stems (figures.style.stem: name, then key+value parts), in words
+_SETUP_KEYS = (("Ntrain", "training length N = {}"), ("trials", "{} trials"), ("threads", "{} thread(s)"),
+               ("budget", "{} budget"), ("seeds", "{} seeds"), ("dtype", "{}"), ("model", "{} weights"),
+               ("steps", "{} steps"), ("texts", "{} texts"), ("grid", "grid {}"), ("seed", "seed {}"),
+               ("rho", "ρ = {}"), ("D", "token width D = {}"), ("d", "head width d = {}"), ("N", "N = {}"),
+               ("p", "p = {}"))
+
+
+def setup_words(name: str, cap: Caption) -> str:
+    """The setup a figure's file stem encodes, in words: ``norm_vs_n_D64_d16_rho0p5_trials768_N8-512`` →
+    "token width D = 64, head width d = 16, ρ = 0.5, 768 trials, N = 8–512" ('' when the stem encodes none)."""
+    import re
+
+    rest = name[len(cap.prefix):] if name.startswith(cap.prefix) else name
+    if cap.suffix and rest.endswith(cap.suffix):
+        rest = rest[:-len(cap.suffix)]
+    words = []
+    for part in (x for x in rest.split("_") if x):
+        for key, fmt in _SETUP_KEYS:
+            v = part[len(key):]
+            if part.startswith(key) and v and (key not in ("d", "D", "N", "p") or re.fullmatch(r"[\d][\dpx-]*", v)):
+                v = re.sub(r"(?<=\d)p(?=\d)", ".", v)
+                items = v.split("-")
+                v = "–".join(items) if len(items) == 2 and key in ("N", "D") else ", ".join(items)  # a range of N
+                words.append(fmt.format(v))
+                break
+        else:
+            words.append(part)
+    return ", ".join(words)
 
 
 NO_CAPTION = "No caption is registered for this kind of figure yet (figures/captions.py); its file name gives its setup."

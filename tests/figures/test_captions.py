@@ -77,3 +77,26 @@ def test_the_most_specific_caption_wins():
     assert caption_for("jac_norm_vs_n_D16").prefix == "jac_norm_vs_n"
     assert caption_for("real_heads_protocols_N8").prefix == "real_heads_protocols"
     assert caption_for("no_such_figure") is None
+
+
+@pytest.mark.parametrize("cap", CAPTIONS, ids=lambda c: c.prefix + c.suffix)
+def test_every_caption_says_what_to_look_at_in_its_own_figure(cap):
+    """No caption defers to another figure; each tells the reader what to look at (or compare, or read) in it."""
+    assert "same kind of figure" not in cap.text.lower() and "as figure " not in cap.text.lower()
+    assert re.search(r"\b(look|compare|read)\b", cap.text, re.I)
+
+
+def test_a_later_figure_of_a_kind_names_its_own_setup_and_the_first_ones():
+    from types import SimpleNamespace
+
+    from sapa.report_figures import plan
+
+    stems = ["norm_vs_n_D16_d16_rho0p5_trials768_N8-512", "regime_map_p1-3_d64_rho0p5_N8-65536_D16-1024_grid241x49",
+             "norm_vs_n_D64_d16_rho0p5_trials768_N8-512"]
+    figs = plan([SimpleNamespace(id="e", figures=[f"figures/{s}.png" for s in stems])])
+    first, _, later = (f.caption for f in figs)
+    assert first.startswith(caption_for(stems[0]).text) and later.startswith(caption_for(stems[2]).text)
+    assert "token width D = 16" in first and "token width D = 64" not in first
+    assert "This figure's setup: token width D = 64, head width d = 16, ρ = 0.5, 768 trials, N = 8–512." in later
+    assert "Figure 1 draws the same quantities for token width D = 16" in later
+    assert "p = 1, 3" in figs[1].caption  # a list of powers, not a range
