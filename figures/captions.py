@@ -65,8 +65,9 @@ CAPTIONS: tuple[Caption, ...] = (
             "sequence 8× shorter or longer."),
     Caption("overhead", "attention runtime against N",
             "Seconds per attention call against N on log–log axes, forward and forward+backward, without and with "
-            "a causal mask: softmax's fused kernel (black) against the naive, compiled and linearised polynomial "
-            "forms (p = 3 thick, p = 2 dashed, p = 1 dotted), with guides ∝ N² and ∝ N. Compare each coloured line "
+            "a causal mask: softmax's fused kernel (black) against the naive and linearised polynomial forms, and "
+            "torch.compile of the naive form where the run timed it (the legend says which forms were not timed; "
+            "p = 3 thick, p = 2 dashed, p = 1 dotted), with guides ∝ N² and ∝ N. Compare each coloured line "
             "with the black one at the same N: the gap is the overhead the reviewers asked about (CPU, one thread, "
             "float32, one run: the ratios move with the machine's load)."),
     Caption("overhead", "where the linearisation pays off",

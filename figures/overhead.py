@@ -74,6 +74,9 @@ def _time_panels(res: dict) -> plt.Figure:
                 ax.set_ylabel("seconds per call (median)")
     handles = [Line2D([], [], lw=2, **METHOD_STYLE["softmax"], label=LABEL["softmax"])]
     handles += [Line2D([], [], lw=2, **METHOD_STYLE[m], label=LABEL[m]) for m in methods]
+    # every form the caption names is in the legend: one this run did not time says so (no line, no marker)
+    handles += [Line2D([], [], lw=0, marker="", label=f"{LABEL[m]}: not timed in this run")
+                for m in ("naive", "compiled", "linearised") if m not in methods]
     handles += [Line2D([], [], color="0.3", label=f"p = {p}" + (" (highlighted)" if p == 3 else ""),
                        **{k: v for k, v in _p_style(p).items() if k != "ms"}) for p in sorted(ps, reverse=True)]
     handles += [Line2D([], [], **REF_STYLE, label="reference slopes ∝ N², ∝ N")]

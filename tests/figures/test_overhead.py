@@ -28,3 +28,23 @@ def test_main_small(tmp_path):
     paths = overhead.main(tmp_path, small=True)
     assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
     assert "overhead_d16_N32-128" in paths[0].name and "dtypefloat32" in paths[0].name
+
+
+def test_legend_names_every_form_the_caption_names():
+    """The caption names naive, compiled (torch.compile) and linearised forms: the legend has each, a form the run
+    did not time marked as such."""
+    import matplotlib.pyplot as plt
+
+    from figures.captions import caption_for
+
+    g = OverheadGrid(Ns=(16, 32), d=8, ps=(3,), repeats=1, methods=("naive", "linearised"), crossover_ds=(8,),
+                     crossover_masks=("none",), time_cap_s=5.0)
+    res = json.loads(json.dumps(bench_overhead(grid=g, device="cpu", threads=1)))
+    fig = overhead._time_panels(res)
+    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    plt.close(fig)
+    cap = caption_for("overhead_d8_N16-32_threads1").text
+    for form, label in overhead.LABEL.items():
+        assert sum(label in x for x in labels) == 1, (form, labels)
+    assert "torch.compile(naive): not timed in this run" in labels
+    assert "naive" in cap and "linearised" in cap and "torch.compile" in cap and "not timed" in cap
