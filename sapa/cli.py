@@ -391,17 +391,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.out is not None and args.out.is_dir():
         raise InputError(f"--out {args.out} is a directory; give a file name for the JSON")
-    res: dict = bench_all(quick=args.quick) if args.part in ("all", "kernels") else {"vs_autograd": [], "vs_gemm": []}
+    from common.progress import stage
+
+    if args.part in ("all", "kernels"):
+        with stage("bench kernels (exact norms vs jacrev, vs forming S)"):
+            res: dict = bench_all(quick=args.quick)
+    else:
+        res = {"vs_autograd": [], "vs_gemm": []}
     if args.part in ("all", "overhead"):
         res["overhead"] = bench_overhead(quick=args.quick, progress=not args.json, threads=1)
     if args.part in ("all", "training"):
         from empirics.training.train_bench import bench_training
 
-        res["training"] = bench_training(quick=args.quick)
+        with stage("bench training (ensemble vs one member at a time)"):
+            res["training"] = bench_training(quick=args.quick)
     if args.scaling:
         from figures.bench_scaling import scaling_benchmark
 
-        res["scaling"] = scaling_benchmark((1, 2), small=args.quick)
+        with stage("bench scaling (a fixed sweep on 1 and 2 workers)"):
+            res["scaling"] = scaling_benchmark((1, 2), small=args.quick)
     flat = {
         "speedup_vs_autograd": {f"{r['activation']}@N={r['N']}": r["speedup_vs_autograd"] for r in res["vs_autograd"]},
         "cost_vs_gemm": {f"{r['kernel']}@N={r['N']}": r["cost_vs_gemm"] for r in res["vs_gemm"]},
@@ -514,13 +522,15 @@ def _select(items, wanted: list[str] | None, name_of, what: str) -> list:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``sapa calibrate``: false-FAILS / false-HOLDS rates and power of every verdict rule on synthetic truth."""
+    from common.progress import say, stage
     from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate
 
     rules = _select(all_rules(), args.rule, lambda r: r.name, "rule")
     results = []
     for i, rule in enumerate(rules, 1):
-        print(f"[{i}/{len(rules)}] calibrating {rule.name} ...", file=sys.stderr, flush=True)
-        results.append(calibrate(rule, trials=args.trials, seed=args.seed))
+        say(f"[{i}/{len(rules)}] calibrating {rule.name} ...")  # notes the log's clock: no stage line right after
+        with stage(f"[{i}/{len(rules)}] calibrating {rule.name}"):
+            results.append(calibrate(rule, trials=args.trials, seed=args.seed))
     if args.store:
         from sapa.rules.store import SEED, write_store
 
