@@ -52,11 +52,13 @@ CAPTIONS: tuple[Caption, ...] = (
             "to the right the ½ region starts with tied weights and p = 3: ViT-Base (N = 196, D = 768) is still in "
             "the flat region there."),
     Caption("scale_direction", "the direction of the scale",
-            "Which way the scale of c·x^p must move as N shrinks. Left: softmax's typical norm against N. Middle "
-            "and right (p = 1, 3): the coefficient c(N) that brings the polynomial to softmax's level (its typical "
-            "norm, or its bound √N), normalised to N = 256, beside 1/√N. Look at the direction: every curve rises "
-            "as N falls, so the coefficient c must grow as N shrinks and the divisor α = 1/c shrinks, as the "
-            "paper's Figure 1 says in its own notation."),
+            "Which way the scale of x^p must move as N shrinks, with the scale read as the paper writes it: the "
+            "divisor α of x^p/α. Left (a): softmax's typical norm against N. Middle (b) and right (c), p = 1, 3: "
+            "the divisor α(N) = 1/c(N) that brings the polynomial to softmax's level (its typical norm, or its bound "
+            "√N), normalised to N = 256, beside the paper's α = √N; the stars mark the reviewer's coefficient "
+            "c = 1/√N at N = 256, 64, 16, 8. Look at the shading: it is the paper's direction (α falls as N falls), "
+            "and every curve lies inside it, as the ledger's HOLDS says; read as the coefficient c = 1/α the same "
+            "curves rise as N falls, the reviewer's direction."),
     Caption("causal_masking", "row norms under a causal mask",
             "Row norms of attention under a causal mask, where row i sees only i tokens. Top: the E-RMS of each "
             "row against i at two sequence lengths, for softmax (its bound and its typical rows) and for x^p with "

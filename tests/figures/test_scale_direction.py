@@ -33,3 +33,37 @@ def test_check_rejects_the_papers_direction():
                         "ci_lo": [0.2, 0.2, 0.1], "ci_hi": [0.4, 0.2, 0.3]})
     with pytest.raises(AssertionError):
         scale_direction.check({"fits": {("tied", 1): fit}})
+
+
+def test_shading_and_legend_say_what_the_verdict_reads(res):
+    """The verdict (HOLDS) reads the divisor α = 1/c of x^p/α: every drawn α-curve lies in the shaded "paper's
+    direction"; no legend label reuses the panel letters (a)/(b)/(c)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig = scale_direction.figure(res)
+    try:
+        axes = fig.axes
+        labels = [t.get_text() for ax in axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert labels and not any(tag in x for x in labels for tag in ("(a)", "(b)", "(c)"))
+        assert [ax.get_title()[:3] for ax in axes] == ["(a)", "(b)", "(c)"]
+        for ax in axes[1:]:
+            assert scale_direction.SHADE_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+            curves = [ln for ln in ax.get_lines() if "criterion" in ln.get_label()]
+            assert len(curves) == 2 * len(res.models)
+            for ln in curves:
+                N, y = (np.asarray(v, float) for v in ln.get_data())
+                assert scale_direction.in_shaded(N, y).all(), ln.get_label()
+                assert y[N < scale_direction.N_REF].max() < 1 < y[N > scale_direction.N_REF].min()
+                lo, hi = ax.get_ylim()
+                assert lo <= y.min() and y.max() <= hi  # the whole curve is on the panel
+    finally:
+        plt.close(fig)
+
+
+def test_in_shaded_is_the_papers_direction():
+    import numpy as np
+
+    N = np.array([8.0, 256.0, 1024.0])
+    assert scale_direction.in_shaded(N, [0.2, 1.0, 3.0]).all()       # α falls as N falls
+    assert not scale_direction.in_shaded(N[[0, 2]], [5.0, 0.3]).any()  # the coefficient c's direction: outside
