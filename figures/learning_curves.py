@@ -30,15 +30,44 @@ def _st(arm: str) -> dict:
     return _style(arm) if arm != "expr" else {"color": style.PALETTE[2], "marker": "D", "linestyle": "-"}
 
 
-def draw(cells: list[dict], out_dir: str | Path, stem: str = "learning", solved: bool = False) -> list[Path]:
-    """Draw (a), (b) and, with ``solved``, (c) from learning-statistics cells; return the written paths."""
+RISING = 0.01  # a curve whose last evaluation is this much above the one before is still rising at the cap
+
+
+def undecided_note(cells: list[dict], budget: str | None = None) -> str | None:
+    """The line the figures carry on their face when the runs cannot decide (None otherwise): a quick or tiny
+    ``budget``, a curve still rising at its last evaluation (the step cap), or a cell whose median exit is censored."""
+    why = [f"{budget} budget"] if budget in ("quick", "tiny") else []
+    rising = sum(1 for c in cells if len(c["curve"]) >= 2 and c["curve"][-1][1] - c["curve"][-2][1] > RISING)
+    if rising:
+        why.append(f"{rising} of {len(cells)} curves still rising at the step cap")
+    censored = sum(1 for c in cells if c["exits"]["median"] is None)
+    if censored:
+        why.append(f"{censored} of {len(cells)} cells never left the floor (censored)")
+    if not why:
+        return None
+    return ("; ".join(why)).capitalize() + ": this budget cannot decide — the order of the arms here is not a finding"
+
+
+def _mark(fig, note: str | None) -> None:
+    """``note`` in a box along the figure's bottom edge (nothing when None)."""
+    if note:
+        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=7, color="#8b0000", wrap=True,
+                 bbox={"boxstyle": "round,pad=0.3", "fc": "#fff3f3", "ec": "#8b0000", "lw": 0.8})
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.2))
+
+
+def draw(cells: list[dict], out_dir: str | Path, stem: str = "learning", solved: bool = False,
+         budget: str | None = None) -> list[Path]:
+    """Draw (a), (b) and, with ``solved``, (c) from learning-statistics cells; return the written paths.
+
+    Each figure carries :func:`undecided_note` on its face when the runs cannot decide."""
     if not cells:
         return []
     with plt.rc_context(style.RC):
-        return _draw(cells, out_dir, stem, solved)
+        return _draw(cells, out_dir, stem, solved, undecided_note(cells, budget))
 
 
-def _draw(cells: list[dict], out_dir, stem: str, solved: bool) -> list[Path]:
+def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None = None) -> list[Path]:
     paths: list[Path] = []
     keys = sorted({(c["task"], c["N"]) for c in cells})
     ncol = min(4, len(keys))
@@ -56,6 +85,7 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool) -> list[Path]:
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
+    _mark(fig, note)
     paths += style.save(fig, out_dir, f"{stem}_curves")
     plt.close(fig)
 
@@ -74,6 +104,7 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool) -> list[Path]:
     ax.set_xlabel("N")
     ax.set_ylabel("median steps to leave the floor")
     ax.legend(fontsize=6, ncol=2)
+    _mark(fig, note)
     paths += style.save(fig, out_dir, f"{stem}_exit")
     plt.close(fig)
 
@@ -90,6 +121,7 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool) -> list[Path]:
             ax.set_xlabel("N")
         axes.flat[0].set_ylabel("solved fraction (acc ≥ 0.9)")
         axes.flat[0].legend(fontsize=7)
+        _mark(fig, note)
         paths += style.save(fig, out_dir, f"{stem}_solved")
         plt.close(fig)
     return paths

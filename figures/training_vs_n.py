@@ -52,6 +52,31 @@ def file_stem(config: dict) -> str:
                       seed=cfg.get("seed", 0))
 
 
+MIN_SEEDS = 3  # fewer seeds per cell: a min–max bar is no interval for the median worth ranking arms by
+CANNOT_DECIDE = ("{why}: this run cannot decide the claim — the order of the arms here is not a finding "
+                 "(curves may still be rising at the step cap); read the ledger's verdict")
+
+
+def undecided_note(study) -> str | None:
+    """The line a figure of ``study`` carries on its face when its budget cannot decide (None: a full, powered
+    study): a quick or tiny budget, or fewer than :data:`MIN_SEEDS` seeds per cell."""
+    cfg = study.config or {}
+    budget = str(cfg.get("name", cfg.get("budget", "")))
+    seeds = int(cfg.get("seeds", 0) or 0)
+    why = [f"{budget} budget"] if budget in ("quick", "tiny") else []
+    if 0 < seeds < MIN_SEEDS:
+        why.append(f"{seeds} seed{'s' if seeds != 1 else ''} per cell (underpowered)")
+    return CANNOT_DECIDE.format(why=", ".join(why).capitalize()) if why else None
+
+
+def _mark(fig, note: str | None) -> None:
+    """Write ``note`` on the figure's face, in a box along its bottom edge (nothing when None)."""
+    if note:
+        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=9, color="#8b0000", wrap=True,
+                 bbox={"boxstyle": "round,pad=0.3", "fc": "#fff3f3", "ec": "#8b0000", "lw": 0.8})
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.14))
+
+
 def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None) -> list[Path]:
     from empirics.training.study_analysis import accuracy_table, best_lr, divergence_counts
 
@@ -91,6 +116,10 @@ def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None
     fig.suptitle("Does accuracy relative to softmax hold up as N grows? (x^p/√N: the paper's scale)\n"
                  "median over seeds, bars = min–max over seeds; below: diverged share of each arm's lr grid",
                  fontsize=11)
+    note = undecided_note(study)
+    if note and len(div) and not (div["grid_diverged"] > 0).any():
+        note += "; no run diverged, so the divergence panel cannot rank the arms"
+    _mark(fig, note)
     return style.save(fig, out_dir, f"{stem}_acc")
 
 
@@ -143,6 +172,7 @@ def _norms_figure(study, out_dir: Path, stem: str) -> list[Path]:
     fig.suptitle("Attention norm during training at each arm's best lr (median over seeds; exact float64 kernels, "
                  "fixed probe batch)", fontsize=11)
     fig.tight_layout()
+    _mark(fig, undecided_note(study))
     return style.save(fig, out_dir, f"{stem}_norms")
 
 
@@ -174,6 +204,7 @@ def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
     fig.suptitle("Learning-rate sensitivity per arm (filled: the selected lr; diverged members count at chance)",
                  fontsize=11)
     fig.tight_layout()
+    _mark(fig, undecided_note(study))
     return style.save(fig, out_dir, f"{stem}_lr")
 
 

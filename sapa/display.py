@@ -69,3 +69,13 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: 
         return gap.join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
 
     return [line(list(headers)), gap.join("-" * w for w in widths)] + [line(r) for r in rows]
+
+
+def arm_name(arm: str) -> str:
+    """The one display name of a training arm, everywhere it is printed or drawn: ``x_sqrtN`` → ``x/√N``, ``x3_alpha``
+    → ``x³/α*`` (the labels of :data:`empirics.training.study_config.ARMS`); ``expr`` (an audited φ) → ``φ``."""
+    if arm == "expr":
+        return "φ"
+    from empirics.training.study_config import ARMS
+
+    return ARMS[arm].label if arm in ARMS else str(arm)

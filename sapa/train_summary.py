@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sapa.display import sig, text_table
+from sapa.display import arm_name, sig, text_table
 
 
 def summary(res, out: Path, seconds: float) -> str:
     """The table (task, N, arm, best lr, test accuracy, divergences, ‖φ(S)‖_F) and the lines below it."""
     from empirics.training.study_analysis import best_lr, flattening
-    from empirics.training.study_config import ARMS
     from empirics.training.train_study import best_lr_summary
-    from sapa.claims.scale_keeps_training_stable import alpha_line, flattening_line
+    from sapa.claims.scale_keeps_training_stable import flattening_line
 
     best = best_lr(res.runs)
     tab = best_lr_summary(res.runs, best)
-    rows = [[r.task, r.N, ARMS[r.arm].label if r.arm in ARMS else r.arm, f"{r.lr:.0e}", f"{r.test_acc_median:.3f}",
+    rows = [[r.task, r.N, arm_name(r.arm), f"{r.lr:.0e}", f"{r.test_acc_median:.3f}",
              f"{r.test_acc_min:.3f}–{r.test_acc_max:.3f}", f"{int(r.diverged)} of {r.seeds}",
              f"{int(r.diverged_grid)} of {r.runs_grid}", sig(r.attn_fro_median, 4)] for r in tab.itertuples()]
     lines = text_table(["task", "N", "arm", "best lr", "test acc", "min–max over seeds", "diverged at best lr",
@@ -61,6 +60,22 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
     if res.mechanism is not None:
         print_mechanism(res.mechanism, decide_slowdown)
     return 0
+
+
+def alpha_line(prov: dict) -> str:
+    """The tuned α* of the fixed-α arms per task, never an empty line: a task with none tuned says so and why."""
+    a = (prov or {}).get("alpha_star")
+    if not a:
+        return "α*: none tuned in this run (the study reported no fixed-α arm, x^p/α*)"
+    tuned = {task: d for task, d in a.items() if d}
+    untuned = [task for task, d in a.items() if not d]
+    if not tuned:
+        return (f"α*: none tuned ({', '.join(untuned)}: no fixed-α arm x^p/α* on {'this task' if len(untuned) == 1 else 'these tasks'})")
+    text = "α* (tuned at the smallest N, then fixed): " + "; ".join(
+        f"{task} " + ", ".join(f"p={p}: {sig(float(v))}" for p, v in sorted(d.items())) for task, d in tuned.items())
+    if untuned:
+        text += f"; none tuned for {', '.join(untuned)} (no fixed-α arm x^p/α* on {'it' if len(untuned) == 1 else 'them'})"
+    return text
 
 
 def reuse_line(prov: dict, out: Path, seconds: float) -> str:

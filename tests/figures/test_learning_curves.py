@@ -16,3 +16,19 @@ def test_draws_curves_exits_and_solved(tmp_path):
                                                    for e in ("png", "pdf"))
     assert all(p.stat().st_size > 0 for p in paths)
     assert fig.draw([], tmp_path) == []
+
+
+def test_rising_curves_or_a_quick_budget_are_said_on_the_figure(tmp_path, monkeypatch):
+    saved = {}
+    monkeypatch.setattr(fig.style, "save", lambda f, out, stem: saved.setdefault(stem, f) and [])
+    cells = [_cell("copy1", 16, a, m, s) for a, m, s in (("softmax", 10, 1.0), ("x_sqrtN", 20, 0.5))]
+    fig.draw(cells, tmp_path, stem="t", solved=True)  # every curve ends 0.2 → 0.9: still rising at the cap
+    assert set(saved) == {"t_curves", "t_exit", "t_solved"}
+    for f in saved.values():
+        assert any("2 of 2 curves still rising" in t.get_text() and "cannot decide" in t.get_text() for t in f.texts)
+    flat = [dict(c, curve=[[0, 0.1], [10, 0.9], [100, 0.9]]) for c in cells]
+    assert fig.undecided_note(flat) is None
+    assert fig.undecided_note(flat, budget="quick").startswith("Quick budget")
+    # the legend uses the one display name per arm
+    labels = [t.get_text() for t in saved["t_curves"].axes[0].get_legend().get_texts()]
+    assert labels == ["softmax", "x/√N"]

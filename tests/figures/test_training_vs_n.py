@@ -62,3 +62,23 @@ def test_the_text_floor_is_drawn_when_given(tmp_path, monkeypatch):
     assert len(floor) == 1 and list(floor[0].get_xdata()) == [32, 64] and list(floor[0].get_ydata()) == [0.27, 0.26]
     assert not any("floor" in ln.get_label() for ln in digits_ax.get_lines())  # only the task given
     plt.close(fig)
+
+
+def test_an_underpowered_study_says_on_every_figure_that_it_cannot_decide(tmp_path, monkeypatch):
+    st = _study()  # 2 seeds per cell: underpowered
+    saved = {}
+    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
+    F.draw(st, tmp_path, "s")
+    assert set(saved) == {"s_acc", "s_norms", "s_lr"}
+    for fig in saved.values():
+        texts = [t.get_text() for t in fig.texts]
+        assert any("cannot decide" in t and "2 seeds per cell" in t for t in texts), texts
+        plt.close(fig)
+
+
+def test_a_full_powered_study_carries_no_cannot_decide_note():
+    st = _study()
+    st.config.update({"name": "full", "seeds": 5})
+    assert F.undecided_note(st) is None
+    st.config.update({"name": "quick"})
+    assert "Quick budget" in F.undecided_note(st)
