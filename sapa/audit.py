@@ -46,7 +46,7 @@ def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict
 
     w = 0.5 * a.error_bound
     win = exponent_windows(prof, A + TOL, n_min)
-    win.update({"n_lo": 2.0, "n_hi": 2.0**20, "n_hi_text": "2^20"})
+    win.update({"n_lo": 2.0, "n_hi": 2.0**20, "n_hi_text": "2²⁰"})
     sup = win["sup_from_n_min"]
     ev = LikeSoftmaxEvidence(sup - w, sup + w, a.asymptotic_exponent,
                              a.constant_vs_softmax * (1 - w), a.constant_vs_softmax * (1 + w), a.method == "exact")
@@ -365,7 +365,7 @@ def _decisive_exact(out: dict, v, no_form: str) -> str:
         return f"largest exponent {v(out['sup_growth_exponent'], no_form)} (limit ½ + {TOL}), {size}"
     lo, hi = rate["judged_range"]
     hi_text = "2^20" if hi == 2**20 else f"{hi:g}"
-    parts = [f"largest exponent for N = {lo:g}…{hi_text}: {sig(rate['judged_sup'])} (limit ½ + {TOL})"]
+    parts = [f"largest exponent for N = {lo:g}…{hi_text}: {sig(rate['judged_sup'], 4)} (limit ½ + {TOL})"]
     if rate.get("regime"):
         parts.append(f"asymptotic exponent {v(out['asymptotic_exponent'], no_form)} (limit ½ + {TOL}; "
                      f"holds for {rate['regime']})")
@@ -373,7 +373,7 @@ def _decisive_exact(out: dict, v, no_form: str) -> str:
     text = ", ".join(parts)
     peak = rate.get("excluded_peak")
     if peak is not None:
-        text += (f"; not judged: peak exponent {sig(peak['peak'])} at N = {peak['peak_at']:.3g}, "
+        text += (f"; not judged: peak exponent {sig(peak['peak'], 4)} at N = {peak['peak_at']:.3g}, "
                  f"below N_min = {lo:g}")
     return text
 
