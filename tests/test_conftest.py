@@ -1,0 +1,84 @@
+"""Tests for `tests/conftest.py`'s session end: a finished xdist run ends without a KeyboardInterrupt traceback.
+
+The cause (see ``pytest_sessionfinish`` there): execnet sends a worker SIGINT when its main thread runs on for 5 s
+after the controller closed the gateway, and pytest's unconfigure then runs gc.collect() 5 times over the whole heap;
+the signal landed inside a collection, in hypothesis's gc callback.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import conftest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_session_end_leaves_later_collections_nothing_to_scan():
+    """After the hook, the heap is frozen: pytest's 5 collections at unconfigure take less than one full pass did."""
+    junk = [[i] for i in range(200_000)]  # a heap worth scanning, as after the suite
+    t = time.perf_counter()
+    gc.collect()
+    one_pass = time.perf_counter() - t
+    before = gc.get_freeze_count()
+    try:
+        conftest.pytest_sessionfinish(None)
+        assert gc.get_freeze_count() >= before + len(junk)  # the survivors sit in the permanent generation
+        t = time.perf_counter()
+        for _ in range(5):  # what _pytest.unraisableexception.cleanup does
+            gc.collect()
+        assert time.perf_counter() - t < one_pass
+    finally:
+        gc.unfreeze()
+    del junk
+
+
+INNER_CONFTEST = """
+    import gc, sys, time
+    sys.path.insert(0, {repo!r})
+    from hypothesis.internal.conjecture.junkdrawer import gc_cumulative_time
+
+    gc_cumulative_time()  # hypothesis's gc-timing callback, as any @given test installs it
+
+    SLOW = []
+
+    def _slow_full_pass(phase, info):  # after the session, a full pass costs what it scans: 25 µs an object
+        if SLOW and phase == "stop" and info["generation"] == 2:  # (the permanent generation is not in get_objects)
+            time.sleep(min(1.5, 25e-6 * len(gc.get_objects())))
+
+    gc.callbacks.append(_slow_full_pass)
+
+    def pytest_unconfigure(config):  # runs before pytest's cleanup, whose 5 gc.collect() then take ≥ 5 s
+        SLOW.append(True)
+    if {fixed!r}:
+        from tests.conftest import pytest_sessionfinish  # noqa: F401  (the hook under test)
+"""
+
+
+def _inner_run(tmp_path: Path, fixed: bool) -> tuple[int, str]:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(INNER_CONFTEST.format(repo=str(REPO), fixed=fixed)))
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-n", "1", "-p", "no:cacheprovider",
+                        "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixed", [False, True])
+def test_an_xdist_run_ends_without_a_keyboard_interrupt(tmp_path, fixed):
+    """Without the hook, the slow collections at unconfigure outlast execnet's 5 s and the worker gets SIGINT inside
+    hypothesis's gc callback (the traceback this fixes); with it, the same run ends cleanly."""
+    code, out = _inner_run(tmp_path, fixed)
+    assert "1 passed" in out, out
+    if fixed:
+        assert code == 0 and "KeyboardInterrupt" not in out and "gc_callback" not in out, out
+    else:
+        assert "KeyboardInterrupt" in out, out
