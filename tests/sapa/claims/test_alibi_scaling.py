@@ -78,3 +78,23 @@ def test_robustness_rows_recompute_every_reading(entry):
     assert rob["stable"] == all(r["verdict"] in (None, rob["headline"]) for r in rob["varied"])
     assert rob["headline"] == entry.verdict and len(base) == 9
     assert violations(asdict(entry)) == []
+
+
+def test_the_additive_form_has_a_rising_local_exponent_whose_limit_is_p_plus_half(entry):
+    # independent facts: at small N the bias is negligible (|i − j| ≪ std(S)/m = 8·16 = 128), so the exponent is ½;
+    # E(S − b)^{2p} ≥ b^{2p} (Jensen, E S = 0), so the bias-only sum is a share ≤ 1 of E‖φ‖²; the bias-only sum has
+    # degree 2p + 1 in N, so the local exponent tends to p + ½ from below
+    prof = entry.evidence["additive_profile"]
+    for p in (1, 3):
+        a = prof[str(p)]
+        loc = a["local_exponents"]
+        assert a["limit"] == p + 0.5
+        assert loc[0] == pytest.approx(0.5, abs=0.01)
+        assert all(y > x for x, y in zip(loc[3:], loc[4:]))       # rising once the bias shows (N ≥ 16)
+        assert p + 0.5 - 0.01 < loc[-1] < p + 0.5
+        assert 0.9 < a["bias_only_share"] <= 1.0
+        assert a["leading_over_bias_only"] == pytest.approx(1.0, abs=1e-5)
+        assert a["onset_offset"] == pytest.approx(128.0, rel=1e-12)
+    # the additive reading's exponent at 2048 → 4096 is one point of that profile
+    assert prof["3"]["local_exponents"][prof["3"]["N"].index(2048)] == pytest.approx(
+        entry.evidence["polynomial"]["3"]["additive"]["asymptotic"], abs=1e-3)
