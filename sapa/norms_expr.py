@@ -107,8 +107,12 @@ def layer_from_args(args, D: int):
 
 
 def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,
-              seed: int = 0) -> dict:
-    """The flat result of ``sapa norms`` with an expression (see the module docstring)."""
+              seed: int = 0, progress: bool | str = True) -> dict:
+    """The flat result of ``sapa norms`` with an expression (see the module docstring).
+
+    ``progress``: with ``spectral``, a bar (or log lines) per bracket: Lanczos steps, the current bracket and its
+    relative width; an unconverged bracket adds ``spectral_advice`` (and says it on stderr).
+    """
     from empirics.kernels.expr_norms import LayerOperator, expr_norms
     from empirics.kernels.spectral import certified_spectral_norm
 
@@ -136,21 +140,31 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
     if layer.has_values:
         out["layer_jac_fro_norm"] = r.layer_jac_fro
     if spectral:
-        per_head = []
+        per_head, advice = [], []
         for k in range(layer.H):
             op = LayerOperator(X, layer, act, head=k)
-            b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, r.jac_fro[k] ** 2, tol=tol,
-                                        max_steps=max_steps, seed=seed)
+            what = "σ₁ of ∂φ/∂X" + (f", head {k + 1}/{layer.H}" if layer.H > 1 else "")
+            b = _bracket_with_progress(certified_spectral_norm, what, progress, op.matvec, op.rmatvec, op.in_shape,
+                                       r.jac_fro[k] ** 2, tol=tol, max_steps=max_steps, seed=seed)
             per_head.append(b.as_dict())
+            advice += [] if b.converged else [unconverged_advice(what, b, max_steps)]
         if layer.H == 1:
             out.update({f"{k}": v for k, v in per_head[0].items()})
         else:
             out["spectral_per_head"] = per_head
         if layer.has_values:
             op = LayerOperator(X, layer, act)
-            b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, r.layer_jac_fro ** 2, tol=tol,
-                                        max_steps=max_steps, seed=seed)
+            b = _bracket_with_progress(certified_spectral_norm, "σ₁ of the layer's Jacobian", progress, op.matvec,
+                                       op.rmatvec, op.in_shape, r.layer_jac_fro ** 2, tol=tol, max_steps=max_steps,
+                                       seed=seed)
             out.update({f"layer_{k}": v for k, v in b.as_dict().items()})
+            advice += [] if b.converged else [unconverged_advice("σ₁ of the layer's Jacobian", b, max_steps)]
+        if advice:
+            from common.progress import say
+
+            out["spectral_advice"] = " ".join(advice)
+            for line in advice:
+                say(f"sapa: note: {line}")
         out["spectral_certificate"] = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; "
                                        "upper = λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), "
                                        "and ≤ ‖J‖_F; converged: (upper − lower) ≤ tol·upper")
@@ -158,3 +172,38 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
     out["logit_scale"] = "S"  # x = S_ij with S = X W Xᵀ as given; an expression dividing x by √d computes S/√d
     out["logit"] = "S = X W Xᵀ as given (no 1/√d unless the expression divides x by √d, e.g. x/8 for d = 64)"
     return out
+
+
+def bracket_text(b) -> str:
+    """``[lower, upper], rel. width w`` of a :class:`~empirics.kernels.spectral.SpectralBracket`."""
+    return f"[{b.lower:.6g}, {b.upper:.6g}], rel. width {b.rel_width:.3g}"
+
+
+def unconverged_advice(what: str, b, max_steps: int) -> str:
+    """What to do when a bracket stayed open: it is still certified; more steps, a looser --tol, or a smaller X."""
+    return (f"{what}: the bracket {bracket_text(b)} did not close to --tol {b.tol:g} in {b.steps} Lanczos steps; it "
+            f"holds as it is (σ₁ lies inside it). To narrow it, raise --max-steps above {max_steps} (each step costs "
+            "one Jacobian product and one transposed product, and the check every few steps O(k²·N·D)), or loosen "
+            "--tol; a bracket whose lower end no longer moves needs a smaller X or fewer heads.")
+
+
+def _bracket_with_progress(certify, what: str, progress, *args, **kwargs):
+    """``certify(*args, **kwargs, on_step=…)`` under a bar of Lanczos steps whose postfix is the current bracket."""
+    from common.progress import progress_bar
+
+    bar = progress_bar(min(int(kwargs["max_steps"]), int(np.prod(args[2]))), desc=what, unit="step",
+                       progress=progress)
+    seen = {"k": 0}
+
+    def on_step(k, k_max, b):
+        if b is not None:
+            bar.set_postfix_str(f"bracket {bracket_text(b)}")
+        if k_max != bar.total:  # the basis' memory cap lowered the step limit
+            bar.total = k_max
+        bar.update(k - seen["k"])
+        seen["k"] = k
+
+    try:
+        return certify(*args, **kwargs, on_step=on_step)
+    finally:
+        bar.close()

@@ -98,8 +98,12 @@ def certified_spectral_norm(
     max_steps: int = 200,
     seed: int = 0,
     check_every: int = 5,
+    on_step: Callable[[int, int, "SpectralBracket | None"], None] | None = None,
 ) -> SpectralBracket:
     """Bracket σ₁(J) by Lanczos on JᵀJ (full reorthogonalisation), stopping when the bracket is within ``tol``.
+
+    ``on_step(k, k_max, bracket)``: called after each Lanczos vector with the latest bracket (None before the
+    first check), for progress lines; it never changes the numbers.
 
     >>> M = np.diag([3.0, 2.0, 1.0])
     >>> b = certified_spectral_norm(lambda v: M @ v, lambda u: M.T @ u, (3,), 14.0)
@@ -164,7 +168,11 @@ def certified_spectral_norm(
             result = SpectralBracket(lower, upper, math.sqrt(max(th, 0.0)), math.sqrt(fro2), width, bool(width <= tol), k,
                                      res, t_rest, tol, x / xn if xn > 0 else x)
             if result.converged:
+                if on_step is not None:
+                    on_step(k, k_max, result)
                 return result
+        if on_step is not None:
+            on_step(k, k_max, result)
         if k >= k_max:
             break
         if beta <= 1e-10 * scale:  # invariant Krylov space: continue with a fresh direction orthogonal to V

@@ -119,3 +119,26 @@ def test_missing_weights_and_unreadable_layer_file(mats, capsys, tmp_path):
     bad.write_bytes(b"not a safetensors file")
     code, _, err = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(bad), "--activation", "x"])
     assert code == 2 and "cannot read" in err and err.count("\n") == 1
+
+
+def test_an_unconverged_bracket_shows_its_steps_and_says_what_to_do(mats, capsys):
+    a, p = mats
+    code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--activation", "x**3/sqrt(N)",
+                                   "--spectral", "--json", "--max-steps", "3"])
+    assert code == 0
+    r = json.loads(out)
+    assert not r["converged"] and r["lanczos_steps"] == 3
+    assert r["sigma_lower"] <= r["sigma_upper"]
+    # the log: the bar's closing line with its step count and the bracket, then the advice, which the JSON keeps
+    bracket = f"[{r['sigma_lower']:.6g}, {r['sigma_upper']:.6g}], rel. width {r['rel_width']:.3g}"
+    assert f"σ₁ of ∂φ/∂X: 100% (3/3 step) bracket {bracket}" in err
+    assert "raise --max-steps above 3" in r["spectral_advice"] and r["spectral_advice"] in err
+    assert err.count("\n") == 2  # one progress line, one advice line
+
+
+def test_a_converged_bracket_gives_no_advice(mats, capsys):
+    a, p = mats
+    code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--activation", "x/sqrt(N)",
+                                   "--spectral", "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["converged"] and "spectral_advice" not in r and "sapa: note" not in err
