@@ -149,6 +149,14 @@ class LineProgress:
             self._closed = True
 
 
+class Tally(LineProgress):
+    """A :class:`LineProgress` that never prints by itself: work in the background counts into it, and whoever
+    waits for that work prints :meth:`line` when it chooses (``sapa verify``: only while it waits)."""
+
+    def _emit(self) -> None:
+        self._last = self._clock()
+
+
 def skip(bar, n: float) -> None:
     """Count ``n`` units found already done (resumed work) without crediting them to this run's speed, so the ETA
     comes from what this run itself computes."""

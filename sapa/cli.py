@@ -476,7 +476,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         from empirics.training.activation_train import main_activation
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
-                               scheduler=args.scheduler, device=args.device, decide=decide_slowdown)
+                               scheduler=args.scheduler, device=args.device, decide=decide_slowdown,
+                               progress=not args.no_progress)
     from sapa.train_summary import main_train
 
     return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,

@@ -73,9 +73,7 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: 
 
 def arm_name(arm: str) -> str:
     """The one display name of a training arm, everywhere it is printed or drawn: ``x_sqrtN`` → ``x/√N``, ``x3_alpha``
-    → ``x³/α*`` (the labels of :data:`empirics.training.study_config.ARMS`); ``expr`` (an audited φ) → ``φ``."""
-    if arm == "expr":
-        return "φ"
-    from empirics.training.study_config import ARMS
+    → ``x³/α*`` (:func:`empirics.training.study_config.arm_label`); ``expr`` (an audited φ) → ``φ``."""
+    from empirics.training.study_config import arm_label
 
-    return ARMS[arm].label if arm in ARMS else str(arm)
+    return arm_label(arm)

@@ -317,11 +317,13 @@ def _stored(path: Path, chash: str) -> dict | None:
 
 
 def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
-                     on_chunk=None):
+                     on_chunk=None, on_stored=None):
     """Submit the chunks of ``cfg`` not yet stored in ``out/mechanism`` to ``ex`` now; return ``finish()``.
 
     ``finish()`` trains the rest here when there is no executor, writes each result atomically as it
     arrives (``on_chunk(chunk)`` after each) and returns {"config", "config_hash", "chunks", "results"}.
+    ``on_stored(chunks)``: called once, before any training, with the chunks already stored (a resumed run), so a
+    progress bar can count them as done without crediting them to this run's speed.
     ``ex``: any ``concurrent.futures.Executor`` (a process pool, or the Dask executor of
     :func:`empirics.montecarlo.distributed.executor_for`); the numbers do not depend on it.
     """
@@ -334,6 +336,8 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     chunks = plan_mech_chunks(cfg)
     res = {c.file_name: _stored(d / c.file_name, chash) for c in chunks}
     todo = [c for c in chunks if res[c.file_name] is None]
+    if on_stored is not None:
+        on_stored([c for c in chunks if res[c.file_name] is not None])
     todo.sort(key=lambda c: -c.N * len(c.members))
     written = threading.Condition()
 
@@ -380,6 +384,6 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
 
 
 def run_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
-                   on_chunk=None) -> dict:
+                   on_chunk=None, on_stored=None) -> dict:
     """Train (or resume) every chunk of ``cfg`` into ``out/mechanism``; return {"config", …, "results"}."""
-    return start_mechanisms(cfg, out, ex, device, on_chunk)()
+    return start_mechanisms(cfg, out, ex, device, on_chunk, on_stored)()

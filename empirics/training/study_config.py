@@ -66,6 +66,13 @@ def _arms() -> dict[str, StudyArm]:
 
 
 ARMS: dict[str, StudyArm] = _arms()
+
+
+def arm_label(arm: str) -> str:
+    """The one display name of a training arm: ``x_sqrtN`` → ``x/√N`` (its :data:`ARMS` label); ``expr`` → ``φ``."""
+    if arm == "expr":
+        return "φ"
+    return ARMS[arm].label if arm in ARMS else str(arm)
 CAUSAL_ONLY = ("x3_sqrti",)
 
 

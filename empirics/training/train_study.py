@@ -41,6 +41,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -102,13 +103,13 @@ def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Execu
     """
     chash = cfg.hash()
     todo = [c for c in chunks if not chunk_ok(out / "chunks" / c.file_name, c, chash)]
-    skip(bar, sum(len(c.members) for c in chunks if c not in todo))  # found finished: not this run's speed
+    bar.stored([c for c in chunks if c not in todo])  # found finished: not this run's speed
     todo.sort(key=lambda c: -len(c.members) * bytes_per_member(cfg, c.task, c.N))
     counts = sum(len(c.members) for c in todo), len(todo)
 
     def store(c: Chunk, res: dict) -> None:
         store_chunk(out / "chunks" / c.file_name, c, chash, res)
-        bar.update(len(c.members))
+        bar.done(c)
 
     if ex is None:
         def finish_here() -> tuple[int, int]:
@@ -130,6 +131,49 @@ def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Execu
         return counts
 
     return finish
+
+
+class StudyProgress:
+    """The study's progress bar, weighted by work (:func:`step_flops` × steps per member), its postfix the members done.
+
+    Members of the α grid at the smallest N cost a fraction of those at the largest: a bar counting members would
+    promise an ETA that doubles when phase 2 starts. ``bar``: the bar of :func:`common.progress.progress_bar` or a
+    caller's (``run_study(progress=callable)``), made with the total work.
+    """
+
+    def __init__(self, make_bar: Callable[[float], object], cfg: StudyConfig, mcfg=None, mchunks=()) -> None:
+        self.cfg, self.mcfg = cfg, mcfg
+        phases = [c for t in cfg.tasks for N in cfg.plan(t).Ns for c in plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})]
+        self.members_total = member_count(cfg) + sum(len(c.members) for c in mchunks)
+        self.members = 0
+        self.bar = make_bar(sum(self.work(c) for c in phases) + sum(self.work(c) for c in mchunks))
+        self._postfix()
+
+    def work(self, c) -> float:
+        """Flops of chunk ``c`` (a study Chunk or a mechanism chunk): members × steps × flops per step."""
+        from empirics.training.mechanism import MechChunk
+        from empirics.training.tiny_models import step_flops
+
+        if isinstance(c, MechChunk):
+            return len(c.members) * self.mcfg.steps * step_flops(self.mcfg.model, self.mcfg.batch, c.N)
+        plan = self.cfg.plan(c.task)
+        return len(c.members) * plan.steps * step_flops(self.cfg.model, plan.sequences(c.N), c.N)
+
+    def _postfix(self) -> None:
+        self.bar.set_postfix_str(f"{self.members}/{self.members_total} members")
+
+    def done(self, c) -> None:
+        self.members += len(c.members)
+        self._postfix()
+        self.bar.update(self.work(c))
+
+    def stored(self, chunks) -> None:
+        self.members += sum(len(c.members) for c in chunks)
+        self._postfix()
+        skip(self.bar, sum(self.work(c) for c in chunks))
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _run_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar) -> tuple[int, int]:
@@ -164,7 +208,7 @@ def _mechanism_config(budget, seed: int, mechanism):
 
 
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
-              progress: bool | str = True, executor: cf.Executor | None = None, mechanism="budget",
+              progress: bool | str | Callable = True, executor: cf.Executor | None = None, mechanism="budget",
               device: str = "cpu", niceness: int = 0) -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
@@ -174,7 +218,9 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
     executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
     numbers either way; ``niceness``: the pool's ``os.nice``, its priority only). ``device``: where the mechanism
-    chunks train ("cpu" | "cuda"). Writes
+    chunks train ("cpu" | "cuda"). ``progress``: True/"force"/False as :func:`common.progress.progress_bar`, or
+    ``progress(total_work)`` returning the bar to count into (e.g. a quiet :class:`common.progress.Tally`;
+    :class:`StudyProgress` weighs each member by its flops and writes the members done as the postfix). Writes
     ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
     and ``study.json`` atomically.
     """
@@ -192,10 +238,11 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         raise InputError(f"cannot create the results directory {out / 'chunks'}: {exc.strerror or exc}") from None
     t0 = time.perf_counter()
     phase1 = [c for t in cfg.tasks for c in plan_chunks(cfg, t, cfg.plan(t).Ns[0], None)]
-    total_members = member_count(cfg)
     mchunks = plan_mech_chunks(mcfg) if mcfg is not None else []
-    total_members += sum(len(c.members) for c in mchunks)
-    bar = progress_bar(total_members, 0, desc="train members", unit="member", progress=progress)
+    bar = StudyProgress(progress if callable(progress) else
+                        lambda work: progress_bar(work, 0, desc="train", progress=progress,  # a terminal: no flop count
+                                                  bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}"),
+                        cfg, mcfg, mchunks)
     own = executor is None and workers > 1
     ex = executor if executor is not None else process_pool(workers, niceness) if own else None  # one pool for all phases
     mech = None
@@ -207,8 +254,8 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
         finish2 = _start_chunks(phase2, cfg, out, ex, bar)
-        mech_done = None if mcfg is None else start_mechanisms(mcfg, out, ex, device,
-                                                                 on_chunk=lambda c: bar.update(len(c.members)))
+        mech_done = None if mcfg is None else start_mechanisms(
+            mcfg, out, ex, device, on_chunk=bar.done, on_stored=bar.stored)
         ran2, ran_chunks2 = finish2()
         ran, ran_chunks = ran + ran2, ran_chunks + ran_chunks2
         if mech_done is not None:

@@ -84,6 +84,7 @@ class _Prefetch:
         import threading
 
         self.result: object = None
+        self.tally = None  # the study's member count, kept quiet: the verify log gets one line per stage
         self._thread = threading.Thread(target=self._run, args=(ctx,), name="sapa-train-study", daemon=True)
         self._thread.start()
 
@@ -92,12 +93,25 @@ class _Prefetch:
 
         try:
             self.result = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed,
-                                    workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS)
+                                    workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS, progress=self._tally)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, who raises it
             self.result = exc
 
-    def wait(self):
-        self._thread.join()
+    def _tally(self, total: float):
+        from common.progress import Tally
+
+        self.tally = Tally(total, desc="training study (in the background since the run began)", unit="member")
+        return self.tally
+
+    def wait(self, every_s: float | None = None):
+        """The study's result; while it still trains, its member count and ETA every ``every_s`` seconds."""
+        from common.progress import EVERY_S, say
+
+        every_s = EVERY_S if every_s is None else every_s
+        while self._thread.is_alive():
+            self._thread.join(timeout=every_s)
+            if self._thread.is_alive() and self.tally is not None:
+                say(self.tally.line())
         return self.result
 
 

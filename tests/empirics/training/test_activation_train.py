@@ -16,3 +16,17 @@ def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkey
     assert "slowdown copy1 φ" in out and "→ VERDICT" in out
     files = sorted(p.name for p in (tmp_path / "activation" / "mechanism").iterdir())
     assert files == ["copy1_N16_expr.json", "copy1_N16_softmax.json", "copy1_N32_expr.json", "copy1_N32_softmax.json"]
+
+
+def test_training_shows_its_members_and_a_resumed_run_counts_stored_chunks_as_done(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, tasks=("copy1",)))
+    cfg = replace(M.mech_config("quick", activation="relu(x)/N"), arms=("softmax",))  # as sapa train --activation
+    members = sum(len(c.members) for c in M.plan_mech_chunks(cfg))
+    assert members == 2 * 2 * 2  # (N = 16, 32) × (softmax, φ) × 2 seeds
+    assert main_activation("relu(x)/N", "quick", tmp_path) == 0
+    err = capsys.readouterr().err
+    assert f"train φ = relu(x)/N and softmax: 100% ({members}/{members} member)" in err
+    seen = []
+    monkeypatch.setattr(M, "train_mechanism_chunk", lambda *a: seen.append(a))  # a resumed run trains nothing
+    assert main_activation("relu(x)/N", "quick", tmp_path, progress=False) == 0
+    assert seen == [] and "member" not in capsys.readouterr().err

@@ -113,3 +113,19 @@ def test_bad_arms():
         build_model("digits", ARMS["x3_sqrti"], CFG, torch.Generator())
     with pytest.raises(InputError):
         TinyModelConfig(width=9, heads=2)
+
+
+@pytest.mark.parametrize("width, heads, mlp_ratio, B, N", [(32, 1, 2, 4, 16), (16, 2, 4, 2, 64)])
+def test_step_flops_counts_the_blocks_matmuls_forward_and_backward(width, heads, mlp_ratio, B, N):
+    # torch's FlopCounterMode counts 2·m·n·k per matmul; the formula must equal its count over the blocks' matmuls
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from empirics.training.tiny_models import Block, step_flops
+
+    cfg = TinyModelConfig(width=width, layers=1, heads=heads, mlp_ratio=mlp_ratio)
+    blk = Block(cfg, ARMS["x3_sqrtN"], causal=False).double()
+    x = torch.randn(B, N, width, dtype=torch.float64, requires_grad=True)
+    with FlopCounterMode(display=False) as count:
+        blk(x).sum().backward()
+    assert count.get_total_flops() == step_flops(cfg, B, N)
+    assert step_flops(TinyModelConfig(width=width, layers=3, heads=heads, mlp_ratio=mlp_ratio), B, N) == 3 * step_flops(cfg, B, N)

@@ -265,3 +265,25 @@ def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypat
     np.testing.assert_allclose(loss, loss1, rtol=1e-6)  # float32 logits: products of other sizes may round differently
     assert np.all(np.abs(acc - acc1) <= 1 / per + 1e-12)  # at most one prediction at a float32 tie
     assert len(set(acc.round(12))) > 1 or len(set(loss.round(9))) > 1  # members differ: the check is not vacuous
+
+
+def test_progress_weighs_members_by_their_flops_and_counts_a_resumed_run_as_done(study, tmp_path):
+    from common.progress import Tally
+    from empirics.training.tiny_models import step_flops
+
+    out, res = study
+    bars = []
+
+    def tally(total):
+        bars.append(Tally(total, desc="train"))
+        return bars[-1]
+
+    # the total is the sum over the members (rows) of steps × flops per step at their N: chunking does not enter
+    work = sum(MICRO.plan(t).steps * step_flops(MICRO.model, MICRO.plan(t).sequences(int(N)), int(N))
+               for t, N in zip(res.runs["task"], res.runs["N"]))
+    fresh = ts.run_study(MICRO, tmp_path, workers=1, progress=tally)
+    assert bars[0].total == pytest.approx(work, rel=1e-12) and bars[0].n == pytest.approx(work, rel=1e-12)
+    assert bars[0].postfix == f"{len(fresh.runs)}/{len(fresh.runs)} members"
+    ts.run_study(MICRO, out, workers=1, progress=tally)  # everything stored: counted as done, none of it as speed
+    assert bars[1].n == pytest.approx(work, rel=1e-12) and bars[1]._start_n == bars[1].n
+    assert bars[1].postfix == f"{len(res.runs)}/{len(res.runs)} members"
