@@ -67,6 +67,16 @@ def draw(cells: list[dict], out_dir: str | Path, stem: str = "learning", solved:
         return _draw(cells, out_dir, stem, solved, undecided_note(cells, budget))
 
 
+def stored_data(cells: list[dict], solved: bool, budget: str | None) -> dict:
+    """What ``sapa verify`` stores (OUT/data/STEM.json) so that ``sapa figures`` redraws the same figures."""
+    return {"cells": cells, "solved": bool(solved), "budget": budget}
+
+
+def draw_stored(data: dict, out_dir: str | Path, stem: str) -> list[Path]:
+    """:func:`draw` from :func:`stored_data`'s dict."""
+    return draw(data["cells"], out_dir, stem=stem, solved=data["solved"], budget=data["budget"])
+
+
 def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None = None) -> list[Path]:
     paths: list[Path] = []
     keys = sorted({(c["task"], c["N"]) for c in cells})

@@ -81,7 +81,20 @@ STORED_JOBS = [
               ("data/layer_lipschitz.json",)),
     FigureJob("training vs N", ("scale-keeps-training-stable", "norm-vs-accuracy"), lambda results, out:
               _training(results, out), ("train/runs.parquet", "train/history.parquet", "train/study.json")),
+    FigureJob("study learning curves", ("scale-keeps-training-stable",), lambda results, out:
+              _learning(results, out, "study_learning"), ("data/study_learning.json",)),
+    FigureJob("mechanism learning curves", ("mechanism-across-n",), lambda results, out:
+              _learning(results, out, "mechanism_learning"), ("data/mechanism_learning.json",)),
 ]
+
+
+def _learning(results: Path, out: Path, name: str) -> list[Path]:
+    """Learning curves (and, for the mechanism tasks, steps to solve) from RESULTS/data/NAME.json."""
+    from common import figdata
+    from figures import learning_curves
+
+    data, stem = figdata.read(results / "data" / f"{name}.json")
+    return learning_curves.draw_stored(data, out, stem)
 
 
 def _training(results: Path, out: Path) -> list[Path]:
@@ -106,8 +119,15 @@ def regenerate(results: str | Path, out: str | Path | None = None, *, jobs: list
 
 
 def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[FigureJob] | None = None,
-             report: bool = True) -> dict[str, tuple[list[Path], str | None]]:
-    """Run each figure job; map its name to (paths, error). A figure that fails is reported (stderr), not fatal."""
+             report: bool = True, progress: bool = False) -> dict[str, tuple[list[Path], str | None]]:
+    """Run each figure job; map its name to (paths, error). A figure that fails is reported (stderr), not fatal.
+
+    ``progress``: a line ``[i/n] figure NAME ...`` before each job, and a line every 10 s while one draws.
+    """
+    import contextlib
+
+    from common.progress import say, stage
+
     results = Path(results)
     if out is None and (results / "figures").is_symlink():  # a link in an exchanged folder could point anywhere
         from common.validate import InputError
@@ -116,15 +136,20 @@ def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[F
                          "(remove the link, or choose the figure folder with --out)")
     out = Path(out) if out is not None else results / "figures"
     done: dict[str, tuple[list[Path], str | None]] = {}
-    for job in jobs if jobs is not None else JOBS:
+    jobs = list(jobs if jobs is not None else JOBS)
+    for i, job in enumerate(jobs, 1):
         missing = [n for n in job.needs if not (results / n).exists()]
         if missing:
             old = [n for n in missing if n.endswith(".json") and (results / n).with_suffix(".pkl").exists()]
             hint = "; an old .pkl beside it is never read (unpickling can run code): rerun sapa verify" if old else ""
             done[job.name] = ([], f"missing stored results: {', '.join(missing)}{hint}")
             continue
+        tag = f"[{i}/{len(jobs)}] figure {job.name!r}"
+        if progress:
+            say(f"{tag} ...")
         try:
-            done[job.name] = (job.draw(results, out), None)
+            with stage(tag) if progress else contextlib.nullcontext():
+                done[job.name] = (job.draw(results, out), None)
         except Exception as exc:  # a figure's own claim check failing is a finding: report it
             msg = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
             if report:

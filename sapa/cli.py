@@ -490,7 +490,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     if not args.results.is_dir():
         raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
-    done = run_jobs(args.results, args.out, jobs=JOBS + STORED_JOBS, report=False)
+    done = run_jobs(args.results, args.out, jobs=JOBS + STORED_JOBS, report=False, progress=True)
     paths = [p for drawn, _ in done.values() for p in drawn]
     for p in paths:
         print(p)

@@ -30,7 +30,11 @@ def check_mechanism_across_n(ctx: Context) -> Outcome:
     fal, robust = mechanism_conditions(ev.pop("_slow"), rs, verdict)
     from figures import learning_curves as fig
 
-    paths = fig.draw(ev["cells"], ctx.out_dir / "figures", stem="mechanism_learning", solved=True)
+    from sapa.ledger import store_figure_data
+
+    data = fig.stored_data(ev["cells"], solved=True, budget=ctx.budget.name)
+    store_figure_data(ctx, "mechanism_learning", data, "mechanism_learning")  # sapa figures redraws it
+    paths = fig.draw_stored(data, ctx.out_dir / "figures", "mechanism_learning")
     ev["check_wall_seconds"] = round(time.perf_counter() - t0, 1)
     head = "; ".join(f"{r.name.split(' slowdown')[0]} {r.verdict}" for r in rs)
     return Outcome(verdict=verdict, tested_statement=TESTED, headline=f"slowdown vs softmax over N: {head}",

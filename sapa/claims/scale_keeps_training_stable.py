@@ -590,9 +590,12 @@ def check_scale_keeps_training_stable(ctx: Context) -> Outcome:
     rs = (with_learning_speed(rs[0], learn["readings"]), *learn["readings"], *rs[1:])
     figures = study_figures(ctx, study, bigram)
     from figures import learning_curves as lfig
+    from sapa.ledger import store_figure_data
 
+    data = lfig.stored_data(learn["cells"], solved=False, budget=ctx.budget.name)
+    store_figure_data(ctx, "study_learning", data, "study_learning")  # sapa figures redraws it
     figures = (*figures, *(str(p.relative_to(ctx.out_dir))
-                           for p in lfig.draw(learn["cells"], ctx.out_dir / "figures", stem="study_learning")))
+                           for p in lfig.draw_stored(data, ctx.out_dir / "figures", "study_learning")))
     prov = study.provenance or {}
     left_out = (f"accuracy trends leave out {', '.join(f'{t} N={n}' for t, n in a['uninformative'])}: softmax did not "
                 f"leave the bigram plateau there, so a gap to it says nothing about the scale rule",) if a[

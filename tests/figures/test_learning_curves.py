@@ -32,3 +32,18 @@ def test_rising_curves_or_a_quick_budget_are_said_on_the_figure(tmp_path, monkey
     # the legend uses the one display name per arm
     labels = [t.get_text() for t in saved["t_curves"].axes[0].get_legend().get_texts()]
     assert labels == ["softmax", "x/√N"]
+
+
+def test_stored_data_redraws_the_same_figures_with_the_same_note(tmp_path, monkeypatch):
+    # through figdata (what sapa verify writes and sapa figures reads): same files, same note on their face
+    from common import figdata
+
+    cells = [_cell("copy1", 16, a, m, s) for a, m, s in (("softmax", 10, 1.0), ("x_sqrtN", 20, 0.5))]
+    figdata.write(tmp_path / "d.json", fig.stored_data(cells, solved=True, budget="quick"), "t")
+    data, stem = figdata.read(tmp_path / "d.json")
+    assert data == {"cells": cells, "solved": True, "budget": "quick"} and stem == "t"
+    saved = {}
+    monkeypatch.setattr(fig.style, "save", lambda f, out, stem: saved.setdefault(stem, f) and [])
+    fig.draw_stored(data, tmp_path, stem)
+    assert set(saved) == {"t_curves", "t_exit", "t_solved"}
+    assert all(any(t.get_text().startswith("Quick budget") for t in f.texts) for f in saved.values())

@@ -107,6 +107,14 @@ def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
     assert out.split() == [str(tmp_path / "figures" / f"ov_tiny{s}") for s in
                            (".png", ".pdf", "_crossover.png", "_crossover.pdf")]
     assert "sapa: skipped figure 'worst case'" in err
+    # one progress line per figure drawn, numbered among all; every figure not drawn is named with its reason
+    n = len(rg.STORED_JOBS)
+    k = [j.name for j in rg.STORED_JOBS].index("overhead") + 1
+    assert f"[{k}/{n}] figure 'overhead' ..." in err.splitlines()
+    skipped = [ln for ln in err.splitlines() if ln.startswith("sapa: skipped figure")]
+    assert len(skipped) == n - 1
+    for name in ("study learning curves", "mechanism learning curves"):
+        assert any(ln.startswith(f"sapa: skipped figure {name!r}: missing stored results: data/") for ln in skipped)
 
 
 # --------------------------------------------------------------------------- no pickle from a results folder
