@@ -422,9 +422,16 @@ def cmd(args) -> int:
     scale = getattr(args, "logit_scale", "S")
     act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
     check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False))
+    from common.progress import stage
+
+    how = ("sums over the pairs (i, j)" if act.normalize == "none" and act.uses_j else
+           "moments over N = 2…2²⁰ (closed form or quadrature)" if act.normalize == "none" and act.separable else
+           f"Monte Carlo, {args.trials} trials per N")
     try:
-        out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed,
-                        size_factor=getattr(args, "size_factor", None), logit_scale=scale, expr_as_given=args.expr)
+        with stage(f"sapa audit {args.expr}", basis=how):  # a line whenever 10 s pass without output
+            out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed,
+                            size_factor=getattr(args, "size_factor", None), logit_scale=scale,
+                            expr_as_given=args.expr)
     except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
         raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None

@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from common.validate import InputError
 
@@ -88,13 +89,14 @@ def _jupyter():
     return jupytext, nbformat
 
 
-def execute(py: Path, budget: str = "full", timeout: int = 1200):
+def execute(py: Path, budget: str = "full", timeout: int = 1200, on_cell: Callable[[int, int], None] | None = None):
     """The notebook of ``py`` executed in a fresh ``python3`` kernel (cwd: its folder); raises on a failing cell.
 
-    ``budget="small"`` sets ``SAPA_SMALL=1`` (the notebooks' fast mode); ``"full"`` removes it.
+    ``budget="small"`` sets ``SAPA_SMALL=1`` (the notebooks' fast mode); ``"full"`` removes it. ``on_cell(k, m)``:
+    called as cell k (1-based) of the notebook's m cells starts (progress; the outputs do not depend on it).
     """
     with kernel(py.parent, budget) as run:
-        return run(py, timeout)
+        return run(py, timeout, on_cell)
 
 
 @contextmanager
@@ -128,13 +130,15 @@ def kernel(folder: Path, budget: str = "full"):
         km.start_kernel(env=env, cwd=str(folder), stderr=subprocess.DEVNULL)
         runs = 0
 
-        def run(py: Path, timeout: int = 1200):
+        def run(py: Path, timeout: int = 1200, on_cell: Callable[[int, int], None] | None = None):
             nonlocal runs
             if Path(py).resolve().parent != folder.resolve():
                 raise InputError(f"{py} is not in the kernel's folder {folder}")
             nb = jupytext.read(py)
+            hooks = {} if on_cell is None else {
+                "on_cell_start": lambda cell, cell_index: on_cell(cell_index + 1, len(nb.cells))}
             client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", record_timing=False,
-                                    resources={"metadata": {"path": str(folder)}})
+                                    resources={"metadata": {"path": str(folder)}}, **hooks)
             if runs:
                 _reset(km, timeout)
             runs += 1
@@ -245,10 +249,11 @@ def _clean_text(text: str, root: Path) -> str:
     return text.replace(str(root) + os.sep, "").replace(str(root), ".")
 
 
-def render(book: Notebook, budget: str = "full", timeout: int = 1200) -> str:
+def render(book: Notebook, budget: str = "full", timeout: int = 1200,
+           on_cell: Callable[[int, int], None] | None = None) -> str:
     """The ``.ipynb`` text of ``book``: executed, normalised, serialised the way Jupyter writes it."""
     _, nbformat = _jupyter()
-    nb = normalise(execute(book.py, budget, timeout), book.py.parent.parent)
+    nb = normalise(execute(book.py, budget, timeout, on_cell), book.py.parent.parent)
     return nbformat.writes(nb) + "\n"
 
 
@@ -336,12 +341,20 @@ def main(directory: Path | None, only: list[str] | None, check: bool, timeout: i
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
     except ImportError as exc:
         raise InputError(f"sapa notebooks needs {exc.name}: python3 -m pip install -e \".[notebooks]\"") from None
+    from common.progress import say, stage
+
     failed = 0
-    for book in books:
-        print(f"executing {book.py.name} ...", file=sys.stderr, flush=True)
+    for i, book in enumerate(books, 1):
+        tag = f"[{i}/{len(books)}] {book.py.name}"
+        say(f"{tag}: executing ...")
         t0 = time.perf_counter()
         try:
-            text = render(book, "full", timeout)
+            with stage(tag) as beat:  # silent for 10 s: a line naming the cell that runs
+
+                def on_cell(k: int, m: int, beat=beat, tag=tag) -> None:
+                    beat.desc = f"{tag}: cell {k}/{m}"
+
+                text = render(book, "full", timeout, on_cell)
         except CellExecutionError as exc:
             why = f"{exc.ename}: {' '.join(str(exc.evalue).split())}" if getattr(exc, "ename", None) else "a cell failed"
         except (CellTimeoutError, DeadKernelError) as exc:

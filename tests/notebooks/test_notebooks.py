@@ -208,3 +208,22 @@ def test_full_budget_prints_what_the_shipped_notebook_shows(book):
                 for c in nb.cells if c.cell_type == "code"]
 
     assert texts(fresh) == texts(shipped), f"{book.ipynb.name} is out of date: run `{book.fix}`"
+
+
+def test_regenerating_says_which_notebook_and_which_cell_runs(tmp_path, capsys, monkeypatch):
+    import functools
+
+    import common.progress as progress
+    from sapa.notebooks import execute
+
+    book = Notebook(tmp_path / "01_slow.py")
+    book.py.write_text("# %% [markdown]\n# slow\n\n# %%\nimport time\n\n# %%\ntime.sleep(1.5)\n", encoding="utf-8")
+    calls = []
+    execute(book.py, "small", on_cell=lambda k, m: calls.append((k, m)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]  # every cell, markdown included, numbered among all
+    monkeypatch.setattr(progress, "stage", functools.partial(progress.stage, every_s=0.5))  # a line after 0.5 s silent
+    assert sapa_main(["notebooks", "--dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "[1/1] 01_slow.py: executing ..."
+    assert any(ln.startswith("[1/1] 01_slow.py: cell 3/3: running ") for ln in err)
+    assert book.ipynb.is_file()

@@ -193,3 +193,22 @@ def test_exact_and_norms_say_their_convention(capsys, tmp_path):
     np.save(tmp_path / "w.npy", rng.standard_normal((3, 3)))
     n = _json(["norms", "--x", str(tmp_path / "x.npy"), "--w", str(tmp_path / "w.npy"), "--activation", "poly"], capsys)
     assert n["logit_scale"] == "S"
+
+
+@pytest.mark.parametrize("expr, how", [("x**3/sqrt(N)", "moments over N = 2…2²⁰ (closed form or quadrature)"),
+                                       ("x/(N*(1 + abs(i - j)))", "sums over the pairs (i, j)")])
+def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how):
+    import functools
+    import time
+
+    import common.progress as progress
+    import sapa.audit as A
+
+    monkeypatch.setattr(progress, "stage", functools.partial(progress.stage, every_s=0.2))
+    monkeypatch.setattr(A, "run_audit", lambda *a, **k: (time.sleep(0.7), {"activation": expr})[1])
+    assert main(["audit", expr, "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out) == {"activation": expr}
+    lines = cap.err.splitlines()
+    assert lines and all(re.fullmatch(rf"sapa audit {re.escape(expr)}: running \d+ s, no estimate \({re.escape(how)}\)",
+                                      ln) for ln in lines)
