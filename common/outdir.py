@@ -57,29 +57,54 @@ def check_file(path: str | os.PathLike, flag: str = "--out") -> Path:
 def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
     """Hold ``path/.sapa.lock`` (flock, non-blocking) for the block; a second holder gets InputError at once.
 
-    The directory is created if needed; if it was created here and holds nothing but the lock when
-    the block ends, both are removed again (a refused run leaves nothing behind).
+    The directory is created if needed; the lock file is removed when the block ends, however it ends (an error,
+    an interrupt), so a finished run leaves only its results; if the directory was created here and holds nothing
+    else, it is removed too (a refused run leaves nothing behind). Removing the file while it is still locked is
+    safe because a new holder checks, once it holds the lock, that the file it locked is still the one at the path
+    (else it locked a removed file, and tries again). Only a killed process (SIGKILL) leaves the file; its lock died
+    with it, and the next run takes it over.
     """
     path = check_dir(path, flag)
     created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+    fd = _lock(path / LOCK_NAME, path, flag)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InputError(f"{flag} {path} is in use by another sapa run{_holder(fd)}; wait for it to finish "
-                             f"or choose another {flag}") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         yield path
     finally:
+        with contextlib.suppress(OSError):
+            (path / LOCK_NAME).unlink()  # still holding the lock: a waiter re-checks the inode
         os.close(fd)  # releases the lock
         if created:
-            _remove_if_only_lock(path)
+            _remove_if_empty(path)
+
+
+def _lock(lock: Path, path: Path, flag: str, tries: int = 5) -> int:
+    """An fd of ``lock`` holding its exclusive flock, the file still at ``lock`` (InputError when another holds it)."""
+    for _ in range(tries):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise InputError(f"{flag} {path} is in use by another sapa run{holder}; wait for it to finish "
+                             f"or choose another {flag}") from None
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the previous holder removed the file we locked: lock the one at the path now
+    raise InputError(f"{flag} {path}: its lock file keeps being replaced; is another program removing {lock}?")
 
 
 def _nearest_existing(start: Path, path: Path, flag: str) -> Path:
@@ -113,8 +138,7 @@ def _holder(fd: int) -> str:
     return f" (pid {text})" if text.isdigit() else ""
 
 
-def _remove_if_only_lock(path: Path) -> None:
+def _remove_if_empty(path: Path) -> None:
     with contextlib.suppress(OSError):
-        if [p.name for p in path.iterdir()] == [LOCK_NAME]:
-            (path / LOCK_NAME).unlink()
+        if not any(path.iterdir()):
             path.rmdir()

@@ -78,7 +78,41 @@ def test_lock_is_released_and_a_refused_run_leaves_nothing(tmp_path):
         pass
     with exclusive(out):  # released: can be taken again
         pass
-    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME, "ledger.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["ledger.json"]  # a finished run leaves only its results
+    with pytest.raises(KeyboardInterrupt), exclusive(out):
+        raise KeyboardInterrupt  # an interrupted one too
+    assert sorted(p.name for p in out.iterdir()) == ["ledger.json"]
+
+
+def test_a_stale_lock_file_from_a_killed_run_is_taken_over_and_removed(tmp_path):
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / LOCK_NAME).write_text("999999\n")  # what SIGKILL leaves: the file, no lock on it
+    with exclusive(out):
+        assert (out / LOCK_NAME).read_text().strip() == str(os.getpid())
+    assert list(out.iterdir()) == []
+
+
+def test_a_holder_that_locked_a_removed_file_locks_the_new_one(tmp_path, monkeypatch):
+    # the race the inode check closes: between our open and our flock the previous holder removes the file
+    import common.outdir as O
+
+    out = tmp_path / "res"
+    out.mkdir()
+    real_flock, removed = O.fcntl.flock, []
+
+    def flock_after_removal(fd, op):
+        if not removed:
+            removed.append(True)
+            os.unlink(out / LOCK_NAME)  # the previous holder finishing
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(O.fcntl, "flock", flock_after_removal)
+    with exclusive(out):
+        assert (out / LOCK_NAME).exists() and removed == [True]
+        monkeypatch.setattr(O.fcntl, "flock", real_flock)
+        with pytest.raises(InputError, match="is in use by another sapa run"), exclusive(out):
+            pass
 
 
 def _holder(out, seconds: float = 30.0) -> subprocess.Popen:
