@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        _check_input_files(args)  # a missing --x is one line before torch, sympy or scipy is imported
         with sigterm_as_interrupt(), _output_guard(args):  # SIGTERM: the same clean path as Ctrl-C
             return _COMMANDS[args.command](args)
     except InputError as exc:
@@ -46,6 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sapa: interrupted; finished results were kept", file=sys.stderr)
         return 130
+
+
+INPUT_FILES = ("x", "w", "wq", "wk", "wv", "wo", "safetensors", "sigma_x")  # options naming files a command reads
+
+
+def _check_input_files(args: argparse.Namespace) -> None:
+    """Each input file given exists and is a regular file (InputError naming the option otherwise); the loaders
+    check the contents later, and their own size limits."""
+    from common.readfile import require_regular
+
+    for name in INPUT_FILES:
+        path = getattr(args, name, None)
+        if path is not None:
+            require_regular(path, "--" + name.replace("_", "-"), limit=2**62)
 
 
 def _one_line(exc: BaseException) -> str:
