@@ -442,9 +442,9 @@ def flattening_line(flat: pd.DataFrame) -> str:
 
 
 def alpha_line(prov: dict) -> str:
-    a = (prov or {}).get("alpha_star") or {}
+    a = {task: d for task, d in ((prov or {}).get("alpha_star") or {}).items() if d}  # a task without x/α* arms: none
     if not a:
-        return "α*: not reported by the study"
+        return "α*: not reported by the study (no fixed-α arm was trained)"
     return "α* (tuned at the smallest N, then fixed): " + "; ".join(
         f"{task} " + ", ".join(f"p={p}: {v:g}" for p, v in sorted(d.items())) for task, d in a.items())
 

@@ -92,6 +92,10 @@ def test_findings_table_edges_alpha_and_plateau():
     (edge,) = SC.edge_lines(a["best"])
     assert "digits N=16 x (high: 0.01)" in edge and "5/" in edge  # x at both digits N and the three text N
     assert SC.alpha_line(st.provenance) == "α* (tuned at the smallest N, then fixed): digits p=1: 4, p=3: 4; text p=1: 4, p=3: 4"
+    # a task without fixed-α arms names nothing, and a study without any says so: never an empty line
+    assert SC.alpha_line({"alpha_star": {"digits": {}, "text": {"1": 8.0}}}) == \
+        "α* (tuned at the smallest N, then fixed): text p=1: 8"
+    assert SC.alpha_line({"alpha_star": {"digits": {}}}) == "α*: not reported by the study (no fixed-α arm was trained)"
     p = SC.plateau_from(a["table"], {32: 0.40, 64: 0.44, 128: None})
     assert set(p["per_N"]) == {32, 64} and p["per_N"][32]["left"] and not p["per_N"][64]["left"]
     assert "only at N = [32]" in SC.plateau_line(p) and not p["left_at_every_N"]
