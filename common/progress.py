@@ -23,6 +23,7 @@ import time
 from typing import Callable, TextIO
 
 EVERY_S = 10.0  # seconds between two progress lines in a log (no stage stays silent longer)
+FALLBACK_S = EVERY_S + 1.0  # the whole command's own stage: speaks only where no inner stage or bar has spoken
 
 
 class LogClock:
@@ -42,6 +43,7 @@ class LogClock:
 LOG = LogClock()  # one per process, as stderr is
 
 
+_BEATING = threading.Lock()  # a stage's check of the silence and its line, as one step
 _WRITING = threading.Lock()  # lines come from several threads (a bar's heartbeat, a stage's, the main thread)
 
 
@@ -229,9 +231,12 @@ class StageBeat:
         return f"{self.desc}: running {elapsed:.0f} s{eta}"
 
     def beat(self) -> None:
-        """A line when the log has been silent for ``every_s`` seconds (a bar printing inside the stage: none)."""
-        if self._log.silent_for() >= self.every:
-            say(self.line(), file=self._file, log=self._log)
+        """A line when the log has been silent for ``every_s`` seconds (a bar printing inside the stage: none).
+
+        Checked and printed under one lock: two nested stages never both speak for the same silence."""
+        with _BEATING:
+            if self._log.silent_for() >= self.every:
+                say(self.line(), file=self._file, log=self._log)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _check_input_files(args)  # a missing --x is one line before torch, sympy or scipy is imported
-        with sigterm_as_interrupt(), _output_guard(args):  # SIGTERM: the same clean path as Ctrl-C
+        from common.progress import FALLBACK_S, stage
+
+        # SIGTERM: the same clean path as Ctrl-C; a command silent for FALLBACK_S seconds (no bar or inner stage of
+        # its own speaking) still gets a line saying it runs
+        with sigterm_as_interrupt(), _output_guard(args), stage(f"sapa {args.command}", every_s=FALLBACK_S):
             return _COMMANDS[args.command](args)
     except InputError as exc:
         print(f"sapa: error: {_one_line(exc)}", file=sys.stderr)

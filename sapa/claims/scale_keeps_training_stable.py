@@ -100,7 +100,7 @@ class _Prefetch:
     def _tally(self, total: float):
         from common.progress import Tally
 
-        self.tally = Tally(total, desc="training study (in the background since the run began)", unit="member")
+        self.tally = Tally(total, desc="training study (in the background since the run began)")  # total: flops
         return self.tally
 
     def wait(self, every_s: float | None = None):

@@ -139,3 +139,26 @@ def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
     assert ratios and any(k.startswith("naive/p3/") for k in ratios)
     assert all(v is None or v > 0 for v in ratios.values())
     assert got["overhead"]["provenance"]["dtype"] == "float32" and not got["vs_autograd"]
+
+
+def test_a_command_silent_for_longer_than_the_fallback_says_it_runs(monkeypatch, capsys):
+    import time
+
+    import common.progress as progress
+    import sapa.cli as cli
+
+    monkeypatch.setattr(progress, "FALLBACK_S", 0.3)
+    monkeypatch.setitem(cli._COMMANDS, "exact", lambda args: time.sleep(1.0) or 0)
+    assert cli.main(["exact", "--p", "1", "--model", "paper", "--N", "4", "--d", "2"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(ln.startswith("sapa exact: running ") and ln.endswith("no estimate") for ln in lines)
+
+    def inner(args):  # a command with its own stage: only its lines, never the fallback's for the same silence
+        with progress.stage("inner work", every_s=0.2):
+            time.sleep(1.0)
+        return 0
+
+    monkeypatch.setitem(cli._COMMANDS, "exact", inner)
+    assert cli.main(["exact", "--p", "1", "--model", "paper", "--N", "4", "--d", "2"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3 and all(ln.startswith("inner work: running ") for ln in lines)
