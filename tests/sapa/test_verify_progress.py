@@ -50,7 +50,8 @@ def test_verify_runs_every_entry_and_the_figures_inside_a_stage(tmp_path, capsys
     monkeypatch.setattr(progress, "stage", spy)
     monkeypatch.setattr(rg, "JOBS", [])
     assert main(["verify", "--only", "thm4.1-norm", "--out", str(tmp_path)]) == 0
-    assert seen[0] == ("[1/1] thm4.1-norm", 0.6, f"as long as the last quick run in {tmp_path}")
-    assert seen[1][0] == "drawing 0 figures"
+    assert seen[0] == ("sapa verify", None, "")  # the command's fallback stage (silent where an inner one speaks)
+    assert seen[1] == ("[1/1] thm4.1-norm", 0.6, f"as long as the last quick run in {tmp_path}")
+    assert seen[2][0] == "drawing 0 figures"
     err = capsys.readouterr().err
     assert "[1/1] thm4.1-norm ...\n[1/1] thm4.1-norm: HOLDS (" in err

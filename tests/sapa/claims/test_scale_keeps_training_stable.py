@@ -283,7 +283,7 @@ def test_a_prefetched_study_stays_quiet_until_someone_waits_for_it(monkeypatch, 
     threading.Timer(0.35, release.set).start()
     assert pre.wait(every_s=0.1) == "study"
     lines = capsys.readouterr().err.splitlines()
-    assert lines and all(ln.startswith("training study (in the background since the run began):  38% (3/8 member)")
+    assert lines and all(ln.startswith("training study (in the background since the run began):  38%, ")
                          for ln in lines)
     assert pre.tally.n == 8 and pre.wait(every_s=0.1) == "study"  # finished: no further line
     assert capsys.readouterr().err == ""
