@@ -73,6 +73,8 @@ def arm_label(arm: str) -> str:
     if arm == "expr":
         return "φ"
     return ARMS[arm].label if arm in ARMS else str(arm)
+
+
 CAUSAL_ONLY = ("x3_sqrti",)
 
 

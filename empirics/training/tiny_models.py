@@ -133,7 +133,6 @@ class TinyModelConfig:
             raise InputError(f"width {self.width} must be a multiple of heads {self.heads}")
 
 
-
 def step_flops(model: TinyModelConfig, B: int, N: int) -> float:
     """≈ 6·B·N·L·((4 + 2r)·D² + 2·N·D): forward and backward flops of one optimiser step (what a progress ETA weighs).
 
@@ -143,6 +142,7 @@ def step_flops(model: TinyModelConfig, B: int, N: int) -> float:
     """
     D, L, r = model.width, model.layers, model.mlp_ratio
     return 6.0 * B * N * L * ((4 + 2 * r) * D * D + 2 * N * D)
+
 
 class Attention(nn.Module):
     """Multi-head attention y = φ(S) V W_O, S_h = X W_Q,h W_K,hᵀ Xᵀ/√d, all projections bias-free."""

@@ -137,13 +137,14 @@ class StudyProgress:
     """The study's progress bar, weighted by work (:func:`step_flops` × steps per member), its postfix the members done.
 
     Members of the α grid at the smallest N cost a fraction of those at the largest: a bar counting members would
-    promise an ETA that doubles when phase 2 starts. ``bar``: the bar of :func:`common.progress.progress_bar` or a
-    caller's (``run_study(progress=callable)``), made with the total work.
+    promise an ETA that doubles when phase 2 starts. ``make_bar(total_work)``: the bar to count into
+    (:func:`common.progress.progress_bar`'s, or a caller's through ``run_study(progress=callable)``).
     """
 
     def __init__(self, make_bar: Callable[[float], object], cfg: StudyConfig, mcfg=None, mchunks=()) -> None:
         self.cfg, self.mcfg = cfg, mcfg
-        phases = [c for t in cfg.tasks for N in cfg.plan(t).Ns for c in plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})]
+        phases = [c for t in cfg.tasks for N in cfg.plan(t).Ns  # any α*: the chunks' sizes do not depend on it
+                  for c in plan_chunks(cfg, t, N, {p: 1.0 for p in alpha_ps(cfg, t)})]
         self.members_total = member_count(cfg) + sum(len(c.members) for c in mchunks)
         self.members = 0
         self.bar = make_bar(sum(self.work(c) for c in phases) + sum(self.work(c) for c in mchunks))

@@ -84,7 +84,7 @@ class _Prefetch:
         import threading
 
         self.result: object = None
-        self.tally = None  # the study's member count, kept quiet: the verify log gets one line per stage
+        self.tally = None  # the study's work done (flops, members), kept quiet: the verify log gets one line per stage
         self._thread = threading.Thread(target=self._run, args=(ctx,), name="sapa-train-study", daemon=True)
         self._thread.start()
 
@@ -104,7 +104,7 @@ class _Prefetch:
         return self.tally
 
     def wait(self, every_s: float | None = None):
-        """The study's result; while it still trains, its member count and ETA every ``every_s`` seconds."""
+        """The study's result; while it still trains, a line with its progress and ETA every ``every_s`` seconds."""
         from common.progress import EVERY_S, say
 
         every_s = EVERY_S if every_s is None else every_s
