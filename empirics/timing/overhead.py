@@ -41,13 +41,14 @@ import torch.nn.functional as Fn
 from empirics.timing.bench import _sync, _time
 from empirics.kernels.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
 from empirics.kernels.norms import default_device
-from common.seeds import torch_gen_for
+from common.seeds import rng_for, torch_gen_for
 from common.validate import InputError, choice, positive_float, positive_int
 
 __all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "measured_crossover", "crossover_table", "flat_summary",
            "summary_lines", "COMPLEXITY", "METHODS"]
 
-METHODS = ("naive", "compiled", "linearised")
+METHODS = ("naive", "causal_blocked", "compiled", "linearised")
+CLOCKS = ("process", "thread", "wall")  # the clock of a timed block: process / thread CPU time, or wall time
 MASKS = ("none", "causal")
 PASSES = ("fwd", "fwd+bwd")
 DTYPE = torch.float32
@@ -56,6 +57,7 @@ GIB = 2**30
 COMPLEXITY = {
     "softmax": "O(N²·d) time, O(N·d) memory (fused: S never materialised)",
     "naive": "O(N²·d) time, O(N²) memory (S materialised)",
+    "causal_blocked": "O(N²·d/2) time under the mask (key blocks above the diagonal skipped), O(N·block) memory",
     "compiled": "O(N²·d) time, O(N²) memory (S materialised; element-wise ops fused)",
     "linearised": "O(N·C(d+p−1,p)·d_v) time, O(C(d+p−1,p)·(d_v + chunk)) memory; causal adds O(N·chunk·d)",
 }
@@ -72,7 +74,12 @@ class OverheadGrid:
     passes: tuple[str, ...] = PASSES
     methods: tuple[str, ...] = METHODS
     heads: int = 1                                # batch 1, this many heads
-    repeats: int = 5                              # timed calls after one warm-up; the median is reported
+    repeats: int = 5                              # timed rounds after one warm-up; the median is reported
+    clock: str = "process"                        # clock of each timed block (CLOCKS); "wall" = one call per round
+    block_s: float = 0.1                          # a block: as many calls as fill this many seconds of the clock
+    block: int = 128                              # query/key block length of the causal_blocked form
+    memory: bool = True                           # peak memory per form (torch profiler, one extra call)
+    linearised_flop_cap: float = 1.5              # at the main d, time the linearisation only below this flop ratio
     crossover_ds: tuple[int, ...] = (16, 32, 64)  # naive vs linearised, forward, for the crossover table
     crossover_masks: tuple[str, ...] = MASKS
     mem_cap_bytes: int = 4 * GIB                  # skip cells whose estimated working memory exceeds this
@@ -82,10 +89,11 @@ class OverheadGrid:
 
 
 FULL = OverheadGrid()
-# Quick: N ≤ 1024, 3 repeats, no torch.compile (its cold start costs 20–40 s per configuration on 2
-# cores), the x³ linearisation (F = 45 760 at d = 64) only where it predicts < 0.5 s per call.
-QUICK = OverheadGrid(Ns=(128, 256, 512, 1024), repeats=5, methods=("naive", "linearised"), crossover_masks=("none",),
-                     time_cap_s=0.5)
+# Quick: N ∈ {128, 512, 1024}, 5 blocks of ≥ 0.05 CPU-s per form and cell, no torch.compile (its cold start costs
+# 20–40 s per configuration on 2 cores), the x³ linearisation (F = 45 760 at d = 64) only where it predicts < 0.05 s
+# per call (the crossover table's other d keep one call per round).
+QUICK = OverheadGrid(Ns=(128, 512, 1024), repeats=5, methods=("naive", "causal_blocked", "linearised"),
+                     crossover_masks=("none",), time_cap_s=0.05, block_s=0.05)
 
 
 # =========================================================================== the timed functions
@@ -130,6 +138,31 @@ def _products_fn(p: int, causal: bool) -> Callable:
         return (P @ V) * r.unsqueeze(-1)
 
     return naive_products
+
+
+def causal_blocked(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, p: int, block: int) -> torch.Tensor:
+    """Σ_{j ≤ i} (q_i·k_j)^p v_j, computing only the key blocks on and below the diagonal; (…, N, d) -> (…, N, d_v).
+
+    Query block [i0, i1) meets keys [0, i1): S_b = Q_b K_{<i1}ᵀ (…, b, i1), the entries j > i zeroed by
+    tril(·, diagonal=i0) (column j, row i0 + r: kept iff j ≤ i0 + r), then S_b^{∘p} V_{<i1}. The blocks above the
+    diagonal are never formed: ≈ N²/2 + N·block/2 score entries instead of N², and b × N instead of N × N memory.
+    """
+    N = Q.shape[-2]
+    out = []
+    for i0 in range(0, N, block):
+        i1 = min(i0 + block, N)
+        S = Q[..., i0:i1, :] @ K[..., :i1, :].transpose(-1, -2)  # (…, b, d) @ (…, d, i1) -> (…, b, i1)
+        S = torch.tril(S, diagonal=i0)
+        P = S if p == 1 else S.pow(p)
+        out.append(P @ V[..., :i1, :])  # (…, b, i1) @ (…, i1, d_v) -> (…, b, d_v)
+    return torch.cat(out, dim=-2)
+
+
+def _blocked_fn(p: int, block: int) -> Callable:
+    def blocked(Q, K, V, r):
+        return causal_blocked(Q, K, V, p, block) * r.unsqueeze(-1)
+
+    return blocked
 
 
 def _linearised_fn(p: int, causal: bool, chunk: int | None) -> Callable:
@@ -280,63 +313,92 @@ def _validated(g: OverheadGrid) -> OverheadGrid:
                    crossover_ds=tuple(positive_int("d", x) for x in g.crossover_ds),
                    mem_cap_bytes=positive_int("mem_cap_bytes", g.mem_cap_bytes),
                    time_cap_s=positive_float("time_cap_s", g.time_cap_s),
-                   chunk=None if g.chunk is None else positive_int("chunk", g.chunk), seed=int(g.seed))
+                   chunk=None if g.chunk is None else positive_int("chunk", g.chunk), seed=int(g.seed),
+                   clock=choice("clock", g.clock, CLOCKS), block_s=positive_float("block_s", g.block_s),
+                   block=positive_int("block", g.block),
+                   linearised_flop_cap=positive_float("linearised_flop_cap", g.linearised_flop_cap))
 
 
 def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ...], dev: torch.device,
             compiled: dict, compile_info: dict, progress: bool) -> list[dict]:
-    """Every (method, p) at every N for one (d, mask, pass), methods interleaved per N."""
+    """Every (method, p) at every N for one (d, mask, pass), methods interleaved per N (in shuffled order per round)."""
     causal = mask == "causal"
-    keys = [("softmax", None)] + [(m, p) for p in g.ps for m in methods]
+    main = d == g.d
+    keys = [("softmax", None)] + [(m, p) for p in g.ps for m in methods if causal or m != "causal_blocked"]
+    clock = g.clock if main else "wall"  # the crossover table's other d: one call per round, as before
     last: dict = {}      # (method, p) -> (N, seconds) of the last measured cell
     stopped: dict = {}   # (method, p) -> why later N are not measured
     out = []
     for N in g.Ns:
         Q, K, V, G = _inputs(N, d, g.heads, g.seed, dev, pas != "fwd")
         args = (Q, K, V, _poly_scale(N, causal, dev))
-        rows, runners = {}, {}
-        for method, p in keys:  # phase 1: skip checks, compile checks and one warm-up call per method
+        rows, runners, calls = {}, {}, {}
+        for method, p in keys:  # phase 1: skip checks, compile checks, one warm-up call, the block size, the memory
             row = {"method": method, "p": p, "mask": mask, "N": N, "d": d, "d_v": d, "heads": g.heads, "pass": pas,
                    "seconds": None, "seconds_min": None, "first_call_s": None, "ratio_vs_softmax": None,
-                   "ratio_min_vs_softmax": None, "seconds_rounds": None, "ratio_rounds": None,
+                   "ratio_min_vs_softmax": None, "seconds_rounds": None, "ratio_rounds": None, "wall_rounds": None,
+                   "wall_ratio_rounds": None, "clock": clock, "calls_per_block": None, "peak_bytes": None,
                    "repeats": g.repeats, "features": feature_dim(d, p, "sym") if method == "linearised" else None,
                    "chunk": (g.chunk or default_chunk(feature_dim(d, p, "sym"), causal)) if method == "linearised"
-                   else None, "status": "ok"}
+                   else None, "block": g.block if method == "causal_blocked" else None, "status": "ok"}
             row["status"] = _skip_reason(g, method, N, d, p, pas, causal, last.get((method, p)),
                                          stopped.get((method, p)))
             if row["status"] == "ok":
                 try:
-                    fn = _function(method, p, causal, g.chunk, compiled)
+                    fn = _function(method, p, causal, g.chunk, compiled, g.block)
                     if method == "compiled":
                         row["first_call_s"] = _first_call(fn, args, G, pas, dev)
                         if f"p{p}/{mask}/{pas}" not in compile_info:  # the compile: check it once
                             _same_as_naive(fn, args, p, causal)
                             compile_info[f"p{p}/{mask}/{pas}"] = {"N": N, "first_call_s": row["first_call_s"]}
                     runners[(method, p)] = _call(fn, args, G, pas)
-                    _time(runners[(method, p)], 0, dev)  # warm-up
+                    one = _time(runners[(method, p)], 1, dev)[1]  # warm-up, then one call: the block size
+                    calls[(method, p)] = 1 if clock == "wall" else max(1, math.ceil(g.block_s / max(one, 1e-9)))
+                    row["calls_per_block"] = calls[(method, p)]
+                    if g.memory and main and dev.type == "cpu":
+                        row["peak_bytes"] = peak_bytes(runners[(method, p)])
                 except Exception as exc:  # a failed method is recorded, never fatal
                     _fail(row, method, exc, stopped, (method, p))
                     runners.pop((method, p), None)
             rows[(method, p)] = row
-        runs = _rounds(runners, g.repeats, dev, rows, stopped)  # phase 2: interleaved rounds
+        order = rng_for(g.seed, "overhead-order", d, mask, pas, N)
+        runs, walls = _rounds(runners, calls, g.repeats, dev, rows, stopped, clock, order)  # phase 2
         soft = rows[("softmax", None)]
-        for key, row in rows.items():  # medians and minima; ratios of interleaved minima against softmax
+        for key, row in rows.items():  # medians and minima; ratios of the same rounds against softmax
             if key in runs and runs[key]:
                 row["seconds"], row["seconds_min"] = statistics.median(runs[key]), min(runs[key])
                 row["seconds_rounds"] = [float(t) for t in runs[key]]  # one per interleaved round, in order
+                row["wall_rounds"] = [float(t) for t in walls[key]]
                 last[key] = (N, min(runs[key]))  # the least disturbed run predicts the next N
             if key[0] != "softmax" and row["seconds"] is not None and soft["seconds"]:
                 row["ratio_vs_softmax"] = row["seconds"] / soft["seconds"]
                 row["ratio_min_vs_softmax"] = row["seconds_min"] / soft["seconds_min"]
                 if len(runs.get(("softmax", None), ())) == len(runs[key]):  # round r against softmax's round r
                     row["ratio_rounds"] = [t / u for t, u in zip(runs[key], runs[("softmax", None)])]
+                    row["wall_ratio_rounds"] = [t / u for t, u in zip(walls[key], walls[("softmax", None)])]
             if progress:
-                t = "—" if row["seconds"] is None else f"{row['seconds']:.4g} s"
-                print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {key[0]:<10} p={key[1]} {t} {row['status'][:60]}",
-                      file=sys.stderr, flush=True)
+                tm = "—" if row["seconds"] is None else f"{row['seconds']:.4g} s"
+                print(f"[overhead] d={d} {mask:<6} {pas:<7} N={N:<6} {key[0]:<14} p={key[1]} {tm} "
+                      f"{row['status'][:60]}", file=sys.stderr, flush=True)
             out.append(row)
         del Q, K, V, G, args
     return out
+
+
+def peak_bytes(run: Callable[[], None]) -> int:
+    """Peak bytes the CPU allocator holds during one ``run()`` beyond what it held before (torch profiler's memory
+    events, allocations positive and frees negative, in time order: the largest prefix sum)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    cur = peak = 0
+    for e in events:
+        cur += e.nbytes()
+        peak = max(peak, cur)
+    return int(peak)
 
 
 def _fail(row: dict, method: str, exc: Exception, stopped: dict, key) -> None:
@@ -346,30 +408,60 @@ def _fail(row: dict, method: str, exc: Exception, stopped: dict, key) -> None:
     stopped[key] = row["status"]
 
 
-def _rounds(runners: dict, repeats: int, dev: torch.device, rows: dict, stopped: dict) -> dict:
-    """{key: seconds of each round}: ``repeats`` rounds in which every method runs once, in turn.
+def clock_of(name: str) -> Callable[[], float]:
+    """The clock of a timed block: ``process`` CPU time (all this process's threads), ``thread`` CPU time (the
+    calling thread: exact with one torch thread), or ``wall`` (``time.perf_counter``)."""
+    return {"process": time.process_time, "thread": time.thread_time, "wall": time.perf_counter}[choice(
+        "clock", name, CLOCKS)]
 
-    Interleaving puts a burst of machine load on every method alike, so ratios of minima stay steady.
+
+def _rounds(runners: dict, calls: dict, repeats: int, dev: torch.device, rows: dict, stopped: dict,
+            clock: str = "wall", order=None) -> tuple[dict, dict]:
+    """({key: seconds per call of each round, on ``clock``}, {key: wall seconds per call of each round}).
+
+    A round times one block of ``calls[key]`` calls of every method, in an order shuffled per round by the
+    generator ``order`` (in turn when None): a burst of load hits every method alike, and no method always runs
+    first after another's cache footprint. On a CPU clock a competing process costs wall time but not CPU time,
+    so the ratios stay where an idle machine puts them (CUDA: the wall clock, synchronised, with ``clock="wall"``).
     """
+    from torch.utils.benchmark import Timer
+
+    tick = clock_of(clock)
     runs: dict = {k: [] for k in runners}
+    walls: dict = {k: [] for k in runners}
     for _ in range(repeats):
-        for key, run in list(runners.items()):
+        keys = list(runners)
+        if order is not None:
+            keys = [keys[i] for i in order.permutation(len(keys))]
+        for key in keys:
+            if key not in runners:
+                continue
+            run = runners[key]
             try:
+                def block(run=run) -> None:
+                    run()
+                    _sync(dev)
+
                 _sync(dev)
-                t0 = time.perf_counter()
-                run()
-                _sync(dev)
-                runs[key].append(time.perf_counter() - t0)
+                w0 = time.perf_counter()
+                m = Timer("block()", globals={"block": block}, timer=tick).timeit(calls.get(key, 1))
+                walls[key].append((time.perf_counter() - w0) / calls.get(key, 1))
+                runs[key].append(float(m.times[0]))
             except Exception as exc:  # noqa: BLE001 (recorded in the row, never fatal)
                 _fail(rows[key], key[0], exc, stopped, key)
                 runners.pop(key)
-                runs[key] = []
-    return runs
+                runs[key], walls[key] = [], []
+    return runs, walls
 
 
 def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, causal: bool, last, stopped) -> str:
     if stopped is not None:
         return stopped if stopped.startswith("unavailable") else f"skipped: after {stopped}"
+    if method == "linearised" and d == g.d and g.clock != "wall":
+        ratio = flops("linearised", N, d, d, p, causal, chunk=g.chunk) / flops("quadratic", N, d, d, p, causal)
+        if ratio > g.linearised_flop_cap:
+            return (f"skipped: needs {ratio:.3g}× the quadratic form's flops at this N (flop model; cap "
+                    f"{g.linearised_flop_cap:g}×), so it cannot be the fastest form")
     mem = _mem_estimate(method, N, d, g.heads, p, pas, causal, g.chunk)
     if mem > g.mem_cap_bytes:
         return f"skipped: estimated memory {mem / GIB:.3g} GiB > cap {g.mem_cap_bytes / GIB:.3g} GiB"
@@ -381,11 +473,13 @@ def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, caus
     return "ok"
 
 
-def _function(method: str, p, causal: bool, chunk: int | None, compiled: dict) -> Callable:
+def _function(method: str, p, causal: bool, chunk: int | None, compiled: dict, block: int = 128) -> Callable:
     if method == "softmax":
         return _softmax_fn(causal)
     if method == "naive":
         return _naive_fn(p, causal)
+    if method == "causal_blocked":
+        return _blocked_fn(p, block)
     if method == "linearised":
         return _linearised_fn(p, causal, chunk)
     key = (p, causal)
@@ -504,7 +598,10 @@ def _provenance(dev: torch.device) -> dict:
         "interop_threads": torch.get_num_interop_threads(),
         "dtype": "float32",
         "batch": 1,
-        "timing": "median of `repeats` calls after one warm-up call (time.perf_counter, CUDA synchronised)",
+        "timing": "per form and cell: one warm-up call, then `repeats` rounds; a round times one block of calls of "
+                  "every form (as many calls as fill `block_s` of the clock; torch.utils.benchmark.Timer with the "
+                  "grid's clock), the forms in a seeded shuffled order; seconds per call = block / calls (wall time "
+                  "of each block kept beside it); CUDA synchronised",
     }
 
 
