@@ -17,7 +17,7 @@ from empirics.timing.overhead import OverheadGrid, bench_overhead, measured_cros
 from common.validate import InputError
 
 TINY = OverheadGrid(Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4, 8),
-                    crossover_masks=("none",), time_cap_s=5.0)
+                    crossover_masks=("none",), time_cap_s=5.0, block_s=0.002, linearised_flop_cap=1e9)
 ROW_KEYS = {"method", "p", "mask", "N", "d", "d_v", "heads", "pass", "seconds", "seconds_min", "first_call_s",
             "ratio_vs_softmax", "ratio_min_vs_softmax", "status", "repeats", "features", "chunk"}
 
@@ -148,3 +148,59 @@ def test_real_compile_runs_or_says_unavailable():
     rows = [r for r in bench_overhead(grid=g, device="cpu", threads=1)["rows"] if r["method"] == "compiled"]
     assert rows and all(r["status"] == "ok" or r["status"].startswith("unavailable: ") for r in rows)
     assert all(r["first_call_s"] is not None for r in rows if r["status"] == "ok")
+
+
+@pytest.mark.parametrize("N, block", [(37, 8), (64, 16), (5, 128)])
+@pytest.mark.parametrize("p", [1, 3])
+def test_the_causal_blocked_form_is_the_masked_form_and_its_gradient(N, block, p):
+    # float64: the blocks on and below the diagonal give exactly what the full product with tril gives
+    from empirics.kernels.linearised import _quadratic
+
+    g = torch.Generator().manual_seed(N * 10 + p)
+    Q, K, V = (torch.randn(2, N, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    a, b = ov.causal_blocked(Q, K, V, p, block), _quadratic(Q, K, V, p, causal=True)
+    assert float((a - b).abs().max().detach()) <= 1e-12 * float(b.abs().max().detach())
+    ga = torch.autograd.grad(a.sum(), (Q, K, V))
+    gb = torch.autograd.grad(b.sum(), (Q, K, V))
+    assert all(float((x - y).abs().max()) <= 1e-12 * float(y.abs().max()) for x, y in zip(ga, gb))
+
+
+def test_peak_memory_sees_the_materialised_matrix_that_sdpa_never_writes():
+    import torch.nn.functional as Fn
+
+    N, d = 512, 16
+    Q, K, V = (torch.randn(1, 1, N, d) for _ in range(3))
+    naive = ov.peak_bytes(lambda: ov._naive_fn(3, False)(Q, K, V, torch.ones(N)))
+    fused = ov.peak_bytes(lambda: Fn.scaled_dot_product_attention(Q, K, V))
+    assert naive >= 2 * 4 * N * N  # S and S^3 at least (float32)
+    assert fused < 4 * N * N        # never an N × N matrix
+
+
+def test_cpu_clock_readings_ignore_noise_in_wall_time_and_the_wall_readings_do_not(monkeypatch):
+    """A stubbed wall clock that adds load-like noise (each block stretched by 0–300 %): the CPU-time readings are
+    what they are without it, the same blocks' wall-clock readings fall to the round gate — so a gate on wall time
+    would fail this test."""
+    import numpy as np
+
+    from sapa.claims.overhead import best_ratios, timing_evidence
+    from sapa.rules.timing import decide
+
+    grid = OverheadGrid(Ns=(64, 128), d=16, ps=(1,), masks=("none",), passes=("fwd",), methods=("naive",),
+                        crossover_ds=(), repeats=5, block_s=0.01, memory=False)
+
+    def readings(res, wall):
+        cells = best_ratios(res["rows"], 16)
+        prov = res["provenance"]
+        return decide(timing_evidence(cells, 1, 3.0, prov, "none", "fwd", wall=wall))
+
+    quiet = bench_overhead(grid=grid, device="cpu", threads=1)
+    rng, real, lag = np.random.default_rng(0), ov._wall, [0.0]
+
+    def noisy() -> float:  # each reading of the wall clock lags by a random, growing amount: a loaded machine
+        lag[0] += float(rng.uniform(0.0, 0.03))
+        return real() + lag[0]
+
+    monkeypatch.setattr(ov, "_wall", noisy)
+    loaded = bench_overhead(grid=grid, device="cpu", threads=1)
+    assert readings(quiet, wall=False) == readings(loaded, wall=False) == "HOLDS"
+    assert readings(loaded, wall=True) == "UNDETERMINED"  # the wall-clock rounds disagree beyond ±40 %

@@ -14,8 +14,9 @@ from sapa.rules.timing import TimingEvidence
 from sapa.rules.timing import decide as decide_timing
 from sapa.ledger import Context, run_claim
 
-TINY = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=5, methods=("naive", "linearised"), crossover_ds=(8,),
-                    crossover_masks=("none",), time_cap_s=5.0)
+TINY = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=5, methods=("naive", "causal_blocked", "linearised"),
+                    crossover_ds=(8,), crossover_masks=("none",), time_cap_s=5.0, block_s=0.004, block=8,
+                    linearised_flop_cap=1e9)
 
 
 # ----------------------------------------------------------------------------- the rule, branch by branch
@@ -70,22 +71,25 @@ def test_verdict_follows_the_rule(entry):
     ratios = {k: v for k, v in ev["best_ratio"].items()}
     assert len(ratios) == 2 * 2 * 2 * 2  # p × mask × pass × N
     assert ev["cells"] == split_cells(ratios)
-    # one reading per p, each decided by timing-ratio from that p's cells; ANSWERED once any is decided
-    assert len(e.readings) == 2 * 2  # factors 1.5 and 3, p = 1, 3 on the tiny grid
+    # one reading per (factor, p, mask, pass), each decided by timing-ratio from its cells on the CPU clock
+    assert len(e.readings) == 2 * 2 * 2 * 2  # factors 1.5 and 3, p = 1, 3, masks none / causal, fwd / fwd+bwd
+    assert ev["clock"] == "process"
+    m = ev["provenance"]["machine"]
     for r in e.readings:
-        p = int(r["name"].split("=")[1].split(":")[0])
+        head = r["name"].split(": best form")[0]  # "p = 1, mask none, fwd"
+        p, mask, pas = int(head.split(",")[0].split("=")[1]), head.split("mask ")[1].split(",")[0], head.split(", ")[-1]
         factor = float(r["name"].split("within ")[1].split("×")[0])
-        cells = tuple((k, tuple(v)) for k, v in sorted(ev["round_ratios"].items()) if k.startswith(f"p{p}/"))
-        m = ev["provenance"]["machine"]
-        load = m["load_during"]["mean"]  # runnable tasks while the timings ran (the gate's load)
+        cells = tuple((k, tuple(v)) for k, v in sorted(ev["round_ratios"].items()) if k.startswith(f"p{p}/{mask}/{pas}@"))
+        assert len(cells) == 2  # N = 16, 32
+        load = m["load_during"]["mean"]  # recorded; on a CPU clock it does not gate
         assert r["rule"] == "timing-ratio"
-        assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"]))
+        assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"], clock="process"))
     # one meaning per label: ANSWERED only when every reading is decided
     assert e.verdict == ("ANSWERED" if all(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
     assert set(m) >= {"cpu_model", "cores", "torch_threads", "load_before", "load_during", "load_after"}
     assert m["load_during"]["samples"] >= 1 and m["load_during"]["mean"] >= 1  # the timed work itself runs
     assert all(len(v) == TINY.repeats for v in ev["round_ratios"].values() if v)
-    assert e.answer and "load" in e.answer
+    assert e.answer and "CPU time" in e.answer and "load gate" not in e.answer
     from dataclasses import asdict
 
     from sapa.labels import violations
@@ -100,7 +104,14 @@ def test_verdict_follows_the_rule(entry):
     assert e.headline.startswith("best polynomial / softmax SDPA at N = 32") and "float32" in e.headline
     assert ev["dtype"] == "float32" and ev["threads"] == 1 and ev["provenance"]["dtype"] == "float32"
     assert ev["grid"]["seed"] == 3 and tuple(ev["grid"]["Ns"]) == (16, 32)
-    assert set(ev["complexity"]) == {"softmax", "naive", "compiled", "linearised"}
+    assert set(ev["complexity"]) == {"softmax", "naive", "causal_blocked", "compiled", "linearised"}
+    # the causal form that skips the blocks above the diagonal is timed under the mask only, with its peak memory
+    blocked = [k for k in ev["seconds"] if k.startswith("causal_blocked/")]
+    assert blocked and all("/causal/" in k for k in blocked) and all(k in ev["peak_bytes"] for k in blocked)
+    assert set(ev["wall_round_ratios"]) == set(ev["round_ratios"])
+    model = ev["analytic_model"]
+    assert set(model["cells"]) == {k for k, v in ev["best_ratio"].items() if v is not None}
+    assert all(c["predicted"] > 0 for c in model["cells"].values())
     assert "p3/d8/none" in ev["crossover"] and ev["crossover"]["p3/d8/none"]["F"] == 120
     assert ev["linearisation_exact"]["max_rel_err_float64"] < 1e-13
     assert any(k.startswith("linearised/p3/causal/fwd+bwd@N=") for k in ev["ratios_per_method"])
