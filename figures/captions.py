@@ -66,17 +66,24 @@ CAPTIONS: tuple[Caption, ...] = (
             "the 1/√i rows stay level, as softmax's do. Bottom: the scale fixed at a training length and the "
             "sequence 8× shorter or longer."),
     Caption("overhead", "attention runtime against N",
-            "Seconds per attention call against N on log–log axes, forward and forward+backward, without and with "
-            "a causal mask: softmax's fused kernel (black) against the naive and linearised polynomial forms, and "
-            "torch.compile of the naive form where the run timed it (the legend says which forms were not timed; "
-            "p = 3 thick, p = 2 dashed, p = 1 dotted), with guides ∝ N² and ∝ N. Compare each coloured line "
-            "with the black one at the same N: the gap is the overhead the reviewers asked about (CPU, one thread, "
-            "float32, one run: the ratios move with the machine's load)."),
+            "CPU seconds per attention call against N on log–log axes, forward and forward+backward, without and "
+            "with a causal mask: softmax's fused kernel (black) against the naive and linearised polynomial forms, "
+            "under the mask also the form that skips the blocks above the diagonal, and torch.compile of the naive "
+            "form where the run timed it (the legend says which forms were not timed; p = 3 thick, p = 2 dashed, "
+            "p = 1 dotted), with guides ∝ N² and ∝ N. Compare each coloured line with the black one at the same N: "
+            "the gap is the overhead the reviewers asked about (one thread, float32, process CPU time, so a busy "
+            "machine does not move it)."),
     Caption("overhead", "where the linearisation pays off",
             "The sequence length from which the exact linearisation φ_p(Q)(φ_p(K)ᵀV) beats the naive N² form, "
             "measured on the forward pass and predicted from flop counts, per power p and head width d. Look at "
             "how steeply it grows with p: for x³ at d = 64 the feature count makes the linearisation pay off only "
             "far beyond the lengths measured here.", suffix="_crossover"),
+    Caption("overhead", "the cost model against the measurement",
+            "Each timed form's ratio to softmax, measured, against the ratio the cost model predicts from its flops, "
+            "element-wise work and bytes of N×N data at this machine's measured rates (hollow: forward; filled: "
+            "forward + backward; larger markers: larger p). Look at which forms leave the grey ±1.5× band: there "
+            "the simple model misses what the measurement shows (caches, the fused kernel's own blocking).",
+            suffix="_model"),
     Caption("worst_case", "worst case beside typical case",
             "The worst case beside the typical case of ‖x^p/√N‖_F and its Jacobian against N (rows p; columns the "
             "input set: every token on a sphere ‖x_i‖ = r, or only the total ‖X‖_F = r√N bounded). Shaded: the "

@@ -1,11 +1,13 @@
-"""Figure: wall time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613, issue #8).
+"""Figure: CPU time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613, issue #8).
 
-Left (``STEM.png``): seconds per call against N, log-log, panels forward and forward+backward × mask
-none and causal; softmax (``scaled_dot_product_attention``) in black, the polynomial's naive,
-compiled and linearised forms in colour, p = 3 thick and solid, p = 2 dashed, p = 1 dotted, with
-reference slopes ∝ N² and ∝ N. Right (``STEM_crossover.png``): the N from which the exact
-linearisation φ_p(Q)(φ_p(K)ᵀV) (symmetric features, F = C(d+p−1, p)) beats the naive N² form,
-measured (forward) against the flop-count prediction, per p and head dim d.
+``STEM.png``: seconds per call (the run's clock, median of the rounds) against N, log-log, panels forward and
+forward+backward × mask none and causal; softmax (``scaled_dot_product_attention``) in black, the polynomial's
+naive, causal-blocked, compiled and linearised forms in colour, p = 3 thick and solid, p = 2 dashed, p = 1
+dotted, with reference slopes ∝ N² and ∝ N. ``STEM_crossover.png``: the N from which the exact linearisation
+φ_p(Q)(φ_p(K)ᵀV) (symmetric features, F = C(d+p−1, p)) beats the naive N² form, measured (forward) against the
+flop-count prediction, per p and head dim d. ``STEM_model.png`` (when the run measured the machine's rates): each
+form's measured ratio to softmax against the ratio the cost model (:mod:`empirics.timing.cost_model`) predicts,
+with the line of agreement and a ±1.5× band.
 
 Drawn from the dict :func:`empirics.timing.overhead.bench_overhead` returns, so ``sapa figures`` redraws
 it from stored data.
@@ -24,6 +26,7 @@ from figures import style
 METHOD_STYLE = {  # colour and marker per form (Okabe–Ito); softmax black
     "softmax": {"color": style.PALETTE[0], "marker": "o"},
     "naive": {"color": style.PALETTE[1], "marker": "s"},
+    "causal_blocked": {"color": style.PALETTE[2], "marker": "v"},
     "compiled": {"color": style.PALETTE[5], "marker": "D"},
     "linearised": {"color": style.PALETTE[3], "marker": "^"},
 }
@@ -31,7 +34,8 @@ P_STYLE = {3: {"linestyle": "-", "lw": 2.3, "alpha": 1.0, "ms": 5.5},
            2: {"linestyle": "--", "lw": 1.2, "alpha": 0.75, "ms": 3.5},
            1: {"linestyle": ":", "lw": 1.3, "alpha": 0.75, "ms": 3.5}}
 REF_STYLE = {"color": "0.6", "lw": 3.0, "alpha": 0.35, "linestyle": "-"}
-LABEL = {"softmax": "softmax (fused SDPA)", "naive": "naive c·(QKᵀ)^∘p V", "compiled": "torch.compile(naive)",
+LABEL = {"softmax": "softmax (fused SDPA)", "naive": "naive c·(QKᵀ)^∘p V",
+         "causal_blocked": "causal, blocks above the diagonal skipped", "compiled": "torch.compile(naive)",
          "linearised": "linearised φ(Q)(φ(K)ᵀV)"}
 
 
@@ -49,7 +53,7 @@ def _p_style(p: int) -> dict:
 def _time_panels(res: dict) -> plt.Figure:
     g, rows, prov = res["grid"], res["rows"], res["provenance"]
     d, masks, passes = g["d"], list(g["masks"]), list(g["passes"])
-    methods = [m for m in ("naive", "compiled", "linearised") if m in g["methods"]]
+    methods = [m for m in ("naive", "causal_blocked", "compiled", "linearised") if m in g["methods"]]
     ps = sorted(g["ps"])
     fig, axes = plt.subplots(len(passes), len(masks), figsize=(5.6 * len(masks), 4.4 * len(passes) + 1.2),
                              squeeze=False, sharex=True)
@@ -71,12 +75,13 @@ def _time_panels(res: dict) -> plt.Figure:
             if i == len(passes) - 1:
                 ax.set_xlabel("sequence length N (tokens)")
             if j == 0:
-                ax.set_ylabel("seconds per call (median)")
+                ax.set_ylabel(f"{prov.get('clock', 'wall')} {'CPU ' if prov.get('clock', 'wall') != 'wall' else ''}"
+                              "seconds per call (median)")
     handles = [Line2D([], [], lw=2, **METHOD_STYLE["softmax"], label=LABEL["softmax"])]
     handles += [Line2D([], [], lw=2, **METHOD_STYLE[m], label=LABEL[m]) for m in methods]
     # every form the caption names is in the legend: one this run did not time says so (no line, no marker)
     handles += [Line2D([], [], lw=0, marker="", label=f"{LABEL[m]}: not timed in this run")
-                for m in ("naive", "compiled", "linearised") if m not in methods]
+                for m in ("naive", "causal_blocked", "compiled", "linearised") if m not in methods]
     handles += [Line2D([], [], color="0.3", label=f"p = {p}" + (" (highlighted)" if p == 3 else ""),
                        **{k: v for k, v in _p_style(p).items() if k != "ms"}) for p in sorted(ps, reverse=True)]
     handles += [Line2D([], [], **REF_STYLE, label="reference slopes ∝ N², ∝ N")]
@@ -84,7 +89,7 @@ def _time_panels(res: dict) -> plt.Figure:
     skipped = sum(1 for r in rows if r["d"] == d and r["seconds"] is None)
     fig.suptitle(f"One attention layer, batch 1, {g['heads']} head(s), d = d_v = {d}, {prov['dtype']}, "
                  f"{prov['device']} ({prov['threads']} thread{'s' if prov['threads'] != 1 else ''}), torch "
-                 f"{prov['torch']}; median of {g['repeats']} calls"
+                 f"{prov['torch']}; median of {g['repeats']} rounds"
                  + (f"; {skipped} cells skipped (memory/time caps, see data)" if skipped else ""), fontsize=10)
     fig.tight_layout(rect=(0, 0.07 if len(passes) > 1 else 0.14, 1, 0.96))
     return fig
@@ -162,7 +167,48 @@ def draw(res: dict, out_dir: str | Path, stem: str) -> list[Path]:
         paths = style.save(_time_panels(res), out_dir, stem)
         if res.get("crossover"):
             paths += style.save(_crossover_panels(res), out_dir, f"{stem}_crossover")
+        if res.get("cost_rates"):
+            paths += style.save(_model_panel(res), out_dir, f"{stem}_model")
     return paths
+
+
+def _model_panel(res: dict) -> plt.Figure:
+    """Measured ratio to softmax against the cost model's, per timed form and cell at the main d."""
+    from empirics.timing.cost_model import Rates, predicted_ratio
+
+    g, rates = res["grid"], Rates(**res["cost_rates"])
+    soft = {(r["mask"], r["pass"], r["N"]): r["seconds"] for r in res["rows"] if r["d"] == g["d"]
+            and r["method"] == "softmax" and r["seconds"]}
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    lo, hi = np.inf, 0.0
+    for r in res["rows"]:
+        s = soft.get((r["mask"], r["pass"], r["N"]))
+        if r["d"] != g["d"] or r["method"] in ("softmax", "compiled") or not r["seconds"] or not s:
+            continue
+        x = predicted_ratio(r["method"], r["N"], g["d"], r["p"], r["mask"] == "causal", r["pass"], rates,
+                            g.get("block", 128))
+        y = r["seconds"] / s
+        lo, hi = min(lo, x, y), max(hi, x, y)
+        ax.plot([x], [y], linestyle="", mfc="white" if r["pass"] == "fwd" else None,
+                ms=4 + 1.5 * (r["p"] or 1), **METHOD_STYLE[r["method"]])
+    if hi > 0:
+        grid = np.geomspace(lo / 1.5, hi * 1.5, 50)
+        ax.fill_between(grid, grid / 1.5, grid * 1.5, color="0.92", lw=0, zorder=0)
+        ax.plot(grid, grid, color="0.5", lw=1, zorder=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted ratio to softmax (cost model: flops, element-wise work, N×N bytes)")
+    ax.set_ylabel("measured ratio to softmax (median of the rounds)")
+    methods = sorted({r["method"] for r in res["rows"] if r["method"] not in ("softmax", "compiled")})
+    handles = [Line2D([], [], linestyle="", **METHOD_STYLE[m], label=LABEL[m]) for m in methods]
+    handles += [Line2D([], [], linestyle="", marker="o", mfc="white", color="0.3", label="forward (hollow)"),
+                Line2D([], [], linestyle="", marker="o", color="0.3", label="forward + backward (filled)"),
+                Line2D([], [], color="0.5", lw=1, label="agreement"),
+                Line2D([], [], color="0.92", lw=8, label="within 1.5× of the prediction")]
+    ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left")
+    ax.set_title("Where the cost model and the measurement agree (marker size: p)", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:

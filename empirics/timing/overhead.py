@@ -293,8 +293,18 @@ def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
         "provenance": {**_provenance(dev), "clock": g.clock if dev.type == "cpu" else "wall",
                        "machine": {**before, "load_after": machine_state()["load_before"],
                                                        "load_during": run_queue.summary()}},
+        "cost_rates": _rates(g, dev),
         "seconds_total": round(time.perf_counter() - t0, 3),
     }
+
+
+def _rates(g: OverheadGrid, dev: torch.device) -> dict | None:
+    """This machine's rates for the cost model (CPU clock on a CPU device only; else None)."""
+    if dev.type != "cpu" or g.clock == "wall":
+        return None
+    from empirics.timing.cost_model import machine_rates
+
+    return asdict(machine_rates(g.seed))
 
 
 def _validated(g: OverheadGrid) -> OverheadGrid:

@@ -54,11 +54,14 @@ def _readings(cells: dict, ps: list[int], masks: list[str], passes: list[str], p
                         why=timing_why(ev))
 
 
-def _analytic(cells: dict, d: int, block: int, seed: int) -> dict:
-    """The cost model's predicted ratio beside the measured one, per cell of the best form (empirics.timing.cost_model)."""
-    from empirics.timing.cost_model import machine_rates, predicted_ratio
+def _analytic(cells: dict, d: int, block: int, measured_rates: dict | None) -> dict:
+    """The cost model's predicted ratio beside the measured one, per cell of the best form (empirics.timing.cost_model,
+    at the rates the run measured)."""
+    from empirics.timing.cost_model import Rates, predicted_ratio
 
-    rates = machine_rates(seed)
+    if not measured_rates:
+        return {"rates": None, "cells": {}, "disagree_beyond_1.5x": [], "note": "rates not measured (wall clock)"}
+    rates = Rates(**measured_rates)
     out, apart = {}, []
     for k, c in sorted(cells.items()):
         if c["ratio"] is None:
@@ -234,7 +237,7 @@ def check_overhead(ctx: Context) -> Outcome:
     readings = tuple(_readings(cells, sorted(g["ps"]), list(g["masks"]), list(g["passes"]), prov))
     verdict = question_verdict(readings)
     fal, robust = _conditions(cells, sorted(g["ps"]), prov, verdict, list(g["masks"]), list(g["passes"]))
-    model = _analytic(cells, d, g.get("block", 128), ctx.budget.seed)
+    model = _analytic(cells, d, g.get("block", 128), res.get("cost_rates"))
 
     stem = fig.style.stem("overhead", d=d, N=f"{g['Ns'][0]}-{g['Ns'][-1]}", threads=prov["threads"],
                           dtype=prov["dtype"], budget=ctx.budget.name)

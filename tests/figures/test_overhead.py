@@ -20,13 +20,15 @@ def test_draw_from_stored_data_with_gaps_and_every_crossover_status(tmp_path):
         c["measured_status"], c["measured_crossover_N"] = s, n
     paths = overhead.draw(res, tmp_path, "overhead_tiny")
     assert [p.name for p in paths] == ["overhead_tiny.png", "overhead_tiny.pdf", "overhead_tiny_crossover.png",
-                                       "overhead_tiny_crossover.pdf"]
+                                       "overhead_tiny_crossover.pdf", "overhead_tiny_model.png", "overhead_tiny_model.pdf"]
     assert all(p.stat().st_size > 1000 for p in paths)
+    res["cost_rates"] = None  # a wall-clock run measures no rates: no model figure
+    assert len(overhead.draw(res, tmp_path, "overhead_wall")) == 4
 
 
 def test_main_small(tmp_path):
     paths = overhead.main(tmp_path, small=True)
-    assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 4
+    assert {p.suffix for p in paths} == {".png", ".pdf"} and len(paths) == 6  # times, crossover, cost model
     assert "overhead_d16_N32-128" in paths[0].name and "dtypefloat32" in paths[0].name
 
 

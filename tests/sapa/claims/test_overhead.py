@@ -120,14 +120,14 @@ def test_verdict_follows_the_rule(entry):
 
 def test_figures_and_stored_data(entry, tmp_path):
     out, e = entry
-    assert len(e.figures) == 4 and all((out / f).is_file() for f in e.figures)
+    assert len(e.figures) == 6 and all((out / f).is_file() for f in e.figures)  # times, crossover, cost model
     assert all(f.startswith("figures/overhead_d8_N16-32_threads1_dtypefloat32_budgetquick") for f in e.figures)
     from common import figdata
     from figures import overhead as fig
 
     res, stem = figdata.read(out / "data" / "overhead.json")
     assert "budgetquick" in stem and set(res) >= {"rows", "crossover", "grid", "provenance"}
-    assert len(fig.draw(res, tmp_path, stem)) == 4  # `sapa figures` can redraw it
+    assert len(fig.draw(res, tmp_path, stem)) == 6  # `sapa figures` can redraw it
 
 
 def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
