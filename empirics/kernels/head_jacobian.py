@@ -1,0 +1,93 @@
+"""f(X) = φ(c·X W Xᵀ) X W_V, c = 1/√d, W = W_Q W_Kᵀ: the single-head layer, its J·dX and Jᵀ·G in closed form.
+
+Batched over a leading axis (restarts): X (B, n, D), W (D, D), W_V (D, d_v), f(X) (B, n, d_v). ``φ`` is
+``"softmax"`` (row-wise) or ``"poly<p>"``: the element-wise s^p/√n on the logits S = c·X W Xᵀ. With
+dS = c(dX W Xᵀ + X W dXᵀ) and dP = φ'(S)[dS],
+
+    J·dX  = dP · X W_V + P · dX W_V,
+    Jᵀ·G  = c(G_S X Wᵀ + G_Sᵀ X W) + Pᵀ G W_Vᵀ,   G_P = G (X W_V)ᵀ,  G_S = φ'(S)ᵀ[G_P],
+
+where φ'(S)[E] = P ∘ (E − rowsum(P ∘ E)) for softmax (self-adjoint) and (p/√n)·S^{∘(p−1)} ∘ E for s^p/√n.
+No Jacobian is built: each product costs O(B n² (D + d_v)). Checked against autograd's dense Jacobian in
+``tests/empirics/kernels/test_head_jacobian.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from common.validate import InputError
+
+__all__ = ["Head", "ACTIVATIONS", "power_of", "logits", "attention", "forward", "jvp", "vjp"]
+
+ACTIVATIONS = ("softmax", "poly1", "poly3")
+
+
+def power_of(activation: str) -> int | None:
+    """p of ``"poly<p>"`` (None for softmax); InputError for anything else."""
+    if activation == "softmax":
+        return None
+    if activation.startswith("poly") and activation[4:].isdigit() and int(activation[4:]) >= 1:
+        return int(activation[4:])
+    raise InputError(f"activation must be 'softmax' or 'poly<p>' with p ≥ 1, got {activation!r}")
+
+
+@dataclass(frozen=True)
+class Head:
+    """One attention head: W = W_Q W_Kᵀ (D, D), W_V (D, d_v), logit scale c = 1/√d, activation name."""
+
+    W: torch.Tensor      # (D, D)
+    W_V: torch.Tensor    # (D, d_v)
+    d: int               # key width: logits are X W Xᵀ/√d
+    activation: str      # "softmax" | "poly<p>"
+
+    @property
+    def c(self) -> float:
+        return 1.0 / math.sqrt(self.d)
+
+
+def logits(h: Head, X: torch.Tensor) -> torch.Tensor:
+    """S = c·X W Xᵀ; (B, n, D) -> (B, n, n)."""
+    return h.c * (X @ h.W @ X.transpose(-1, -2))
+
+
+def attention(h: Head, S: torch.Tensor) -> torch.Tensor:
+    """P = φ(S): row softmax, or S^{∘p}/√n; (B, n, n) -> (B, n, n)."""
+    p = power_of(h.activation)
+    if p is None:
+        E = torch.exp(S - S.amax(dim=-1, keepdim=True))
+        return E / E.sum(dim=-1, keepdim=True)
+    return S**p / math.sqrt(S.shape[-1])
+
+
+def _dphi(h: Head, S: torch.Tensor, P: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """φ'(S)[E] (self-adjoint for both families); all (B, n, n)."""
+    p = power_of(h.activation)
+    if p is None:
+        PE = P * E
+        return PE - P * PE.sum(dim=-1, keepdim=True)
+    return (p / math.sqrt(S.shape[-1])) * S ** (p - 1) * E
+
+
+def forward(h: Head, X: torch.Tensor) -> torch.Tensor:
+    """f(X) = φ(c X W Xᵀ) X W_V; (B, n, D) -> (B, n, d_v)."""
+    return attention(h, logits(h, X)) @ (X @ h.W_V)
+
+
+def jvp(h: Head, X: torch.Tensor, dX: torch.Tensor) -> torch.Tensor:
+    """J(X)·dX = dP X W_V + P dX W_V; (B, n, D), (B, n, D) -> (B, n, d_v)."""
+    S = logits(h, X)
+    P = attention(h, S)
+    dS = h.c * (dX @ h.W @ X.transpose(-1, -2) + X @ h.W @ dX.transpose(-1, -2))  # (B, n, n)
+    return _dphi(h, S, P, dS) @ (X @ h.W_V) + P @ (dX @ h.W_V)
+
+
+def vjp(h: Head, X: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """J(X)ᵀ·G = c(G_S X Wᵀ + G_Sᵀ X W) + Pᵀ G W_Vᵀ; (B, n, D), (B, n, d_v) -> (B, n, D)."""
+    S = logits(h, X)
+    P = attention(h, S)
+    G_S = _dphi(h, S, P, G @ (X @ h.W_V).transpose(-1, -2))  # (B, n, n)
+    return h.c * (G_S @ X @ h.W.T + G_S.transpose(-1, -2) @ X @ h.W) + P.transpose(-1, -2) @ G @ h.W_V.T

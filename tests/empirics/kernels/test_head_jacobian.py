@@ -1,0 +1,53 @@
+"""Tests for `empirics/kernels/head_jacobian.py`: J·dX and Jᵀ·G against autograd's dense Jacobian of f."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from common.seeds import torch_gen_for
+from common.validate import InputError
+from empirics.kernels.head_jacobian import Head, attention, forward, jvp, power_of, vjp
+
+
+def _head(act: str, D: int = 5, d: int = 3, dv: int = 4) -> Head:
+    g = torch_gen_for(0, "test_head_jacobian", D, d, dv)
+    WQ, WK = (torch.randn(D, d, generator=g, dtype=torch.float64) for _ in range(2))
+    return Head(WQ @ WK.T / math.sqrt(D), torch.randn(D, dv, generator=g, dtype=torch.float64), d, act)
+
+
+def _dense(h: Head, X: torch.Tensor) -> torch.Tensor:
+    """Autograd's Jacobian of f at X (n, D) as a (n·d_v, n·D) matrix."""
+    n, D = X.shape
+    J = torch.autograd.functional.jacobian(lambda Y: forward(h, Y[None])[0], X)  # (n, d_v, n, D)
+    return J.reshape(n * h.W_V.shape[1], n * D)
+
+
+@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3"])
+def test_jvp_and_vjp_are_the_dense_jacobian_and_its_transpose(act):
+    h = _head(act)
+    g = torch_gen_for(1, "test_head_jacobian", act)
+    X = torch.randn(2, 6, 5, generator=g, dtype=torch.float64)
+    dX = torch.randn(2, 6, 5, generator=g, dtype=torch.float64)
+    G = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    for b in range(2):
+        J = _dense(h, X[b])
+        torch.testing.assert_close(jvp(h, X, dX)[b].reshape(-1), J @ dX[b].reshape(-1), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(vjp(h, X, G)[b].reshape(-1), J.T @ G[b].reshape(-1), rtol=1e-10, atol=1e-10)
+
+
+def test_attention_is_row_softmax_and_scaled_power():
+    h = _head("softmax")
+    S = torch.randn(1, 4, 4, generator=torch_gen_for(2, "test_head_jacobian"), dtype=torch.float64)
+    torch.testing.assert_close(attention(h, S), torch.softmax(S, dim=-1))
+    h3 = Head(h.W, h.W_V, h.d, "poly3")
+    torch.testing.assert_close(attention(h3, S), S**3 / 2.0)  # √n = 2
+
+
+def test_power_of_refuses_unknown_activations():
+    assert power_of("softmax") is None and power_of("poly3") == 3
+    for bad in ("poly0", "relu", "polyx"):
+        with pytest.raises(InputError):
+            power_of(bad)
