@@ -21,6 +21,7 @@ threads), not properties of the paper.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
@@ -349,6 +350,8 @@ def check_overhead(ctx: Context) -> Outcome:
             "ratios_of_fastest_runs": {_row_key(r): round(r["ratio_min_vs_softmax"], 4) for r in res["rows"]
                                        if r["d"] == d and r.get("ratio_min_vs_softmax") is not None},
             "seconds": {_row_key(r): r["seconds"] for r in res["rows"] if r["d"] == d and r["seconds"] is not None},
+            "wall_seconds": {_row_key(r): statistics.median(r["wall_rounds"]) for r in res["rows"]
+                             if r["d"] == d and r.get("wall_rounds")},
             "not_timed": not_timed,
             "complexity": res["complexity"],
             "features_F": res["features"],

@@ -204,3 +204,32 @@ def test_cpu_clock_readings_ignore_noise_in_wall_time_and_the_wall_readings_do_n
     loaded = bench_overhead(grid=grid, device="cpu", threads=1)
     assert readings(quiet, wall=False) == readings(loaded, wall=False) == "HOLDS"
     assert readings(loaded, wall=True) == "UNDETERMINED"  # the wall-clock rounds disagree beyond ±40 %
+
+
+@pytest.mark.slow
+def test_beside_two_busy_loops_the_cpu_time_readings_are_those_of_a_quiet_machine():
+    """The validation the entry rests on, for real: one busy loop per core, the same readings on the CPU clock."""
+    import subprocess
+    import sys
+
+    from sapa.claims.overhead import best_ratios, timing_evidence
+    from sapa.rules.timing import decide
+
+    grid = OverheadGrid(Ns=(64, 256), d=32, ps=(1, 3), masks=("none", "causal"), passes=("fwd",),
+                        methods=("naive", "causal_blocked"), crossover_ds=(), repeats=5, block_s=0.02, memory=False)
+
+    def verdicts(res):
+        cells = best_ratios(res["rows"], 32)
+        return [decide(timing_evidence(cells, p, 3.0, res["provenance"], m, "fwd")) for p in (1, 3)
+                for m in ("none", "causal")]
+
+    quiet = verdicts(bench_overhead(grid=grid, device="cpu", threads=1))
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        loaded = bench_overhead(grid=grid, device="cpu", threads=1)
+    finally:
+        for proc in loops:
+            proc.kill()
+            proc.wait()
+    assert quiet == verdicts(loaded) == ["HOLDS"] * 4
+    assert loaded["provenance"]["machine"]["load_during"]["mean"] > 2  # the loops did load the machine
