@@ -105,7 +105,7 @@ def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
     code, out, err = _run(["figures", "--results", tmp_path], capsys)
     assert code == 0, err
     assert out.split() == [str(tmp_path / "figures" / f"ov_tiny{s}") for s in
-                           (".png", ".pdf", "_crossover.png", "_crossover.pdf")]
+                           (".png", ".pdf", "_crossover.png", "_crossover.pdf", "_model.png", "_model.pdf")]
     assert "sapa: skipped figure 'worst case'" in err
     # one progress line per figure drawn, numbered among all; every figure not drawn is named with its reason
     n = len(rg.STORED_JOBS)
