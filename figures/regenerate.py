@@ -77,8 +77,7 @@ STORED_JOBS = [
               _stored("worst_case"), ("data/worst_case.json",)),
     FigureJob("audit compare", ("relu-over-n", "sigmoid-bias-logn", "poly4-normalised"), _stored("audit_compare"),
               ("data/audit_compare.json",)),
-    FigureJob("layer Lipschitz", ("lipschitz-vs-published-bound",), _stored("layer_lipschitz"),
-              ("data/layer_lipschitz.json",)),
+    FigureJob("Lipschitz on a ball", ("lipschitz-on-a-ball",), _stored("lipschitz_ball"), ("data/lipschitz_ball.json",)),
     FigureJob("training vs N", ("scale-keeps-training-stable", "norm-vs-accuracy"), lambda results, out:
               _training(results, out), ("train/runs.parquet", "train/history.parquet", "train/study.json")),
     FigureJob("study learning curves", ("scale-keeps-training-stable",), lambda results, out:

@@ -9,5 +9,5 @@ ORDER: list[str] = [
     "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled",
     "fig1-scale-direction", "causal-masking", "other-powers", "overhead", "scale-keeps-training-stable",
     "norm-vs-accuracy", "mechanism-across-n", "real-model-regime", "alibi-scaling",
-    "lipschitz-vs-published-bound", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
+    "lipschitz-on-a-ball", "relu-over-n", "sigmoid-bias-logn", "poly4-normalised",
 ]

@@ -1,0 +1,98 @@
+"""Tests for `sapa/claims/lipschitz_on_a_ball.py`: the ball entry's readings, bound check, control and figure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+import pytest
+
+from empirics.experiments.lipschitz_ball import BallConfig
+from empirics.kernels.ball_ascent import AscentConfig
+from sapa.budget import budget_named
+from sapa.claims import lipschitz_on_a_ball as LB
+from sapa.ledger import Context, run_claim
+
+SMALL = {"ball": BallConfig(ns=(2, 4, 8, 16, 32), betas=(4.0, 1.0), D=4, d=4, d_v=4,
+                            ascent=AscentConfig(restarts=4, steps=20)),
+         "minilm_Ns": (8, 12), "max_steps": 6}
+
+
+@pytest.fixture(scope="module")
+def entry(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setattr(LB, "QUICK", SMALL)
+    out = tmp_path_factory.mktemp("ball")
+    try:
+        yield run_claim(LB.CLAIMS[0], Context(budget_named("quick"), out)), out
+    finally:
+        mp.undo()
+
+
+def test_registered_under_its_new_id_only():
+    from sapa.claims import ORDER, all_claims
+
+    assert "lipschitz-on-a-ball" in ORDER and "lipschitz-vs-published-bound" not in ORDER
+    assert LB.CLAIMS[0].kind == "claim" and any(c.id == "lipschitz-on-a-ball" for c in all_claims())
+
+
+def test_verdict_is_the_headline_reading_and_the_entry_keeps_the_definitions(entry):
+    from sapa.labels import violations
+
+    e, _ = entry
+    assert e.verdict == e.readings[0]["verdict"] and e.readings[0]["rule"] == "growth-upper"
+    assert violations(asdict(e)) == []
+    assert "2312.14820" in e.evidence["published_statement"] and "mean-field" in e.evidence["published_statement"]
+
+
+def test_no_adversarial_input_exceeds_sapas_bound_recomputed_independently(entry):
+    from theory.lipschitz_ball import ball_bound
+
+    e, _ = entry
+    ball = e.evidence["ball"]
+    for r in ball["rows"]:
+        assert r["bound"] == pytest.approx(ball_bound(r["activation"], r["n"], r["beta"], ball["v"]), rel=1e-12)
+        assert 0 < r["sigma_lower"] <= r["bound"]
+        assert max(math.sqrt(ball["w"] * r["R"] ** 2 / 2), 0) > 0  # (R recorded: β = wR²/√d with d = 4)
+        assert ball["w"] * r["R"] ** 2 / 2 == pytest.approx(r["beta"], rel=1e-12)
+    names = {r["name"]: r["verdict"] for r in e.readings}
+    for a in ("softmax", "x/√N", "x³/√N"):
+        assert names[f"{a}: sapa's bound holds on every input tried"] in ("HOLDS", "HOLDS_LOOSE")
+
+
+def test_a_bound_that_is_too_small_fails_in_the_same_run(entry):
+    e, _ = entry
+    ctrl = e.falsifiability["negative_control"]
+    assert e.falsifiability["kind"] == "could_fail" and ctrl["verdict"] == "FAILS" and ctrl["control_ok"]
+    from sapa.rules.bound import BoundEvidence, decide
+
+    # a bound 1.5× below the largest σ̲/U found: rule `bound` rejects it on the same evidence
+    for a, r in e.evidence["bound_ratios"].items():
+        assert decide(BoundEvidence(claimed=r / 1.5, sharp=math.inf, found=r)) == "FAILS"
+
+
+def test_polynomials_grow_like_root_n_on_both_balls_and_softmax_flattens_on_the_small_one(entry):
+    e, _ = entry
+    fits = e.evidence["fits"]
+    for a in ("x/√N", "x³/√N"):
+        for b in (4, 1):
+            assert abs(fits[f"{a}, β = {b}"]["slope"] - 0.5) < 0.1
+    assert fits["softmax, β = 1"]["slope"] < 0.15 < fits["softmax, β = 4"]["slope"]
+    names = {r["name"]: r["verdict"] for r in e.readings}
+    assert names["x/√N: n-independent like softmax on the small ball"] == "FAILS"
+
+
+def test_figure_is_stored_and_redrawn(entry, tmp_path):
+    from figures import lipschitz_ball as fig
+
+    e, out = entry
+    assert e.figures and all((out / f).is_file() for f in e.figures)
+    assert (out / "data" / f"{fig.NAME}.json").is_file()
+    assert all(p.is_file() for p in fig.main(out, tmp_path))
+
+
+def test_robustness_rows_recompute_the_headline(entry):
+    e, _ = entry
+    conds = [r["condition"] for r in e.robustness["varied"]]
+    assert any(c.startswith("another seed") for c in conds) and any(c.startswith("fit window") for c in conds)
+    assert e.robustness["headline"] == e.verdict
