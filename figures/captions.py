@@ -123,13 +123,14 @@ CAPTIONS: tuple[Caption, ...] = (
     Caption("real_heads", "each head under four token protocols", _PROTOCOLS, suffix="_protocols"),
     Caption("real_heads_protocols", "each head under four token protocols", _PROTOCOLS),
     Caption("lipschitz_ball", "the Lipschitz constant on a token ball, softmax beside x/√N and x³/√N",
-            "σ₁(∂f/∂X) of one attention head against the sequence length n on log–log axes, one panel per activation "
-            "(softmax, x/√N, x³/√N) and a fourth for the real hidden states of all-MiniLM-L6-v2. Markers are certified "
-            "lower bounds of the Lipschitz constant on the ball ‖x_i‖ ≤ R found by a seeded ascent, one colour per ball "
-            "(named by its largest logit β); the dashed line of the same colour is sapa's proven upper bound, so the "
-            "true constant lies between them. Look at softmax: on the large ball it climbs close to the √n guide, on "
-            "the small ball it is flat from a few tokens on (the mean-field regime); x/√N and x³/√N follow √n on both "
-            "balls and never flatten. In the last panel compare the real layers' slopes with the n^¼ and √n guides."),
+            "The spectral norm σ₁(∂f/∂X) of one attention head against the sequence length n on log–log axes, one "
+            "panel per activation (softmax, x/√N, x³/√N) and a fourth for the real hidden states of all-MiniLM-L6-v2."
+            " Markers are certified lower bounds of the Lipschitz constant on the ball ‖x_i‖ ≤ R found by a seeded "
+            "ascent, one colour per ball (named by its largest logit β); the dashed line of the same colour is sapa's"
+            " proven upper bound, so the true constant lies between them. Look at softmax: on the large ball it "
+            "climbs close to the √n guide, on the small ball it is flat from a few tokens on (the mean-field regime);"
+            " x/√N and x³/√N follow √n on both balls and never flatten. In the last panel compare the real layers' "
+            "slopes with the n^¼ and √n guides."),
     Caption("bench_scaling", "the sweep on 1 and K workers",
             "Wall time of one fixed Monte Carlo sweep on 1 and K local workers (start-up hatched on top), beside the "
             "ideal time T₁/K, with the parallel efficiency over each bar. Compare each bar with the ideal: the gap "
