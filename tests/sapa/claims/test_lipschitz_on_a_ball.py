@@ -96,3 +96,18 @@ def test_robustness_rows_recompute_the_headline(entry):
     conds = [r["condition"] for r in e.robustness["varied"]]
     assert any(c.startswith("another seed") for c in conds) and any(c.startswith("fit window") for c in conds)
     assert e.robustness["headline"] == e.verdict
+
+
+@pytest.mark.slow
+def test_full_budget_softmax_series_stays_below_the_bound_and_within_root_n():
+    """The full budget's n grid to 256 on the big ball: every σ̲ ≤ U and the exponent interval below ½ + 0.05."""
+    from dataclasses import replace
+
+    from empirics.experiments.lipschitz_ball import run_ball
+    from sapa.rules.growth import TOL
+
+    res = run_ball(replace(LB.FULL["ball"], activations=("softmax",), betas=(LB.BIG,)))
+    assert max(res.config["ns"]) >= 256
+    assert all(r["sigma_lower"] <= r["bound"] for r in res.rows)
+    f = LB._fit(res, "softmax", LB.BIG)
+    assert f.hi <= 0.5 + TOL and f.slope > 0.3
