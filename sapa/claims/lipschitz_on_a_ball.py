@@ -268,11 +268,16 @@ def _conditions(ctx, cfg, res, real_sl, readings, ctrl, ctrl_per) -> tuple[dict,
             rows.append(not_run(cond, "fewer than 3 lengths in the window"))
             continue
         rows.append(varied(cond, _readings(res, real_sl, fit_from=ff)[0].verdict))
-    other = run_ball(replace(cfg["ball"], seed=ctx.budget.seed + 1, activations=("softmax",), betas=(BIG,)))
+    from common.seeds import rng_for
+
+    # another head and other starts: a root seed drawn from a named stream of the ledger's seed
+    seed2 = int(rng_for(ctx.budget.seed, "ledger", "lipschitz-on-a-ball", "robustness").integers(2**31))
+    other = run_ball(replace(cfg["ball"], seed=seed2, activations=("softmax",), betas=(BIG,)))
     f2 = _fit(other, "softmax", BIG)
     from sapa.rules.growth import UpperEvidence, decide_upper
 
-    rows.append(varied(f"another seed ({ctx.budget.seed + 1}: another head and other starts)",
+    rows.append(varied(f"another seed ({seed2}, from the stream rng_for(seed, 'ledger', 'lipschitz-on-a-ball', "
+                       "'robustness'): another head and other starts)",
                        decide_upper(UpperEvidence(0.5, f2.lo, f2.hi, False)),
                        f"softmax exponent {f2.slope:.3f} [{f2.lo:.3f}, {f2.hi:.3f}]"))
     rows.append(not_applicable("logit convention", "the head computes S/√d; the other convention is the same ball "
