@@ -89,11 +89,11 @@ class OverheadGrid:
 
 
 FULL = OverheadGrid()
-# Quick: N ∈ {128, 512, 1024}, 5 blocks of ≥ 0.05 CPU-s per form and cell, no torch.compile (its cold start costs
+# Quick: N ∈ {128, 512, 1024}, 5 blocks of ≥ 0.04 CPU-s per form and cell, no torch.compile (its cold start costs
 # 20–40 s per configuration on 2 cores), the x³ linearisation (F = 45 760 at d = 64) only where it predicts < 0.05 s
 # per call (the crossover table's other d keep one call per round).
 QUICK = OverheadGrid(Ns=(128, 512, 1024), repeats=5, methods=("naive", "causal_blocked", "linearised"),
-                     crossover_masks=("none",), time_cap_s=0.05, block_s=0.05)
+                     crossover_masks=("none",), time_cap_s=0.05, block_s=0.04)
 
 
 # =========================================================================== the timed functions
