@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("sapa: interrupted; finished results were kept", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say what it kept (sapa verify: which verdicts, where)
+        kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "finished results were kept"
+        print(f"sapa: interrupted; {kept}", file=sys.stderr)
         return 130
 
 
@@ -240,9 +241,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
             entries.append(entry)
         order = [c.id for c in claims]
         entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
-    except BaseException:
+    except BaseException as exc:
         stop_prefetch(ctx)  # the training study's workers
         close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
+        if isinstance(exc, KeyboardInterrupt):  # main prints the one line: what was kept, and where
+            raise KeyboardInterrupt(_keep_interrupted(entries, claims, ctx, budget, started, prior)) from None
         raise
     finally:
         torch.set_num_threads(threads)
@@ -262,6 +265,47 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
+
+
+def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, prior: dict | None) -> str:
+    """An interrupted ``sapa verify``: write the finished verdicts and a report of them; return what was kept, where.
+
+    Into ``ledger.json`` (merged into the ledger already there when it is of this budget, as ``--only`` merges; on
+    its own when there is none), with ``provenance["interrupted"]`` naming the entries not run; beside it as
+    ``ledger.interrupted.json`` when ``ledger.json`` holds another budget's ledger (it is never overwritten by a
+    part of another run). Nothing finished: nothing is written.
+    """
+    from common.atomic import atomic_write_json, atomic_write_text
+    from sapa import report
+    from sapa.claims.mc import monte_carlo_summary
+    from sapa.ledger import ledger_dict, provenance
+    from sapa.ledger_merge import ledger_entries, merge_into, prior_ledger
+
+    out_dir = ctx.out_dir
+    if not entries:
+        return "no entry had finished: nothing to keep"
+    done = {e.id for e in entries}
+    order = [c.id for c in claims]
+    entries = sorted(entries, key=lambda e: order.index(e.id))
+    prov = {**provenance(budget, started), "interrupted": {"finished": [e.id for e in entries],
+                                                           "not_run": [c for c in order if c not in done]}}
+    fresh = ledger_dict(entries, prov, monte_carlo_summary(ctx))
+    name, report_name = "ledger.json", "report"
+    if prior is None and (out_dir / "ledger.json").exists():
+        try:
+            prior = prior_ledger(out_dir, budget)  # a full ledger of this budget: the finished entries replace theirs
+        except InputError:  # another budget's, or unreadable: keep it, write beside it
+            name, report_name = "ledger.interrupted.json", "report.interrupted"
+    ledger = merge_into(prior, fresh) if name == "ledger.json" else fresh
+    if prior is not None and name == "ledger.json":
+        ledger["provenance"]["interrupted"] = prov["interrupted"]
+    shown = ledger_entries(ledger)
+    mc = ledger.get("monte_carlo")
+    atomic_write_json(out_dir / name, ledger)
+    atomic_write_text(out_dir / f"{report_name}.md", report.markdown(shown, ledger["provenance"], mc))
+    atomic_write_text(out_dir / f"{report_name}.html", report.html(shown, ledger["provenance"], out_dir, mc))
+    return (f"{len(entries)} of {len(order)} entries finished; their verdicts are in {out_dir / name} and "
+            f"{out_dir / (report_name + '.md')} (not run: {', '.join(prov['interrupted']['not_run']) or 'none'})")
 
 
 def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> None:
