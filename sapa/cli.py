@@ -283,7 +283,8 @@ def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, 
 
     out_dir = ctx.out_dir
     if not entries:
-        return "no entry had finished: nothing to keep"
+        return (f"no ledger entry had finished, so no ledger was written; finished results below {out_dir} (sweep "
+                "cells, training chunks) were kept, and a rerun resumes from them")
     done = {e.id for e in entries}
     order = [c.id for c in claims]
     entries = sorted(entries, key=lambda e: order.index(e.id))

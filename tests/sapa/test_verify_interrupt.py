@@ -72,4 +72,6 @@ def test_interrupted_before_anything_finished_writes_nothing(tmp_path, monkeypat
     _interrupt_at(monkeypatch, "thm4.1-norm")
     assert main(["verify", "--only", "thm4.1-norm", "--out", str(tmp_path)]) == 130
     assert not (tmp_path / "ledger.json").exists()
-    assert capsys.readouterr().err.splitlines()[-1] == "sapa: interrupted; no entry had finished: nothing to keep"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"sapa: interrupted; no ledger entry had finished, so no ledger was written; finished results below {tmp_path} "
+        "(sweep cells, training chunks) were kept, and a rerun resumes from them")
