@@ -42,8 +42,29 @@ def activation_from_args(args):
     return parse_activation(args.activation, args.normalize, args.mask)
 
 
-def load_layer_file(path: Path, prefix: str = "") -> dict:
-    """{wq, wk[, wv, wo]} (float64, (D, ·) layout) from a .safetensors file, by name suffix under ``prefix``."""
+REAL_DTYPES = ("F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8")  # safetensors' names
+_DTYPE_WORDS = {"BOOL": "boolean", "C64": "complex", "C128": "complex", "BF16": "bfloat16, which numpy cannot hold"}
+
+
+def _check_tensor(sl, key: str, path: Path, transpose: bool, name: str, D: int | None) -> None:
+    """A weight's dtype (real numbers only, as ``.npy`` inputs), rank (a matrix) and, for W_Q/W_K, its D rows,
+    from the file's header alone: nothing is loaded before it passes."""
+    dtype, shape = sl.get_dtype(), list(sl.get_shape())
+    if dtype not in REAL_DTYPES:
+        word = _DTYPE_WORDS.get(dtype, "not a real number type")
+        raise InputError(f"--safetensors {path}: tensor {key} has dtype {dtype} ({word}); give integer or floating-point "
+                         "weights (float32 or float64)")
+    if len(shape) != 2:
+        raise InputError(f"--safetensors {path}: tensor {key} has shape {tuple(shape)}; a weight is a matrix")
+    rows = shape[1] if transpose else shape[0]
+    if D is not None and name in ("wq", "wk", "wv") and rows != D:
+        raise InputError(f"--safetensors {path}: tensor {key} ({name}) has D = {rows} rows in the (D, ·) layout but X "
+                         f"has D = {D} columns")
+
+
+def load_layer_file(path: Path, prefix: str = "", D: int | None = None) -> dict:
+    """{wq, wk[, wv, wo]} (float64, (D, ·) layout) from a .safetensors file, by name suffix under ``prefix``; with
+    ``D``, W_Q, W_K and W_V must have D rows (checked in the header, before a tensor is loaded)."""
     try:
         from safetensors import safe_open
     except ImportError:
@@ -62,6 +83,7 @@ def load_layer_file(path: Path, prefix: str = "") -> dict:
                         raise InputError(f"--safetensors: {len(hits)} tensors end in {suffix!r} ({hits[0]}, {hits[1]}, ...): "
                                          "give --prefix (e.g. encoder.layer.0.)")
                     if hits:
+                        _check_tensor(fh.get_slice(hits[0]), hits[0], path, transpose, name, D)  # before loading it
                         a = np.asarray(fh.get_tensor(hits[0]), dtype=np.float64)
                         out[name] = a.T.copy() if transpose else a
                         break
@@ -100,7 +122,7 @@ def layer_from_args(args, D: int):
     else:
         if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
             raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")
-        m = load_layer_file(args.safetensors, args.prefix or "")
+        m = load_layer_file(args.safetensors, args.prefix or "", D)
         if m["wq"].shape[0] != D:
             raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
     return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=args.heads)

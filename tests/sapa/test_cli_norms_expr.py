@@ -142,3 +142,58 @@ def test_a_converged_bracket_gives_no_advice(mats, capsys):
                                    "--spectral", "--json"])
     r = json.loads(out)
     assert code == 0 and r["converged"] and "spectral_advice" not in r and "sapa: note" not in err
+
+
+@pytest.mark.parametrize("dtype, word", [(np.complex64, "C64 (complex)"), (bool, "BOOL (boolean)")])
+def test_safetensors_weights_that_are_not_real_numbers_are_refused_as_npy_ones_are(mats, capsys, tmp_path, dtype, word):
+    from safetensors.numpy import save_file
+
+    a, p = mats
+    f = tmp_path / "layer.safetensors"
+    save_file({"wq": a["wq"].astype(dtype), "wk": a["wk"]}, str(f))
+    code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), "--activation", "x"])
+    assert code == 2 and out == ""
+    assert err.strip() == (f"sapa: error: --safetensors {f}: tensor wq has dtype {word}; give integer or "
+                           "floating-point weights (float32 or float64)")
+
+
+def test_safetensors_shapes_are_checked_from_the_header_before_a_tensor_is_loaded(mats, capsys, tmp_path, monkeypatch):
+    from safetensors.numpy import save_file
+
+    a, p = mats
+    f0, f1 = tmp_path / "scalar.safetensors", tmp_path / "wide.safetensors"
+    save_file({"wq": np.array(3.0), "wk": a["wk"]}, str(f0))
+    save_file({"wq": np.ones((5, 4)), "wk": a["wk"]}, str(f1))  # X has D = 4 columns
+    code, _, err = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f0), "--activation", "x"])
+    assert code == 2 and err.strip() == f"sapa: error: --safetensors {f0}: tensor wq has shape (); a weight is a matrix"
+    import safetensors
+
+    loaded = []
+    real_open = safetensors.safe_open
+
+    class Spy:  # records every tensor read in full
+        def __init__(self, *args, **kwargs):
+            self.fh = real_open(*args, **kwargs)
+
+        def __enter__(self):
+            self.inner = self.fh.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.fh.__exit__(*exc)
+
+        def keys(self):
+            return self.inner.keys()
+
+        def get_slice(self, k):
+            return self.inner.get_slice(k)
+
+        def get_tensor(self, k):
+            loaded.append(k)
+            return self.inner.get_tensor(k)
+
+    monkeypatch.setattr(safetensors, "safe_open", Spy)
+    code, _, err = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f1), "--activation", "x"])
+    assert code == 2 and err.strip() == (f"sapa: error: --safetensors {f1}: tensor wq (wq) has D = 5 rows in the (D, ·) "
+                                         "layout but X has D = 4 columns")
+    assert loaded == []  # refused from the header: nothing was read
