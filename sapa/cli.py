@@ -127,7 +127,8 @@ def cmd_norms(args: argparse.Namespace) -> int:
             raise InputError(f"--tol must be in (0, 1), got {args.tol}")
         act = activation_from_args(args)
         layer = layer_from_args(args, X.shape[1])
-        out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed)
+        out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed,
+                        certificate=args.certificate)
         if args.json:
             print(json.dumps(out))
         else:

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--tol", type=_finite_float, default=1e-8, help="--spectral: relative bracket width to stop at")
     n.add_argument("--max-steps", type=_positive_int, default=200, help="--spectral: Lanczos vectors at most")
     n.add_argument("--seed", type=_int_nonneg, default=0, help="--spectral: seed of the Lanczos start vectors")
+    n.add_argument("--certificate", choices=("auto", "lanczos", "dense"), default="auto",
+                   help="--spectral: Lanczos, then the dense Cholesky certificate where N·D ≤ 16 384 and Lanczos "
+                        "stays open (auto); Lanczos only; or dense at once")
     n.add_argument("--json", action="store_true", help="print a flat JSON object")
 
     e = sub.add_parser("exact", help="exact E‖φ(S)‖²_F, E‖∂φ(S)/∂X‖²_F and the crossover N* for φ(x) = x^p")

@@ -129,11 +129,13 @@ def layer_from_args(args, D: int):
 
 
 def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,
-              seed: int = 0, progress: bool | str = True) -> dict:
+              seed: int = 0, progress: bool | str = True, certificate: str = "auto") -> dict:
     """The flat result of ``sapa norms`` with an expression (see the module docstring).
 
     ``progress``: with ``spectral``, a bar (or log lines) per bracket: Lanczos steps, the current bracket and its
-    relative width; an unconverged bracket adds ``spectral_advice`` (and says it on stderr).
+    relative width; an unconverged bracket adds ``spectral_advice`` (and says it on stderr). ``certificate``:
+    "auto", "lanczos" or "dense" (:func:`empirics.kernels.spectral.certified_spectral_norm`'s ``dense`` auto,
+    never, always).
     """
     from empirics.kernels.expr_norms import LayerOperator, expr_norms
     from empirics.kernels.spectral import certified_spectral_norm
@@ -167,7 +169,8 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
             op = LayerOperator(X, layer, act, head=k)
             what = "σ₁ of ∂φ/∂X" + (f", head {k + 1}/{layer.H}" if layer.H > 1 else "")
             b = _bracket_with_progress(certified_spectral_norm, what, progress, op.matvec, op.rmatvec, op.in_shape,
-                                       r.jac_fro[k] ** 2, tol=tol, max_steps=max_steps, seed=seed)
+                                       r.jac_fro[k] ** 2, tol=tol, max_steps=max_steps, seed=seed, gram=op.gram,
+                                       dense=DENSE[certificate])
             per_head.append(b.as_dict())
             advice += [] if b.converged else [unconverged_advice(what, b, max_steps)]
         if layer.H == 1:
@@ -178,7 +181,7 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
             op = LayerOperator(X, layer, act)
             b = _bracket_with_progress(certified_spectral_norm, "σ₁ of the layer's Jacobian", progress, op.matvec,
                                        op.rmatvec, op.in_shape, r.layer_jac_fro ** 2, tol=tol, max_steps=max_steps,
-                                       seed=seed)
+                                       seed=seed, gram=op.gram, dense=DENSE[certificate])
             out.update({f"layer_{k}": v for k, v in b.as_dict().items()})
             advice += [] if b.converged else [unconverged_advice("σ₁ of the layer's Jacobian", b, max_steps)]
         if advice:
@@ -187,13 +190,20 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
             out["spectral_advice"] = " ".join(advice)
             for line in advice:
                 say(f"sapa: note: {line}")
-        out["spectral_certificate"] = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; "
-                                       "upper = λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), "
-                                       "and ≤ ‖J‖_F; converged: (upper − lower) ≤ tol·upper")
+        out["spectral_certificate"] = CERTIFICATE
     out["dtype"] = "float64"
     out["logit_scale"] = "S"  # x = S_ij with S = X W Xᵀ as given; an expression dividing x by √d computes S/√d
     out["logit"] = "S = X W Xᵀ as given (no 1/√d unless the expression divides x by √d, e.g. x/8 for d = 64)"
     return out
+
+
+DENSE = {"auto": "auto", "lanczos": "never", "dense": "always"}
+CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; upper = "
+               "λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), and ≤ ‖J‖_F. Where spectral_method is "
+               "dense-cholesky (N·D ≤ 16 384, when the Lanczos bracket stays open), JᵀJ is formed from products, "
+               "lower = ‖Jx‖ of ARPACK's top eigenvector and upper = √(μ + δ) with λ₁ < μ proven by a floating-point "
+               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. "
+               "converged: (upper − lower) ≤ tol·upper")
 
 
 def bracket_text(b) -> str:
@@ -202,11 +212,17 @@ def bracket_text(b) -> str:
 
 
 def unconverged_advice(what: str, b, max_steps: int) -> str:
-    """What to do when a bracket stayed open: it is still certified; more steps, a looser --tol, or a smaller X."""
-    return (f"{what}: the bracket {bracket_text(b)} did not close to --tol {b.tol:g} in {b.steps} Lanczos steps; it "
-            f"holds as it is (σ₁ lies inside it). To narrow it, raise --max-steps above {max_steps} (each step costs "
-            "one Jacobian product and one transposed product, and the check every few steps O(k²·N·D)), or loosen "
-            "--tol; a bracket whose lower end no longer moves needs a smaller X or fewer heads.")
+    """What to do when a bracket stayed open: it is still certified; a looser --tol, more steps, or a smaller X."""
+    head = (f"{what}: the bracket {bracket_text(b)} did not close to --tol {b.tol:g}; it holds as it is (σ₁ lies "
+            "inside it).")
+    if b.method == "dense-cholesky":
+        return (f"{head} It comes from the dense certificate, whose round-off allowance (about 64·ε·N·D·‖J‖²_F/σ₁² "
+                "relative) is wider than --tol here: loosen --tol.")
+    n = int(np.prod(b.v.shape))
+    return (f"{head} Lanczos ran {b.steps} steps and the dense certificate needs N·D ≤ 16 384 (here {n}). To narrow "
+            f"it, raise --max-steps above {max_steps} (each step costs one Jacobian product and one transposed "
+            "product, and the check every few steps O(k²·N·D)), or loosen --tol; a bracket whose lower end no longer "
+            "moves needs a smaller X or fewer heads.")
 
 
 def _bracket_with_progress(certify, what: str, progress, *args, **kwargs):
@@ -215,17 +231,24 @@ def _bracket_with_progress(certify, what: str, progress, *args, **kwargs):
 
     bar = progress_bar(min(int(kwargs["max_steps"]), int(np.prod(args[2]))), desc=what, unit="step",
                        progress=progress)
-    seen = {"k": 0}
+    seen = {"k": 0, "bracket": ""}
 
     def on_step(k, k_max, b):
         if b is not None:
-            bar.set_postfix_str(f"bracket {bracket_text(b)}")
-        if k_max != bar.total:  # the basis' memory cap lowered the step limit
+            seen["bracket"] = f"bracket {bracket_text(b)}"
+            bar.set_postfix_str(seen["bracket"])
+        if k_max != bar.total:  # the basis' memory cap lowered the step limit, or the dense certificate took over
             bar.total = k_max
         bar.update(k - seen["k"])
         seen["k"] = k
 
+    def on_dense(stage, done, total):  # the Lanczos steps are over: the bar stops counting them (no stale ETA)
+        if bar.total != max(seen["k"], 1):
+            bar.total = max(seen["k"], 1)
+        where = f"{stage} {done}/{total}" if total > 1 else stage
+        bar.set_postfix_str(f"{seen['bracket']}; dense certificate: {where}".lstrip("; "), refresh=True)
+
     try:
-        return certify(*args, **kwargs, on_step=on_step)
+        return certify(*args, **kwargs, on_step=on_step, on_dense=on_dense)
     finally:
         bar.close()

@@ -419,37 +419,40 @@ class LayerOperator:
         self.out_shape = (N, layer.Wo.shape[2]) if self.values else (N, N)
 
     def _dP(self, h: _Head, dS: np.ndarray) -> np.ndarray:
-        """R_i dS_i per row; at the dominant k = m_i as g_im q_i dS_im − P_im Σ_{l≠m} g_il dS_il (no cancellation)."""
+        """R_i dS_i per row; at the dominant k = m_i as g_im q_i dS_im − P_im Σ_{l≠m} g_il dS_il (no cancellation).
+
+        dS (..., N, N): leading axes are a batch of directions.
+        """
         if not h.row:
             return h.g * dS
         m, has, q = self._dom[id(h)]
-        rows = np.arange(dS.shape[0])
+        rows = np.arange(dS.shape[-2])
         gd = h.g * dS
-        out = gd - h.P * gd.sum(axis=1, keepdims=True)
+        out = gd - h.P * gd.sum(axis=-1, keepdims=True)
         gd0 = gd.copy()
-        gd0[rows, m] = 0.0
-        out[rows[has], m[has]] = (gd[rows, m] * q - h.P[rows, m] * gd0.sum(axis=1))[has]
+        gd0[..., rows, m] = 0.0
+        out[..., rows[has], m[has]] = (gd[..., rows, m] * q - h.P[rows, m] * gd0.sum(axis=-1))[..., has]
         return out
 
     def _dS_adj(self, h: _Head, Pbar: np.ndarray) -> np.ndarray:
-        """R_iᵀ P̄_i per row; at l = m_i as g_im (q_i P̄_im − Σ_{k≠m} P_ik P̄_ik)."""
+        """R_iᵀ P̄_i per row; at l = m_i as g_im (q_i P̄_im − Σ_{k≠m} P_ik P̄_ik); P̄ (..., N, N)."""
         if not h.row:
             return h.g * Pbar
         m, has, q = self._dom[id(h)]
-        rows = np.arange(Pbar.shape[0])
+        rows = np.arange(Pbar.shape[-2])
         pp = h.P * Pbar
-        out = h.g * (Pbar - pp.sum(axis=1, keepdims=True))
+        out = h.g * (Pbar - pp.sum(axis=-1, keepdims=True))
         pp0 = pp.copy()
-        pp0[rows, m] = 0.0
-        out[rows[has], m[has]] = (h.g[rows, m] * (q * Pbar[rows, m] - pp0.sum(axis=1)))[has]
+        pp0[..., rows, m] = 0.0
+        out[..., rows[has], m[has]] = (h.g[rows, m] * (q * Pbar[..., rows, m] - pp0.sum(axis=-1)))[..., has]
         return out
 
     def matvec(self, E: np.ndarray) -> np.ndarray:
-        """J E for a direction E (N, D)."""
-        out = np.zeros(self.out_shape)
+        """J E for a direction E (N, D), or a batch of them (b, N, D) -> (b, *out_shape)."""
+        out = np.zeros(E.shape[:-2] + self.out_shape)
         for k in self.idx:
             h, Wq, Wk = self.heads[k], self.layer.Wq[k], self.layer.Wk[k]
-            dS = (E @ Wq) @ h.B.T + h.A @ (E @ Wk).T  # dA Bᵀ + A dBᵀ, (N, N)
+            dS = (E @ Wq) @ h.B.T + h.A @ np.swapaxes(E @ Wk, -1, -2)  # dA Bᵀ + A dBᵀ, (…, N, N)
             dP = self._dP(h, dS)
             if not self.values:
                 return dP
@@ -458,17 +461,21 @@ class LayerOperator:
         return out
 
     def rmatvec(self, U: np.ndarray) -> np.ndarray:
-        """Jᵀ U for an output cotangent U (N, D_out) or (N, N)."""
-        Xbar = np.zeros(self.in_shape)
+        """Jᵀ U for an output cotangent U (N, D_out) or (N, N), or a batch of them (b, …) -> (b, N, D)."""
+        Xbar = np.zeros(U.shape[:-2] + self.in_shape)
         for k in self.idx:
             h, Wq, Wk = self.heads[k], self.layer.Wq[k], self.layer.Wk[k]
             if self.values:
                 Wv, Wo = self.layer.Wv[k], self.layer.Wo[k]
-                Ub = U @ Wo.T                      # (N, d_v)
-                Pbar = Ub @ (self.X @ Wv).T        # (N, N)
+                Ub = U @ Wo.T                      # (…, N, d_v)
+                Pbar = Ub @ (self.X @ Wv).T        # (…, N, N)
                 Xbar += h.P.T @ Ub @ Wv.T          # through the values
             else:
                 Pbar = U
             Sbar = self._dS_adj(h, Pbar)
-            Xbar += (Sbar @ h.B) @ Wq.T + (Sbar.T @ h.A) @ Wk.T
+            Xbar += (Sbar @ h.B) @ Wq.T + (np.swapaxes(Sbar, -1, -2) @ h.A) @ Wk.T
         return Xbar
+
+    def gram(self, E: np.ndarray) -> np.ndarray:
+        """JᵀJ E for a batch of directions E (b, N, D) -> (b, N, D) (the dense certificate's columns)."""
+        return self.rmatvec(self.matvec(E))

@@ -1,10 +1,12 @@
-"""σ₁(J) as a certified bracket [lower, upper] from Lanczos on JᵀJ with Jacobian products only (J never formed).
+"""σ₁(J) as a certified bracket [lower, upper] from Jacobian products only: Lanczos on JᵀJ, then a dense certificate.
 
 A = JᵀJ is symmetric positive semi-definite with tr A = ‖J‖²_F (known exactly: :mod:`empirics.kernels.expr_norms`).
-Lanczos with full reorthogonalisation builds an orthonormal basis V = [v_1 … v_k] (restarted with a fresh
-seeded vector orthogonal to V when the Krylov space becomes invariant), keeps AV, and forms
-T = VᵀAV and the residual block R = AV − TV (k × n, rows A v_j − Σ_l T_jl v_l: in the orthogonal
-complement of span V).
+
+**Lanczos** (J never formed). Lanczos with full reorthogonalisation builds an orthonormal basis V = [v_1 … v_k]
+(restarted with a fresh seeded vector orthogonal to V when the Krylov space becomes invariant: the new residual
+is below 1e-10·‖A‖, ‖A‖ estimated by the largest α, β and Ritz value seen, and a vector that loses more than half
+its norm when orthogonalised once more is replaced the same way), keeps AV, and forms T = VᵀAV and the residual
+block R = AV − TV (k × n, rows A v_j − Σ_l T_jl v_l: in the orthogonal complement of span V).
 
 * **Lower bound.** For the top Ritz vector x = V y₁: σ₁ ≥ ‖Jx‖/‖x‖ (a Rayleigh quotient; J applied once more).
 * **Upper bound (theorem used).** Write a unit vector as x = Vc + b with b ⊥ span V. Then
@@ -17,11 +19,29 @@ complement of span V).
   a symmetric 2k×2k eigenproblem. So σ₁ ≤ √ of it, and also σ₁ ≤ ‖J‖_F. Once the Krylov space holds the
   top singular direction and t_⊥ < θ₁, the bound is θ₁ + O(‖residual of the top Ritz pair‖²/(θ₁ − t_⊥)),
   i.e. as tight as the Ritz value; while the unexplored trace t_⊥ exceeds θ₁ (a spread-out spectrum in a
-  space much larger than k) it is ≈ t_⊥ and the bracket stays open — not converged, honestly.
-* Rounding: V is orthonormal to ~1e-15 (reorthogonalised twice); t_⊥ carries a margin of
-  64·ε·(tr A + Σ|θ| + k max|θ|) so that float64 round-off in the two traces cannot make it too small,
-  and both ends are widened by 64·ε·k relative (≈ 1.4e-12 at k = 100): the certificate is exact
-  arithmetic's, up to that round-off allowance, not interval arithmetic.
+  space much larger than k) it is ≈ t_⊥ and the bracket stays open. Every check's bounds are kept: the
+  bracket reported is the largest lower and the smallest upper bound seen.
+
+**Dense certificate** (where JᵀJ fits in memory, n ≤ :data:`DENSE_MAX_N`): when the unexplored trace still
+exceeds the top Ritz value after :data:`DENSE_AFTER` steps, or Lanczos ends open, A is formed column by
+column from batches of products (Â, n × n), its top eigenpair θ̂, x̂ found by ARPACK
+(``scipy.sparse.linalg.eigsh``) and
+
+* lower: ‖Jx̂‖/‖x̂‖ as above;
+* upper: λ₁(Â) < μ is *proven* by a floating-point Cholesky factorisation of (μ − c)I − Â that runs to
+  completion, c = 2·γ_{n+1}/(1 − 2γ_{n+1})·tr(μI − Â) (γ_m = mε/(1 − mε); Rump, *Verification of positive
+  definiteness*, BIT 46 (2006), Thm 2.3, with ε in place of the unit round-off and a factor 2 to spare),
+  μ = θ̂(1 + tol) (raised if the factorisation fails); and λ₁(A) ≤ λ₁(Â) + δ with δ = ‖Â − Âᵀ‖_F (the
+  measured asymmetry of the formed matrix) + 64·ε·m·tr A, m = the products' largest dimension (the
+  textbook bound on the round-off of sums of m products, γ_m·|J|ᵀ|J|, whose norm is ≤ γ_m‖J‖²_F).
+  Cost: n products, n³/3 flops for the factorisation (X 128×64: n = 8 192, ≈ 10 s on 2 cores).
+
+Rounding (Lanczos): V is orthonormal to ~1e-15 (reorthogonalised twice); its departure ‖VVᵀ − I‖_max is
+measured at each check, and a check whose basis departs by more than :data:`ORTHO_TOL` gives no upper bound
+(its lower bound, a Rayleigh quotient of whatever vector, still counts); t_⊥ carries a margin of
+64·ε·(tr A + Σ|θ| + k max|θ|), and both ends are widened by 64·ε·(k + m) relative, m as above (the products'
+own round-off, which grows with the length of their sums, and the basis'). The certificate is exact
+arithmetic's up to these round-off allowances, not interval arithmetic.
 
 ``converged`` is (upper − lower) ≤ tol·upper: the bracket's relative width, not a gap between two
 lower bounds.
@@ -30,18 +50,24 @@ lower bounds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
 from common.validate import InputError, positive_float, positive_int
+from empirics.kernels.norms import NormOverflowError
 
-__all__ = ["SpectralBracket", "certified_spectral_norm", "MAX_BASIS_BYTES"]
+__all__ = ["SpectralBracket", "certified_spectral_norm", "dense_bracket", "MAX_BASIS_BYTES", "DENSE_MAX_N",
+           "DENSE_AFTER", "ORTHO_TOL"]
 
 MAX_BASIS_BYTES = 2 * 2**30  # V and AV together
+DENSE_MAX_N = 16_384         # Â and its factor: 2·n²·8 bytes ≤ 4 GiB
+DENSE_AFTER = 20             # Lanczos steps before the trace test may hand over to the dense certificate
+ORTHO_TOL = 1e-10            # a basis departing further from orthonormality gives no upper bound
 EPS = np.finfo(np.float64).eps
-ROUND = 64 * EPS  # per Lanczos vector: relative widening of the bracket for float64 round-off
+ROUND = float(64 * EPS)  # per Lanczos vector or summed term: relative widening of the bracket for float64 round-off
+DENSE_MODES = ("auto", "never", "always")
 
 
 @dataclass(frozen=True)
@@ -59,23 +85,37 @@ class SpectralBracket:
     trace_rest: float        # t_⊥ = ‖J‖²_F − tr T (with its round-off margin)
     tol: float
     v: np.ndarray            # top right singular vector estimate (input shape, unit norm)
+    method: str = "lanczos"  # "lanczos" or "dense-cholesky": which certificate gave the upper bound
+    ortho: float = 0.0       # ‖VVᵀ − I‖_max of the Lanczos basis at its last check
 
     def as_dict(self) -> dict:
         return {"sigma_lower": float(self.lower), "sigma_upper": float(self.upper),
                 "sigma_estimate": float(self.estimate), "sigma_upper_frobenius": float(self.upper_frobenius),
                 "rel_width": float(self.rel_width), "converged": bool(self.converged), "lanczos_steps": int(self.steps),
-                "residual": float(self.residual), "trace_rest": float(self.trace_rest), "tol": float(self.tol)}
+                "residual": float(self.residual), "trace_rest": float(self.trace_rest), "tol": float(self.tol),
+                "spectral_method": self.method, "basis_orthogonality": float(self.ortho)}
 
 
-def _bracket(V: np.ndarray, AV: np.ndarray, trA: float) -> tuple[float, float, np.ndarray, float, float]:
-    """(θ₁, λ upper bound, y₁, ‖R‖₂, t_⊥) from the basis V (k, n), AV (k, n) and tr A."""
+def _eigh(M: np.ndarray, values_only: bool = False):
+    """Symmetric eigen-decomposition, LAPACK's divide-and-conquer first, the QR driver if it does not converge."""
+    import scipy.linalg as sl
+
+    try:
+        return np.linalg.eigvalsh(M) if values_only else np.linalg.eigh(M)
+    except np.linalg.LinAlgError:
+        return sl.eigh(M, eigvals_only=values_only, driver="ev", check_finite=False)
+
+
+def _bracket(V: np.ndarray, AV: np.ndarray, trA: float) -> tuple[float, float, np.ndarray, float, float, float]:
+    """(θ₁, λ upper bound, y₁, ‖R‖₂, t_⊥, ‖VVᵀ − I‖_max) from the basis V (k, n), AV (k, n) and tr A."""
     k = V.shape[0]
+    ortho = float(np.max(np.abs(V @ V.T - np.eye(k))))  # (k, n) @ (n, k)
     T = V @ AV.T  # (k, n) @ (n, k)
     T = 0.5 * (T + T.T)
-    theta, Yv = np.linalg.eigh(T)
+    theta, Yv = _eigh(T)
     R = AV - T @ V  # rows: A v_j − Σ_l T_jl v_l, in the complement of span V
     RR = R @ R.T
-    s2, U = np.linalg.eigh(0.5 * (RR + RR.T))
+    s2, U = _eigh(0.5 * (RR + RR.T))
     s = np.sqrt(np.maximum(s2, 0.0))
     margin = 64 * EPS * (abs(trA) + float(np.sum(np.abs(theta))) + k * float(np.max(np.abs(theta), initial=0.0)))
     t_rest = max(trA - float(np.trace(T)), 0.0) + margin
@@ -84,8 +124,23 @@ def _bracket(V: np.ndarray, AV: np.ndarray, trA: float) -> tuple[float, float, n
     M[:k, k:] = U * s[None, :]
     M[k:, :k] = M[:k, k:].T
     M[k:, k:] = t_rest * np.eye(k)
-    lam_up = max(float(np.linalg.eigvalsh(M)[-1]), t_rest)
-    return float(theta[-1]), lam_up, Yv[:, -1], float(s[-1]) if s.size else 0.0, t_rest
+    lam_up = max(float(_eigh(M, values_only=True)[-1]), t_rest)
+    return float(theta[-1]), lam_up, Yv[:, -1], float(s[-1]) if s.size else 0.0, t_rest, ortho
+
+
+def _rayleigh(matvec, x: np.ndarray) -> tuple[float, int]:
+    """(‖Jx‖/‖x‖, size of Jx): a lower bound on σ₁ for any x ≠ 0."""
+    xn = float(np.linalg.norm(x))
+    if xn == 0.0:
+        return 0.0, 0
+    y = np.asarray(matvec(x))
+    return float(np.linalg.norm(y)) / xn, int(y.size)
+
+
+def _finish(lower: float, upper: float, **kw) -> SpectralBracket:
+    lower, upper = float(min(max(lower, 0.0), upper)), float(upper)
+    width = (upper - lower) / upper if upper > 0 else 0.0
+    return SpectralBracket(lower=lower, upper=upper, rel_width=width, converged=bool(width <= kw["tol"]), **kw)
 
 
 def certified_spectral_norm(
@@ -99,11 +154,18 @@ def certified_spectral_norm(
     seed: int = 0,
     check_every: int = 5,
     on_step: Callable[[int, int, "SpectralBracket | None"], None] | None = None,
+    dense: str = "auto",
+    gram: Callable[[np.ndarray], np.ndarray] | None = None,  # (b, *shape) -> JᵀJ applied to each, batched
+    on_dense: Callable[[str, int, int], None] | None = None,
 ) -> SpectralBracket:
-    """Bracket σ₁(J) by Lanczos on JᵀJ (full reorthogonalisation), stopping when the bracket is within ``tol``.
+    """Bracket σ₁(J) by Lanczos on JᵀJ (full reorthogonalisation), then densely where needed, to within ``tol``.
 
+    ``dense``: "auto" hands over to :func:`dense_bracket` when n ≤ DENSE_MAX_N and the Lanczos bracket is
+    still open at the end, or its unexplored trace exceeds the top Ritz value after DENSE_AFTER steps;
+    "never" keeps to Lanczos; "always" goes dense at once (n ≤ DENSE_MAX_N). ``gram`` (optional) applies JᵀJ
+    to a batch of directions, which forms the dense matrix much faster than one product pair at a time.
     ``on_step(k, k_max, bracket)``: called after each Lanczos vector with the latest bracket (None before the
-    first check), for progress lines; it never changes the numbers.
+    first check); ``on_dense(stage, done, total)`` during the dense certificate; neither changes the numbers.
 
     >>> M = np.diag([3.0, 2.0, 1.0])
     >>> b = certified_spectral_norm(lambda v: M @ v, lambda u: M.T @ u, (3,), 14.0)
@@ -115,19 +177,40 @@ def certified_spectral_norm(
     tol = positive_float("tol", tol)
     max_steps = positive_int("max_steps", max_steps)
     check_every = positive_int("check_every", check_every)
+    if dense not in DENSE_MODES:
+        raise InputError(f"dense must be one of {', '.join(DENSE_MODES)}, got {dense!r}")
     fro2 = float(fro2)
     if not math.isfinite(fro2) or fro2 < 0:
         raise InputError(f"‖J‖²_F must be finite and ≥ 0, got {fro2}")
     n = int(np.prod(shape))
+    if dense == "always" and n > DENSE_MAX_N:
+        raise InputError(f"the dense certificate needs n = {n} ≤ {DENSE_MAX_N} input entries")
+    can_dense = dense != "never" and n <= DENSE_MAX_N
+    if fro2 == 0.0:
+        return SpectralBracket(0.0, 0.0, 0.0, 0.0, 0.0, True, 0, 0.0, 0.0, tol, np.zeros(shape))
+    rng = rng_for(int(seed), "certified_spectral_norm", n)
+
+    def apply(q):
+        w = np.asarray(rmatvec(np.asarray(matvec(q.reshape(shape))))).reshape(-1)
+        if not np.all(np.isfinite(w)):
+            raise NormOverflowError("a Jacobian product is not finite in float64 (the activation or its derivative "
+                                    "overflows at these logits): no σ₁ bracket")
+        return w
+
+    def go_dense(lanczos: SpectralBracket | None) -> SpectralBracket:
+        b = dense_bracket(apply, matvec, shape, fro2, tol=tol, seed=seed, gram=gram, on_dense=on_dense,
+                          lanczos=lanczos)
+        if on_step is not None:
+            on_step(b.steps, b.steps, b)
+        return b
+
+    if dense == "always":
+        return go_dense(None)
     k_max = min(max_steps, n)
     if 2 * k_max * n * 8 > MAX_BASIS_BYTES:
         k_max = max(1, MAX_BASIS_BYTES // (16 * n))
-    rng = rng_for(int(seed), "certified_spectral_norm", n)
     V = np.zeros((k_max, n))
     AV = np.zeros((k_max, n))
-
-    def apply(q):
-        return rmatvec(matvec(q.reshape(shape))).reshape(-1)
 
     def fresh(k):
         for _ in range(3):
@@ -139,11 +222,9 @@ def certified_spectral_norm(
                 return q / nq
         return None
 
-    if fro2 == 0.0:
-        return SpectralBracket(0.0, 0.0, 0.0, 0.0, 0.0, True, 0, 0.0, 0.0, tol, np.zeros(shape))
     q = fresh(0)
-    beta_prev, k, next_check = 0.0, 0, check_every
-    result = None
+    beta_prev, k, next_check, anorm, m_prod = 0.0, 0, check_every, 0.0, n
+    best_lo, best_up, result = 0.0, math.inf, None
     while k < k_max:
         V[k] = q
         w = apply(q)
@@ -154,32 +235,131 @@ def certified_spectral_norm(
         for _ in range(2):
             w -= V[:k].T @ (V[:k] @ w)
         beta = float(np.linalg.norm(w))
-        scale = max(abs(alpha), math.sqrt(fro2) * 1e-300, 1e-300)
-        if k >= next_check or k == k_max or beta <= 1e-10 * scale:
+        anorm = max(anorm, abs(alpha), beta)  # ≤ ‖A‖: the breakdown test is relative to the operator, not to α
+        broke = beta <= 1e-10 * max(anorm, 1e-300)
+        if k >= next_check or k == k_max or broke:
             next_check = k + max(check_every, k // 4)  # the bracket costs O(k²n): check on a geometric schedule
-            th, lam_up, y, res, t_rest = _bracket(V[:k], AV[:k], fro2)
+            th, lam_up, y, res, t_rest, ortho = _bracket(V[:k], AV[:k], fro2)
+            anorm = max(anorm, th)
             x = (V[:k].T @ y).reshape(shape)
+            lo, m_out = _rayleigh(matvec, x)
+            m_prod = max(n, m_out)
+            slack = ROUND * (k + m_prod)  # relative round-off of the products and of the basis' orthonormality
+            best_lo = max(best_lo, lo * (1 - slack))
+            if ortho <= ORTHO_TOL:
+                best_up = min(best_up, math.sqrt(lam_up) * (1 + slack))
+            upper = float(min(best_up, math.sqrt(fro2) * (1 + slack)))
             xn = float(np.linalg.norm(x))
-            lower = float(np.linalg.norm(matvec(x))) / xn if xn > 0 else 0.0
-            slack = ROUND * k  # relative round-off of the products and of the basis' orthonormality
-            upper = float(min(math.sqrt(lam_up), math.sqrt(fro2)) * (1 + slack))
-            lower = float(min(max(lower, 0.0) * (1 - slack), upper))
-            width = (upper - lower) / upper if upper > 0 else 0.0
-            result = SpectralBracket(lower, upper, math.sqrt(max(th, 0.0)), math.sqrt(fro2), width, bool(width <= tol), k,
-                                     res, t_rest, tol, x / xn if xn > 0 else x)
+            result = _finish(best_lo, upper, estimate=math.sqrt(max(th, 0.0)), upper_frobenius=math.sqrt(fro2),
+                             steps=k, residual=res, trace_rest=t_rest, tol=tol, v=x / xn if xn > 0 else x,
+                             ortho=ortho)
             if result.converged:
                 if on_step is not None:
                     on_step(k, k_max, result)
                 return result
+            if can_dense and k >= DENSE_AFTER and t_rest > th and k < n:
+                if on_step is not None:
+                    on_step(k, k_max, result)
+                return go_dense(result)  # the unexplored trace dominates: Lanczos alone would need most of n
         if on_step is not None:
             on_step(k, k_max, result)
         if k >= k_max:
             break
-        if beta <= 1e-10 * scale:  # invariant Krylov space: continue with a fresh direction orthogonal to V
+        if not broke:
+            q, beta_prev = w / beta, beta
+            for _ in range(2):  # a direction orthogonalised from round-off is no direction: test it once more
+                q -= V[:k].T @ (V[:k] @ q)
+            nq = float(np.linalg.norm(q))
+            broke = nq < 0.5
+            q = q / nq if not broke else q
+        if broke:  # invariant Krylov space: continue with a fresh direction orthogonal to V
             q = fresh(k)
             beta_prev = 0.0
             if q is None:
                 break
-        else:
-            q, beta_prev = w / beta, beta
+    if result is not None and not result.converged and can_dense:
+        return go_dense(result)
     return result
+
+
+def dense_bracket(apply, matvec, shape: tuple, fro2: float, *, tol: float, seed: int = 0, gram=None,
+                  on_dense=None, lanczos: SpectralBracket | None = None) -> SpectralBracket:
+    """σ₁ bracketed from the formed Â = JᵀJ (n × n): ARPACK's top eigenpair, a Cholesky proof of λ₁(Â) < μ.
+
+    ``apply(v)`` = JᵀJ v for one flat v; ``gram`` (optional) the same for a batch (b, *shape). The bounds of
+    a ``lanczos`` bracket already found are kept where they are better. See the module docstring.
+    """
+    import scipy.linalg as sl
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
+
+    from common.seeds import rng_for
+
+    n = int(np.prod(shape))
+    say = on_dense or (lambda stage, done, total: None)
+    A = np.empty((n, n))
+    blk = max(1, min(n, 2**21 // n))  # columns per batch: a few MiB of directions at a time
+    for j0 in range(0, n, blk):
+        j1 = min(n, j0 + blk)
+        E = np.zeros((j1 - j0, n))
+        E[np.arange(j1 - j0), np.arange(j0, j1)] = 1.0
+        if gram is not None:
+            A[:, j0:j1] = np.asarray(gram(E.reshape((j1 - j0,) + tuple(shape)))).reshape(j1 - j0, n).T
+        else:
+            for c in range(j1 - j0):
+                A[:, j0 + c] = apply(E[c])
+        say("forming JᵀJ", j1, n)
+    asym = float(np.linalg.norm(A - A.T)) / math.sqrt(2.0)  # measured round-off of the formed matrix
+    A += A.T
+    A *= 0.5
+    trA = float(np.trace(A))
+    say("top eigenpair (ARPACK)", 0, 1)
+    v0 = rng_for(int(seed), "dense_bracket", n).standard_normal(n)
+    try:
+        th, X = eigsh(A, k=1, which="LA", tol=tol / 16, v0=v0, maxiter=max(1000, 10 * n)) if n > 2 else (None, None)
+    except (ArpackNoConvergence, ArpackError):
+        th = None
+    if th is None:  # tiny n or ARPACK failed: the full symmetric eigen-decomposition
+        w, Q = _eigh(A)
+        th, X = w[-1:], Q[:, -1:]
+    theta = max(float(th[0]), 0.0)
+    x = X[:, 0].reshape(shape)
+    lo, m_out = _rayleigh(matvec, x)
+    m_prod = max(n, m_out)
+    slack = ROUND * m_prod
+    delta = asym + ROUND * m_prod * fro2  # λ₁(A) ≤ λ₁(Â) + δ
+    lower = lo * (1 - slack)
+    upper = math.sqrt(fro2) * (1 + slack)
+    g1 = (n + 1) * EPS / (1 - (n + 1) * EPS)
+    rel = tol
+    for attempt in range(4):
+        if attempt == 2:  # twice refused: ARPACK's pair may not be the top one; take the full eigen-decomposition's
+            say("full eigen-decomposition", 0, 1)
+            w, Q = _eigh(A)
+            if float(w[-1]) > theta:
+                theta, x = float(w[-1]), Q[:, -1].reshape(shape)
+                lower = max(lower, _rayleigh(matvec, x)[0] * (1 - slack))
+            rel = tol
+        mu = theta * (1 + rel)
+        c = 2 * g1 / (1 - 2 * g1) * max(n * mu - trA, 0.0)
+        B = -A  # (μ − c)I − Â: a new array, Â is kept
+        B[np.diag_indices(n)] += mu - c
+        say("Cholesky proof of the upper bound", attempt + 1, 4)
+        try:
+            sl.cholesky(B, lower=True, overwrite_a=True, check_finite=False)
+        except np.linalg.LinAlgError:  # not proven at this μ: raise it
+            rel = max(16 * rel, 4 * c / max(theta, 1e-300))
+            continue
+        finally:
+            del B
+        upper = min(upper, math.sqrt(mu + delta) * (1 + slack))
+        break
+    if lanczos is not None:
+        lower = max(lower, lanczos.lower)
+        upper = min(upper, lanczos.upper)
+    xn = float(np.linalg.norm(x))
+    return _finish(lower, float(upper), estimate=math.sqrt(theta), upper_frobenius=math.sqrt(fro2),
+                   steps=lanczos.steps if lanczos is not None else 0,
+                   residual=lanczos.residual if lanczos is not None else 0.0,
+                   trace_rest=lanczos.trace_rest if lanczos is not None else 0.0, tol=tol,
+                   v=x / xn if xn > 0 else x, method="dense-cholesky",
+                   ortho=lanczos.ortho if lanczos is not None else 0.0)

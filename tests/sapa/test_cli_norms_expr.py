@@ -124,16 +124,40 @@ def test_missing_weights_and_unreadable_layer_file(mats, capsys, tmp_path):
 def test_an_unconverged_bracket_shows_its_steps_and_says_what_to_do(mats, capsys):
     a, p = mats
     code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--activation", "x**3/sqrt(N)",
-                                   "--spectral", "--json", "--max-steps", "3"])
+                                   "--spectral", "--json", "--max-steps", "3", "--certificate", "lanczos"])
     assert code == 0
     r = json.loads(out)
-    assert not r["converged"] and r["lanczos_steps"] == 3
+    assert not r["converged"] and r["lanczos_steps"] == 3 and r["spectral_method"] == "lanczos"
     assert r["sigma_lower"] <= r["sigma_upper"]
     # the log: the bar's closing line with its step count and the bracket, then the advice, which the JSON keeps
     bracket = f"[{r['sigma_lower']:.6g}, {r['sigma_upper']:.6g}], rel. width {r['rel_width']:.3g}"
     assert f"σ₁ of ∂φ/∂X: 100% (3/3 step) bracket {bracket}" in err
     assert "raise --max-steps above 3" in r["spectral_advice"] and r["spectral_advice"] in err
     assert err.count("\n") == 2  # one progress line, one advice line
+
+
+def test_the_same_open_lanczos_bracket_is_closed_by_the_dense_certificate(mats, capsys):
+    """auto: Lanczos ends open after 3 steps, the dense Cholesky certificate closes it around the autograd σ₁."""
+    a, p = mats
+    code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--activation", "x**3/sqrt(N)",
+                                   "--spectral", "--json", "--max-steps", "3"])
+    r = json.loads(out)
+    X, W = torch.from_numpy(a["x"]), torch.from_numpy(a["w"])
+    J = torch.autograd.functional.jacobian(lambda x: (x @ W @ x.T) ** 3 / 6**0.5, X).reshape(36, 24)
+    sigma = float(torch.linalg.svdvals(J)[0])
+    assert code == 0 and r["converged"] and r["spectral_method"] == "dense-cholesky" and "spectral_advice" not in r
+    assert r["sigma_lower"] <= sigma <= r["sigma_upper"] and r["rel_width"] <= 1e-8
+    assert "dense-cholesky" in r["spectral_certificate"]
+    assert f"100% (3/3 step) bracket [{r['sigma_lower']:.6g}, {r['sigma_upper']:.6g}]" in err  # the closed bracket
+
+
+@pytest.mark.parametrize("certificate,method", [("lanczos", "lanczos"), ("dense", "dense-cholesky")])
+def test_the_certificate_can_be_chosen(mats, capsys, certificate, method):
+    a, p = mats
+    code, out, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--activation", "x/sqrt(N)",
+                                 "--spectral", "--json", "--certificate", certificate])
+    r = json.loads(out)
+    assert code == 0 and r["converged"] and r["spectral_method"] == method
 
 
 def test_a_converged_bracket_gives_no_advice(mats, capsys):

@@ -107,3 +107,29 @@ def test_spectral_bracket_contains_the_dense_sigma_1(seed):
     assert lo - slack <= s1 <= up + slack
     if out["converged"]:
         assert up - lo <= 1e-8 * up
+
+
+@pytest.mark.slow
+def test_300_random_row_normalised_cases_match_mpmath_and_their_brackets_hold_the_dense_sigma_1():
+    """N 2–5, D 20–160, W·(1–3)/√D (near-one-hot rows among them): `sapa norms --spectral` end to end."""
+    from sapa.norms_expr import run_norms
+
+    one_hot = 0
+    for seed in range(300):
+        rng = np.random.default_rng([37, seed])
+        N, D = int(rng.integers(2, 6)), int(rng.integers(20, 161))
+        X = rng.standard_normal((N, D))
+        W = rng.standard_normal((D, D)) * rng.uniform(1.0, 3.0) / np.sqrt(D)
+        S = X @ W @ X.T
+        top2 = np.sort(S, axis=1)[:, -2:]
+        one_hot += int(np.any(top2[:, 1] - top2[:, 0] > 37))
+        fro, js, jx, J = _mp_reference(X, W)
+        s1 = float(np.linalg.svd(J, compute_uv=False)[0])
+        out = run_norms(X, layer_from_w(W), SOFTMAX, spectral=True, tol=1e-8, max_steps=200, progress=False)
+        for key, want in (("fro_norm", fro), ("jac_s_fro_norm", js), ("jac_fro_norm", jx)):
+            assert out[key] == pytest.approx(want, rel=1e-10, abs=0.0), (seed, key)
+        slack = 1e-12 * s1  # the dense SVD's own round-off
+        assert out["sigma_lower"] - slack <= s1 <= out["sigma_upper"] + slack, seed
+        if out["converged"]:
+            assert out["sigma_upper"] - out["sigma_lower"] <= 1e-8 * out["sigma_upper"]
+    assert one_hot >= 30  # the regime that cancelled is well represented

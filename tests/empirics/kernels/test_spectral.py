@@ -106,7 +106,8 @@ def test_bracket_holds_when_lanczos_has_not_found_the_top_direction():
     Q2, _ = np.linalg.qr(rng.standard_normal((n, n)))
     J = (Q1 * s) @ Q2.T
     for steps in (1, 5, 40):
-        b = certified_spectral_norm(lambda v: J @ v, lambda u: J.T @ u, (n,), float(np.sum(s**2)), max_steps=steps)
+        b = certified_spectral_norm(lambda v: J @ v, lambda u: J.T @ u, (n,), float(np.sum(s**2)), max_steps=steps,
+                                    dense="never")
         assert b.lower <= 1.0 <= b.upper and not b.converged
         assert b.upper <= b.upper_frobenius * (1 + 1e-12)
 
@@ -131,3 +132,145 @@ def test_zero_jacobian_and_bad_arguments():
         certified_spectral_norm(lambda v: v, lambda u: u, (3,), math.nan)
     with pytest.raises(InputError):
         certified_spectral_norm(lambda v: v, lambda u: u, (3,), 3.0, tol=0)
+
+
+# ----------------------------------------------------------------------------- breakdown, round-off, dense
+
+
+def _orthogonal_linear_case():
+    """Linear φ, X an orthogonal 12×12 matrix, W = diag(1, 1 − 2e−5, …): σ₁(∂(XWXᵀ)/∂X) = 2 exactly.
+
+    With X orthogonal, dS = E W Xᵀ + X W Eᵀ has ‖dS‖ = ‖FW + WFᵀ‖ for F = XᵀE, largest (2·w_max = 2) at F = e₁e₁ᵀ.
+    JᵀJ has a large null space, where α ≈ 0: a breakdown test relative to |α| never fired there.
+    """
+    X, _ = np.linalg.qr(np.random.default_rng(5).standard_normal((12, 12)))
+    W = np.diag(1.0 - 2e-5 * np.arange(12))
+    layer, act = layer_from_w(W), parse_activation("x")
+    return X, layer, act
+
+
+def test_lanczos_keeps_its_basis_orthonormal_in_the_null_space_and_brackets_two():
+    X, layer, act = _orthogonal_linear_case()
+    op = LayerOperator(X, layer, act, head=0)
+    fro2 = expr_norms(X, layer, act).jac_fro[0] ** 2
+    for tol in (1e-8, 1e-15):  # 1e-15 runs Lanczos to k = n = 144 (it was [1.30, 10.93] there, basis lost)
+        b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro2, tol=tol, max_steps=200, dense="never")
+        assert b.ortho <= 1e-10
+        assert b.lower <= 2.0 <= b.upper
+        assert b.lower >= 2.0 * (1 - 1e-9)
+        assert b.upper <= 2.0 * (1 + 1e-9)
+
+
+def test_the_bracket_is_the_best_of_every_check():
+    """Bounds from every check are kept: the reported bracket never widens as steps are added."""
+    X, _, f = _ratio_097_case()
+    layer, act = layer_from_w(_ratio_097_case()[1].numpy()), parse_activation("sigmoid(x/2 - log(N))")
+    op = LayerOperator(X.numpy(), layer, act, head=0)
+    fro2 = expr_norms(X.numpy(), layer, act).jac_fro[0] ** 2
+    seen = []
+    certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro2, tol=1e-14, max_steps=12, check_every=1,
+                            dense="never", on_step=lambda k, km, b: seen.append(b) if b is not None else None)
+    lows, ups = [b.lower for b in seen], [b.upper for b in seen]
+    assert all(a <= b for a, b in zip(lows, lows[1:])) and all(a >= b for a, b in zip(ups, ups[1:]))
+
+
+def test_a_failing_eigensolver_falls_back_and_a_non_finite_product_is_one_clear_error(monkeypatch):
+    from empirics.kernels import spectral
+    from empirics.kernels.norms import NormOverflowError
+
+    M = np.diag([3.0, 2.0, 1.0])
+    calls = {"n": 0}
+    real = np.linalg.eigh
+
+    def flaky(a, *args, **kw):  # LAPACK's "eigenvalues did not converge", once per call site
+        calls["n"] += 1
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr(spectral.np.linalg, "eigh", flaky)
+    b = certified_spectral_norm(lambda v: M @ v, lambda u: M.T @ u, (3,), 14.0, dense="never")
+    monkeypatch.setattr(spectral.np.linalg, "eigh", real)
+    assert calls["n"] >= 1 and b.converged and b.lower <= 3.0 <= b.upper
+    with pytest.raises(NormOverflowError, match="not finite"), np.errstate(invalid="ignore"):
+        certified_spectral_norm(lambda v: M @ v * np.inf, lambda u: M.T @ u, (3,), 14.0)
+
+
+@pytest.mark.parametrize("kind,mask", [("softmax", "none"), ("cube", "causal"), ("quartic-row", "none")])
+def test_dense_certificate_contains_the_autograd_sigma_and_closes(kind, mask):
+    N, D = 7, 4
+    X = np.random.default_rng(19).standard_normal((N, D)) * 1.3
+    Wq, Wk, _, _ = _weights(20, D, 1, 3, 2, 3)
+    layer = layer_from_qk(Wq, Wk)
+    act = parse_activation(*KINDS[kind], mask)
+    q, k = torch.from_numpy(layer.Wq[0]), torch.from_numpy(layer.Wk[0])
+    J = torch.autograd.functional.jacobian(lambda x: _t_phi(kind, (x @ q) @ (x @ k).T, mask),
+                                           torch.from_numpy(X)).reshape(N * N, N * D)
+    sigma, _ = _exact_sigma(J)
+    op = LayerOperator(X, layer, act, head=0)
+    fro2 = expr_norms(X, layer, act).jac_fro[0] ** 2
+    for gram in (None, op.gram):  # one product pair per column, or batched: the same certificate
+        b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro2, tol=1e-9, dense="always", gram=gram)
+        assert b.method == "dense-cholesky" and b.converged
+        assert b.lower <= sigma <= b.upper and b.upper - b.lower <= 1e-9 * b.upper
+
+
+def test_the_cholesky_proof_refuses_an_eigenvalue_below_the_top(monkeypatch):
+    """Given ARPACK's *second* eigenvalue, the factorisation fails until μ passes the true top: the bound holds."""
+    import scipy.sparse.linalg as ssl
+
+    rng = np.random.default_rng(23)
+    n = 60
+    s = np.concatenate([[1.0, 0.6], rng.uniform(0.0, 0.5, n - 2)])
+    Q1, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    J = (Q1 * s) @ Q2.T
+    real = ssl.eigsh
+
+    def second(A, k=1, **kw):
+        w, V = real(A, k=2, **kw)
+        return w[:1], V[:, :1]  # ascending: the smaller of the top two
+
+    monkeypatch.setattr(ssl, "eigsh", second)
+    b = certified_spectral_norm(lambda v: J @ v, lambda u: J.T @ u, (n,), float(np.sum(s**2)), dense="always")
+    assert b.lower <= 1.0 <= b.upper
+    assert b.converged and b.lower >= 1.0 - 1e-8  # refused twice, the full eigen-decomposition finds the top pair
+
+
+def test_dense_always_refuses_a_matrix_that_would_not_fit():
+    from common.validate import InputError
+    from empirics.kernels.spectral import DENSE_MAX_N
+
+    with pytest.raises(InputError, match="dense certificate"):
+        certified_spectral_norm(lambda v: v, lambda u: u, (DENSE_MAX_N + 1,), 1.0, dense="always")
+    with pytest.raises(InputError, match="dense must be"):
+        certified_spectral_norm(lambda v: v, lambda u: u, (3,), 3.0, dense="sometimes")
+
+
+@pytest.mark.slow
+def test_the_128_by_64_cubic_case_closes_to_1e_6_around_an_autograd_arpack_sigma():
+    """X 128×64, φ = x³/√N: Lanczos stays open (the unexplored trace dominates), the dense certificate closes it.
+
+    Reference: σ₁ by ARPACK's svds on the Jacobian applied through torch autograd (jvp, vjp): other products,
+    another eigen-solver, no Cholesky.
+    """
+    import scipy.sparse.linalg as ssl
+    from torch.func import jvp, vjp
+
+    rng = np.random.default_rng(128)
+    N, D = 128, 64
+    X = rng.standard_normal((N, D))
+    W = rng.standard_normal((D, D)) / 8
+    layer, act = layer_from_w(W), parse_activation("x**3/sqrt(N)")
+    op = LayerOperator(X, layer, act, head=0)
+    fro2 = expr_norms(X, layer, act).jac_fro[0] ** 2
+    b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro2, tol=1e-6, gram=op.gram)
+    assert b.converged and b.method == "dense-cholesky" and b.rel_width <= 1e-6
+    Xt, Wt = torch.from_numpy(X), torch.from_numpy(W)
+    f = lambda x: (x @ Wt @ x.T) ** 3 / math.sqrt(N)  # noqa: E731
+    _, pull = vjp(f, Xt)
+    Jop = ssl.LinearOperator(
+        (N * N, N * D), dtype=np.float64,
+        matvec=lambda v: jvp(f, (Xt,), (torch.from_numpy(np.ascontiguousarray(v).reshape(N, D)),))[1].numpy().ravel(),
+        rmatvec=lambda u: pull(torch.from_numpy(np.ascontiguousarray(u).reshape(N, N)))[0].numpy().ravel())
+    sigma = float(ssl.svds(Jop, k=1, tol=1e-12, return_singular_vectors=False,
+                           v0=np.random.default_rng(1).standard_normal(N * D))[0])
+    assert b.lower <= sigma * (1 + 1e-10) and sigma * (1 - 1e-10) <= b.upper
