@@ -5,7 +5,9 @@ file given as a directory) is refused up front with :class:`common.validate.Inpu
 exit 2 in the CLI), not after minutes of work. The check creates nothing: it probes the directory,
 or the nearest existing ancestor of one still to be made, by creating and removing a temporary file.
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
-(non-blocking: a second run is refused, it does not wait).
+(non-blocking: a second run is refused, it does not wait). A results folder that holds a symbolic link
+is refused too (:func:`refuse_links`): sapa writes only inside the folder it was given, and a link there
+(``OUT/data`` → elsewhere) would carry its writes out.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
     with it, and the next run takes it over.
     """
     path = check_dir(path, flag)
+    refuse_links(path, flag)
     created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -81,6 +84,28 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
         os.close(fd)  # releases the lock
         if created:
             _remove_if_empty(path)
+
+
+def refuse_links(path: str | os.PathLike, flag: str = "--out", limit: int = 1_000_000) -> None:
+    """InputError naming the first symbolic link found below ``path`` (links are not followed; ``path`` itself may be one).
+
+    The folder given is the user's choice, so ``--out`` may itself be a link; anything *inside* it that is a
+    link would send a result, a lock or a training chunk elsewhere. At most ``limit`` entries are looked at.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        return
+    seen = 0
+    for top, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            p = Path(top) / name
+            if p.is_symlink():
+                raise InputError(f"{flag} {root}: {p} is a symbolic link (to {os.readlink(p)}); sapa writes only "
+                                 "inside its results folder and does not follow links there: replace the link by "
+                                 f"the folder or file itself, or choose another {flag}")
+            if seen >= limit:
+                return
 
 
 def _lock(lock: Path, path: Path, flag: str, tries: int = 5) -> int:

@@ -78,7 +78,7 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
     verify / sweep / train: ``--out`` locked (verify also its ``sweep`` and ``train`` subdirectories, which
     ``sapa sweep`` / ``sapa train`` may target); bench: ``--out`` a writable file; figures: the figure directory.
     """
-    from common.outdir import check_dir, check_file, exclusive
+    from common.outdir import check_dir, check_file, exclusive, refuse_links
 
     stack = contextlib.ExitStack()
     if args.command in ("verify", "sweep", "train"):
@@ -91,6 +91,7 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
         check_file(args.out, "--out")
     elif args.command == "figures" and args.results.is_dir():  # else cmd_figures says what --results lacks
         check_dir(args.out or args.results / "figures", "--out" if args.out else "figure directory")
+        refuse_links(args.out or args.results / "figures", "--out" if args.out else "figure directory")
     return stack
 
 def _load_npy(path: Path, name: str):

@@ -55,6 +55,13 @@ def _positive_factor(text: str) -> float:
     return v
 
 
+def _path(text: str) -> Path:
+    """A path that names something: '' (which would mean the current folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r} (give '.' to mean the current folder)")
+    return Path(text)
+
+
 def _positive_seconds(text: str) -> float:
     v = _finite_float(text)
     if v <= 0:
@@ -73,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run every claim of the ledger; write ledger.json, report.md, figures",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     v.add_argument("--budget", choices=("quick", "full"), default="quick", help="how hard every check samples")
-    v.add_argument("--out", type=Path, default=Path("results"), help="results directory")
+    v.add_argument("--out", type=_path, default=Path("results"), help="results directory")
     v.add_argument("--seed", type=_int_nonneg, default=0, help="seed of every random stream")
     v.add_argument("--only", nargs="+", metavar="ID", help="run only these entries: " + ", ".join(_claim_ids()))
 
@@ -121,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run (or resume) a Monte Carlo sweep from a TOML config into Parquet")
     s.add_argument("config", help="TOML config path, or the name of a built-in config (quick, full)")
-    s.add_argument("--out", type=Path, required=True, help="results directory (resumable)")
+    s.add_argument("--out", type=_path, required=True, help="results directory (resumable)")
     s.add_argument("--seed", type=_int_nonneg, help="override the config's seed")
     group = s.add_mutually_exclusive_group()
     group.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (K > 1: Dask)")
@@ -136,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "learning-rate sweep, as vectorised ensembles (resumable)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
-    t.add_argument("--out", type=Path, default=Path("results/train"), help="results directory (resumable)")
+    t.add_argument("--out", type=_path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
     tw = t.add_mutually_exclusive_group()
     tw.add_argument("--workers", type=_positive_int, default=2,
@@ -157,13 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kernels: exact norm kernels vs jacrev and vs forming S; overhead: attention runtime; "
                         "training: ensemble vs one-at-a-time training (ensemble_speedup)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
-    b.add_argument("--out", type=Path, help="also write the JSON to this file")
+    b.add_argument("--out", type=_path, help="also write the JSON to this file")
     b.add_argument("--scaling", action="store_true",
                    help="also time a fixed sweep serially and on LocalCluster(2) (efficiency T1/(2·T2))")
 
     f = sub.add_parser("figures", help="regenerate every figure from stored results, without recomputing")
-    f.add_argument("--results", type=Path, default=Path("results"), help="a directory written by sapa verify")
-    f.add_argument("--out", type=Path, help="figure directory (default RESULTS/figures)")
+    f.add_argument("--results", type=_path, default=Path("results"), help="a directory written by sapa verify")
+    f.add_argument("--out", type=_path, help="figure directory (default RESULTS/figures)")
     nb = sub.add_parser("notebooks",
                         help="execute notebooks/NN_*.py and write NN_*.ipynb with outputs (--check: only check)")
     nb.add_argument("--check", action="store_true", help="execute nothing; exit 1 if an .ipynb is stale or lacks outputs")

@@ -107,14 +107,32 @@ def cited_in(figures: list[Figure], entry_id: str) -> list[Figure]:
     return [f for f in figures if entry_id in f.cited_by]
 
 
+MAX_EMBED = 16 * 2**20  # bytes of one embedded PNG (sapa's own figures are ~100 KB)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
 def png_data_uri(base_dir, fig: Figure) -> str | None:
-    """``data:image/png;base64,...`` of the figure's PNG under ``base_dir`` (None when it has none on disk)."""
-    if fig.png is None:
+    """``data:image/png;base64,...`` of the figure's PNG under ``base_dir`` (None when it has none on disk).
+
+    The name comes from a ledger, which may have been edited: only a regular file inside ``base_dir`` (symbolic
+    links resolved, no absolute path, no ``..``), at most MAX_EMBED bytes and starting with the PNG signature is
+    embedded; anything else is treated as absent.
+    """
+    if not isinstance(fig.png, str) or fig.png.startswith("/") or ".." in PurePosixPath(fig.png).parts:
         return None
-    path = Path(base_dir) / fig.png
-    if not path.is_file():
+    root = Path(base_dir).resolve()
+    path = (Path(base_dir) / fig.png).resolve()
+    if root not in path.parents or not path.is_file():
         return None
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    from common.readfile import read_regular
+
+    try:
+        data = read_regular(path, "figure", MAX_EMBED)
+    except (OSError, ValueError):  # InputError is a ValueError
+        return None
+    if not data.startswith(PNG_MAGIC):
+        return None
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _slug(s: str) -> str:

@@ -200,3 +200,25 @@ def test_a_results_directory_removed_during_the_run_is_no_error(tmp_path):
     with exclusive(out):
         shutil.rmtree(out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("inside", ["data", "sweep", "train/chunks"])
+def test_a_symbolic_link_inside_the_results_folder_is_refused_before_anything_is_written(tmp_path, inside):
+    out, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = out / inside
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+    with pytest.raises(InputError, match="symbolic link") as err:
+        with exclusive(out):
+            pass
+    assert str(link) in str(err.value) and "\n" not in str(err.value)
+    assert list(elsewhere.iterdir()) == [] and not (out / LOCK_NAME).exists()
+
+
+def test_the_results_folder_itself_may_be_a_link(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "results").symlink_to(real)
+    with exclusive(tmp_path / "results") as p:
+        assert (p / LOCK_NAME).exists()

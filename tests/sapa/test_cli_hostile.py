@@ -282,3 +282,22 @@ def test_exact_log10_fields_survive_underflow(capsys, tmp_path):
     assert b["expected_fro2"] == 0.0
     for k in ("expected_fro2", "expected_jac_fro2"):
         assert b[f"log10_{k}"] == pytest.approx(np.log10(a[k]) - 300 * 6, abs=1e-9), k
+
+
+@pytest.mark.parametrize("argv", [["verify", "--out", ""], ["sweep", "--out", " "], ["train", "--out", ""],
+                                  ["figures", "--results", ""]])
+def test_an_empty_out_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and "expected a path" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_refuses_a_results_folder_with_a_link_inside(tmp_path, capsys):
+    out, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    (out).mkdir()
+    elsewhere.mkdir()
+    (out / "data").symlink_to(elsewhere)
+    code, _, err = _run(["verify", "--out", out, "--only", "thm4.1-norm"], capsys)
+    assert code == 2 and "symbolic link" in err and err.count("\n") == 1
+    assert list(elsewhere.iterdir()) == []

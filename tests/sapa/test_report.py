@@ -271,3 +271,26 @@ def test_summary_table_cells_are_whole_clauses(full_ledger):
     for cell in rows:
         kept = cell.split("; … (")[0].split("; ")
         assert kept == whole[:len(kept)]  # a prefix of whole clauses, never a cut inside one
+
+
+@pytest.mark.parametrize("name", ["/ABS/secret.png", "../secret.png", "figures/../../secret.png", "figures/link.png",
+                                  "figures/big.png", "figures/notpng.png"])
+def test_html_embeds_only_pngs_inside_the_results_folder(tmp_path, name):
+    """A ledger's figure list may have been edited: absolute paths, '..', links out, huge or non-PNG files stay out."""
+    from sapa import report_figures as rf
+
+    base = tmp_path / "results"
+    (base / "figures").mkdir(parents=True)
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(rf.PNG_MAGIC + b"secret")
+    (base / "figures" / "link.png").symlink_to(secret)
+    with open(base / "figures" / "big.png", "wb") as fh:
+        fh.write(rf.PNG_MAGIC)
+        fh.truncate(rf.MAX_EMBED + 1)
+    (base / "figures" / "notpng.png").write_bytes(b"#!/bin/sh\n")
+    (base / "figures" / "ok.png").write_bytes(rf.PNG_MAGIC + b"fine")
+    name = name.replace("/ABS", str(tmp_path))
+    [bad] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=[name])])
+    [good] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=["figures/ok.png"])])
+    assert rf.png_data_uri(base, bad) is None
+    assert rf.png_data_uri(base, good).startswith("data:image/png;base64,")
