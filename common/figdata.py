@@ -180,15 +180,12 @@ def _parquet_bytes(df, where: str) -> str:
 
 
 def _parquet_load(text: str, where: str):
-    import pandas as pd
-
-    from common.readfile import check_parquet
+    from common.readfile import read_parquet_table
     from common.validate import InputError
 
     try:
         buf = io.BytesIO(base64.b64decode(text, validate=True))
-        check_parquet(buf, where)  # its declared size, before a page is decompressed
-        return pd.read_parquet(buf, engine="pyarrow")
+        return read_parquet_table(buf, where).to_pandas()  # every size bounded before it is decoded
     except InputError as exc:
         raise FigureDataError(str(exc)) from None
     except Exception as exc:  # bad base64, not Parquet

@@ -58,12 +58,9 @@ def check_table(table, path: str | Path) -> None:
 
 def read_parquet_verified(path: str | Path):
     """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`)."""
-    import pyarrow.parquet as pq
+    from common.readfile import read_parquet_table
 
-    from common.readfile import check_parquet
-
-    check_parquet(path, "stored results")  # a regular file of bounded declared size, before decompressing
-    table = pq.read_table(path)
+    table = read_parquet_table(path, "stored results")  # a regular file, every size bounded before decoding
     check_table(table, path)
     return table.to_pandas()
 

@@ -6,7 +6,7 @@ exit 2 in the CLI), not after minutes of work. The check creates nothing: it pro
 or the nearest existing ancestor of one still to be made, by creating and removing a temporary file.
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
 (non-blocking: a second run is refused, it does not wait). A results folder that holds a symbolic link
-is refused too (:func:`refuse_links`): sapa writes only inside the folder it was given, and a link there
+is refused too (:func:`refuse_foreign`), and so is a named pipe or device in it: sapa writes only inside the folder it was given, and a link there
 (``OUT/data`` → elsewhere) would carry its writes out.
 """
 
@@ -67,7 +67,7 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
     with it, and the next run takes it over.
     """
     path = check_dir(path, flag)
-    refuse_links(path, flag)
+    refuse_foreign(path, flag)
     created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -86,12 +86,18 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
             _remove_if_empty(path)
 
 
-def refuse_links(path: str | os.PathLike, flag: str = "--out", limit: int = 1_000_000) -> None:
-    """InputError naming the first symbolic link found below ``path`` (links are not followed; ``path`` itself may be one).
+def refuse_foreign(path: str | os.PathLike, flag: str = "--out", limit: int = 1_000_000) -> None:
+    """InputError naming the first symbolic link or special file (FIFO, device, socket) below ``path``.
 
     The folder given is the user's choice, so ``--out`` may itself be a link; anything *inside* it that is a
-    link would send a result, a lock or a training chunk elsewhere. At most ``limit`` entries are looked at.
+    link would send a result, a lock or a training chunk elsewhere, and a named pipe or device where a result
+    belongs would block a reader or refuse the final write after all the work. Links are not followed; at most
+    ``limit`` entries are looked at.
     """
+    import stat
+
+    from common.atomic import file_kind
+
     root = Path(path)
     if not root.is_dir():
         return
@@ -100,10 +106,17 @@ def refuse_links(path: str | os.PathLike, flag: str = "--out", limit: int = 1_00
         for name in dirs + files:
             seen += 1
             p = Path(top) / name
-            if p.is_symlink():
+            try:
+                mode = os.lstat(p).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
                 raise InputError(f"{flag} {root}: {p} is a symbolic link (to {os.readlink(p)}); sapa writes only "
                                  "inside its results folder and does not follow links there: replace the link by "
                                  f"the folder or file itself, or choose another {flag}")
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise InputError(f"{flag} {root}: {p} is {file_kind(mode)}; a results folder holds only files and "
+                                 f"folders: remove it, or choose another {flag}")
             if seen >= limit:
                 return
 

@@ -5,7 +5,9 @@ A results folder is exchanged between people, so what sits at ``data/x.json`` ma
 Parquet file that decompresses to gigabytes. :func:`read_regular` opens without blocking, refuses
 anything that is not a regular file (after symbolic links) and reads at most ``limit`` bytes;
 :func:`check_parquet` refuses a Parquet file whose own metadata declares more than ``limit``
-uncompressed bytes or more than ``max_rows`` rows, before a page of it is decompressed.
+uncompressed bytes or more than ``max_rows`` rows, before a page of it is decompressed, and
+:func:`read_parquet_table` also bounds what its text columns decode to (a dictionary page of one long
+string referenced by every row is a few bytes on disk and gigabytes in memory).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 
 from common.validate import InputError
 
-__all__ = ["MAX_READ_BYTES", "MAX_ROWS", "read_regular", "read_regular_text", "require_regular", "check_parquet"]
+__all__ = ["MAX_READ_BYTES", "MAX_ROWS", "read_regular", "read_regular_text", "require_regular", "check_parquet",
+           "read_parquet_table"]
 
 MAX_READ_BYTES = 256 * 2**20  # every stored result sapa writes is far smaller (the full study's tables: a few MB)
 MAX_ROWS = 50_000_000
@@ -105,3 +108,46 @@ def check_parquet(source, what: str = "input", limit: int | None = None, max_row
     if size > limit or meta.num_rows > max_rows or 8 * cells > limit:  # ≥ 8 bytes a value once decoded (numbers)
         raise InputError(f"{what}: the Parquet table declares {meta.num_rows:,} rows × {meta.num_columns} columns and "
                          f"{size:,} bytes uncompressed, more than the limit of {limit:,} bytes ({max_rows:,} rows)")
+
+
+def read_parquet_table(source, what: str = "input", limit: int | None = None, max_rows: int | None = None):
+    """The Parquet ``source`` as a pyarrow Table, every size bounded by ``limit`` bytes before it is allocated.
+
+    :func:`check_parquet` first; text and binary columns are then read as dictionaries (indices and the distinct
+    values only), the size they decode to (Σ over rows of the length of the value each row points at) is
+    checked, and only then are they decoded.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    limit = MAX_READ_BYTES if limit is None else limit
+    check_parquet(source, what, limit, max_rows)
+    try:
+        schema = pq.ParquetFile(source).schema_arrow
+    finally:
+        if hasattr(source, "seek"):
+            source.seek(0)
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    try:
+        table = pq.read_table(source, read_dictionary=text or None)
+    except Exception as exc:  # noqa: BLE001 - a damaged page
+        raise InputError(f"{what}: cannot read the Parquet table ({type(exc).__name__})") from None
+    decoded = 0
+    for name in text:
+        for chunk in table.column(name).chunks:
+            if isinstance(chunk, pa.DictionaryArray) and len(chunk):
+                lengths = pc.binary_length(chunk.dictionary)
+                decoded += int(pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0)
+            else:
+                decoded += chunk.nbytes
+        if decoded > limit:
+            raise InputError(f"{what}: the Parquet table's text columns decode to more than the limit of {limit:,} "
+                             f"bytes (column {name!r})")
+    for name in text:
+        i = table.schema.get_field_index(name)
+        col = table.column(i)
+        if pa.types.is_dictionary(col.type):
+            table = table.set_column(i, schema.field(name), pc.cast(col, col.type.value_type).cast(schema.field(name).type))
+    return table

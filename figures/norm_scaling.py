@@ -361,10 +361,14 @@ def _load(results: str | Path) -> tuple[pd.DataFrame, dict]:
     path = Path(results) / "results.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"no sweep results at {path}")
-    from common.readfile import check_parquet
+    from common.integrity import CorruptResult, read_parquet_verified
+    from common.validate import InputError
 
-    check_parquet(path, "sweep results")  # a regular file of bounded declared size
-    return pd.read_parquet(path), read_metadata(path).get("config", {})
+    try:
+        df = read_parquet_verified(path)  # bounded, and its content checksum verified (the sweep seals it)
+    except CorruptResult as exc:
+        raise InputError(f"sweep results: {' '.join(str(exc).split())}; rerun `sapa sweep` to rebuild it") from None
+    return df, read_metadata(path).get("config", {})
 
 
 def main(out_dir: str | Path = "results/figures", results: str | Path | None = None, small: bool = False,

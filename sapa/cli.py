@@ -78,7 +78,7 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
     verify / sweep / train: ``--out`` locked (verify also its ``sweep`` and ``train`` subdirectories, which
     ``sapa sweep`` / ``sapa train`` may target); bench: ``--out`` a writable file; figures: the figure directory.
     """
-    from common.outdir import check_dir, check_file, exclusive, refuse_links
+    from common.outdir import check_dir, check_file, exclusive, refuse_foreign
 
     stack = contextlib.ExitStack()
     if args.command in ("verify", "sweep", "train"):
@@ -91,7 +91,7 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
         check_file(args.out, "--out")
     elif args.command == "figures" and args.results.is_dir():  # else cmd_figures says what --results lacks
         check_dir(args.out or args.results / "figures", "--out" if args.out else "figure directory")
-        refuse_links(args.out or args.results / "figures", "--out" if args.out else "figure directory")
+        refuse_foreign(args.out or args.results / "figures", "--out" if args.out else "figure directory")
     return stack
 
 def _load_npy(path: Path, name: str):
@@ -215,7 +215,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise InputError(f"--out {out_dir} exists and is not a directory")
     expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
-    prior = prior_ledger(out_dir, budget) if args.only else None  # --only merges: never drops other verdicts
+    prior = prior_ledger(out_dir, budget, {c.id for c in claims}) if args.only else None  # merges: drops no verdict
     ctx = Context(budget=budget, out_dir=out_dir)
     started = time.time()
     import torch
@@ -296,7 +296,7 @@ def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, 
     name, report_name = "ledger.json", "report"
     if prior is None and (out_dir / "ledger.json").exists():
         try:
-            prior = prior_ledger(out_dir, budget)  # a full ledger of this budget: the finished entries replace theirs
+            prior = prior_ledger(out_dir, budget, done)  # a full ledger of this budget: the finished entries replace theirs
         except InputError:  # another budget's, or unreadable: keep it, write beside it
             name, report_name = "ledger.interrupted.json", "report.interrupted"
     ledger = merge_into(prior, fresh) if name == "ledger.json" else fresh

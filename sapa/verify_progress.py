@@ -19,7 +19,9 @@ def expected_seconds(out_dir: Path, budget: Budget) -> tuple[dict[str, float], s
     """
     path = Path(out_dir) / "ledger.json"
     try:
-        led = json.loads(path.read_text(encoding="utf-8"))
+        from common.readfile import read_regular_text
+
+        led = json.loads(read_regular_text(path, "ledger"))  # never blocks on a FIFO, never reads /dev/zero
         prov = led["provenance"]
         same = (prov.get("budget") or {}).get("name") == budget.name and prov.get("seed") == budget.seed
         times = {c["id"]: float(c["seconds"]) for c in led["claims"] if isinstance(c.get("seconds"), (int, float))}

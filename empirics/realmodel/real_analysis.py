@@ -283,6 +283,7 @@ def _fits(config: RealConfig, su: _Setup, norms: _Norms) -> list[HeadFit]:
 
 def _analyse(config: RealConfig, cache_dir, progress) -> RealResult:
     from common.atomic import atomic_write_json
+    from common.integrity import seal_record
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -292,8 +293,9 @@ def _analyse(config: RealConfig, cache_dir, progress) -> RealResult:
     cache = None
     if cache_dir is not None:
         cache = Path(cache_dir) / f"real_heads_{config.key(digest)}.json"
-        if cache.is_file():
-            return RealResult.from_dict(json.loads(cache.read_text())).with_meta(from_cache=str(cache))
+        cached = _cached(cache)
+        if cached is not None:
+            return cached
     su = _setup(config, weights, corpus)
     c = weights.config
     moments = _TokenMoments(c.n_layers, c.hidden, su.specials)
@@ -327,8 +329,31 @@ def _analyse(config: RealConfig, cache_dir, progress) -> RealResult:
                      fits=tuple(_fits(config, su, norms)), canonical=tuple(canonical), layers=layers,
                      norms=norms.grids())
     if cache is not None:
-        atomic_write_json(cache, res.to_dict())
+        atomic_write_json(cache, seal_record(res.to_dict()))
     return res
+
+
+def _cached(cache: Path) -> RealResult | None:
+    """The stored result at ``cache`` when it is a regular, bounded file whose checksum holds; else None.
+
+    A corrupt or edited cache (its sha256 does not match, a key or type is wrong) is recomputed, with one
+    warning line; a missing one silently.
+    """
+    from common.integrity import CorruptResult, JSON_FIELD, check_record, warn_recompute
+    from common.readfile import read_regular_text
+
+    if not cache.exists() and not cache.is_symlink():
+        return None
+    try:
+        rec = json.loads(read_regular_text(cache, "real-model cache"))
+        check_record(rec, cache)
+        return RealResult.from_dict({k: v for k, v in rec.items() if k != JSON_FIELD}).with_meta(
+            from_cache=str(cache))
+    except CorruptResult as exc:
+        warn_recompute(exc)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # InputError is a ValueError
+        warn_recompute(CorruptResult(f"{cache}: unreadable ({' '.join(str(exc).split())[:200]})"))
+    return None
 
 
 # --------------------------------------------------------------------------- summaries

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from common.atomic import atomic_write_json
+from common.integrity import seal_record
 from common.pool import one_thread
 from common.validate import InputError, choice, positive_int
 from common.seeds import stable_hash, torch_gen_for
@@ -307,11 +308,24 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
 
 
 def _stored(path: Path, chash: str) -> dict | None:
+    """A chunk's stored result when ``path`` is a regular, bounded, sealed file of config hash ``chash``; else None.
+
+    An edited or damaged file (its sha256 does not match) is trained again, with one warning line.
+    """
     import json
 
+    from common.integrity import CorruptResult, check_record, warn_recompute
+    from common.readfile import read_regular_text
+
+    if not path.exists() and not path.is_symlink():
+        return None
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        d = json.loads(read_regular_text(path, "mechanism chunk"))
+        check_record(d, path)
+    except CorruptResult as exc:
+        warn_recompute(exc)
+        return None
+    except ValueError:  # unreadable, truncated, a FIFO or a device (InputError): train it again
         return None
     return d["result"] if isinstance(d, dict) and d.get("config_hash") == chash and "result" in d else None
 
@@ -342,7 +356,7 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     written = threading.Condition()
 
     def store(c: MechChunk, r: dict) -> None:
-        atomic_write_json(d / c.file_name, {"config_hash": chash, "chunk": asdict(c), "result": r})
+        atomic_write_json(d / c.file_name, seal_record({"config_hash": chash, "chunk": asdict(c), "result": r}))
         with written:
             res[c.file_name] = r
             if on_chunk is not None:

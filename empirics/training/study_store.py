@@ -17,6 +17,7 @@ import pandas as pd
 from common.atomic import atomic_write_json
 from common.validate import InputError
 from common.integrity import CorruptResult, check_record, seal_record, warn_recompute
+from common.readfile import read_regular_text
 from empirics.training.study_config import SCHEMA, Chunk
 
 __all__ = ["chunk_record_problem", "chunk_ok", "store_chunk", "read_chunk"]
@@ -66,7 +67,7 @@ def chunk_ok(path: Path, chunk: Chunk, chash: str) -> bool:
     if not path.is_file():
         return False
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec = json.loads(read_regular_text(path, "training chunk"))
         check_record(rec, path)
     except CorruptResult as exc:
         warn_recompute(exc)
@@ -101,7 +102,7 @@ def store_chunk(path: Path, chunk: Chunk, chash: str, res: dict) -> None:
 
 
 def read_chunk(path: Path, chunk: Chunk) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rec = json.loads(path.read_text(encoding="utf-8"))
+    rec = json.loads(read_regular_text(path, "training chunk"))
     try:
         check_record(rec, path)
     except CorruptResult as exc:

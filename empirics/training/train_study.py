@@ -193,7 +193,14 @@ def assemble(chunks: list[Chunk], out: Path) -> tuple[pd.DataFrame, pd.DataFrame
 
 
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
-    atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
+    """``df`` as Parquet with its content checksum (:func:`common.integrity.seal_table`), atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from common.integrity import seal_table
+
+    table = seal_table(pa.Table.from_pandas(df, preserve_index=False))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def _mechanism_config(budget, seed: int, mechanism):
@@ -309,15 +316,20 @@ def load_study(out_dir: str | Path) -> StudyResult:
     for f in ("runs.parquet", "history.parquet", "study.json"):
         if not (out / f).is_file():
             raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
-    from common.readfile import check_parquet, read_regular_text
+    from common.integrity import CorruptResult, read_parquet_verified
+    from common.readfile import read_regular_text
 
     prov = json.loads(read_regular_text(out / "study.json", "training study"))
     mech = json.loads(read_regular_text(out / "mechanism.json", "training study")) \
         if (out / "mechanism.json").is_file() else None
+    tables = {}
     for f in ("runs.parquet", "history.parquet"):
-        check_parquet(out / f, "training study")  # regular files of bounded declared size
-    return StudyResult(pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "history.parquet"),
-                       prov.get("config", {}), prov, mech)
+        try:  # bounded, and the checksum written with it verified: an edited table never draws
+            tables[f] = read_parquet_verified(out / f)
+        except CorruptResult as exc:
+            raise InputError(f"training study: {' '.join(str(exc).split())}; rerun `sapa train --out {out}` to "
+                             "assemble it again from its chunks") from None
+    return StudyResult(tables["runs.parquet"], tables["history.parquet"], prov.get("config", {}), prov, mech)
 
 
 # --------------------------------------------------------------------------- CLI summary (sapa/train_summary.py)

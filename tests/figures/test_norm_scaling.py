@@ -49,11 +49,17 @@ def test_draw_from_stored_summary(tmp_path, tiny):
     fig = norm_scaling.draw(back, 64, 16, "jac_fro")
     assert sum(ax.get_visible() for ax in fig.axes) == 4
     # a stored sweep directory (no provenance metadata: defaults σ_w = 1/√D, σ_ab = 1)
+    from common.validate import InputError
+    from empirics.montecarlo.sweep.store import _write_parquet
+
     (tmp_path / "sweep").mkdir()
-    tiny.to_parquet(tmp_path / "sweep" / "results.parquet")
+    _write_parquet(tmp_path / "sweep" / "results.parquet", tiny, {})  # sealed, as `sapa sweep` writes it
     paths = norm_scaling.main(tmp_path / "figs", results=tmp_path / "sweep", quantity="fro")
     assert [p.name for p in paths] == ["norm_vs_n_D64_d16_rho0p5_trials32_N8-128.png",
                                        "norm_vs_n_D64_d16_rho0p5_trials32_N8-128.pdf"]
+    tiny.assign(mean_sq=float("nan")).to_parquet(tmp_path / "sweep" / "results.parquet")  # edited: no checksum
+    with pytest.raises(InputError, match="no content checksum"):
+        norm_scaling.main(tmp_path / "figs2", results=tmp_path / "sweep", quantity="fro")
 
 
 def test_claim_holds_and_a_wrong_curve_is_caught(tiny):

@@ -301,3 +301,49 @@ def test_verify_refuses_a_results_folder_with_a_link_inside(tmp_path, capsys):
     code, _, err = _run(["verify", "--out", out, "--only", "thm4.1-norm"], capsys)
     assert code == 2 and "symbolic link" in err and err.count("\n") == 1
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["ledger.json", "train/mechanism/copy1_N16_p1.json"])
+def test_a_named_pipe_in_the_results_folder_is_refused_at_once(tmp_path, capsys, where):
+    """A FIFO at OUT/ledger.json used to hang verify (and one among the mechanism chunks, train)."""
+    out = tmp_path / "results"
+    (out / where).parent.mkdir(parents=True)
+    os.mkfifo(out / where)
+    with _deadline(20):
+        code, _, err = _run(["verify", "--out", out, "--only", "thm4.1-norm"], capsys)
+    assert code == 2 and "named pipe" in err and err.count("\n") == 1
+    assert stat.S_ISFIFO(os.lstat(out / where).st_mode)
+
+
+def test_expected_seconds_never_blocks_on_a_pipe_or_reads_a_device(tmp_path):
+    from sapa.budget import budget_named
+    from sapa.verify_progress import expected_seconds
+
+    os.mkfifo(tmp_path / "ledger.json")
+    with _deadline(20):
+        assert expected_seconds(tmp_path, budget_named("quick", 0))[0] == {}
+    (tmp_path / "ledger.json").unlink()
+    (tmp_path / "ledger.json").symlink_to("/dev/zero")
+    with _deadline(20):
+        assert expected_seconds(tmp_path, budget_named("quick", 0))[0] == {}
+
+
+def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
+    """One 1 MiB string referenced by 300 rows: 49 KB on disk, 300 MiB decoded; refused from the dictionary."""
+    import resource
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from common.readfile import read_parquet_table
+    from common.validate import InputError
+
+    arr = pa.DictionaryArray.from_arrays(pa.array(np.zeros(300, dtype=np.int32)), pa.array(["x" * (1 << 20)]))
+    pq.write_table(pa.table({"s": arr}), tmp_path / "bomb.parquet", store_schema=False)  # read back as plain text
+    assert (tmp_path / "bomb.parquet").stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputError, match="decode to more than the limit"):
+        read_parquet_table(tmp_path / "bomb.parquet", "bomb")
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 100 * 2**20
+    ok = read_parquet_table(tmp_path / "bomb.parquet", "bomb", limit=2**30)
+    assert ok.schema.field("s").type == pa.string() and len(ok.column("s")[0].as_py()) == 1 << 20

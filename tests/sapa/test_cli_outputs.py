@@ -280,7 +280,8 @@ def test_verify_only_refuses_a_ledger_of_another_budget_or_seed(tmp_path, capsys
 
 def _ledger_at(out, budget: dict, claims=None, **prov) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"claims": [{"id": A}] if claims is None else claims, "provenance": {"budget": budget, **prov}}
+    doc = {"claims": [{"id": A, "verdict": "HOLDS"}] if claims is None else claims,
+           "provenance": {"budget": budget, **prov}}
     (out / "ledger.json").write_text(json.dumps(doc))
 
 
@@ -295,7 +296,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
     assert prior_ledger(tmp_path / "none", quick) is None
     theirs = json.loads(json.dumps(asdict(quick)))
     _ledger_at(tmp_path / "ok", theirs, seed=0)
-    assert prior_ledger(tmp_path / "ok", quick)["claims"] == [{"id": A}]
+    assert prior_ledger(tmp_path / "ok", quick)["claims"] == [{"id": A, "verdict": "HOLDS"}]
     _ledger_at(tmp_path / "noseed", {k: v for k, v in theirs.items() if k != "seed"} | {"seed": 0})
     assert prior_ledger(tmp_path / "noseed", quick) is not None  # the seed read from the budget when absent
     _ledger_at(tmp_path / "seed1", theirs, seed=1)
@@ -347,3 +348,27 @@ def test_merge_into_keeps_every_earlier_run_and_summary():
     entries = ledger_entries({"claims": [{"id": "a", "statement": "s", "verdict": "HOLDS", "evidence": {},
                                           "rerun": True}]})
     assert [(e.id, e.verdict) for e in entries] == [("a", "HOLDS")]
+
+
+@pytest.mark.parametrize("bad,why", [({"readings": "garbage"}, "readings are not a list"),
+                                     ({"verdict": None}, "verdict None is none of"),
+                                     ({"figures": [123, None]}, "figures are not a list of text"),
+                                     ({"readings": [{"name": "r"}]}, "reading 1 is not an object"),
+                                     ({"seconds": "long"}, "seconds are not a number"),
+                                     ({"evidence": []}, "evidence is not an object")])
+def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tmp_path, bad, why):
+    """A tampered ledger.json used to crash `verify --only` after ledger.json was rewritten."""
+    from dataclasses import asdict
+
+    from common.validate import InputError
+    from sapa.budget import budget_named
+    from sapa.ledger_merge import prior_ledger
+
+    quick = budget_named("quick", 0)
+    theirs = json.loads(json.dumps(asdict(quick)))
+    _ledger_at(tmp_path, theirs, claims=[{"id": A, "verdict": "HOLDS", **bad}], seed=0)
+    before = (tmp_path / "ledger.json").read_bytes()
+    with pytest.raises(InputError, match=why):
+        prior_ledger(tmp_path, quick, {"some-other-entry"})
+    assert prior_ledger(tmp_path, quick, {A}) is not None  # rerunning the entry replaces it
+    assert (tmp_path / "ledger.json").read_bytes() == before

@@ -84,3 +84,28 @@ def test_analyse_norms_match_direct_computation(small_result, weights, tok):
     Sc = S[1:-1, 1:-1]
     stored_c = res.norm("prefix-content", "x/sqrt(N)").fro[4, 7, 1, 1]
     assert stored_c == pytest.approx(float((Sc / math.sqrt(14)).norm()), rel=1e-9)
+
+
+def test_an_edited_cache_is_not_used_and_says_so(small_result, tmp_path, capsys):
+    """×10 on the fits used to flip real-model-regime silently: the cache is sealed, an edit is recomputed."""
+    import json
+    import os
+
+    from empirics.realmodel.real_analysis import _cached
+
+    _, cfg, cache = small_result
+    [src] = [p for p in cache.iterdir() if p.name.startswith("real_heads_")]
+    rec = json.loads(src.read_text())
+    good = tmp_path / src.name
+    good.write_text(json.dumps(rec))
+    assert _cached(good) is not None and capsys.readouterr().err == ""
+    rec["fits"][0]["slope"] = rec["fits"][0]["slope"] * 10
+    bad = tmp_path / ("edited_" + src.name)
+    bad.write_text(json.dumps(rec))
+    assert _cached(bad) is None
+    err = capsys.readouterr().err
+    assert "does not match its checksum" in err and err.count("\n") == 1
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert _cached(fifo) is None  # refused at once, never waits for a writer
+    assert "not a regular file" in capsys.readouterr().err

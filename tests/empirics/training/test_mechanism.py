@@ -128,3 +128,26 @@ def test_expression_uses_the_column_index():
                            vocab=5, classes=5)
     P = EN.phi(torch.ones(1, 1, 1, 3, 3), spec, None)[0, 0, 0]
     assert torch.allclose(P, torch.tensor([[1 / 3, 0, 0], [1 / 3, 2 / 3, 0], [1 / 3, 2 / 3, 1.0]]))
+
+
+def test_an_edited_stored_chunk_is_trained_again_and_says_so(tmp_path, monkeypatch, capsys):
+    """val_acc 1.0 written into a stored chunk used to move a median exit silently: chunks are sealed."""
+    import os
+
+    M.run_mechanisms(TINY, tmp_path)
+    files = sorted((tmp_path / "mechanism").iterdir())
+    rec = json.loads(files[0].read_text())
+    rec["result"]["val_acc"] = [[1.0 for _ in row] for row in rec["result"]["val_acc"]]
+    files[0].write_text(json.dumps(rec))
+    trained = []
+    real = M.train_mechanism_chunk
+    monkeypatch.setattr(M, "train_mechanism_chunk", lambda c, *a, **k: trained.append(c) or real(c, *a, **k))
+    capsys.readouterr()
+    again = M.run_mechanisms(TINY, tmp_path)
+    assert len(trained) == 1 and all(r is not None for r in again["results"])
+    assert "does not match its checksum" in capsys.readouterr().err
+    assert rec["result"]["val_acc"] not in [r["val_acc"] for r in again["results"]]  # the edit did not flow in
+    os.unlink(files[1])
+    os.mkfifo(files[1])  # a named pipe where a chunk was: read without waiting, never replaced
+    with pytest.raises(FileExistsError, match="named pipe"):
+        M.run_mechanisms(TINY, tmp_path)
