@@ -35,9 +35,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         _replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:  # disk full: name the file
+            raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
     return path
 

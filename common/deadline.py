@@ -3,7 +3,11 @@
 Used where a user's input can make a library compute for ever (sympy simplifying a hostile
 expression, mpmath raising its precision at a point where a function explodes). It arms
 ``SIGALRM`` (``setitimer``), so it works in the main thread only (elsewhere the block runs uncapped);
-caps nest (the one that ends first fires).
+caps nest (the one that ends first fires). The alarm raises a private ``BaseException``, which the
+library's own ``except ValueError`` / ``except Exception`` cannot swallow (sympy's ``multiplicity`` did
+swallow an ``InputError``), and it repeats every :data:`REFIRE_S` until the block has ended, so even an
+``except BaseException`` that swallows one alarm is stopped by the next; only on leaving the block does it become
+:class:`DeadlineExceeded`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from collections.abc import Iterator
 
 from common.validate import InputError
 
-__all__ = ["DeadlineExceeded", "deadline"]
+__all__ = ["DeadlineExceeded", "deadline", "REFIRE_S"]
+
+REFIRE_S = 0.25  # after the deadline, the alarm fires again this often until the block ends
 
 
 class DeadlineExceeded(InputError):
@@ -38,16 +44,21 @@ def deadline(seconds: float, what: str) -> Iterator[None]:
         yield
         return
 
+    class Expired(BaseException):  # this cap's own alarm (an outer cap's passes through untouched)
+        pass
+
     def fire(signum, frame):
-        raise DeadlineExceeded(f"{what} took longer than {seconds:g} s; stopped")
+        raise Expired
 
     t0 = time.monotonic()
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE_S)
     try:
         yield
+    except Expired:
+        raise DeadlineExceeded(f"{what} took longer than {seconds:g} s; stopped") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         if outer_left:
-            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)))
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)), REFIRE_S)

@@ -29,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     collect_less_often()  # fewer full passes of the cyclic collector over a heap of ~10⁶ objects (numbers unchanged)
     from common.interrupt import sigterm_as_interrupt
 
+    command = None
     try:
         args = build_parser().parse_args(argv)
+        command = args.command
         _check_input_files(args)  # a missing --x is one line before torch, sympy or scipy is imported
         from common.progress import FALLBACK_S, stage
 
@@ -49,11 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:  # a command may say what it kept (sapa verify: which verdicts, where)
-        kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "finished results were kept"
+        kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) else _KEPT.get(
+            command, "nothing was written")
         print(f"sapa: interrupted; {kept}", file=sys.stderr)
         return 130
 
 
+# what an interrupted command leaves (sapa verify says it itself: which verdicts, where)
+_KEPT = {"sweep": "finished sweep cells were kept; a rerun resumes from them",
+         "train": "finished training chunks were kept; a rerun resumes from them",
+         "figures": "the figures already drawn were kept", "notebooks": "the notebooks already written were kept"}
 INPUT_FILES = ("x", "w", "wq", "wk", "wv", "wo", "safetensors", "sigma_x")  # options naming files a command reads
 
 

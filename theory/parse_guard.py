@@ -3,7 +3,9 @@
 sympy evaluates integer powers while it parses (``2**2**40*x`` would take hours and terabytes), and a
 polynomial power of a symbolic base is expanded later (``(x + 1)**(10**6)``). The expression is
 therefore first parsed with ``evaluate=False`` and its tree walked: a power of constants may have at
-most :data:`MAX_DIGITS` decimal digits (estimated from logarithms, never computed), and a constant
+most :data:`MAX_DIGITS` decimal digits (estimated from logarithms, never computed), a floating-point literal
+at most :data:`MAX_DIGITS` digits of precision (``Float(1, 10**7)`` made sympy print ten million digits inside
+one C call, where no alarm can stop it), and a constant
 exponent on anything with a symbol may be at most :data:`MAX_EXPONENT` in size (no activation the audit can
 use needs more: a polynomial of degree > 24 is refused anyway as growing faster than its moments allow). What passes is
 then parsed (and evaluated) as usual; the rest is refused with one line.
@@ -35,7 +37,12 @@ def _log10(text: str, e: sp.Basic) -> float | None:
     if isinstance(e, sp.Rational):
         return math.log10(abs(int(e.p))) - math.log10(int(e.q))
     if isinstance(e, sp.Float):
-        return float(sp.log(abs(e), 10)) if e != 0 else -math.inf
+        digits = e._prec * math.log10(2)
+        if digits > MAX_DIGITS:  # Float(1, 10**7): every later step would carry ten million digits
+            raise InputError(f"activation {text!r}: a number with {digits:.0f} digits of precision (at most "
+                             f"{MAX_DIGITS}); write it with fewer digits")
+        sign, man, exp, bc = e._mpf_  # log₁₀|e| from the binary exponent: nothing is printed or evaluated
+        return (exp + bc) * math.log10(2) if man else -math.inf
     if isinstance(e, sp.Pow):
         return _pow(text, *e.args)
     kids = [_log10(text, a) for a in e.args]

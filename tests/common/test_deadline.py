@@ -46,3 +46,30 @@ def test_a_shorter_inner_deadline_fires_and_the_outer_one_is_rearmed():
             while True:
                 pass
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_library_that_swallows_value_errors_or_one_alarm_is_still_stopped():
+    """sympy's multiplicity caught the old ValueError alarm, and the one-shot timer never fired again."""
+    import time
+
+    import pytest
+
+    from common.deadline import DeadlineExceeded, deadline
+
+    t0 = time.monotonic()
+    swallowed = 0
+    with pytest.raises(DeadlineExceeded, match="the loop took longer than 0.2 s"):
+        with deadline(0.2, "the loop"):
+            while True:
+                try:
+                    time.sleep(0.01)
+                except Exception:  # noqa: BLE001 - a library's blanket handler
+                    pass
+                try:
+                    time.sleep(0.01)
+                except BaseException:  # noqa: BLE001 - one alarm swallowed, the next one stops it
+                    if swallowed:
+                        raise
+                    swallowed += 1
+    assert swallowed == 1 and time.monotonic() - t0 < 5
+

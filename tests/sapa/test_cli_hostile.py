@@ -347,3 +347,33 @@ def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 100 * 2**20
     ok = read_parquet_table(tmp_path / "bomb.parquet", "bomb", limit=2**30)
     assert ok.schema.field("s").type == pa.string() and len(ok.column("s")[0].as_py()) == 1 << 20
+
+
+@pytest.mark.parametrize("command,kept", [("audit", "nothing was written"),
+                                          ("train", "finished training chunks were kept")])
+def test_an_interrupt_says_what_was_kept_for_that_command(tmp_path, capsys, monkeypatch, command, kept):
+    """'finished results were kept' was printed where nothing was (an interrupted audit)."""
+    import sapa.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli._COMMANDS, command, interrupted)
+    argv = ["audit", "x/sqrt(N)"] if command == "audit" else ["train", "--out", tmp_path / "t"]
+    code, _, err = _run(argv, capsys)
+    assert code == 130 and err.strip().splitlines()[-1] == f"sapa: interrupted; {kept}" + (
+        "; a rerun resumes from them" if command == "train" else "")
+
+
+def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from common.atomic import atomic_write
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as err:
+        atomic_write(tmp_path / "ledger.json", full)
+    assert err.value.filename == str(tmp_path / "ledger.json") and err.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

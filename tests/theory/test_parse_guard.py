@@ -56,3 +56,18 @@ def test_the_digit_count_of_a_refused_constant_reads_as_a_power_beyond_1e15():
     from theory.parse_guard import _digits
 
     assert _digits(1.0, 15.5) == "10^15.5" and _digits(1.0, 15.0) == "1e+15" and _digits(2.0, 3.0) == "2e+03"
+
+
+def test_a_float_literal_with_millions_of_digits_is_refused_at_once():
+    import time
+
+    import pytest
+
+    from common.validate import InputError
+    from theory.audit import parse_activation
+
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="10000001 digits of precision"):
+        parse_activation("Float(1, 10**7)*x")
+    assert time.monotonic() - t0 < 10
+    assert parse_activation("Float(1.5, 30)*x").expr is not None
