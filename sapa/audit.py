@@ -141,8 +141,8 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
                  "model": spec.name, "n": int(N), "d_model": spec.D, "d_head": spec.d,
                  "rho": float(spec.rho) if spec.name == "corr" else None,
                  "sigma": float(spec.sigma) if spec.name != "shared" else None}
-    if "fro" in act.infinite:
-        out.update(_infinite_result(act, N))
+    if "fro" in act.infinite or act.poles:
+        out.update(_infinite_result(act, N) if "fro" in act.infinite else _pole_result(act))
         why = out["verdict_by_construction"]
         out.update({"size_factor": K, "n_min": n_min, "rate_verdict": "FAILS", "size_verdict": "FAILS",
                     "verdict_why": "by construction: the expectation is infinite",
@@ -261,11 +261,26 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     return out
 
 
-def _infinite_result(act: Activation, N: int) -> dict:
+def pole_words(poles) -> str:
+    """``N = 1000`` / ``i = 5`` … in words: where φ is infinite for every logit."""
+    parts = [f"N = {c}" if v == "N" else f"every N ≥ {c} (at {v} = {c})" for v, c in poles]
+    return ", ".join(parts)
+
+
+def _pole_result(act: Activation) -> dict:
+    """The audit of a φ with a pole in the length or a position (x/(N − 1000)): E‖φ(S)‖²_F = ∞ there, by construction."""
+    where = pole_words(act.poles)
+    statement = (f"φ has a pole in {', '.join(sorted({v for v, _ in act.poles}))}: φ(S_ij) is infinite for every logit "
+                 f"at {where}, so E‖φ(S)‖²_F = ∞ there and E-RMS ‖φ(S)‖_F is not O(√N) for every N")
+    return {**_infinite_result(act, 0, statement=statement, why=f"a pole at {where}"),
+            "infinite_because": [f"φ has a pole at {where}"], "poles": [list(p) for p in act.poles]}
+
+
+def _infinite_result(act: Activation, N: int, statement: str | None = None, why: str | None = None) -> dict:
     """The audit of a φ whose E φ(S_ij)² is infinite (a non-integrable singularity on the real line): by construction."""
-    why = "; ".join(s.describe() for s in act.singular)
-    statement = (f"E‖φ(S)‖²_F = ∞ at every N ≥ 2: {why}, and every logit S_ij has a positive density on the whole "
-                 "real line; so E-RMS ‖φ(S)‖_F is not O(√N)")
+    why = why or "; ".join(s.describe() for s in act.singular)
+    statement = statement or (f"E‖φ(S)‖²_F = ∞ at every N ≥ 2: {why}, and every logit S_ij has a positive density "
+                              "on the whole real line; so E-RMS ‖φ(S)‖_F is not O(√N)")
     return {
         "method": "singularity (symbolic)", "error_bound": 0.0,
         "error_bound_kind": "none: the expectations are infinite by construction (theory.singular)",

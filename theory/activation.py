@@ -19,7 +19,7 @@ import sympy as sp
 from common.deadline import deadline
 from common.validate import InputError, choice
 from theory.parse_guard import check_powers
-from theory.singular import nonintegrable, undefined_part
+from theory.singular import index_poles, nonintegrable, undefined_part
 
 
 NORMALIZE = ("none", "row")
@@ -72,6 +72,7 @@ class Activation:
     separable: bool = True   # φ depends on i only through a factor c(N, i)
     coeffs: tuple = ()       # polynomial coefficients a_k(N) of ψ, k = 0..deg; () if not a polynomial
     singular: tuple = field(default=(), compare=False)  # theory.singular.Singularity: where E φ² or E φ'² is infinite
+    poles: tuple = field(default=(), compare=False)     # theory.singular.index_poles: (("N", 1000),) for x/(N − 1000)
 
     @property
     def infinite(self) -> tuple[str, ...]:
@@ -395,5 +396,7 @@ def _parse_activation(text: str, normalize: str) -> Activation:
         poly = sp.Poly(sp.expand(shape), x_)
         if poly.degree() <= POLY_MAX_DEGREE:
             coeffs = tuple(sp.simplify(c) for c in reversed(poly.all_coeffs()))
+    uses_index = bool(expr.free_symbols & {N_, i_, j_})
+    poles = index_poles(expr, x_, N_, i_, j_) if uses_index else ()
     return Activation(text=text, expr=expr, normalize=normalize, shape=shape, row_factor=row_factor,
-                      separable=separable, coeffs=coeffs, singular=singular)
+                      separable=separable, coeffs=coeffs, singular=singular, poles=poles)

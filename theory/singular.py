@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-__all__ = ["Singularity", "SECONDS", "nonintegrable", "undefined_part"]
+__all__ = ["Singularity", "SECONDS", "nonintegrable", "undefined_part", "index_poles"]
 
 SECONDS = 30.0
 N_VALUES = (2, 196)  # the N at which points depending on N (1/(x² − N)) are checked
@@ -111,3 +111,31 @@ def undefined_part(expr: sp.Expr, x: sp.Symbol, N: sp.Symbol, others: dict | Non
             if size.is_extended_positive:  # oo included
                 return f"{sp.sstr(gap)} at N = {n}"
     return None
+
+
+def index_poles(expr: sp.Expr, x: sp.Symbol, N: sp.Symbol, i: sp.Symbol, j: sp.Symbol) -> tuple[tuple[str, int], ...]:
+    """The integer lengths or positions where φ has a pole: (("N", 1000),) for x/(N − 1000), (("i", 5),) for x/(i − 5).
+
+    sympy's singularities of φ in N (at x = 1, i = 1, j = 2), in i and in j (at x = 1, N symbolic), kept when they
+    are integers ≥ 1 (N ≥ 2): there φ(S_ij) is infinite for every logit, so E‖φ(S)‖²_F = ∞ at that N (for a
+    position, at every N ≥ it). A pole between integers leaves every admissible φ finite and is not listed.
+    """
+    from sympy.calculus.singularities import singularities
+
+    from common.deadline import deadline
+
+    found = []
+    with deadline(SECONDS, f"looking for poles of {sp.sstr(expr)[:60]} in N, i and j"):
+        for var, at in ((N, {x: 1, i: 1, j: 2}), (i, {x: 1, j: 1}), (j, {x: 1, i: 1})):
+            if var not in expr.free_symbols:
+                continue
+            g = expr.subs(at)
+            try:
+                pts = singularities(g, var, sp.S.Reals)
+            except (NotImplementedError, TypeError, ValueError, AttributeError):
+                continue
+            low = 2 if var == N else 1
+            for c in _members(pts)[:MAX_POINTS]:
+                if c.is_integer and int(c) >= low:
+                    found.append((str(var), int(c)))
+    return tuple(sorted(set(found)))

@@ -212,3 +212,16 @@ def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how)
     lines = cap.err.splitlines()
     assert lines and all(re.fullmatch(rf"sapa audit {re.escape(expr)}: running \d+ s, no estimate \({re.escape(how)}\)",
                                       ln) for ln in lines)
+
+
+def test_a_pole_in_n_is_reported_as_an_infinite_expectation_there(capsys):
+    """`audit "x/(N-1000)"` said HOLDS_IN_REGIME with two contradictory maxima, never that E‖φ‖² = ∞ at N = 1000."""
+    r = _json(["audit", "x/(N-1000)"], capsys)
+    assert r["verdict"] == "FAILS" and r["poles"] == [["N", 1000]]
+    assert r["infinite_because"] == ["φ has a pole at N = 1000"]
+    assert r["readings"]["rate"]["verdict"] == "FAILS" and "N = 1000" in r["readings"]["rate"]["why"]
+    r = _json(["audit", "x/(i-5)"], capsys)
+    assert r["verdict"] == "FAILS" and "every N ≥ 5 (at i = 5)" in r["infinite_because"][0]
+    code, out, err = _run(["audit", "x/(N-1000.5)", "--json"], capsys)  # finite at every integer N: audited as usual
+    assert code == 0 and "poles" not in json.loads(out)
+    assert "RuntimeWarning" not in err and "lambdifygenerated" not in err  # the generated code's warnings: silent

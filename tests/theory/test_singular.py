@@ -56,3 +56,19 @@ def test_the_search_reports_the_first_singularity_once(text, of):
     # mutation run: `found[-1].of == of` → `!=` kept searching every N and reported one singularity per N
     found = _find(text)
     assert len(found) == 1 and found[0].of == of
+
+
+@pytest.mark.parametrize("text,poles", [("x/(N-1000)", (("N", 1000),)), ("x/(N**2-49)", (("N", 7),)),
+                                        ("x/(i-5)", (("i", 5),)), ("x/(N-1000.5)", ()), ("x/sqrt(N)", ())])
+def test_poles_in_the_length_or_a_position_are_found_at_integers(text, poles):
+    from theory.activation import parse_activation
+
+    assert parse_activation(text).poles == poles
+
+
+def test_index_poles_directly_including_those_the_grid_check_refuses_first():
+    from theory.activation import N_, i_, j_, x_
+    from theory.singular import index_poles
+
+    assert index_poles(x_ / (j_ - 3), x_, N_, i_, j_) == (("j", 3),)
+    assert index_poles(x_ / (N_ - 1), x_, N_, i_, j_) == ()  # N = 1 is no length an audit uses
