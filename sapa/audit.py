@@ -413,7 +413,10 @@ def spec_from_args(args) -> ModelSpec:
         D = args.D
     if args.sigma is not None and args.sigma <= 0:
         raise InputError(f"--sigma must be positive, got {args.sigma}")
-    return model_spec(args.model, D, args.d, rho=args.rho, sigma=args.sigma, W=W, sigma_x=sigma_x)
+    if args.rho is not None and args.model != "corr":  # as sapa exact: never silently ignored
+        raise InputError(f"--rho applies to --model corr only, not {args.model}")
+    return model_spec(args.model, D, args.d, rho=0.5 if args.rho is None else args.rho, sigma=args.sigma, W=W,
+                      sigma_x=sigma_x)
 
 
 def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:

@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command draws files, never windows (a user's setting wins)
+    if "MPLCONFIGDIR" not in os.environ:  # matplotlib's font cache: in the temporary folder, never in $HOME
+        import tempfile
+
+        os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), f"sapa-matplotlib-{os.getuid()}")
     from common.allocator import keep_freed_memory
     from common.collector import collect_less_often
 

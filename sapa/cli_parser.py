@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--N", type=_positive_int, default=196, help="sequence length")
     a.add_argument("--D", type=_positive_int, help="token dimension (default 768; inferred from --w for shared)")
     a.add_argument("--d", type=_positive_int, default=64, help="head dimension")
-    a.add_argument("--rho", type=_finite_float, default=0.5, help="weight correlation for --model corr")
+    a.add_argument("--rho", type=_finite_float, help="weight correlation for --model corr (default 0.5)")
     a.add_argument("--sigma", type=_finite_float, help="weight std (default 1/√D; paper model: 1)")
     a.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as .npy (D, D), for --model shared")
     a.add_argument("--sigma-x", type=Path, help="token covariance Σ as .npy (D, D), for --model shared")

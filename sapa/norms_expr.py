@@ -117,8 +117,13 @@ def layer_from_args(args, D: int):
     if args.wq is not None:
         if args.wk is None:
             raise InputError("--wq needs --wk")
-        m = {n: finite_matrix(f"--{n}", _load_npy(getattr(args, n), f"--{n}"), (D, None) if n != "wo" else (None, None))
+        m = {n: finite_matrix(f"--{n}", _load_npy(getattr(args, n), f"--{n}"), (None, None))
              for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
+        for n in ("wq", "wk", "wv"):
+            if n in m and m[n].shape[0] != D:
+                raise InputError(f"--x and --{n} do not match: --x has D = {D} columns but --{n} has shape "
+                                 f"{m[n].shape}; it must have D = {D} rows (x_i W_{n[1].upper()} is a (1, D) @ (D, d) "
+                                 "product)")
     else:
         if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
             raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")

@@ -57,7 +57,9 @@ def read_npy_header(path: Path, name: str) -> tuple[tuple[int, ...], bool, np.dt
 def check_numeric_dtype(name: str, dtype: np.dtype) -> None:
     """InputError unless ``dtype`` is a plain integer or floating dtype (bool refused, see module docstring)."""
     if dtype.fields is not None or dtype.subdtype is not None:
-        raise InputError(f"{name}: a structured array (dtype {dtype}) is not a matrix of numbers")
+        text = str(dtype)
+        text = text if len(text) <= 80 else text[:77] + "..."  # a nested dtype's text is kilobytes long
+        raise InputError(f"{name}: a structured array (dtype {text}) is not a matrix of numbers")
     if dtype.kind not in NUMERIC_KINDS:
         kind = _REFUSED_KINDS.get(dtype.kind, dtype.kind)
         raise InputError(f"{name}: dtype {dtype} ({kind}) is not numeric; give an integer or floating-point array")

@@ -108,10 +108,11 @@ def _resolve(scheduler: str) -> str:
     if "://" in target or Path(target).suffix != ".json":
         return target
     path = Path(target)
-    if not path.is_file():
-        raise InputError(f"--scheduler: scheduler file not found: {target}")
+    from common.readfile import read_regular_text
+
+    text = read_regular_text(path, "--scheduler")  # one line for a missing file, a FIFO or a device
     try:
-        address = json.loads(path.read_text(encoding="utf-8"))["address"]
+        address = json.loads(text)["address"]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"--scheduler: {target} is not a Dask scheduler file ({_short(exc)})") from None
     if not isinstance(address, str):

@@ -377,3 +377,38 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
         atomic_write(tmp_path / "ledger.json", full)
     assert err.value.filename == str(tmp_path / "ledger.json") and err.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_messages_name_what_is_wrong_in_one_short_line(tmp_path, capsys):
+    """A D mismatch says which inputs disagree; a nested dtype is not kilobytes; a FIFO is not 'not found'."""
+    x, wq, nested = tmp_path / "x.npy", tmp_path / "wq.npy", tmp_path / "nested.npy"
+    np.save(x, np.ones((4, 6)))
+    np.save(wq, np.ones((7, 7)))
+    dt = np.dtype([("a", np.float64)])
+    for _ in range(60):
+        dt = np.dtype([("f", dt)])
+    np.save(nested, np.zeros(2, dtype=dt))
+    os.mkfifo(tmp_path / "sched.json")
+    cases = [(["norms", "--x", x, "--wq", wq, "--wk", wq, "--activation", "x"], "--x and --wq do not match"),
+             (["norms", "--x", nested, "--w", wq, "--activation", "softmax"], "structured array"),
+             (["train", "--out", tmp_path / "t", "--scheduler", tmp_path / "sched.json"], "named pipe"),
+             (["audit", "x", "--model", "iid", "--rho", "0.3"], "--rho applies to --model corr only")]
+    for argv, needle in cases:
+        with _deadline(30):
+            code, _, err = _run(argv, capsys)
+        assert code == 2 and needle in err and err.count("\n") == 1 and len(err) < 400, (argv, err)
+
+
+def test_matplotlib_writes_no_cache_into_home(tmp_path):
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env["HOME"] = str(home)
+    script = "from sapa.cli import main\nmain(['audit', 'x', '--json'])\nimport matplotlib; matplotlib.get_cachedir()"
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
+    assert list(home.iterdir()) == []
+    subprocess.run([sys.executable, "-c", "import matplotlib; matplotlib.get_cachedir()"], env=env, check=True)
+    assert list(home.iterdir()) != []  # without sapa's main, matplotlib does write there: the test can fail
