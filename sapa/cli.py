@@ -59,11 +59,27 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError as exc:  # numpy's _ArrayMemoryError too: a request past --force's own judgement
+        print(f"sapa: error: out of memory ({_one_line(exc)[:200] or 'an allocation failed'}); ask for less "
+              "(a smaller N, fewer trials or heads)", file=sys.stderr)
+        return EXIT_USAGE
+    except RuntimeError as exc:
+        if not _allocation_failure(exc):
+            raise
+        print(f"sapa: error: out of memory ({_one_line(exc)[-160:]}); ask for less (a smaller N, fewer trials or "
+              "heads)", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt as exc:  # a command may say what it kept (sapa verify: which verdicts, where)
         kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) else _KEPT.get(
             command, "nothing was written")
         print(f"sapa: interrupted; {kept}", file=sys.stderr)
         return 130
+
+
+def _allocation_failure(exc: RuntimeError) -> bool:
+    """torch's failed CPU or GPU allocation (``DefaultCPUAllocator: can't allocate memory``, ``OutOfMemoryError``)."""
+    text = str(exc)
+    return type(exc).__name__ == "OutOfMemoryError" or ("allocate" in text and "memory" in text)
 
 
 # what an interrupted command leaves (sapa verify says it itself: which verdicts, where)

@@ -197,7 +197,9 @@ def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
     (every S_ij = s*) when the witness' exponent equals the bound's. Row-normalised: rows are probability
     vectors (‖P‖_F ≤ √N); equal logits give P_ij = φ(0, N, i, j)/Σ_l φ(0, N, i, l), whose exponent (N = 2¹⁰ → 2¹¹)
     is reported as the witness (a position bias that concentrates rows makes it ½; the bound is then attained
-    when it is within 0.01 of ½). Element-wise exponents between N = 2¹¹ and 2¹².
+    when it is within 0.01 of ½). Element-wise exponents between N = 2¹¹ and 2¹², or, when φ depends on i and j
+    separately (N² pairs), the largest doubling whose pairs × values fit :data:`EVAL_BUDGET` (2⁸ → 2⁹ at 402
+    values; ``exponent_between_n``), evaluated in blocks of :data:`CHUNK`.
     """
     from theory.activation import _lam
 
@@ -212,12 +214,24 @@ def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
         j = np.concatenate([pr.j, pr.di])
         w = np.concatenate([pr.w, pr.dw])
         best = np.zeros(i.size)
-        for a in range(0, s_vals.size, 64):
-            v = np.asarray(f(s_vals[None, a:a + 64], float(n), i[:, None], j[:, None]), dtype=np.float64)
-            best = np.maximum(best, np.max(v * v, axis=1))
+        cols = min(64, s_vals.size)
+        rows = max(1, CHUNK // cols)  # pairs × values per block: bounded memory (was (pairs, 64) at once: 8.6 GB)
+        for a in range(0, s_vals.size, cols):
+            for r in range(0, i.size, rows):
+                v = np.asarray(f(s_vals[None, a:a + cols], float(n), i[r:r + rows, None], j[r:r + rows, None]),
+                               dtype=np.float64)
+                best[r:r + rows] = np.maximum(best[r:r + rows], np.max(v * v, axis=1))
         return float(w @ best)
 
-    def exp_of(fun, n1=2**11, n2=2**12):
+    def n_pairs(n):  # visible (i, j) entries as _pairs lists them: differences (relative) or pairs, plus the diagonal
+        off = (n - 1 if causal else 2 * (n - 1)) if relative else (n * (n - 1) // 2 if causal else n * (n - 1))
+        return off + (1 if relative else n)
+
+    n2 = 2**12  # the exponent between N = n2/2 and n2: the largest doubling within the evaluation budget
+    while n2 > 4 and n_pairs(n2) * s.size > EVAL_BUDGET:
+        n2 //= 2
+
+    def exp_of(fun, n1=n2 // 2, n2=n2):
         a, b = fun(n1), fun(n2)
         return 0.5 * math.log(b / a) / math.log(n2 / n1) if a > 0 and b > 0 else math.nan
 
@@ -241,6 +255,6 @@ def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
     s_star = float(s[int(np.argmax(gv))])
     e_w = exp_of(lambda n: sums(n, np.array([s_star])))
     return {"exponent": e_up, "exponent_is_exact": bool(math.isfinite(e_up) and abs(e_w - e_up) < 1e-3),
-            "witness_exponent": e_w, "s_star": s_star,
+            "witness_exponent": e_w, "s_star": s_star, "exponent_between_n": [n2 // 2, n2],
             "witness": f"aligned tokens: every S_ij = s* = {s_star:.4g}",
             "why": "Σ over visible pairs of max_{|s|≤B} φ(s, N, i, j)²"}

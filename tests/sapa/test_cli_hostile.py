@@ -412,3 +412,29 @@ def test_matplotlib_writes_no_cache_into_home(tmp_path):
     assert list(home.iterdir()) == []
     subprocess.run([sys.executable, "-c", "import matplotlib; matplotlib.get_cachedir()"], env=env, check=True)
     assert list(home.iterdir()) != []  # without sapa's main, matplotlib does write there: the test can fail
+
+
+@pytest.mark.parametrize("exc", [MemoryError("Unable to allocate 20.0 GiB for an array"),
+                                 RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+                                              "allocate memory: you tried to allocate 21474836480 bytes.")])
+def test_a_failed_allocation_is_one_line_not_a_traceback(capsys, monkeypatch, exc):
+    """`audit "exp(x/8)" --normalize row --N 100000 --force` ended in a 20 GB torch allocation traceback."""
+    import sapa.cli as cli
+
+    def too_big(args):
+        raise exc
+
+    monkeypatch.setitem(cli._COMMANDS, "audit", too_big)
+    code, _, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--N", "100000", "--force"], capsys)
+    assert code == 2 and err.startswith("sapa: error: out of memory (") and err.count("\n") == 1
+
+
+def test_other_runtime_errors_still_raise(monkeypatch):
+    import sapa.cli as cli
+
+    def broken(args):
+        raise RuntimeError("a bug, not a request")
+
+    monkeypatch.setitem(cli._COMMANDS, "audit", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["audit", "x"])

@@ -89,3 +89,26 @@ def test_row_normalised_alibi_parses_and_is_refused_by_the_closed_form():
         relpos_profile(parse_activation("x"), model_spec("iid", 16, 8), 8)
     mc = sample_norms(act, model_spec("iid", 16, 8), 8, 4)
     assert np.all(mc.fro2 <= 8 * (1 + 1e-12)) and math.isfinite(float(mc.jac2.mean()))
+
+
+def test_worst_case_of_a_non_relative_position_term_is_bounded_and_exact():
+    """`audit "j*x"` took 8.6 GB ((pairs, 64) at N = 4 096) then failed; now blocked, at the largest doubling in budget.
+
+    For |s| ≤ 1, max_s (j·s)² = j², so Σ over i ≠ j of j² plus the diagonal Σ i² is n·n(n+1)(2n+1)/6 (brute force).
+    """
+    import tracemalloc
+
+    from theory.activation import parse_activation
+    from theory.relpos import relpos_worst_case
+
+    tracemalloc.start()
+    try:
+        wc = relpos_worst_case(parse_activation("j*x"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    n1, n2 = wc["exponent_between_n"]
+    assert (n1, n2) == (256, 512)
+    S = lambda n: n * n * (n + 1) * (2 * n + 1) / 6  # noqa: E731
+    assert wc["exponent"] == pytest.approx(0.5 * math.log(S(n2) / S(n1)) / math.log(2), rel=1e-12)
+    assert peak < 256 * 2**20, peak

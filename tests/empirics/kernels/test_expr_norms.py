@@ -178,3 +178,35 @@ def test_query_and_key_biases_as_in_a_real_layer():
     op = LayerOperator(X, layer, act)
     E = rng.standard_normal((N, D))
     np.testing.assert_allclose(op.matvec(E).ravel(), (J @ torch.from_numpy(E).ravel()).numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_requests_are_bounded_before_anything_is_allocated():
+    """--heads 8000 with values took 18.9 GB; X 16 384×2 sigmoid 12.9 GB against a "~2 GiB" comment."""
+    import time
+    import tracemalloc
+
+    from common.validate import InputError
+    from empirics.kernels.expr_norms import MAX_BYTES, request_bytes
+
+    rng = np.random.default_rng(3)
+    D, H = 4, 8000
+    lay = layer_from_qk(rng.standard_normal((D, H)), rng.standard_normal((D, H)), rng.standard_normal((D, H)),
+                        rng.standard_normal((H, D)), heads=H)
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="64,000,000 head pairs"):
+        expr_norms(rng.standard_normal((8, D)), lay, parse_activation("exp(x)", "row"))
+    with pytest.raises(InputError, match=r"needs about 28\.0 GiB of memory \(at most 4 GiB\)"):
+        expr_norms(rng.standard_normal((16384, 2)), layer_from_w(np.eye(2)), parse_activation("sigmoid(x)"))
+    assert time.monotonic() - t0 < 5
+    # the estimate is an upper bound of the measured peak (numpy's allocations, traced), row-normalised with values
+    N, D, H, d = 512, 8, 4, 4
+    lay = layer_from_qk(*(rng.standard_normal(s) * 0.3 for s in ((D, H * d), (D, H * d), (D, H * d), (H * d, D))),
+                        heads=H)
+    X = rng.standard_normal((N, D))
+    tracemalloc.start()
+    try:
+        expr_norms(X, lay, parse_activation("exp(x)", "row"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0.5 * request_bytes(N, D, lay) <= peak <= request_bytes(N, D, lay) < MAX_BYTES
