@@ -32,8 +32,9 @@ has signed terms and is summed in float64 as it is (NormOverflowError if it is n
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -139,6 +140,9 @@ class _Head:
     P: np.ndarray   # (N, N) φ(S) (row-normalised if asked), 0 where masked
     g: np.ndarray   # (N, N) φ'(S) (divided by the row sum if row-normalised), 0 where masked
     row: bool       # row-normalised
+    eP: int = 0     # the true φ(S) is P·2^eP, φ' is g·2^eg and y, z are Y·2^eY, Z·2^eY (exact powers of two:
+    eg: int = 0     # :func:`_scaled_head`, for φ homogeneous in x, so that tiny or huge X keep their norms)
+    eY: int = 0
 
 
 def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray]:
@@ -176,6 +180,55 @@ def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, bq=None, bk=N
     S = A @ B.T                    # (N, d) @ (d, N) -> (N, N)
     P, g = attention_rows(S, act, fns)
     return _Head(A, B, B @ Wq.T, A @ Wk.T, P, g, act.normalize == "row")
+
+
+def homogeneous_degree(act) -> int | None:
+    """p ≥ 1 if φ(λx, N, i, j) = λ^p φ(x, N, i, j) for every λ > 0 (x³/√N: 3, relu(x): 1), else None (sympy)."""
+    from theory.activation import x_
+
+    return _degree(act.expr, x_)
+
+
+@functools.lru_cache(maxsize=256)
+def _degree(expr, x) -> int | None:
+    """The p of :func:`homogeneous_degree`: φ(λx)/φ(x) simplified to λ^p with λ a positive symbol.
+
+    Max/Min are written with Heaviside first, and Heaviside(λ·u) is Heaviside(u) (λ > 0 keeps the sign), so
+    relu(x) = x·Heaviside(x) has degree 1.
+    """
+    import sympy as sp
+
+    if x not in expr.free_symbols:
+        return None
+    lam = sp.Symbol("lam", positive=True)
+    try:
+        r = expr.rewrite(sp.Heaviside) if expr.has(sp.Max, sp.Min) else expr
+        scaled = r.subs(x, lam * x).replace(
+            lambda e: isinstance(e, sp.Heaviside) and e.args[0].has(lam),
+            lambda e: sp.Heaviside(sp.simplify(e.args[0] / lam), *e.args[1:]))
+        ratio = sp.simplify(scaled / r)
+        if ratio.free_symbols - {lam}:
+            return None
+        p = sp.simplify(sp.log(ratio.subs(lam, 2), 2))
+        if not (p.is_integer and p >= 1) or sp.simplify(ratio - lam**p) != 0:
+            return None
+        return int(p)
+    except (TypeError, ValueError, ZeroDivisionError, AttributeError, NotImplementedError):
+        return None
+
+
+def _scaled_head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, p: int) -> _Head:
+    """One head computed on X, W_Q, W_K divided by powers of two, for φ homogeneous of degree p in x (no bias).
+
+    With X = 2^a X', W_Q = 2^b W_Q', W_K = 2^c W_K': S = 2^s S' (s = 2a + b + c), φ(S) = 2^{ps} φ(S'),
+    φ'(S) = 2^{(p−1)s} φ'(S') (row-normalised: P unchanged, g·2^{−s}), y and z scale by 2^{a+b+c}. Every factor is
+    exact, so logits that underflow (X ~ 1e−200: S ~ 1e−400) or overflow keep their norms in log₂.
+    """
+    a, b, c = _pow2(X), _pow2(Wq), _pow2(Wk)
+    h = _head(np.ldexp(X, -a), np.ldexp(Wq, -b), np.ldexp(Wk, -c), act, fns)
+    s = 2 * a + b + c
+    eP, eg = (0, -s) if h.row else (p * s, (p - 1) * s)
+    return replace(h, eP=eP, eg=eg, eY=a + b + c)
 
 
 def _bias(layer: Layer, k: int) -> tuple:
@@ -287,7 +340,8 @@ def head_norms(h: _Head) -> HeadNorms:
         np.fill_diagonal(off, 0.0)
         diagR = np.sum((Y + Z) ** 2, axis=1)  # ‖y_i + z_i‖²
         jac2 = float((off @ ny2).sum() + (off.sum(axis=1) * nz2).sum() + (np.diagonal(G2) * diagR).sum())
-    return HeadNorms(_log2(fro2, 2 * eP), _log2(jac_s2, 2 * eg), _log2(max(jac2, 0.0), 2 * eg + 2 * ey))
+    oP, og, oY = 2 * h.eP, 2 * h.eg, 2 * h.eY  # the head's own exact scale (_scaled_head), 0 otherwise
+    return HeadNorms(_log2(fro2, 2 * eP + oP), _log2(jac_s2, 2 * eg + og), _log2(max(jac2, 0.0), 2 * eg + 2 * ey + og + oY))
 
 
 # ----------------------------------------------------------------------------- the layer
@@ -404,8 +458,14 @@ def expr_norms(X, layer: Layer, act) -> ExprNorms:
         raise InputError(f"X has D = {D} columns but the weights expect D = {layer.D}")
     _check_request(N, D, layer)
     fns = activation_functions(act)
-    heads = [_head(X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in range(layer.H)]
-    hn = [head_norms(h) for h in heads]
+    heads = [_head(X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in range(layer.H)] \
+        if layer.has_values else None  # the layer's cross-head sum needs the heads at their true scale
+    p = homogeneous_degree(act) if layer.bq is None else None
+    if p is not None:  # exact powers of two: full relative precision at any scale of X and the weights
+        hn = [head_norms(_scaled_head(X, layer.Wq[k], layer.Wk[k], act, fns, p)) for k in range(layer.H)]
+    else:
+        hn = [head_norms(h) for h in heads] if heads is not None else \
+            [head_norms(_head(X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k))) for k in range(layer.H)]
     l10 = math.log10(2) / 2
 
     def col(attr, what):
