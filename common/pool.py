@@ -4,7 +4,7 @@ Long experiments (the training study) run independent units of work in ``concurr
 process pools. Every worker pins the kernel dispatch (:mod:`common.numerics`), uses one torch
 thread and deterministic algorithms, so a unit gives the same numbers in a worker as in the
 parent; and it dies with its parent (PR_SET_PDEATHSIG plus a ``getppid`` watchdog), so a killed
-command never leaves workers computing for nobody (issue 15).
+command never leaves workers computing for nobody.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Figure 14: learning curves per N, steps to leave the floor against N, mechanism solved fraction against N (issue 21).
+"""Figure 14: learning curves per N, steps to leave the floor against N, mechanism solved fraction against N.
 
 Drawn only from the ledger's learning statistics (:mod:`empirics.training.learning_analysis` cells, as stored in
 ``evidence.learning_curves`` / the mechanism entry's ``evidence.cells``); nothing here decides a verdict.

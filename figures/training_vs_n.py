@@ -1,4 +1,4 @@
-"""Figure 13: test accuracy against N per arm at its best learning rate, softmax as reference (arXiv 2410.18613 §5; issue 13).
+"""Figure 13: test accuracy against N per arm at its best learning rate, softmax as reference (arXiv 2410.18613 §5).
 
 Drawn only from a stored training study (``empirics.training.train_study.StudyResult`` or its parquet files via
 ``load_study``); the learning-rate selection and the per-cell medians are the ledger's own

@@ -2,7 +2,7 @@
 
 A verdict is a statement about the paper made under conditions — the logit convention (S = X W_Q W_Kᵀ Xᵀ as the
 theory of arXiv 2410.18613 writes it, or S/√d as transformers compute it), the thresholds of its rule, the seed and
-the budget. This module holds the judgement layer's vocabulary for them (DESIGN.md, "Conditions of a verdict"):
+the budget. This module holds the judgement layer's vocabulary for them (docs/verdicts.md, "Conditions of a verdict"):
 
 * ``LOGIT_SCALES`` and :func:`scaled_by_logit_convention` — for φ = c·x^p the S/√d value of E‖φ‖²_F is the S value
   times d^(−p) exactly (RMS: d^(−p/2)), Jacobians included;

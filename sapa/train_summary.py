@@ -39,7 +39,7 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
     """``sapa train``: run (or resume) the study, then print :func:`summary`, the learning curves and the mechanism tasks.
 
     Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
-    this one (issue 15), or on the Dask cluster of ``scheduler`` (:func:`empirics.montecarlo.distributed.executor_for`,
+    this one, or on the Dask cluster of ``scheduler`` (:func:`empirics.montecarlo.distributed.executor_for`,
     the executor ``sapa sweep`` uses); every path hands a ``concurrent.futures.Executor`` to ``run_study``.
     """
     import time

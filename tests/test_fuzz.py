@@ -1,6 +1,6 @@
 """Fuzzing the ``sapa`` command and the public API with random and hostile arguments (hypothesis).
 
-Contract (DESIGN.md): a user error is one line ``sapa: error: ...`` on stderr, exit code 2,
+Contract (docs/commands.md): a user error is one line ``sapa: error: ...`` on stderr, exit code 2,
 nothing on stdout, no traceback and no partial result file; the public functions raise
 :class:`InputError` (or return finite numbers) and nothing else. Every example runs under a
 hard alarm, so a hang fails instead of stalling the suite.
@@ -106,7 +106,7 @@ def pool(tmp_path_factory):
     paths["text"] = str(d / "text.npy")
     (d / "trunc.npy").write_bytes((d / "x53.npy").read_bytes()[:90])
     paths["trunc"] = str(d / "trunc.npy")
-    (d / "zero.npy").write_bytes(b"")  # 0 bytes: EOFError inside numpy (issue 15)
+    (d / "zero.npy").write_bytes(b"")  # 0 bytes: EOFError inside numpy
     paths["zero"] = str(d / "zero.npy")
     from numpy.lib import format as npf
 
@@ -668,7 +668,7 @@ def test_exact_huge_D_with_default_sigma_is_one_line(cli_dir):
 
 @pytest.mark.parametrize("bad", ["zero", "hugehdr", "hugehdr3", "dt64", "td64", "numstr", "rec1", "bool"])
 def test_hostile_npy_files_are_one_line(pool, cli_dir, bad):
-    """Empty, huge-header and non-numeric .npy files: one line naming the file, exit 2 (issue 15, items 4, 10)."""
+    """Empty, huge-header and non-numeric .npy files: one line naming the file, exit 2."""
     paths = pool["paths"]
     for argv in (["norms", "--x", paths[bad], "--w", paths["eye3"], "--activation", "poly"],
                  ["norms", "--x", paths["x53"], "--w", paths[bad], "--activation", "softmax"],

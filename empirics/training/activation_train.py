@@ -67,7 +67,7 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
     from common.pool import process_pool, terminate_workers
 
     with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
-        pool = process_pool(workers) if ex is None and workers > 1 else None  # dies with this process (issue 15)
+        pool = process_pool(workers) if ex is None and workers > 1 else None  # dies with this process
         bar = progress_bar(sum(len(c.members) for c in plan_mech_chunks(cfg)), desc=f"train {arm.label} and softmax",
                            unit="member", progress=progress)
         try:

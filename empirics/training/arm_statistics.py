@@ -5,13 +5,13 @@ norm from growing") assumes that across activations a lower ‖φ(S)‖_F (or �
 end of training goes with a better test accuracy: Spearman ρ < 0. Pure functions over a table
 of final runs (one row per run: task, arm, a stratum column, seed, diverged, test_acc, norms, ...).
 
-**The ledger reads the training study** (issue 13, :func:`study_arm_level`): every arm at its best
+**The ledger reads the training study** (:func:`study_arm_level`): every arm at its best
 learning rate (:mod:`empirics.training.study_analysis`), the strata are the (task, N) cells, the norms the
 study's ``attn_fro`` and ``jac_x_fro``, the reviewer's pair x³ against x/α*. The weight-decay
 strata described below were those of the earlier single-N experiment; the functions take the
 stratum column as a parameter and the run-level descriptive functions still read that older table.
 
-**The unit of inference is the activation arm** (issue 12): runs of one arm share its
+**The unit of inference is the activation arm**: runs of one arm share its
 activation, so their norms cluster by arm; the two weight-decay strata of a replicate share its
 initial weights and minibatches (paired). Hence, per task:
 
@@ -303,7 +303,7 @@ def analyse(final: pd.DataFrame, *, level: float = LEVEL, family_level: float | 
     return out
 
 
-# --------------------------------------------------------------------------- arm-level inference (issue 12)
+# --------------------------------------------------------------------------- arm-level inference
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Per (task, N, arm): curve, censored t_exit, acc at matched steps, final acc + converged; slowdown trends over N (issue 21).
+"""Per (task, N, arm): curve, censored t_exit, acc at matched steps, final acc + converged; slowdown trends over N.
 
 Pure functions over the stored study (``history`` of :func:`empirics.training.train_study.run_study`, long
 form) and the mechanism runs (:func:`empirics.training.mechanism.run_mechanisms`), built on

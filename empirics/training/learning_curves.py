@@ -1,4 +1,4 @@
-"""t_exit = min{t : acc(t) > floor + 0.03}: learning curves as curves — censored exits, matched steps, convergence (issue 21).
+"""t_exit = min{t : acc(t) > floor + 0.03}: learning curves as curves — censored exits, matched steps, convergence.
 
 A snapshot after a fixed step count cannot tell "learns more slowly" from "does not learn": a run
 that sits on its floor (the bigram predictor on text, chance on synthetic tasks) at the last step

@@ -1,6 +1,6 @@
 """acc_e(t) on copy / induction / MQAR across N, every arm as an ensemble member: do x^p/√N's mechanisms form later as N grows?
 
-The mechanism study of issue 21 (tasks: :mod:`empirics.training.mechanism_data`). Per (task, N) one
+The mechanism study (tasks: :mod:`empirics.training.mechanism_data`). Per (task, N) one
 causal model shape (:class:`empirics.training.tiny_models.TinyModelConfig`), every arm × seed trained
 as vectorised ensembles (:mod:`empirics.training.ensemble`, one chunk per activation family), with:
 

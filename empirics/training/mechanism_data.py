@@ -1,6 +1,6 @@
 """Mechanism tasks x (B, N) → targets y (B, N), −100 where not scored: copy at lag k, induction head, MQAR.
 
-The cheap capability probes the field uses for attention alternatives (issue 21), each a causal
+The cheap capability probes the field uses for attention alternatives, each a causal
 next-token task whose solution needs one specific attention pattern:
 
 * ``copy1`` / ``copy2`` — N uniform tokens of a vocabulary of V; y_t = x_{t−k} for t ≥ k (a head

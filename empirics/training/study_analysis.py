@@ -1,4 +1,4 @@
-"""g_r(N) = acc(arm at its best lr, seed r) − acc(softmax at its best lr, seed r): the training study, arm by arm (issue 13).
+"""g_r(N) = acc(arm at its best lr, seed r) − acc(softmax at its best lr, seed r): the training study, arm by arm.
 
 Pure functions over the ``runs`` table of :func:`empirics.training.train_study.run_study` (one row per
 trained member; schema in the study's docstring): learning-rate selection, the paired gaps to

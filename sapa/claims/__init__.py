@@ -1,4 +1,4 @@
-"""The claims of arXiv 2410.18613 in DESIGN.md order, each with its contract and check.
+"""The claims of arXiv 2410.18613 in the ledger's order, each with its contract and check.
 
 Claims whose checks belong to later work carry ``owner`` and no ``check``; the ledger then
 lists them as not yet examined instead of guessing a verdict.
@@ -17,7 +17,7 @@ _PENDING: dict[str, tuple[str, str]] = {}
 
 
 def all_claims() -> list[Claim]:
-    """Every claim of DESIGN.md (and the real-model entry), in order."""
+    """Every claim and question of the ledger (and the real-model entry), in order."""
     modules = (thm4_1, thm4_2_to_cor4_5, scale_direction_and_causal, overhead, scale_keeps_training_stable,
                norm_vs_accuracy, mechanism_across_n, real_model_regime, other_papers, alibi_scaling,
                lipschitz_on_a_ball)

@@ -1,4 +1,4 @@
-"""Learning dynamics of the training study and the question ``mechanism-across-n`` (issue 21, arXiv 2410.18613 §5).
+"""Learning dynamics of the training study and the question ``mechanism-across-n`` (arXiv 2410.18613 §5).
 
 For ``scale-keeps-training-stable``: :func:`learning_block` turns the study's history into per (task, N,
 arm) learning statistics (:mod:`empirics.training.learning_analysis`) and two readings per headline arm

@@ -1,4 +1,4 @@
-"""Ledger question ``mechanism-across-n``: does x^p/√N's learning of copy / induction / MQAR slow down with N? (issue 21).
+"""Ledger question ``mechanism-across-n``: does x^p/√N's learning of copy / induction / MQAR slow down with N?
 
 The check reads the mechanism runs of the training study (:func:`sapa.claims.scale_keeps_training_stable.get_study`)
 and the learning statistics of :mod:`sapa.claims.learning_claims`.

@@ -6,7 +6,7 @@ bounded, and that x^p/√N does the same; it does not state that a smaller norm 
 lower attention norms than x/16 yet trains worse"), so the ledger asks: does a lower attention
 norm go with better accuracy across activations, as that argument assumes?
 
-Evidence: the **same runs** as ``scale-keeps-training-stable`` (``empirics.training.train_study``, issue 13,
+Evidence: the **same runs** as ``scale-keeps-training-stable`` (``empirics.training.train_study``,
 kept in ``ctx.cache["train_study"]``): tiny transformers on 8×8 digits (N = 16, 64 patches) and a
 causal character model (N = context), every arm (softmax, x^p/√N, x^p/α*, x^p, x^p/N, x³/√i on text)
 at its own best learning rate, several paired seeds per N; final ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F (exact,

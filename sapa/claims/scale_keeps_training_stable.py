@@ -3,7 +3,7 @@
 The paper's practical claim: softmax trains well because its attention norm does not grow with the
 sequence length N, and φ(x) = x^p/√N keeps the norm in check the same way, so it can replace softmax
 at any N; an unscaled x^p, or a constant α tuned at one N (the paper's x/16, x³/16), should not
-transfer across N. The training study (``empirics.training.train_study``, issue 13) trains tiny transformers
+transfer across N. The training study (``empirics.training.train_study``) trains tiny transformers
 on 8×8 digits (N = 16, 64 patches) and a causal character model (N = context) with every arm at its
 own learning-rate sweep and several paired seeds per N.
 
@@ -45,7 +45,7 @@ STATEMENT = ("With φ(x) = x^p/√N, accuracy and stability relative to softmax 
              "degrade. Whether x^p/√N matches softmax's accuracy at a given N is a different statement, reported as a "
              "finding (the level at every N).")
 
-TESTED = ("Learning dynamics (issue 21): every run logs a log-spaced learning curve to a step cap; per (task, N, arm) "
+TESTED = ("Learning dynamics: every run logs a log-spaced learning curve to a step cap; per (task, N, arm) "
           "the steps to leave the floor (bigram predictor on text, chance on digits; first evaluation above floor + "
           "0.03; censored at the cap where never left: not converged within the cap), accuracy at matched steps and "
           "the final accuracy with a converged flag. The headline HOLDS only if, in addition to the accuracy "

@@ -18,8 +18,7 @@ per direction. It was 0.01 (the per-reading false-FAILS target itself) until the
 there the within-run correlation leaks into arm means of 2–3 seeds and α = 0.01 measured false FAILS
 1.25 % (400 trials, seed 0); α = 0.005 measures 0.75 %. The smallest p is 1/A! when exact
 (7 arms: 1/5040) and 1/(N_PERM_MC + 1) = 1e-4 by Monte Carlo, both far below ALPHA. Calibration
-(``simulate_study``) draws the study's designs, STUDY_DESIGNS (until issue 13 it drew the earlier
-single-N experiment: 5–6 arms × 2 paired weight-decay strata, exact p).
+(``simulate_study``) draws the study's designs, STUDY_DESIGNS.
 
 ``seed-contrast`` — the reviewer's pair: tested statement "x³ reaches a lower test accuracy
 than x/16" (mean paired difference < 0). The unit is the replicate (its two weight-decay strata

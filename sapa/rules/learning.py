@@ -1,4 +1,4 @@
-"""Learning-dynamics rules: does the slowdown log2(t_exit(arm)/t_exit(softmax)) grow with N? does the final gap? (issue 21).
+"""Learning-dynamics rules: does the slowdown log2(t_exit(arm)/t_exit(softmax)) grow with N? does the final gap?
 
 ``slowdown-trend`` — tested statement: "the arm's slowdown relative to softmax, in steps to leave the
 floor, does not grow by more than a factor 2^MARGIN_SLOW over the studied N range". Evidence

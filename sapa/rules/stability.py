@@ -1,4 +1,4 @@
-"""Trend rules: Δ = b·log2(N_max/N_min) of the paired gap to softmax, one-sided t bounds against a margin −δ (issue 13).
+"""Trend rules: Δ = b·log2(N_max/N_min) of the paired gap to softmax, one-sided t bounds against a margin −δ.
 
 ``stability-trend`` — tested statement: "the arm's test accuracy relative to softmax does not
 degrade by more than δ as N grows over the studied range" (arXiv 2410.18613, §5: x^p/√N trains

@@ -1,4 +1,4 @@
-"""Figures only draw: no `figures/*` module runs an experiment (issue 14, "one straight path per claim").
+"""Figures only draw: no `figures/*` module runs an experiment ("one straight path per claim").
 
 Evidence is computed once, by an `empirics` experiment function returning a typed result; the ledger
 stores it (JSON) and the figure modules draw it. Checked on the source (AST), so a figure that starts
@@ -17,7 +17,7 @@ FIGURES = Path(__file__).resolve().parents[2] / "figures"
 RUNNERS = {"run_scale_direction", "run_causal_masking", "run_worst_case", "run_audit_compare", "sample_norms",
            "bin_samples", "train_length_transfer", "worst_case_growth", "fit_scale_exponents", "matching_scales",
            "profile_exponents", "binned_agreement", "run_sweep"}
-# Not yet converted, owned elsewhere (issue 14): the smoke-test `main(small=True)` of the sweep and benchmark
+# Not yet converted, owned elsewhere: the smoke-test `main(small=True)` of the sweep and benchmark
 # figures still runs a tiny sweep. Listed by name so any other runner they start to import, and any other
 # figure, still fails.
 ALLOWED = {"norm_scaling.py": {"run_sweep"}, "bench_scaling.py": {"run_sweep"}}

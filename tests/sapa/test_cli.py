@@ -1,4 +1,4 @@
-"""Tests for `sapa/cli.py`: the public contract of the ``sapa`` command (DESIGN.md)."""
+"""Tests for `sapa/cli.py`: the public contract of the ``sapa`` command (docs/commands.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for `sapa train`'s options of issue 21: --scheduler / --workers, --device, --activation (errors and help)."""
+"""Tests for `sapa train`'s options --scheduler / --workers, --device, --activation (errors and help)."""
 
 from __future__ import annotations
 

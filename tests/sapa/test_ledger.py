@@ -1,4 +1,4 @@
-"""Tests for `sapa/ledger.py` and `sapa/claims/`: every DESIGN.md claim present, verdicts computed."""
+"""Tests for `sapa/ledger.py` and `sapa/claims/`: every claim of the ledger present, verdicts computed."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_softmax_claims_verdicts_are_computed(softmax_verify):
 def test_every_entry_is_a_claim_or_a_question():
     kinds = {c.id: c.kind for c in all_claims()}
     assert set(kinds.values()) <= {"claim", "question"}
-    # what only the reviews ask is a question (DESIGN.md: claims and questions apart)
+    # what only the reviews ask is a question (claims and questions apart)
     for q in ("causal-masking", "other-powers", "overhead", "norm-vs-accuracy", "real-model-regime"):
         assert kinds[q] == "question", q
     for c in ("thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic",

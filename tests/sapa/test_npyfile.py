@@ -1,4 +1,4 @@
-"""Tests for `sapa/npyfile.py`: user .npy files are checked (header, dtype, size) before loading (issue 15, items 4, 10)."""
+"""Tests for `sapa/npyfile.py`: user .npy files are checked (header, dtype, size) before loading."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The reference builds every Jacobian entry ∂φ(S)_ij/∂X_ka (and ∂φ(S)_ij/�
 inputs, converted exactly, in mpmath, whose exponent range is unbounded: nothing under- or
 overflows there. The kernel must agree to a RELATIVE tolerance whenever the true value is a
 normal float64, give log₁₀ of the norm to 1e-11 when it is not, and raise NormOverflowError
-exactly when the true norm exceeds float64 (issue 15, item 2; the ‖∂φ/∂S‖_F of issue 12).
+exactly when the true norm exceeds float64 (and the ‖∂φ/∂S‖_F).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_extreme_magnitudes_match_mpmath(case):
 
 
 def test_issue_example_p1_x_1e_minus_100():
-    """Issue 15: X ≈ 1e-100, p = 1 gave fro_norm 0.0 beside max_abs 1e-199."""
+    """X ≈ 1e-100, p = 1 gave fro_norm 0.0 beside max_abs 1e-199."""
     X, W = _base()
     r = attention_norms(X * 1e-100, W, Activation("poly", 1))
     ref = float(np.linalg.norm((X @ W @ X.T)) * 1e-200)
@@ -173,7 +173,7 @@ def test_softmax_jacobian_below_float64_is_zero_with_log_minus_inf():
     assert (r.jac_fro, r.log10_jac_fro) == (0.0, -math.inf) and r.fro >= 1.0
 
 
-# ----------------------------------------------------------------------------- ‖∂φ(S)/∂S‖_F (issue 12)
+# ----------------------------------------------------------------------------- ‖∂φ(S)/∂S‖_F
 
 
 @pytest.mark.parametrize("act", [Activation("softmax", scale=t) for t in (0.3, 1.0, 4.0)]

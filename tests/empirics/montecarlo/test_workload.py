@@ -1,4 +1,4 @@
-"""Tests for `empirics/montecarlo/workload.py` and the `sapa sweep` / `sapa train` guards (issue 15, items 4, 7, 13)."""
+"""Tests for `empirics/montecarlo/workload.py` and the `sapa sweep` / `sapa train` guards."""
 
 from __future__ import annotations
 

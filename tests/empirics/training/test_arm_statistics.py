@@ -144,7 +144,7 @@ def test_analyse_shapes():
     assert arm["contrast"]["test_acc"]["n"] == 6 and arm["contrast"]["test_acc"]["p_less"] == pytest.approx(1 / 64)
 
 
-# --------------------------------------------------------------------------- arm level (issue 12)
+# --------------------------------------------------------------------------- arm level
 
 
 def _brute_p(nm, am):

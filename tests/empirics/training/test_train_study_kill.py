@@ -1,4 +1,4 @@
-"""A killed ``sapa train`` leaves no process behind and keeps its finished chunks (issue 15, items 3 and 6).
+"""A killed ``sapa train`` leaves no process behind and keeps its finished chunks.
 
 The slow tests start ``sapa train --workers 2`` (or ``sapa verify --only norm-vs-accuracy``, which trains
 the same study) in a subprocess — the CLI's own code path, with the ``quick`` budget swapped for a tiny

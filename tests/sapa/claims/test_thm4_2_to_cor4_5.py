@@ -90,7 +90,7 @@ def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
     assert "N^" in worst.headline(ev)
 
 
-# ----------------------------------------------------------------------------- readings (issue 12)
+# ----------------------------------------------------------------------------- readings
 
 
 @pytest.mark.parametrize("r,shift", [(1.0, 0.0), (19673.0, 0.0), (1.3, 0.5), (0.5, 0.0)])
