@@ -91,7 +91,10 @@ def test_ledger_fields_on_a_tiny_study(tiny):
         if c["arm"] != "softmax":
             assert len(c["acc_at_matched_steps"]) == len(c["curve"])
     verdict, rs, answer, ev, findings = LCL.mechanism_outcome(tiny.mechanism)
-    assert verdict in ("ANSWERED", "UNDETERMINED") and all(r.rule == "slowdown-trend" for r in rs)
+    assert all(r.rule == "slowdown-trend" for r in rs)
+    # the tiny study's expected answer: softmax never leaves the floor with a paired seed, so no reading has a
+    # reference and the question stays open (a larger budget is tested in tests/sapa/claims)
+    assert verdict == "UNDETERMINED" and all(r.verdict == "UNDETERMINED" and "no reference" in r.why for r in rs)
     for c in ev["cells"]:
         assert 0 <= c["solved_fraction"] <= 1 and len(c["profile_end"]) == 9
         assert abs(sum(c["profile_end"]) - 1) < 1e-2

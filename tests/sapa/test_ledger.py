@@ -55,7 +55,9 @@ def test_softmax_claims_verdicts_are_computed(softmax_verify):
     assert code == 0, err
     norm, jac = ledger_entries(ledger)
     assert (norm.id, jac.id) == ("thm4.1-norm", "thm4.1-jacobian")
-    assert norm.verdict in VERDICTS and jac.verdict in VERDICTS
+    # the quick budget's expected answers: the √N bound is sharp (HOLDS); the paper's Jacobian constant 2 is four
+    # times the sharp ½ that the two-point rows attain (HOLDS_LOOSE), as checked against autograd below
+    assert (norm.verdict, jac.verdict) == ("HOLDS", "HOLDS_LOOSE")
     # The evidence that drives the rule: bound respected, supremum approached.
     assert norm.evidence["max_observed_ratio"] <= 1 + 1e-12
     assert norm.evidence["supremum_approached_ratio"] > 1 - 1e-9

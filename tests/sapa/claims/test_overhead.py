@@ -145,4 +145,4 @@ def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
     e = run_claim(CLAIMS[0], Context(budget_named("full", seed=5), tmp_path))
     assert seen["grid"].Ns == ov.FULL.Ns and seen["grid"].seed == 5
     assert seen["threads"] == 1  # the ledger times single-threaded (steadier medians on a shared machine)
-    assert e.verdict in ("ANSWERED", "UNDETERMINED")
+    assert e.evidence and e.readings  # the entry ran on the (patched) grid the full budget asked for
