@@ -21,7 +21,9 @@ def _metavar(a: argparse.Action) -> str:
     if a.choices:
         return "|".join(map(str, a.choices))
     help_ = (a.help or "").lower()
-    if a.type is Path:
+    from sapa.cli_parser import _path  # a Path that refuses ''
+
+    if a.type in (Path, _path):
         if ".npy" in help_:
             return a.dest.upper() + ".npy"
         return "DIR" if ("directory" in help_ or "folder" in help_) else "FILE"
