@@ -171,13 +171,15 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
     if spectral:
         per_head, advice = [], []
         for k in range(layer.H):
-            op = LayerOperator(X, layer, act, head=k)
+            Xk, lay_k, e2 = _scaled_for_spectral(X, layer, act, k)
+            op = LayerOperator(Xk, lay_k, act, head=0 if e2 is not None else k)
             what = "σ₁ of ∂φ/∂X" + (f", head {k + 1}/{layer.H}" if layer.H > 1 else "")
+            fro2 = r.jac_fro[k] ** 2 if e2 is None else 10.0 ** (2 * (r.log10_jac_fro[k] - e2 * math.log10(2)))
             b = _bracket_with_progress(certified_spectral_norm, what, progress, op.matvec, op.rmatvec, op.in_shape,
-                                       r.jac_fro[k] ** 2, tol=tol, max_steps=max_steps, seed=seed, gram=op.gram,
-                                       dense=DENSE[certificate])
-            per_head.append(b.as_dict())
-            advice += [] if b.converged else [unconverged_advice(what, b, max_steps)]
+                                       fro2, tol=tol, max_steps=max_steps, seed=seed, gram=op.gram,
+                                       dense=DENSE[certificate], e2=e2 or 0)
+            per_head.append(_rescaled(b.as_dict(), e2 or 0))
+            advice += [] if b.converged else [unconverged_advice(what, b, max_steps, e2 or 0)]
         if layer.H == 1:
             out.update({f"{k}": v for k, v in per_head[0].items()})
         else:
@@ -203,6 +205,38 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
 
 
 DENSE = {"auto": "auto", "lanczos": "never", "dense": "always"}
+
+
+def _scaled_for_spectral(X: np.ndarray, layer, act, k: int):
+    """(X', the one-head layer of head k on scaled weights, e) with ∂φ/∂X = 2^e·∂φ'/∂X' for φ homogeneous in x.
+
+    X = 2^a X', W_Q = 2^b W_Q', W_K = 2^c W_K': S = 2^s S' (s = 2a + b + c), φ(S) = 2^{ps} φ(S') (row-normalised:
+    unchanged) and ∂/∂X = 2^{−a} ∂/∂X', so e = ps − a (row: −a), exact. The bracket is then found where the
+    products neither underflow nor overflow. (X, layer, None) when φ is not homogeneous or the head has a bias.
+    """
+    from dataclasses import replace as dc_replace
+
+    from empirics.kernels.expr_norms import _pow2, homogeneous_degree
+
+    p = homogeneous_degree(act) if layer.bq is None else None
+    if p is None:
+        return X, layer, None
+    a, b, c = _pow2(X), _pow2(layer.Wq[k]), _pow2(layer.Wk[k])
+    one = dc_replace(layer, Wq=np.ldexp(layer.Wq[k:k + 1], -b), Wk=np.ldexp(layer.Wk[k:k + 1], -c), Wv=None, Wo=None)
+    s = 2 * a + b + c
+    return np.ldexp(X, -a), one, (-a if act.normalize == "row" else p * s - a)
+
+
+def _rescaled(d: dict, e: int) -> dict:
+    """A bracket of ∂φ'/∂X' as one of ∂φ/∂X = 2^e·∂φ'/∂X', with log10 ends that survive under- and overflow."""
+    out = dict(d)
+    for key in ("sigma_lower", "sigma_upper", "sigma_estimate", "sigma_upper_frobenius"):
+        v = float(d[key])
+        out[f"log10_{key}"] = math.log10(v) + e * math.log10(2) if v > 0 else None
+        out[key] = math.ldexp(v, e) if v > 0 and out[f"log10_{key}"] < 308 else (0.0 if v == 0 else math.inf)
+    for key in ("residual", "trace_rest"):  # in units of JᵀJ
+        out[key] = math.ldexp(float(d[key]), 2 * e) if float(d[key]) > 0 and abs(2 * e) < 2000 else float(d[key])
+    return out
 CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; upper = "
                "λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), and ≤ ‖J‖_F. Where spectral_method is "
                "dense-cholesky (N·D ≤ 16 384, when the Lanczos bracket stays open), JᵀJ is formed from products, "
@@ -211,14 +245,25 @@ CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the
                "converged: (upper − lower) ≤ tol·upper")
 
 
-def bracket_text(b) -> str:
-    """``[lower, upper], rel. width w`` of a :class:`~empirics.kernels.spectral.SpectralBracket`."""
-    return f"[{b.lower:.6g}, {b.upper:.6g}], rel. width {b.rel_width:.3g}"
+def bracket_text(b, e2: int = 0) -> str:
+    """``[lower, upper], rel. width w`` of a :class:`~empirics.kernels.spectral.SpectralBracket` (of 2^e2·J)."""
+    return f"[{_times_pow2(b.lower, e2)}, {_times_pow2(b.upper, e2)}], rel. width {b.rel_width:.3g}"
 
 
-def unconverged_advice(what: str, b, max_steps: int) -> str:
+def _times_pow2(v: float, e2: int) -> str:
+    """v·2^e2 as text, also where it under- or overflows float64 (as m·10^k)."""
+    if v <= 0 or e2 == 0:
+        return f"{v:.6g}"
+    l10 = math.log10(v) + e2 * math.log10(2)
+    if -300 < l10 < 300:
+        return f"{math.ldexp(v, e2):.6g}"
+    k = math.floor(l10)
+    return f"{10 ** (l10 - k):.6g}e{k:+d}"
+
+
+def unconverged_advice(what: str, b, max_steps: int, e2: int = 0) -> str:
     """What to do when a bracket stayed open: it is still certified; a looser --tol, more steps, or a smaller X."""
-    head = (f"{what}: the bracket {bracket_text(b)} did not close to --tol {b.tol:g}; it holds as it is (σ₁ lies "
+    head = (f"{what}: the bracket {bracket_text(b, e2)} did not close to --tol {b.tol:g}; it holds as it is (σ₁ lies "
             "inside it).")
     if b.method == "dense-cholesky":
         return (f"{head} It comes from the dense certificate, whose round-off allowance (about 64·ε·N·D·‖J‖²_F/σ₁² "
@@ -230,7 +275,7 @@ def unconverged_advice(what: str, b, max_steps: int) -> str:
             "moves needs a smaller X or fewer heads.")
 
 
-def _bracket_with_progress(certify, what: str, progress, *args, **kwargs):
+def _bracket_with_progress(certify, what: str, progress, *args, e2: int = 0, **kwargs):
     """``certify(*args, **kwargs, on_step=…)`` under a bar of Lanczos steps whose postfix is the current bracket."""
     from common.progress import progress_bar
 
@@ -240,7 +285,7 @@ def _bracket_with_progress(certify, what: str, progress, *args, **kwargs):
 
     def on_step(k, k_max, b):
         if b is not None:
-            seen["bracket"] = f"bracket {bracket_text(b)}"
+            seen["bracket"] = f"bracket {bracket_text(b, e2)}"
             bar.set_postfix_str(seen["bracket"])
         if k_max != bar.total:  # the basis' memory cap lowered the step limit, or the dense certificate took over
             bar.total = k_max
