@@ -274,3 +274,14 @@ def test_the_128_by_64_cubic_case_closes_to_1e_6_around_an_autograd_arpack_sigma
     sigma = float(ssl.svds(Jop, k=1, tol=1e-12, return_singular_vectors=False,
                            v0=np.random.default_rng(1).standard_normal(N * D))[0])
     assert b.lower <= sigma * (1 + 1e-10) and sigma * (1 - 1e-10) <= b.upper
+
+
+@pytest.mark.parametrize("n,blk", [(7, 3), (50, 8), (33, 33), (10, 1)])
+def test_symmetrise_in_blocks_equals_the_whole_matrix_average(n, blk):
+    from empirics.kernels.spectral import _symmetrise
+
+    A = np.random.default_rng(n).standard_normal((n, n))
+    want, asym = 0.5 * (A + A.T), float(np.linalg.norm(A - A.T)) / math.sqrt(2.0)
+    got = _symmetrise(A, blk)
+    assert np.array_equal(A, want)  # (a + b)/2 in the same order of operations: equal in floating point
+    assert got == pytest.approx(asym, rel=1e-14)
