@@ -9,6 +9,8 @@ per mutant. ``--sample K`` draws K mutants per module with ``random.Random(seed)
 
     python3 tools/mutation_sample.py --sample 4 --seed 23 --out mutants.jsonl MODULE=TESTS ...
 
+``--only 'line 78: Or → And'`` (repeatable) reruns named mutants of the same sample, e.g. an earlier run's survivors.
+
 Each module draws from its own ``random.Random(f"{seed}:{module}")`` so the sample of a module does not
 depend on which other modules run or in which order.
 """
@@ -88,10 +90,12 @@ def apply(src: str, index: int, kind: str) -> str:
 
 
 def run(module: str, tests: list[str], sample: int, rng: random.Random, work: Path, cap: float, out,
-        baseline: bool = False) -> None:
+        baseline: bool = False, only: frozenset[str] = frozenset()) -> None:
     src = (ROOT / module).read_text()
     pts = mutation_points(src)
     chosen = sorted(rng.sample(pts, min(sample, len(pts)))) if sample else pts
+    if only:  # rerun named mutants of the sample (e.g. the survivors of an earlier run)
+        chosen = [p for p in chosen if p[2] in only]
     base = ast.unparse(ast.parse(src))  # the unparsed original (formatting only) must pass first
     for index, kind, what in ([(-1, "none", "unmutated (formatting only)")] if baseline else []) + chosen:
         text = base if index < 0 else apply(src, index, kind)
@@ -120,13 +124,16 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/sapa-mutation"))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--baseline", action="store_true", help="first run each module's tests on the unmutated (unparsed) module")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the sampled mutants with this description (e.g. 'line 78: Or → And'); repeatable")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     shutil.copytree(ROOT, a.work, ignore=shutil.ignore_patterns(".git", "__pycache__", "results*"))
     with open(a.out, "a") as out:
         for pair in a.pairs:
             module, tests = pair.split("=", 1)
-            run(module, tests.split(","), a.sample, random.Random(f"{a.seed}:{module}"), a.work, a.cap, out, a.baseline)
+            run(module, tests.split(","), a.sample, random.Random(f"{a.seed}:{module}"), a.work, a.cap, out, a.baseline,
+                frozenset(a.only))
 
 
 if __name__ == "__main__":
