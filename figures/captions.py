@@ -113,6 +113,38 @@ CAPTIONS: tuple[Caption, ...] = (
             "Validation accuracy against the learning rate, one panel per task and N, one line per arm (median "
             "over seeds); the filled marker is the rate each arm was judged at. Look for selected rates at the edge "
             "of the grid: there a better rate may lie outside it.", suffix="_lr"),
+    Caption("dose_response", "accuracy against the attention norm over the doses of a scale",
+            "Test accuracy against the final attention norm (top ‖φ(S)‖_F, bottom ‖∂φ(S)/∂X‖_F, log10, seed means) "
+            "for x/c and x³/c over a log grid of c and softmax(S/τ) over a grid of τ, one panel per task at its "
+            "smallest N, each dose labelled with its c (τ). Within a curve only the scale moves: read whether "
+            "accuracy rises as the norm falls (the paper's thesis) or the other way, and where each curve peaks. "
+            "Compare the ringed points, x³/1 and x/16, the reviewers' pair."),
+    Caption("mechanism_learning", "the slowdown against N, seed by seed",
+            "The paired log2 slowdown, steps to accuracy 0.5 of x/√N or x³/√N over softmax's at the same seed, "
+            "against N, one panel per probe task and arm: each seed is a vertical interval (its exits are known to "
+            "one evaluation step; an arrow: beyond the step cap) and the black line is the maximum-likelihood fit "
+            "whose change over the range is Δ. Look at the line's rise: 1 is a doubling of the slowdown over the "
+            "range; only the N cells softmax solves are drawn.", suffix="_slowdown"),
+    Caption("mechanism_learning", "mechanism learning curves",
+            "Median validation accuracy against training steps (log scale), one panel per probe task and N, one line "
+            "per arm; a member stops once it solves the task (accuracy 0.9) and its curve is held there. Look at how "
+            "far to the right of softmax the polynomial arms rise as N grows.", suffix="_curves"),
+    Caption("mechanism_learning", "steps to accuracy 0.5 against N",
+            "The Kaplan–Meier median steps to validation accuracy 0.5 against N (log–log), one line per task and "
+            "arm; an open marker lies beyond the step cap. Compare each polynomial arm's slope with softmax's: a "
+            "steeper one is a slowdown that grows with N.", suffix="_exit"),
+    Caption("mechanism_learning", "solved fraction against N",
+            "The fraction of seeds that reach validation accuracy 0.9 within the step cap against N, one panel per "
+            "task; a shaded N is one softmax itself does not solve in 90 % of its seeds, which enters no verdict. "
+            "Look for the N at which each polynomial arm stops solving a task softmax still solves.",
+            suffix="_solved"),
+    Caption("study_learning", "learning curves of the training study",
+            "Median validation accuracy against training steps (log scale), one panel per task and N, one line per "
+            "arm at its best learning rate; the dotted line is the task's floor (text: the bigram predictor). Look at "
+            "when each arm leaves the floor relative to softmax.", suffix="_curves"),
+    Caption("study_learning", "steps to leave the floor against N",
+            "The Kaplan–Meier median steps to leave the floor (+0.03) against N (log–log), one line per task and arm; "
+            "an open marker lies beyond the step cap. Compare each arm's slope with softmax's.", suffix="_exit"),
     Caption("real_heads", "a trained model's heads on the regime map",
             "The 72 heads of the trained all-MiniLM-L6-v2 on the regime map of Cor. 4.3/4.5 (rows p = 1 and 3). "
             "Left: each head at the model's training length N = 128 against the N* of its own weights (filled: the "

@@ -7,7 +7,11 @@ Drawn only from the ledger's learning statistics (:mod:`empirics.training.learni
     per arm, the floor dotted grey;
 (b) ``<stem>_exit``: the Kaplan–Meier median steps to leave the floor against N (log–log), one line per
     (task, arm); a cell whose median lies beyond the cap is drawn at the cap with an open marker;
-(c) ``<stem>_solved`` (mechanism cells only): solved fraction against N, one panel per task.
+(c) ``<stem>_solved`` (mechanism cells only): solved fraction against N, one panel per task; a (task, N) cell
+    softmax does not solve (no verdict) is shaded;
+(d) ``<stem>_slowdown`` (with trends): per (task, arm) the paired log2 slowdown against N — each seed's
+    interval (exits are known to a grid step; an arrow: beyond the cap) and the fitted maximum-likelihood line.
+Mechanism cells read steps to accuracy 0.5 (``half``) where the study's read steps to leave the floor (``exits``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def undecided_note(cells: list[dict], budget: str | None = None) -> str | None:
     rising = sum(1 for c in cells if len(c["curve"]) >= 2 and c["curve"][-1][1] - c["curve"][-2][1] > RISING)
     if rising:
         why.append(f"{rising} of {len(cells)} curves still rising at the step cap")
-    censored = sum(1 for c in cells if c["exits"]["median"] is None)
+    censored = sum(1 for c in cells if _exits(c)["median"] is None)
     if censored:
         why.append(f"{censored} of {len(cells)} cells never left the floor (censored)")
     if not why:
@@ -57,24 +61,35 @@ def _mark(fig, note: str | None) -> None:
 
 
 def draw(cells: list[dict], out_dir: str | Path, stem: str = "learning", solved: bool = False,
-         budget: str | None = None) -> list[Path]:
-    """Draw (a), (b) and, with ``solved``, (c) from learning-statistics cells; return the written paths.
+         budget: str | None = None, trends: dict | None = None) -> list[Path]:
+    """Draw (a), (b), with ``solved`` (c) and with ``trends`` ({"task/arm": IntervalTrend.as_dict()}) (d) from
+    learning-statistics cells; return the written paths.
 
     Each figure carries :func:`undecided_note` on its face when the runs cannot decide."""
     if not cells:
         return []
     with plt.rc_context(style.RC):
-        return _draw(cells, out_dir, stem, solved, undecided_note(cells, budget))
+        note = undecided_note(cells, budget)
+        paths = _draw(cells, out_dir, stem, solved, note)
+        if trends:
+            paths += _draw_slowdown(trends, out_dir, stem, note)
+        return paths
 
 
-def stored_data(cells: list[dict], solved: bool, budget: str | None) -> dict:
+def _exits(c: dict) -> dict:
+    """The exit summary a cell is drawn with: steps to accuracy 0.5 (mechanism cells), else to leave the floor."""
+    return c.get("half") or c["exits"]
+
+
+def stored_data(cells: list[dict], solved: bool, budget: str | None, trends: dict | None = None) -> dict:
     """What ``sapa verify`` stores (OUT/data/STEM.json) so that ``sapa figures`` redraws the same figures."""
-    return {"cells": cells, "solved": bool(solved), "budget": budget}
+    return {"cells": cells, "solved": bool(solved), "budget": budget, "trends": trends or {}}
 
 
 def draw_stored(data: dict, out_dir: str | Path, stem: str) -> list[Path]:
     """:func:`draw` from :func:`stored_data`'s dict."""
-    return draw(data["cells"], out_dir, stem=stem, solved=data["solved"], budget=data["budget"])
+    return draw(data["cells"], out_dir, stem=stem, solved=data["solved"], budget=data["budget"],
+                trends=data.get("trends"))
 
 
 def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None = None) -> list[Path]:
@@ -103,16 +118,16 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None 
     for task, arm in dict.fromkeys((c["task"], c["arm"]) for c in cells):
         cs = sorted((c for c in cells if c["task"] == task and c["arm"] == arm), key=lambda c: c["N"])
         Ns = [c["N"] for c in cs]
-        med = [c["exits"]["median"] if c["exits"]["median"] is not None else c["exits"]["cap"] for c in cs]
+        med = [_exits(c)["median"] if _exits(c)["median"] is not None else _exits(c)["cap"] for c in cs]
         st = _st(arm)
         ax.plot(Ns, med, label=f"{task} {_label(arm)}", **st)
-        cens = [(n, m) for n, m, c in zip(Ns, med, cs) if c["exits"]["median"] is None]
+        cens = [(n, m) for n, m, c in zip(Ns, med, cs) if _exits(c)["median"] is None]
         if cens:
             ax.plot(*zip(*cens), ls="none", marker="o", mfc="white", mec=st["color"], ms=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("N")
-    ax.set_ylabel("median steps to leave the floor")
+    ax.set_ylabel("median steps to accuracy 0.5" if "half" in cells[0] else "median steps to leave the floor")
     ax.legend(fontsize=6, ncol=2)
     _mark(fig, note)
     paths += style.save(fig, out_dir, f"{stem}_exit")
@@ -125,13 +140,52 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None 
             for arm in dict.fromkeys(c["arm"] for c in cells if c["task"] == task):
                 cs = sorted((c for c in cells if c["task"] == task and c["arm"] == arm), key=lambda c: c["N"])
                 ax.plot([c["N"] for c in cs], [c["solved_fraction"] for c in cs], label=_label(arm), **_st(arm))
+            for c in cells:
+                if c["task"] == task and c["arm"] == "softmax" and c.get("decidable") is False:
+                    ax.axvspan(c["N"] / 2 ** 0.3, c["N"] * 2 ** 0.3, color="0.85", zorder=0)
             ax.set_xscale("log", base=2)
             ax.set_ylim(-0.05, 1.05)
             ax.set_title(task, fontsize=9)
             ax.set_xlabel("N")
-        axes.flat[0].set_ylabel("solved fraction (acc ≥ 0.9)")
+        axes.flat[0].set_ylabel("solved fraction (acc ≥ 0.9)\nshaded: softmax < 90 %, no verdict")
         axes.flat[0].legend(fontsize=7)
         _mark(fig, note)
         paths += style.save(fig, out_dir, f"{stem}_solved")
         plt.close(fig)
+    return paths
+
+
+def _draw_slowdown(trends: dict, out_dir, stem: str, note: str | None) -> list[Path]:
+    """(d): per (task, arm) each paired seed's log2-slowdown interval against N, and the fitted line."""
+    keys = list(trends)
+    ncol = min(3, len(keys))
+    nrow = -(-len(keys) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.7 * nrow), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        t = trends[key]
+        task, arm = key.split("/", 1)
+        st = _st(arm)
+        for N, cell in zip(t["N"], t.get("intervals", [])):
+            for j, (lo, hi) in enumerate(cell):
+                x = N * 2 ** (0.25 * (j / max(len(cell) - 1, 1) - 0.5))  # spread the seeds around N
+                lo_v = -4.0 if lo in ("-inf", None) else float(lo)
+                if hi in ("inf", None):
+                    ax.annotate("", (x, lo_v + 1.0), (x, lo_v), arrowprops={"arrowstyle": "->", "color": st["color"],
+                                                                              "lw": 0.8})
+                else:
+                    ax.plot([x, x], [lo_v, float(hi)], color=st["color"], lw=0.8, alpha=0.6)
+        if t.get("delta") is not None:
+            ax.plot(t["N"], t["fitted"], color="k", lw=1.2, label=f"fit: Δ = {t['delta']:+.2f}")
+        ax.axhline(0, color="0.6", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(t["N"], [str(n) for n in t["N"]])
+        ax.set_title(f"{task}, {_label(arm)}", fontsize=9)
+        ax.set_xlabel("N")
+        ax.set_ylabel("log2 slowdown vs softmax")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    _mark(fig, note)
+    paths = style.save(fig, out_dir, f"{stem}_slowdown")
+    plt.close(fig)
     return paths

@@ -78,8 +78,9 @@ STORED_JOBS = [
     FigureJob("audit compare", ("relu-over-n", "sigmoid-bias-logn", "poly4-normalised"), _stored("audit_compare"),
               ("data/audit_compare.json",)),
     FigureJob("Lipschitz on a ball", ("lipschitz-on-a-ball",), _stored("lipschitz_ball"), ("data/lipschitz_ball.json",)),
-    FigureJob("training vs N", ("scale-keeps-training-stable", "norm-vs-accuracy"), lambda results, out:
+    FigureJob("training vs N", ("scale-keeps-training-stable",), lambda results, out:
               _training(results, out), ("train/runs.parquet", "train/history.parquet", "train/study.json")),
+    FigureJob("dose response", ("norm-vs-accuracy",), _stored("dose_response"), ("data/dose_response.json",)),
     FigureJob("study learning curves", ("scale-keeps-training-stable",), lambda results, out:
               _learning(results, out, "study_learning"), ("data/study_learning.json",)),
     FigureJob("mechanism learning curves", ("mechanism-across-n",), lambda results, out:

@@ -22,11 +22,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from empirics.training.study_config import ARMS
 from figures import style
 
-ARM_ORDER = ("softmax", "x_sqrtN", "x3_sqrtN", "x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti")
-LABELS = {"softmax": "softmax", "x_sqrtN": "x/√N", "x3_sqrtN": "x³/√N", "x_alpha": "x/α*", "x3_alpha": "x³/α*",
-          "x": "x", "x3": "x³", "x_N": "x/N", "x3_N": "x³/N", "x3_sqrti": "x³/√i"}
+ARM_ORDER = ("softmax", "x_sqrtN", "x3_sqrtN", "x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti", "x_dose",
+             "x3_dose", "softmax_tau")
+LABELS = {k: a.label for k, a in ARMS.items()}  # the one display name of each arm (empirics.training.study_config)
 TASKS = ("digits", "text")
 
 

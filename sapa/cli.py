@@ -555,7 +555,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
     from empirics.training.mechanism import resolve_device
     from empirics.training.train_study import plan_chunks, study_config
-    from sapa.rules.learning import decide_slowdown
+    from sapa.rules.learning import verdicts_line
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -564,6 +564,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786")
     resolve_device(args.device)
     cfg = study_config(args.budget, args.seed)
+    if args.seeds is not None and args.activation is not None:
+        raise InputError("--seeds sets the study's replicates; --activation trains the mechanism probes (their own seeds)")
     workers = args.workers
     if args.scheduler is None:
         chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
@@ -574,12 +576,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         from empirics.training.activation_train import main_activation
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
-                               scheduler=args.scheduler, device=args.device, decide=decide_slowdown,
+                               scheduler=args.scheduler, device=args.device, decide=verdicts_line,
                                progress=not args.no_progress)
     from sapa.train_summary import main_train
 
     return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
-                      scheduler=args.scheduler, device=args.device)
+                      scheduler=args.scheduler, device=args.device, seeds=args.seeds)
 
 
 def cmd_figures(args: argparse.Namespace) -> int:

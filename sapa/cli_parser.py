@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", choices=("quick", "full"), default="quick")
     t.add_argument("--out", type=_path, default=Path("results/train"), help="results directory (resumable)")
     t.add_argument("--seed", type=_int_nonneg, default=0)
+    t.add_argument("--seeds", type=_positive_int, metavar="K",
+                   help="replicates per (task, N, arm, lr) of the digits and text study instead of the budget's (a new "
+                        "study: its chunks are not the budget's); the mechanism probes keep theirs. The text readings "
+                        "say how many would decide them")
     tw = t.add_mutually_exclusive_group()
     tw.add_argument("--workers", type=_positive_int, default=2,
                     help="ensemble chunks in parallel (K processes, 1 thread each, that die with sapa; 1: serial "

@@ -67,6 +67,8 @@ class Reading:
     verdict: str     # one of CLAIM_VERDICTS
     rule: str        # a rule name from sapa.rules (its calibration: `sapa calibrate --rule NAME`)
     why: str = ""    # the decisive numbers, in one line
+    key: tuple = ()  # a stable identifier within the entry (e.g. ("copy2", "x_sqrtN", "growth")): code and tests
+    #                  select readings by it, never by their display text
 
     def __post_init__(self) -> None:
         if self.verdict not in CLAIM_VERDICTS:

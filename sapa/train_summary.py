@@ -35,9 +35,10 @@ def summary(res, out: Path, seconds: float) -> str:
 
 
 def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
-               scheduler: str | None = None, device: str = "cpu") -> int:
+               scheduler: str | None = None, device: str = "cpu", seeds: int | None = None) -> int:
     """``sapa train``: run (or resume) the study, then print :func:`summary`, the learning curves and the mechanism tasks.
 
+    ``seeds``: the study's replicates instead of the budget's (the mechanism probes keep theirs).
     Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
     this one, or on the Dask cluster of ``scheduler`` (:func:`empirics.montecarlo.distributed.executor_for`,
     the executor ``sapa sweep`` uses); every path hands a ``concurrent.futures.Executor`` to ``run_study``.
@@ -49,16 +50,24 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
     from empirics.training.activation_train import print_mechanism
     from empirics.training.study_analysis import best_lr
     from empirics.training.train_study import print_learning, run_study
-    from sapa.rules.learning import decide_slowdown
+    from sapa.rules.learning import verdicts_line
 
     t0 = time.perf_counter()
     with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
-        res = run_study(budget, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
-                        device=device)
+        study = budget
+        if seeds is not None:  # the budget's study with another replicate count, beside the budget's own mechanisms
+            from dataclasses import replace
+
+            from empirics.training.mechanism import mech_config
+            from empirics.training.train_study import study_config
+
+            study = replace(study_config(budget, seed), seeds=seeds)
+        res = run_study(study, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
+                        device=device, mechanism="budget" if seeds is None else mech_config(budget, seed))
     print(summary(res, out, time.perf_counter() - t0))
     print_learning(res, best_lr(res.runs))
     if res.mechanism is not None:
-        print_mechanism(res.mechanism, decide_slowdown)
+        print_mechanism(res.mechanism, verdicts_line)
     return 0
 
 

@@ -3,9 +3,10 @@
 The training counterpart of ``sapa audit EXPR``: any expression the audit parser accepts
 (:func:`theory.activation.parse_activation`) becomes an ensemble family (:func:`empirics.training.ensemble.torch_activation`)
 and trains on copy (lag 1, 2), induction and MQAR at the budget's N grid, paired with softmax at the same
-seeds (:mod:`empirics.training.mechanism`). Printed per (task, N, arm): runs that left chance + 0.03 within the
-cap (the rest censored: not converged within the cap), the Kaplan–Meier median exit step, the solved fraction
-and median steps to solve, the final accuracy and its gap to softmax; per task the slowdown trend over N.
+seeds (:mod:`empirics.training.mechanism`). Printed per (task, N, arm): runs that reached accuracy 0.5 within
+the cap (the rest censored: not converged within the cap) and the Kaplan–Meier median step, the solved fraction
+and median steps to solve, the final accuracy and whether softmax solves the cell (the gate of a verdict); per
+task the interval-censored slowdown trend over N.
 """
 
 from __future__ import annotations
@@ -20,33 +21,37 @@ __all__ = ["main_activation", "print_mechanism"]
 def print_mechanism(mech: dict, decide=None) -> None:
     """The mechanism runs' statistics, one line per (task, N, arm), then the slowdown trend per (task, arm).
 
-    ``decide``: the verdict rule of a slowdown trend (the CLI passes :func:`sapa.rules.learning.decide_slowdown`;
-    empirics does not import the judgement layer).
+    ``decide``: trend → the verdicts' text (the CLI passes :func:`sapa.rules.learning.verdicts_line`; empirics does
+    not import the judgement layer).
     """
     from empirics.training.learning_analysis import mechanism_learning, slowdown_trends
     from empirics.training.study_config import arm_label
 
     cells = mechanism_learning(mech)
-    cap = mech["config"]["steps"]
-    print(f"mechanism tasks (cap {cap} steps; a run that never left chance + 0.03 is censored: not converged within "
-          f"the cap)")
-    print(f"{'task':9s} {'N':>4s} {'arm':16s} {'left floor':>10s} {'median exit':>11s} {'solved':>6s} "
-          f"{'median solve':>12s} {'final acc':>9s} {'gap@cap':>8s}")
+    caps = ", ".join(f"{p['task']} {p['steps']}" for p in mech["config"]["probes"])
+    print(f"mechanism tasks (caps: {caps} steps; a run that never reached an accuracy within its cap is censored "
+          f"there: not converged within the cap; a member stops once it solves the task)")
+    print(f"{'task':9s} {'N':>4s} {'arm':16s} {'acc 0.5':>8s} {'median':>7s} {'solved':>6s} {'median':>7s} "
+          f"{'final acc':>9s}  gate")
     for c in cells:
-        ex, so = c["exits"], c["solve"]
-        m = c.get("acc_at_matched_steps")
+        h, so = c["half"], c["solve"]
         lab = arm_label(c["arm"])
-        print(f"{c['task']:9s} {c['N']:4d} {lab:16s} {ex['n'] - ex['censored']:>4d}/{ex['n']:<5d} "
-              f"{ex['median'] if ex['median'] is not None else '>cap':>11} {so['n'] - so['censored']:>2d}/{so['n']:<3d} "
-              f"{so['median'] if so['median'] is not None else '>cap':>12} {c['final_acc_median']:9.3f} "
-              f"{(f'{m[-1][3]:+.3f}' if m else ''):>8s}")
-    for (task, arm), ev in slowdown_trends(cells).items():
-        t = ev.trend
+        gate = "" if c["arm"] != "softmax" else ("judged" if c["decidable"] else
+                                                  "too hard: softmax < 90 %" if c["role"] == "probe" else "finding")
+        print(f"{c['task']:9s} {c['N']:4d} {lab:16s} {h['n'] - h['censored']:>4d}/{h['n']:<3d} "
+              f"{h['median'] if h['median'] is not None else '>cap':>7} {so['n'] - so['censored']:>2d}/{so['n']:<3d} "
+              f"{so['median'] if so['median'] is not None else '>cap':>7} {c['final_acc_median']:9.3f}  {gate}")
+    trends = slowdown_trends(cells, None, "half")
+    for task in dict.fromkeys(c["task"] for c in cells):
+        if not any(t == task for t, _ in trends):
+            print(f"slowdown {task}: softmax solves fewer than two N cells in ≥ 90 % of its seeds within the cap — no "
+                  f"trend (too hard for this model at this budget)")
+    for (task, arm), tr in trends.items():
         lab = arm_label(arm)
-        cells_txt = ", ".join(f"N={n}: {v:+.2f}" for n, v in zip(t.N, t.cell_mean))
-        print(f"slowdown {task} {lab}: log2(exit steps / softmax's) per N {{{cells_txt}}}, Δ over N "
-              f"{t.delta:+.2f} (se {t.se:.2f})" + (f" → {decide(ev)}" if decide is not None else "")
-              + (f"; censored per N {list(ev.censored)}" if any(ev.censored) else ""))
+        cells_txt = ", ".join(f"N={n}: {v:+.2f}" for n, v in zip(tr.N, tr.fitted))
+        print(f"slowdown {task} {lab}: fitted log2(steps to 0.5 / softmax's) per N {{{cells_txt}}}, Δ over N "
+              f"{tr.delta:+.2f} (se {tr.se:.2f}, interval-censored fit)" + (f" → {decide(tr)}" if decide else "")
+              + (f"; beyond the cap per N {list(tr.censored)}" if any(tr.censored) else ""))
 
 
 def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: int = 1, scheduler: str | None = None,
@@ -82,8 +87,9 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
             bar.close()
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-    print(f"{arm.label} beside softmax (lr {cfg.lr:g}, {cfg.seeds} seeds, width {cfg.model.width}, "
-          f"{cfg.model.layers} layers, vocabulary {cfg.vocab}; training float32 on {device})")
+    seeds = "/".join(str(p.seeds) for p in cfg.probes)
+    print(f"{arm.label} beside softmax (lr {cfg.lr:g}, {seeds} seeds per task, width {cfg.model.width}, "
+          f"{cfg.model.layers} layers; training float32 on {device})")
     print_mechanism(mech, decide)
     print(f"{len(mech['chunks'])} ensemble chunks in {time.perf_counter() - t0:.1f} s; results in "
           f"{Path(out) / 'activation'}")

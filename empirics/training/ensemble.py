@@ -185,10 +185,13 @@ def torch_activation(text: str):
 
 
 def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torch.Tensor:
-    """φ_e(S) for S (E, B, H, N, N): softmax rows, r_e,i·S^p (rowc (E, N)) or φ(S, N, i); causal: j > i masked."""
+    """φ_e(S) for S (E, B, H, N, N): softmax(r_e,i·S_i) rows (rowc None: r = 1), r_e,i·S^p (rowc (E, N)) or φ(S, N, i);
+    causal: j > i masked."""
     N = S.shape[-1]
     vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if spec.causal else None  # (N, N)
     if spec.family.kind == "softmax":
+        if rowc is not None:  # softmax(r_e,i·S_i): a member's inverse temperature 1/τ (the study's temperature sweep)
+            S = S * rowc[:, None, None, :, None]
         if vis is not None:
             S = S.masked_fill(~vis, -math.inf)
         return torch.softmax(S, dim=-1)
@@ -242,7 +245,8 @@ def ensemble_forward(prm: dict, x: torch.Tensor, spec: EnsembleSpec, rowc: torch
                      capture: list | None = None) -> torch.Tensor:
     """Logits of every member: digits x (E, B, 8, 8) -> (E, B, classes); text ids x (E, B, N) -> (E, B, N, vocab).
 
-    ``rowc`` (E, N) holds r_e,i of the poly family (None for softmax); ``capture`` collects each
+    ``rowc`` (E, N) holds r_e,i of the poly family, or each softmax member's inverse temperature (None: softmax at
+    τ = 1); ``capture`` collects each
     layer's attention input X = LN(h) (E, B, N, D).
     """
     E, B = x.shape[:2]

@@ -13,14 +13,12 @@ may leave it a little later. Every quantity here is therefore a statement *withi
   doubling of steps (acc(T) − acc(at ≈ T/2) ≤ 0.01) — and a run is ``converged`` when it also left the floor;
 * :func:`curve_stats` — per (task, N, arm) at one lr: the median curve, per-seed exits, matched-step
   accuracy against softmax and the final accuracy with its converged flag (what the ledger stores);
-* :func:`slowdown` — per seed, log2(t_exit(arm)/t_exit(softmax)), with the arm's censoring (a lower bound);
 * :func:`aligned_on_exit` — a per-run series (e.g. ‖φ(S)‖_F) read at the evaluations around its exit.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -28,7 +26,7 @@ import numpy as np
 from common.validate import InputError
 
 __all__ = ["EXIT_MARGIN", "FLAT_GAIN", "log_eval_steps", "exit_step", "censored_exits", "flat", "curve_stats",
-           "slowdown", "aligned_on_exit", "exit_change", "SlowdownEvidence", "slowdown_evidence"]
+           "aligned_on_exit", "exit_change"]
 
 EXIT_MARGIN = 0.03  # a curve has left its floor at the first evaluation above floor + 0.03
 FLAT_GAIN = 0.01  # flat: no more than one accuracy point gained over the last doubling of steps
@@ -124,29 +122,6 @@ def curve_stats(steps: Sequence[int], curves: Mapping[int, Sequence[float]], flo
     return out
 
 
-def slowdown(arm_exits: Mapping[int, int | None], softmax_exits: Mapping[int, int | None], cap: int) -> dict:
-    """Per paired seed: log2(t_exit(arm)/t_exit(softmax)); an arm censored at the cap enters as log2(cap/t_softmax),
-    a lower bound (flagged).
-
-    Returns {"values": [...], "censored": [bool, ...], "seeds": [...], "softmax_censored": k} — seeds where
-    softmax itself never left the floor have no reference and are left out (counted).
-
-    >>> slowdown({0: 400, 1: None}, {0: 100, 1: 200}, 800)["values"]
-    [2.0, 2.0]
-    """
-    vals, cens, seeds, soft_c = [], [], [], 0
-    for r in sorted(set(arm_exits) & set(softmax_exits)):
-        ts = softmax_exits[r]
-        if ts is None:
-            soft_c += 1
-            continue
-        ta = arm_exits[r]
-        vals.append(math.log2((cap if ta is None else ta) / ts))
-        cens.append(ta is None)
-        seeds.append(r)
-    return {"values": vals, "censored": cens, "seeds": seeds, "softmax_censored": soft_c}
-
-
 def aligned_on_exit(steps: Sequence[int], series: Sequence[float], exit_at: int | None,
                     before: int = 3, after: int = 3) -> list[float | None] | None:
     """series at the evaluations exit−before … exit+after (None outside the run); None when the run has no exit."""
@@ -183,24 +158,3 @@ def exit_change(rows: Sequence[Sequence[float | None]], before: int = 3) -> dict
     return {"runs": len(d), "median_change_at_exit": round(float(np.median(ce)), 5),
             "median_change_before": round(float(np.median(cp)), 5), "larger_at_exit": int(pos),
             "p_sign_test": round(p, 5)}
-
-
-@dataclass(frozen=True)
-class SlowdownEvidence:
-    """The OLS trend of the cell-mean slowdown over log2 N (a GapTrend) and the censored members per cell."""
-
-    trend: object  # empirics.training.study_analysis.GapTrend of s = log2(t_arm/t_softmax)
-    censored: tuple[int, ...]  # per cell (ascending N): arm members censored at the cap
-
-    def as_dict(self) -> dict:
-        return {**self.trend.as_dict(), "censored": list(self.censored)}
-
-
-def slowdown_evidence(Ns, values, censored, *, task: str = "", arm: str = "") -> SlowdownEvidence:
-    """Evidence of ``slowdown-trend`` from per-cell slowdown values (lists of floats) and censored flags (bools)."""
-    from empirics.training.study_analysis import gap_trend
-
-    keep = [k for k in range(len(Ns)) if len(values[k])]
-    tr = gap_trend([Ns[k] for k in keep], [values[k] for k in keep], task=task, arm=arm, quantity="log2_slowdown")
-    order = sorted(keep, key=lambda k: Ns[k])
-    return SlowdownEvidence(tr, tuple(int(sum(censored[k])) for k in order))

@@ -45,9 +45,11 @@ from empirics.training.tiny_models import TinyModelConfig
 __all__ = ["MechArm", "MECH_ARMS", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
            "train_mechanism_chunk", "run_mechanisms", "start_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
 
-SCHEMA = 2
+SCHEMA = 3  # 3: per-probe sizes, the geometric evaluation grid, members stop once solved
 OFFSETS = 8  # profile bins: offsets 0 … 7 and "8 or more"
 SOLVED = 0.9  # a task is solved at the first evaluation with validation accuracy ≥ 0.9
+HALF = 0.5  # the main exit threshold: steps to validation accuracy ≥ 0.5 (far less noisy across seeds than 0.9)
+GATE = 0.9  # a (task, N) cell enters a verdict when softmax solves it in ≥ 90 % of its seeds within the cap
 
 
 @dataclass(frozen=True)
@@ -74,60 +76,118 @@ def expr_arm(text: str) -> MechArm:
     return MechArm("expr", Family("expr", expr=text), "expr", f"φ = {text}")
 
 
+def grid_steps(cap: int, first: int = 8, ratio: float = 2 ** 0.2) -> tuple[int, ...]:
+    """(0, first, ⌈first·ratio⌉, …, cap): evaluations geometric in the step (log2 spacing log2 ratio), the cap last.
+
+    An exit (the first evaluation at or above a threshold) is then known to lie in (t_{k−1}, t_k]: an interval
+    of width log2(ratio) = 0.2 in log2 steps (the earlier 16-point grid's was 0.47), kept as an interval.
+
+    >>> grid_steps(100)
+    (0, 8, 10, 11, 13, 14, 16, 19, 22, 25, 28, 32, 37, 43, 49, 56, 64, 74, 85, 98, 100)
+    """
+    if cap < 1 or first < 1 or not ratio > 1:
+        raise InputError(f"need a step cap ≥ 1, a first evaluation ≥ 1 and a ratio > 1, got {cap}, {first}, {ratio}")
+    out, t = [0], float(first)
+    while t < cap:
+        k = int(math.ceil(t - 1e-9))
+        if k > out[-1]:
+            out.append(k)
+        t *= ratio
+    if out[-1] != cap:
+        out.append(int(cap))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One mechanism task of the study with its own sizes: N grid, step cap, seeds, batch, vocabulary, role.
+
+    ``role``: "probe" — enters the verdict at the N where softmax solves it (accuracy ≥ SOLVED in ≥ GATE of its
+    seeds within the cap); "finding" — trained and reported (e.g. a task only softmax solves at one N), never judged.
+    """
+
+    task: str
+    Ns: tuple[int, ...]
+    steps: int  # the step cap
+    seeds: int
+    batch: int = 16  # sequences per step
+    vocab: int = 16
+    role: str = "probe"
+
+    def __post_init__(self) -> None:
+        choice("probe role", self.role, ("probe", "finding"))
+        for k in ("steps", "seeds", "batch"):
+            positive_int(k, getattr(self, k))
+        if not self.Ns or list(self.Ns) != sorted(set(self.Ns)):
+            raise InputError(f"the N grid must be increasing and non-empty, got {self.Ns}")
+        for N in self.Ns:
+            MD.check_task(self.task, N, self.vocab)
+
+
 @dataclass(frozen=True)
 class MechConfig:
-    """The mechanism study: tasks, N grid, step cap, batch, lr, seeds, model, arms (and an expression)."""
+    """The mechanism study: probes (task, N grid, cap, seeds, batch, V), model, one lr, arms, evaluation grid."""
 
     name: str
-    tasks: tuple[str, ...] = MD.TASKS
-    Ns: tuple[int, ...] = (16, 32, 64)
-    steps: int = 2400  # the step cap
-    batch: int = 16  # sequences per step
+    probes: tuple[Probe, ...]
     lr: float = 3e-3  # peak learning rate of every arm (warm-up, then constant)
     warmup: int = 20
-    seeds: int = 3
-    vocab: int = 16
     model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(width=32, layers=2, heads=1))
     arms: tuple[str, ...] = ("softmax", "x_sqrtN", "x3_sqrtN")
     activation: str = ""  # φ(x, N, i) text: an extra arm "expr"
-    points: int = 14  # log-spaced evaluations after step 0
-    eval_size: int = 128
-    probe: int = 8
+    first_eval: int = 8  # the evaluation grid: grid_steps(cap, first_eval, grid_ratio)
+    grid_ratio: float = 2 ** 0.2
+    stop_at: float = SOLVED  # a member stops at its first evaluation with accuracy ≥ stop_at (its exits are known)
+    eval_size: int = 128  # validation sequences (induction: 4×, one scored token each)
+    probe: int = 8  # probe sequences of the offset profile and the norm
     clip: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for t in self.tasks:
-            for N in self.Ns:
-                MD.check_task(t, N, self.vocab)
+        if not self.probes or len({p.task for p in self.probes}) != len(self.probes):
+            raise InputError(f"the mechanism study needs distinct tasks, got {[p.task for p in self.probes]}")
         for a in self.arms:
             choice("mechanism arm", a, tuple(MECH_ARMS))
-        for k in ("steps", "batch", "seeds", "points", "eval_size", "probe"):
+        for k in ("eval_size", "probe", "first_eval"):
             positive_int(k, getattr(self, k))
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"the learning rate must be positive and finite, got {self.lr}")
-        if list(self.Ns) != sorted(set(self.Ns)):
-            raise InputError(f"the N grid must be increasing, got {self.Ns}")
+        if not (self.grid_ratio > 1 and math.isfinite(self.grid_ratio)):
+            raise InputError(f"the evaluation grid's ratio must be > 1, got {self.grid_ratio}")
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(p.task for p in self.probes)
+
+    @property
+    def Ns(self) -> tuple[int, ...]:
+        return tuple(sorted({N for p in self.probes for N in p.Ns}))
+
+    def plan(self, task: str) -> Probe:
+        return next(p for p in self.probes if p.task == task)
 
     def arm_list(self) -> list[MechArm]:
         return [MECH_ARMS[a] for a in self.arms] + ([expr_arm(self.activation)] if self.activation else [])
 
-    def eval_steps(self) -> tuple[int, ...]:
-        return log_eval_steps(self.steps, self.points)
+    def eval_steps(self, task: str) -> tuple[int, ...]:
+        return grid_steps(self.plan(task).steps, self.first_eval, self.grid_ratio)
 
     def hash(self) -> str:
         return stable_hash({"schema": SCHEMA, **asdict(self)})
 
 
-# Quick: the copy tasks at N = 16, 32, 2 seeds, a 300-step cap (≈ 45 CPU-s; the cap censors slow arms: said so in the
-# output). Induction and MQAR are full-budget only: at a 300-step cap the induction runs were censored for every arm,
-# softmax included, and no arm solved MQAR — 49 CPU-s of a smoke test that could decide nothing.
-MECH_QUICK = MechConfig(name="quick", tasks=("copy1", "copy2"), Ns=(16, 32), steps=300, seeds=2, points=12,
-                        eval_size=256)
-# Full: N = 16 … 64, 3 seeds, a 3000-step cap (the independent runs: every arm solves copy by 2400 steps at N = 64).
-MECH_FULL = MechConfig(name="full", Ns=(16, 32, 64), steps=3000, seeds=3, points=16, eval_size=256)
-MECH_TINY = MechConfig(name="tiny", tasks=("copy1", "mqar"), Ns=(16, 32), steps=6, seeds=2, points=3, eval_size=8,
-                       probe=2, model=TinyModelConfig(width=8, layers=1, heads=2))
+# Quick: the copy tasks at N = 16, 32, 3 seeds, a 400-step cap — a smoke test (its figures say so): the seeds are too
+# few to decide the growth questions. Induction and MQAR are full-budget only.
+MECH_QUICK = MechConfig(name="quick", probes=(Probe("copy1", (16, 32), 400, 3), Probe("copy2", (16, 32), 400, 3)))
+# Full: copy at lag 1, 2 and N/2 at N = 16 … 128 with the seeds the power analysis asks for (docs/training.md), and the
+# one-token induction task at batch 64, N = 16 — a finding: softmax solves it, the polynomial arms not within the cap.
+MECH_FULL = MechConfig(name="full", probes=(
+    Probe("copy1", (16, 32, 64, 128), 3000, 16), Probe("copy2", (16, 32, 64, 128), 3000, 16),
+    Probe("copy_far", (16, 32, 64, 128), 3000, 16),
+    Probe("induction", (16,), 3000, 3, batch=64, role="finding")))
+MECH_TINY = MechConfig(name="tiny", probes=(Probe("copy1", (16, 32), 6, 2, vocab=16), Probe("mqar", (16, 32), 6, 2)),
+                       eval_size=8, probe=2, first_eval=2, grid_ratio=2.0,
+                       model=TinyModelConfig(width=8, layers=1, heads=2))
 MECH_BUDGETS = {"quick": MECH_QUICK, "full": MECH_FULL, "tiny": MECH_TINY}
 
 
@@ -161,14 +221,14 @@ def _family_id(arm: MechArm) -> str:
 
 
 def plan_mech_chunks(cfg: MechConfig) -> list[MechChunk]:
-    """Per (task, N): one chunk per activation family holding its arms × seeds."""
+    """Per (task, N): one chunk per activation family holding its arms × the probe's seeds."""
     out = []
-    for task in cfg.tasks:
-        for N in cfg.Ns:
+    for pr in cfg.probes:
+        for N in pr.Ns:
             fams: dict[str, list] = {}
             for a in cfg.arm_list():
-                fams.setdefault(_family_id(a), []).extend((a.name, r) for r in range(cfg.seeds))
-            out += [MechChunk(task, N, f, tuple(ms)) for f, ms in fams.items()]
+                fams.setdefault(_family_id(a), []).extend((a.name, r) for r in range(pr.seeds))
+            out += [MechChunk(pr.task, N, f, tuple(ms)) for f, ms in fams.items()]
     return out
 
 
@@ -243,7 +303,8 @@ def train_step(prm: dict, st: AdamWState, x: torch.Tensor, y: torch.Tensor, aliv
 
 
 def train_mechanism_chunk(chunk: MechChunk, cfg: MechConfig, device: str = "cpu") -> dict:
-    """Train one chunk; return {"steps", "members", "val_acc" (K, E), "val_loss", "profile" (K, E, bins), "attn_fro"}."""
+    """Train one chunk; return {"steps", "members", "stopped" (E,), "val_acc" (K, E), "val_loss", "profile" (K, E,
+    bins), "attn_fro"}, None where a member had stopped (solved or diverged) before an evaluation."""
     t0, c0 = time.perf_counter(), time.process_time()
     with one_thread():
         out = _train(chunk, cfg, resolve_device(device))
@@ -252,7 +313,15 @@ def train_mechanism_chunk(chunk: MechChunk, cfg: MechConfig, device: str = "cpu"
 
 
 def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
-    task, N, V = chunk.task, chunk.N, cfg.vocab
+    """Train the chunk's members together; a member leaves the ensemble at its first evaluation with accuracy ≥
+    ``cfg.stop_at`` (or when it diverges), so the cap costs only the members that have not solved the task.
+
+    A member's numbers do not depend on which others are still training (every product is per member); its
+    evaluations after it stopped are None.
+    """
+    task, N = chunk.task, chunk.N
+    pr = cfg.plan(task)
+    V = pr.vocab
     arms = {a.name: a for a in cfg.arm_list()}
     mem = [arms[a] for a, _ in chunk.members]
     spec = EnsembleSpec("text", N, cfg.model, mem[0].family, vocab=V, classes=V)
@@ -269,38 +338,69 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     xv, yv = xv.to(dev), yv.to(dev)
     probe = xv[:cfg.probe]
     st = AdamWState.zeros(prm)
-    evals = cfg.eval_steps()
-    rec = {"val_acc": [], "val_loss": [], "profile": [], "attn_fro": []}
+    evals = cfg.eval_steps(task)
+    K = len(evals)
+    rec = {"val_acc": np.full((K, E), np.nan), "val_loss": np.full((K, E), np.nan),
+           "profile": np.full((K, E, OFFSETS + 1), np.nan), "attn_fro": np.full((K, E), np.nan)}
+    active = np.arange(E)  # members still training (positions in chunk.members)
+    stopped = [None] * E  # the step at which each member left the ensemble
 
-    def record() -> None:
+    def record(k: int) -> np.ndarray:
+        """Evaluate the active members at evaluation k; return the mask of those that stop here."""
+        e = len(active)
         with torch.no_grad():
-            logits = ensemble_forward(prm, xv.expand(E, *xv.shape), spec, rowc)  # (E, M, N, V)
-            ys = yv.expand(E, *yv.shape)
+            logits = ensemble_forward(prm, xv.expand(e, *xv.shape), spec, rowc)  # (e, M, N, V)
+            ys = yv.expand(e, *yv.shape)
             loss = _masked_losses(logits, ys)
             keep = ys != MD.IGNORE
-            hit = ((logits.argmax(-1) == ys) & keep).reshape(E, -1).sum(1).double()
-            acc = hit / keep.reshape(E, -1).sum(1).clamp(min=1)
+            hit = ((logits.argmax(-1) == ys) & keep).reshape(e, -1).sum(1).double()
+            acc = hit / keep.reshape(e, -1).sum(1).clamp(min=1)
         prof, fro = _probe(prm, spec, rowc, probe)
         loss = loss.double().cpu().numpy()
         acc = np.where(np.isfinite(loss), acc.cpu().numpy(), MD.chance(task, V))  # a diverged member at chance
-        rec["val_acc"].append(acc)
-        rec["val_loss"].append(loss)
-        rec["profile"].append(prof)
-        rec["attn_fro"].append(fro)
+        acc = np.round(acc, 6)  # as stored: the stop and every exit read the same number
+        rec["val_acc"][k, active], rec["val_loss"][k, active] = acc, loss
+        rec["profile"][k, active], rec["attn_fro"][k, active] = prof, fro
+        return (acc >= cfg.stop_at) | ~np.isfinite(loss)
 
-    record()
+    def drop(done: np.ndarray, step: int) -> None:
+        """Remove the members flagged ``done`` from the ensemble (parameters, moments, row scales, data rows)."""
+        nonlocal prm, rowc, active, who, alive
+        if not done.any():
+            return
+        for e in active[done]:
+            stopped[e] = step
+        keep = torch.from_numpy(np.nonzero(~done)[0])
+        active = active[~done]
+        if not len(active):
+            return
+        kd = keep.to(dev)
+        prm = {k: v.detach()[kd].requires_grad_(True) for k, v in prm.items()}
+        for moments in (st.exp_avg, st.exp_avg_sq):
+            for k in moments:
+                moments[k] = moments[k][kd]
+        rowc = None if rowc is None else rowc[kd]
+        who, alive = who[keep], alive[kd]
+
     alive = torch.ones(E, dtype=torch.bool, device=dev)
-    lr_peak = torch.full((E,), cfg.lr, dtype=torch.float32, device=dev)
-    for step in range(1, cfg.steps + 1):
-        xb, yb = zip(*(MD.batch(task, cfg.batch, N, V, gens[r]) for r in seeds))
-        x, y = torch.stack(xb)[who].to(dev), torch.stack(yb)[who].to(dev)  # (E, B, N)
-        train_step(prm, st, x, y, alive, lr_peak * min(1.0, step / cfg.warmup), spec, rowc, cfg.clip)
+    drop(record(0), 0)
+    for step in range(1, pr.steps + 1):
+        if not len(active):
+            break
+        xb, yb = zip(*(MD.batch(task, pr.batch, N, V, gens[r]) for r in seeds))  # every stream advances every step
+        x, y = torch.stack(xb)[who].to(dev), torch.stack(yb)[who].to(dev)  # (e, B, N)
+        lr = torch.full((len(active),), cfg.lr * min(1.0, step / cfg.warmup), dtype=torch.float32, device=dev)
+        train_step(prm, st, x, y, alive, lr, spec, rowc, cfg.clip)
         if step in evals:
-            record()
-    j = lambda a: np.round(np.asarray(a, float), 6).tolist()  # noqa: E731
-    return {"steps": list(evals), "members": [list(m) for m in chunk.members],
-            "val_acc": j(rec["val_acc"]), "val_loss": j(np.where(np.isfinite(rec["val_loss"]), rec["val_loss"], 1e300)),
-            "profile": j(rec["profile"]), "attn_fro": np.where(np.isfinite(rec["attn_fro"]), rec["attn_fro"], 1e300).tolist(),
+            drop(record(evals.index(step)), step)
+
+    def j(a: np.ndarray) -> list:  # NaN (not evaluated: the member had stopped) → None
+        return np.where(np.isnan(a), None, np.round(a, 6)).tolist()
+
+    big = lambda a: np.where(np.isinf(a), 1e300, a)  # noqa: E731 - a diverged value, JSON-safe
+    return {"steps": list(evals), "members": [list(m) for m in chunk.members], "stopped": stopped,
+            "val_acc": j(rec["val_acc"]), "val_loss": j(big(rec["val_loss"])), "profile": j(rec["profile"]),
+            "attn_fro": np.where(np.isnan(rec["attn_fro"]), None, big(rec["attn_fro"])).tolist(),
             "chance": MD.chance(task, V), "device": str(dev)}
 
 

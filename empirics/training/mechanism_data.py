@@ -5,6 +5,9 @@ next-token task whose solution needs one specific attention pattern:
 
 * ``copy1`` / ``copy2`` — N uniform tokens of a vocabulary of V; y_t = x_{t−k} for t ≥ k (a head
   that attends to offset k);
+* ``copy_far`` — the long-lag copy: the same at lag k = N/2 (⌊N/2⌋), every position t ≥ k scored (dense): a head
+  that attends to one offset as far back as half the context, the positional counterpart of induction (an
+  earlier probe repeated a random half-sequence, which is this copy at lag N/2 − 1 one token ahead);
 * ``induction`` — uniform filler tokens of 0 … V − 2, a trigger token T = V − 1 followed by a
   token b at a uniform position, and T again as the last token: y_{N−1} = b (a head that finds the
   earlier T and copies the token after it; two layers);
@@ -29,9 +32,9 @@ import torch
 
 from common.validate import InputError, choice, positive_int
 
-__all__ = ["TASKS", "IGNORE", "MQAR_PAIRS", "MQAR_POWER", "batch", "chance", "check_task"]
+__all__ = ["TASKS", "IGNORE", "MQAR_PAIRS", "MQAR_POWER", "batch", "chance", "check_task", "lag"]
 
-TASKS = ("copy1", "copy2", "induction", "mqar")
+TASKS = ("copy1", "copy2", "copy_far", "induction", "mqar")
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that are not scored
 MQAR_PAIRS = 4  # D key–value pairs (Zoology varies 4 … 64)
 MQAR_POWER = 0.01  # a of the power-law gap distribution (Zoology's default power_a)
@@ -42,13 +45,24 @@ def check_task(task: str, N: int, vocab: int) -> None:
     choice("mechanism task", task, TASKS)
     positive_int("N", N)
     positive_int("vocab", vocab)
-    if task.startswith("copy") and N <= int(task[-1]):
-        raise InputError(f"{task} needs N > {task[-1]}, got {N}")
+    if task.startswith("copy") and N <= lag(task, N):
+        raise InputError(f"{task} needs N > {lag(task, max(N, 1))}, got {N}")
+    if task == "copy_far" and N < 4:
+        raise InputError(f"copy_far needs N ≥ 4, got {N}")
     if task == "induction" and (N < 4 or vocab < 3):
         raise InputError(f"induction needs N ≥ 4 and V ≥ 3, got N = {N}, V = {vocab}")
     if task == "mqar" and (4 * MQAR_PAIRS > N or MQAR_PAIRS > vocab // 2 - 1):
         raise InputError(f"mqar with {MQAR_PAIRS} pairs needs N ≥ {4 * MQAR_PAIRS} and V ≥ {2 * MQAR_PAIRS + 2}, "
                          f"got N = {N}, V = {vocab}")
+
+
+def lag(task: str, N: int) -> int:
+    """k of a copy task: 1, 2, or ⌊N/2⌋ (copy_far).
+
+    >>> lag("copy2", 64), lag("copy_far", 64)
+    (2, 32)
+    """
+    return N // 2 if task == "copy_far" else int(task[-1])
 
 
 def chance(task: str, vocab: int) -> float:
@@ -60,7 +74,7 @@ def batch(task: str, B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[
     """(x (B, N) int64 tokens, y (B, N) int64 targets, IGNORE where not scored) of ``task``."""
     check_task(task, N, vocab)
     if task.startswith("copy"):
-        k = int(task[-1])
+        k = lag(task, N)
         x = torch.randint(0, vocab, (B, N), generator=gen)
         y = torch.full((B, N), IGNORE, dtype=torch.int64)
         y[:, k:] = x[:, :-k]

@@ -143,11 +143,15 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
         W = head_Ws(prm, layer, spec)[es]  # (e, H, D, D)
         Xt = X[:, None].expand(-1, H, -1, -1, -1).reshape(-1, N, X.shape[-1])  # (e·H·P, N, D)
         Wt = W[:, :, None].expand(-1, -1, P, -1, -1).reshape(-1, W.shape[-1], W.shape[-1])  # (e·H·P, D, D)
-        rs = None
-        if rowc is not None:
+        rs, inv_tau = None, None
+        if rowc is not None and spec.family.kind == "softmax":  # softmax(X (W/τ) Xᵀ) = softmax(S/τ) exactly
+            inv_tau = rowc[es, 0].to(torch.float64)[:, None, None].expand(-1, H, P).reshape(-1)  # (e·H·P,)
+            Wt = Wt * inv_tau[:, None, None]
+        elif rowc is not None:
             rs = rowc[es].to(torch.float64)[:, None, None, :].expand(-1, H, P, -1).reshape(-1, N)  # (e·H·P, N)
         r = attention_norms_batched(Xt, Wt, act, mask, rs, device="cpu")
-        return {"attn_fro": r["fro"], "jac_s_fro": r["jac_s_fro"], "jac_x_fro": r["jac_fro"]}
+        jac_s = r["jac_s_fro"] if inv_tau is None else r["jac_s_fro"] * inv_tau  # ∂φ/∂S = (1/τ)·∂softmax/∂(S/τ)
+        return {"attn_fro": r["fro"], "jac_s_fro": jac_s, "jac_x_fro": r["jac_fro"]}
 
     finite = [e for e in live if all(bool(torch.isfinite(xs[l][e]).all()) for l in range(len(xs)))]
     for layer in range(len(xs)):
@@ -221,7 +225,8 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
     E = len(chunk.members)
     gens = [torch_gen_for(cfg.seed, "study", task, N, m.seed, "init") for m in chunk.members]
     prm = stack_members(spec, gens)
-    rowc = None if spec.family.kind == "softmax" else torch.stack(
+    tempered = any(a.scale == "temperature" for a in arms)  # softmax(S/τ): rowc holds 1/τ (None: τ = 1 for all)
+    rowc = None if spec.family.kind == "softmax" and not tempered else torch.stack(
         [a.row_coefficients(N, m.alpha) for a, m in zip(arms, chunk.members)])  # (E, N)
     seeds = sorted({m.seed for m in chunk.members})
     data_gens = {r: torch_gen_for(cfg.seed, "study", task, N, r, "data") for r in seeds}

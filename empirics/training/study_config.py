@@ -18,13 +18,14 @@ from empirics.training.ensemble import Family
 from common.seeds import stable_hash
 from empirics.training.tiny_models import TinyModelConfig
 
-__all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
+__all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "GRID_SCALES", "aliases", "grid_value", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
            "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
            "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES"]
 
-SCHEMA = 2  # bump when the meaning of stored chunks changes
+SCHEMA = 3  # bump when the meaning of stored chunks changes (3: dose / temperature grids, aliased arms)
 TASKS = ("digits", "text")
-SCALES = ("softmax", "inv_sqrt_n", "alpha", "none", "inv_n", "inv_sqrt_i")
+SCALES = ("softmax", "inv_sqrt_n", "alpha", "none", "inv_n", "inv_sqrt_i", "dose", "temperature")
+GRID_SCALES = ("alpha", "dose", "temperature")  # arms trained over a grid at the task's smallest N (Member.alpha)
 HISTORY_QUANTITIES = ("train_loss", "val_loss", "val_acc", "attn_fro", "jac_s_fro", "jac_x_fro", "grad_norm")
 NORMS = ("attn_fro", "jac_s_fro", "jac_x_fro")
 VAL_FRACTION = 0.2  # digits: of the training images; text: the tail of the training stream
@@ -35,7 +36,9 @@ MEMORY_BYTES = 1.5e9  # activations one ensemble chunk may hold (float32), chose
 class StudyArm:
     """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text) or row softmax.
 
-    ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α; none r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i.
+    ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α (a grid at the smallest N, then the tuned α*); none
+    r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i; dose r = 1/c over the dose grid at the smallest N only (the
+    dose-response of norm-vs-accuracy); temperature: softmax(S/τ) over a grid of τ at the smallest N only.
     """
 
     name: str
@@ -44,9 +47,10 @@ class StudyArm:
     label: str
 
     def row_coefficients(self, N: int, alpha: float = math.nan) -> torch.Tensor:
-        """(N,) float32 r_i of the poly arm at length N (α for the fixed-α arm)."""
+        """(N,) float32 r_i of the poly arm at length N (α, c or τ of a grid arm: r = 1/α)."""
         i = torch.arange(1, N + 1, dtype=torch.float64)
-        c = {"inv_sqrt_n": 1 / math.sqrt(N), "alpha": 1 / alpha, "none": 1.0, "inv_n": 1 / N}
+        c = {"inv_sqrt_n": 1 / math.sqrt(N), "alpha": 1 / alpha, "dose": 1 / alpha, "temperature": 1 / alpha,
+             "none": 1.0, "inv_n": 1 / N, "softmax": 1.0}
         r = i.rsqrt() if self.scale == "inv_sqrt_i" else torch.full((N,), c[self.scale], dtype=torch.float64)
         return r.to(torch.float32)
 
@@ -62,6 +66,8 @@ def _arms() -> dict[str, StudyArm]:
         out += [StudyArm(f"{x}_sqrtN", p, "inv_sqrt_n", f"x{s}/√N"), StudyArm(f"{x}_alpha", p, "alpha", f"x{s}/α*"),
                 StudyArm(x, p, "none", f"x{s}"), StudyArm(f"{x}_N", p, "inv_n", f"x{s}/N")]
     out.append(StudyArm("x3_sqrti", 3, "inv_sqrt_i", "x³/√i"))
+    out += [StudyArm("x_dose", 1, "dose", "x/c"), StudyArm("x3_dose", 3, "dose", "x³/c"),
+            StudyArm("softmax_tau", 0, "temperature", "softmax(S/τ)")]
     return {a.name: a for a in out}
 
 
@@ -116,7 +122,8 @@ class StudyConfig:
     seeds: int = 3  # replicates r per (task, N, arm, lr)
     model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(width=16, layers=2, heads=2))
     arms: tuple[str, ...] = tuple(ARMS)
-    alphas: tuple[float, ...] = (4.0, 16.0, 64.0)  # the fixed-α grid, tuned at the smallest N
+    alphas: tuple[float, ...] = (4.0, 16.0, 64.0)  # the fixed-α grid (and the dose grid c), at the smallest N
+    temperatures: tuple[float, ...] = (1.0,)  # the softmax temperature sweep τ at the smallest N
     probe: int = 8  # probe sequences for the norms
     clip: float = 1.0  # per-member global gradient-norm clip
     weight_decay: float = 0.0  # AdamW decoupled decay of matrices and embeddings
@@ -141,8 +148,9 @@ class StudyConfig:
             if len(plan.lrs) < 1 or any(not (lr > 0 and math.isfinite(lr)) for lr in plan.lrs):
                 raise InputError(f"learning rates must be positive and finite, got {plan.lrs}")
             positive_int("steps", plan.steps)
-        if any(not (a > 0 and math.isfinite(a)) for a in self.alphas):
-            raise InputError(f"α must be positive and finite, got {self.alphas}")
+        for name, grid in (("α", self.alphas), ("τ", self.temperatures)):
+            if not grid or any(not (a > 0 and math.isfinite(a)) for a in grid) or len(set(grid)) != len(grid):
+                raise InputError(f"{name} must be distinct, positive and finite, got {grid}")
 
     def plan(self, task: str) -> TaskPlan:
         return self.digits if task == "digits" else self.text
@@ -162,27 +170,35 @@ class StudyConfig:
 # tuned α, 2 seeds, 12 log-spaced evaluations; a 200-step cap, so slow arms may be censored (the output says so).
 # Width 32 (at width 16 the digits models stay below 65 % accuracy in 300 steps); one head per layer (d = D: each
 # layer's scores are the theory's single S = X W_Q W_Kᵀ Xᵀ/√d, and the (B, N, N) passes are half those of two heads).
+# A smoke test of the dose-response too: 4 doses of c (p min 1/24 cannot decide) and 3 temperatures at N = 16.
 QUICK = StudyConfig(
     name="quick",
     digits=TaskPlan(Ns=(16, 64), steps=200, batch=32, lrs=(3e-3, 1e-2), warmup=20, evals=12, eval_size=256),
     text=TaskPlan(Ns=(32, 64), steps=200, batch=16, lrs=(1e-3, 3e-3, 1e-2), eval_size=64),
     seeds=2,
     model=TinyModelConfig(width=32, layers=2, heads=1),
-    arms=("softmax", "x_sqrtN", "x", "x3_sqrtN", "x3"),
+    arms=("softmax", "x_sqrtN", "x", "x3_sqrtN", "x3", "x_dose", "x3_dose", "softmax_tau"),
+    alphas=(1.0, 4.0, 16.0, 64.0),
+    temperatures=(0.25, 1.0, 4.0),
     tasks=("digits",),
 )
 # Full: learning curves to a cap 4× the earlier 800 text steps (the independent runs: every polynomial arm leaves the
 # bigram plateau between 1k and 3k steps, seed-dependent), 16 log-spaced evaluations. Text N = 64, 128 at 16 windows
 # per step, 2 lrs; arms softmax, x/√N, x³/√N, x³/α* (α tuned at the smallest N), unscaled x and x³ (the paper's
-# negative controls; 6 arms on digits and 7 on text also keep norm-vs-accuracy's exact permutation p below its
-# 0.005 level: 6! orders), x³/√i. Digits N = 16, 64 to 2000 steps. Time estimate: docs/training.md.
+# negative controls), x³/√i. Digits N = 16, 64 to 2000 steps. At each task's smallest N the dose-response of
+# norm-vs-accuracy: x/c (x_dose) and x³/c (the α grid) over c = 1 … 128 (√N and the paper's 16 included), softmax(S/τ)
+# over τ = 1/16 … 16; x^p, x^p/√N and softmax are trained once there, as grid members. Digits stop at 1 000 steps
+# (every arm left chance by step 57 and softmax's curve was flat from step 500 in the 2 000-step study): the time goes
+# to the dose grid and the mechanism seeds. Time estimate: docs/training.md.
 FULL = StudyConfig(
     name="full",
-    digits=TaskPlan(Ns=(16, 64), steps=2000, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=16, eval_size=256),
+    digits=TaskPlan(Ns=(16, 64), steps=1000, batch=32, lrs=(1e-3, 3e-3, 1e-2), warmup=30, evals=16, eval_size=256),
     text=TaskPlan(Ns=(64, 128), steps=3200, batch=16, lrs=(3e-3, 1e-2), warmup=50, evals=16, eval_size=128),
     seeds=3,
     model=TinyModelConfig(width=32, layers=2, heads=1),
-    arms=("softmax", "x_sqrtN", "x3_sqrtN", "x3_alpha", "x", "x3", "x3_sqrti"),
+    arms=("softmax", "x_sqrtN", "x3_sqrtN", "x3_alpha", "x", "x3", "x3_sqrti", "x_dose", "softmax_tau"),
+    alphas=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0),
+    temperatures=(1 / 16, 0.25, 1.0, 4.0, 16.0),
 )
 # A handful of steps, for tests.
 TINY = StudyConfig(
@@ -252,15 +268,51 @@ def bytes_per_member(cfg: StudyConfig, task: str, N: int) -> float:
     return 4.0 * m.layers * (attn + dense)
 
 
+def _grid(cfg: StudyConfig, arm: StudyArm) -> tuple[float, ...]:
+    return cfg.temperatures if arm.scale == "temperature" else cfg.alphas
+
+
+def grid_value(arm: StudyArm, N: int) -> float | None:
+    """The grid value (α, c or τ) at which a fixed-scale arm equals a grid arm of its family at length N (None: none).
+
+    x^p → c = 1, x^p/√N → c = √N, x^p/N → c = N; softmax → τ = 1.
+    """
+    return {"none": 1.0, "inv_sqrt_n": math.sqrt(N), "inv_n": float(N), "softmax": 1.0}.get(arm.scale)
+
+
+def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
+    """{arm: (grid arm, value)}: the task's fixed-scale arms that are members of a grid arm at its smallest N.
+
+    Such an arm is trained once, as the grid member (same initial weights, minibatches, lr and seed: the same model),
+    and its rows are copied under its own name (:func:`empirics.training.train_study.add_aliases`).
+    """
+    N0, arms = cfg.plan(task).Ns[0], cfg.task_arms(task)
+    out = {}
+    for name in arms:
+        v = grid_value(ARMS[name], N0)
+        if v is None:
+            continue
+        for g in arms:
+            ga = ARMS[g]
+            if ga.p == ARMS[name].p and ga.scale in GRID_SCALES and any(math.isclose(v, a) for a in _grid(cfg, ga)):
+                out[name] = (g, next(a for a in _grid(cfg, ga) if math.isclose(v, a)))
+                break
+    return out
+
+
 def plan_chunks(cfg: StudyConfig, task: str, N: int, alpha_star: dict[int, float] | None) -> list[Chunk]:
-    """The chunks of (task, N): per family, its arms × lrs × seeds (α grid at the smallest N, else α*)."""
+    """The chunks of (task, N): per family, its arms × lrs × seeds (grids at the smallest N, else α*; the dose and
+    temperature arms only at the smallest N; arms that are grid members there are trained once, as the member)."""
     plan = cfg.plan(task)
     first = N == plan.Ns[0]
+    alias = aliases(cfg, task) if first else {}
     per_family: dict[str, list[Member]] = {}
     for name in cfg.task_arms(task):
         arm = ARMS[name]
-        if arm.scale == "alpha":
-            alphas = cfg.alphas if first else (alpha_star[arm.p],)
+        if name in alias or (arm.scale in ("dose", "temperature") and not first):
+            continue
+        if arm.scale in GRID_SCALES:
+            alphas = _grid(cfg, arm) if first else (alpha_star[arm.p],)
         else:
             alphas = (math.nan,)
         ms = per_family.setdefault(_family_id(arm), [])
@@ -279,11 +331,6 @@ def alpha_ps(cfg: StudyConfig, task: str) -> tuple[int, ...]:
 
 
 def member_count(cfg: StudyConfig) -> int:
-    n = 0
-    for t in cfg.tasks:
-        plan = cfg.plan(t)
-        for N in plan.Ns:
-            for a in cfg.task_arms(t):
-                k = len(cfg.alphas) if (ARMS[a].scale == "alpha" and N == plan.Ns[0]) else 1
-                n += k * len(plan.lrs) * cfg.seeds
-    return n
+    """Members trained (aliases are trained once, as their grid member)."""
+    one = {p: 1.0 for t in cfg.tasks for p in alpha_ps(cfg, t)}
+    return sum(len(c.members) for t in cfg.tasks for N in cfg.plan(t).Ns for c in plan_chunks(cfg, t, N, one))

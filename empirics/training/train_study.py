@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import math
 import os
 import sys
 import time
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -52,7 +54,7 @@ from common.validate import InputError, positive_int
 from common.numerics import PINNED
 from common.pool import process_pool, terminate_workers
 from empirics.training.study_chunk import train_chunk
-from empirics.training.study_config import (ARMS, BUDGETS, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
+from empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
                                    SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
                                    bytes_per_member, member_count, plan_chunks, study_config)
 from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
@@ -155,8 +157,9 @@ class StudyProgress:
         from empirics.training.mechanism import MechChunk
         from empirics.training.tiny_models import step_flops
 
-        if isinstance(c, MechChunk):
-            return len(c.members) * self.mcfg.steps * step_flops(self.mcfg.model, self.mcfg.batch, c.N)
+        if isinstance(c, MechChunk):  # the cap: an upper bound (members stop once they solve the task)
+            pr = self.mcfg.plan(c.task)
+            return len(c.members) * pr.steps * step_flops(self.mcfg.model, pr.batch, c.N)
         plan = self.cfg.plan(c.task)
         return len(c.members) * plan.steps * step_flops(self.cfg.model, plan.sequences(c.N), c.N)
 
@@ -190,6 +193,33 @@ def assemble(chunks: list[Chunk], out: Path) -> tuple[pd.DataFrame, pd.DataFrame
                         "diverged_step": "int64", "best_step": "int64", "alpha": "float64", "in_study": bool})
     hist = hist.astype({"N": "int64", "seed": "int64", "step": "int64", "alpha": "float64", "value": "float64"})
     return runs, hist
+
+
+def add_aliases(cfg: StudyConfig, runs: pd.DataFrame, hist: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Copy each aliased arm's grid-member rows under its own name at the task's smallest N (study_config.aliases).
+
+    x^p at c = 1 and x^p/√N at c = √N are the same models as the dose grid's members there (same initial weights,
+    minibatches, lr and seed); trained once, they are read under both names. A copied row keeps the grid member's
+    numbers and cpu_s 0 (no second training).
+    """
+    add_r, add_h = [], []
+    for task in cfg.tasks:
+        N0 = cfg.plan(task).Ns[0]
+        for name, (grid_arm, value) in aliases(cfg, task).items():
+            arm = ARMS[name]
+            sel = (runs["task"] == task) & (runs["N"] == N0) & (runs["arm"] == grid_arm) & np.isclose(runs["alpha"],
+                                                                                                          value)
+            r = runs[sel].copy()
+            r["arm"], r["scale"], r["alpha"], r["in_study"], r["cpu_s"] = name, arm.scale, math.nan, True, 0.0
+            hs = (hist["task"] == task) & (hist["N"] == N0) & (hist["arm"] == grid_arm) & np.isclose(hist["alpha"],
+                                                                                                     value)
+            h = hist[hs].copy()
+            h["arm"], h["alpha"] = name, math.nan
+            add_r.append(r)
+            add_h.append(h)
+    if not add_r:
+        return runs, hist
+    return pd.concat([runs, *add_r], ignore_index=True), pd.concat([hist, *add_h], ignore_index=True)
 
 
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
@@ -281,6 +311,8 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         for p, a in by_p.items():
             grid = (runs["task"] == t) & (runs["p"] == p) & (runs["scale"] == "alpha")
             runs.loc[grid, "in_study"] = runs.loc[grid, "alpha"] == a  # α* is one of the grid's values
+    runs.loc[runs["scale"].isin(("dose", "temperature")), "in_study"] = False  # the dose-response only
+    runs, hist = add_aliases(cfg, runs, hist)
     prov = {"config": cfg.as_dict(), "config_hash": cfg.hash(), "schema": SCHEMA,
             "alpha_star": {t: {str(p): a for p, a in v.items()} for t, v in alpha_star.items()},
             "members": int(len(runs)), "chunks": len(phase1) + len(phase2), "members_trained_now": ran,
@@ -373,7 +405,7 @@ def text_eval_size(config: dict | None) -> int:
 
 def text_validation_floor(N: int, eval_size: int = 128) -> float:
     """Accuracy of the bigram predictor (counts on the training stream) on the text task's validation windows."""
-    from empirics.training.arm_statistics import bigram_accuracy
+    from empirics.training.bigram import bigram_accuracy
     from empirics.training.study_chunk import text_validation
     from empirics.training.train_data import load_text
 

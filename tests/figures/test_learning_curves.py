@@ -41,7 +41,7 @@ def test_stored_data_redraws_the_same_figures_with_the_same_note(tmp_path, monke
     cells = [_cell("copy1", 16, a, m, s) for a, m, s in (("softmax", 10, 1.0), ("x_sqrtN", 20, 0.5))]
     figdata.write(tmp_path / "d.json", fig.stored_data(cells, solved=True, budget="quick"), "t")
     data, stem = figdata.read(tmp_path / "d.json")
-    assert data == {"cells": cells, "solved": True, "budget": "quick"} and stem == "t"
+    assert data == {"cells": cells, "solved": True, "budget": "quick", "trends": {}} and stem == "t"
     saved = {}
     monkeypatch.setattr(fig.style, "save", lambda f, out, stem: saved.setdefault(stem, f) and [])
     fig.draw_stored(data, tmp_path, stem)

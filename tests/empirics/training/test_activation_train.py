@@ -7,19 +7,19 @@ from empirics.training.activation_train import main_activation
 
 
 def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, tasks=("copy1",)))
-    assert main_activation("relu(x)/N", "quick", tmp_path, decide=lambda ev: "VERDICT") == 0
+    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, probes=M.MECH_TINY.probes[:1]))
+    assert main_activation("relu(x)/N", "quick", tmp_path, decide=lambda trend: "VERDICT") == 0
     out = capsys.readouterr().out
-    assert "φ = relu(x)/N beside softmax" in out and "censored: not converged within the cap" in out
+    assert "φ = relu(x)/N beside softmax" in out and "not converged within the cap" in out
     rows = [ln for ln in out.splitlines() if ln.startswith("copy1")]
     assert len(rows) == 2 * 2 and sum(" φ " in r for r in rows) == 2  # (N = 16, 32) × (softmax, φ)
-    assert "slowdown copy1 φ" in out and "→ VERDICT" in out
+    assert "slowdown copy1: softmax solves fewer than two N cells" in out  # 6 steps: nothing is solved, no trend
     files = sorted(p.name for p in (tmp_path / "activation" / "mechanism").iterdir())
     assert files == ["copy1_N16_expr.json", "copy1_N16_softmax.json", "copy1_N32_expr.json", "copy1_N32_softmax.json"]
 
 
 def test_training_shows_its_members_and_a_resumed_run_counts_stored_chunks_as_done(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, tasks=("copy1",)))
+    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, probes=M.MECH_TINY.probes[:1]))
     cfg = replace(M.mech_config("quick", activation="relu(x)/N"), arms=("softmax",))  # as sapa train --activation
     members = sum(len(c.members) for c in M.plan_mech_chunks(cfg))
     assert members == 2 * 2 * 2  # (N = 16, 32) × (softmax, φ) × 2 seeds
@@ -30,3 +30,18 @@ def test_training_shows_its_members_and_a_resumed_run_counts_stored_chunks_as_do
     monkeypatch.setattr(M, "train_mechanism_chunk", lambda *a: seen.append(a))  # a resumed run trains nothing
     assert main_activation("relu(x)/N", "quick", tmp_path, progress=False) == 0
     assert seen == [] and "member" not in capsys.readouterr().err
+
+
+def test_a_trend_is_printed_with_the_verdicts_the_caller_passes(monkeypatch, capsys):
+    """Where softmax solves two N cells, the trend line carries the caller's verdict text (the CLI: both questions)."""
+    from empirics.training import activation_train as AT
+    from empirics.training import learning_analysis as LA
+    from empirics.training.censored_trend import interval_trend
+    import numpy as np
+
+    tr = interval_trend((16, 32), [np.array([[0.0, 0.2], [0.1, 0.3]]), np.array([[1.0, 1.2], [0.9, 1.1]])])
+    monkeypatch.setattr(LA, "mechanism_learning", lambda mech: [])
+    monkeypatch.setattr(LA, "slowdown_trends", lambda cells, arms, threshold: {("copy1", "expr"): tr})
+    AT.print_mechanism({"config": {"probes": [{"task": "copy1", "steps": 10}]}}, lambda t: "VERDICT")
+    out = capsys.readouterr().out
+    assert "slowdown copy1 φ" in out and "→ VERDICT" in out and f"{tr.delta:+.2f}" in out

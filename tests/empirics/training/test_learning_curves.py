@@ -1,4 +1,4 @@
-"""Tests for `empirics/training/learning_curves.py`: schedule, exits, Kaplan–Meier summary, convergence, slowdown."""
+"""Tests for `empirics/training/learning_curves.py`: schedule, exits, Kaplan–Meier summary, convergence."""
 
 import math
 
@@ -53,9 +53,6 @@ def test_curve_stats_pairs_seeds_with_softmax():
     assert len(st["curve"]) == 4 and st["final_acc"] == {"0": 0.5, "1": 0.1}
 
 
-def test_slowdown_enters_censored_arms_at_the_cap_and_drops_unanchored_seeds():
-    sd = LC.slowdown({0: 400, 1: None, 2: 50}, {0: 100, 1: 200, 2: None}, 800)
-    assert sd["values"] == [2.0, 2.0] and sd["censored"] == [False, True] and sd["softmax_censored"] == 1
 
 
 def test_exit_change_sign_test():

@@ -11,7 +11,7 @@ from empirics.training import ensemble as EN
 from empirics.training import mechanism as M
 from empirics.training.tiny_models import TinyModelConfig
 
-TINY = replace(M.MECH_TINY, tasks=("copy1",), Ns=(16,), steps=4, points=2)
+TINY = replace(M.MECH_TINY, probes=(M.Probe("copy1", (16,), 4, 2),))
 
 
 def test_offset_profile_by_brute_force():
@@ -76,11 +76,44 @@ def test_resume_reuses_stored_chunks(tmp_path, monkeypatch):
 
 
 def test_curves_have_every_evaluation_and_paired_inits():
-    cfg = replace(TINY, points=3, steps=8)
+    cfg = replace(TINY, probes=(M.Probe("copy1", (16,), 8, 2),), stop_at=2.0)  # accuracy never reaches 2: no stop
     r = M.train_mechanism_chunk(M.plan_mech_chunks(cfg)[0], cfg)
-    assert r["steps"] == list(cfg.eval_steps()) and len(r["val_acc"]) == len(r["steps"])
+    assert r["steps"] == list(cfg.eval_steps("copy1")) == [0, 2, 4, 8] and len(r["val_acc"]) == len(r["steps"])
     prof = torch.tensor(r["profile"])  # (K, E, bins)
     assert torch.allclose(prof.sum(-1), torch.ones(prof.shape[:2], dtype=prof.dtype), atol=1e-5)
+    assert r["stopped"] == [None] * len(r["members"])
+
+
+def test_grid_steps_are_geometric_and_end_at_the_cap():
+    g = M.grid_steps(3000)
+    ratios = [b / a for a, b in zip(g[1:-2], g[2:-1])]
+    assert g[:2] == (0, 8) and g[-1] == 3000 and all(1.0 < q <= 2 ** 0.2 * 1.15 for q in ratios)
+    assert list(g) == sorted(set(g))
+    with pytest.raises(InputError):
+        M.grid_steps(0)
+
+
+def test_a_member_stops_once_solved_and_the_others_train_as_before():
+    """Members leave the ensemble at their first evaluation ≥ stop_at; everyone else's numbers do not change."""
+    import numpy as np
+
+    base = replace(TINY, probes=(M.Probe("copy1", (16,), 24, 3, vocab=4),), model=TinyModelConfig(width=8, layers=1,
+                   heads=1), arms=("softmax", "x_sqrtN"), eval_size=16, lr=3e-2)
+    chunk = M.plan_mech_chunks(base)[0]  # softmax, 3 seeds
+    a = M.train_mechanism_chunk(chunk, replace(base, stop_at=2.0))
+    acc = np.array(a["val_acc"], float)  # (K, E)
+    t = float(np.median(acc[len(acc) // 2]))  # about half the members reach it by the middle evaluation
+    b = M.train_mechanism_chunk(chunk, replace(base, stop_at=t))
+    accb, lossa, lossb = (np.array(b["val_acc"], float), np.array(a["val_loss"], float),
+                          np.array(b["val_loss"], float))
+    stopped = 0
+    for e in range(acc.shape[1]):
+        hit = np.nonzero(acc[:, e] >= t)[0]
+        last = hit[0] if hit.size else len(acc) - 1
+        np.testing.assert_allclose(lossb[:last + 1, e], lossa[:last + 1, e], rtol=1e-5)
+        assert np.isnan(accb[last + 1:, e]).all() and (b["stopped"][e] == a["steps"][last]) == bool(hit.size)
+        stopped += bool(hit.size) and last < len(acc) - 1
+    assert stopped >= 1  # the test saw a member leave early
 
 
 def test_cuda_asked_and_absent_is_a_clear_error(monkeypatch):
@@ -96,12 +129,13 @@ def test_a_training_step_and_the_offset_profile_stay_on_the_parameters_device(ac
     for chunk in M.plan_mech_chunks(cfg):
         arms = {a.name: a for a in cfg.arm_list()}
         mem = [arms[a] for a, _ in chunk.members]
-        spec = EN.EnsembleSpec("text", chunk.N, cfg.model, mem[0].family, vocab=cfg.vocab, classes=cfg.vocab)
+        V = cfg.plan(chunk.task).vocab
+        spec = EN.EnsembleSpec("text", chunk.N, cfg.model, mem[0].family, vocab=V, classes=V)
         prm = {k: v.detach().to("meta").requires_grad_(True)
                for k, v in EN.stack_members(spec, [torch.Generator() for _ in mem]).items()}
         rc = [a.row_coefficients(chunk.N) for a in mem]
         rowc = None if rc[0] is None else torch.stack(rc).to("meta")
-        x, y = (t.expand(len(mem), *t.shape).to("meta") for t in M.MD.batch("copy1", 2, chunk.N, cfg.vocab,
+        x, y = (t.expand(len(mem), *t.shape).to("meta") for t in M.MD.batch("copy1", 2, chunk.N, V,
                                                                               torch.Generator()))
         alive = torch.ones(len(mem), dtype=torch.bool, device="meta")
         M.train_step(prm, EN.AdamWState.zeros(prm), x, y, alive, torch.full((len(mem),), 1e-3, device="meta"), spec,

@@ -13,11 +13,11 @@ def _gen(s=0):
     return g
 
 
-@pytest.mark.parametrize("k", [1, 2])
-def test_copy_targets_are_the_token_k_back(k):
-    x, y = MD.batch(f"copy{k}", 5, 12, 7, _gen())
+@pytest.mark.parametrize("task, N, k", [("copy1", 12, 1), ("copy2", 12, 2), ("copy_far", 12, 6), ("copy_far", 9, 4)])
+def test_copy_targets_are_the_token_k_back(task, N, k):
+    x, y = MD.batch(task, 5, N, 7, _gen())
     for b in range(5):
-        for t in range(12):
+        for t in range(N):
             assert y[b, t].item() == (x[b, t - k].item() if t >= k else MD.IGNORE)
 
 

@@ -37,7 +37,10 @@ def study(tmp_path_factory):
 def test_every_member_is_a_row_with_the_schema(study):
     _, res = study
     r = res.runs
-    assert len(r) == ts.member_count(ts.study_config(MICRO)) == res.provenance["members"]
+    cfg = ts.study_config(MICRO)
+    aliased = sum(len(MICRO.plan(t).lrs) * MICRO.seeds for t in MICRO.tasks for _ in ts.aliases(cfg, t))
+    assert aliased > 0  # x/√N at N = 8 is the α grid's member α = √8: trained once, read under both names
+    assert len(r) == ts.member_count(cfg) + aliased == res.provenance["members"]
     need = {"task", "N", "arm", "p", "scale", "alpha", "lr", "seed", "in_study", "steps", "diverged", "diverged_step",
             "loss_start", "chance_acc", "val_acc_final", "val_loss_final", "val_acc_best", "val_loss_best",
             "best_step", "test_acc", "test_loss", "test_acc_at_best_val", "attn_fro", "jac_s_fro", "jac_x_fro",
@@ -49,12 +52,19 @@ def test_every_member_is_a_row_with_the_schema(study):
 
 
 def test_replicates_are_paired_across_arms(study):
-    """x/α with α = √8 is x/√8 = x/√N at N = 8: same init, batches and lr give the same trajectory."""
+    """x/α with α = √8 is x/√8 = x/√N at N = 8: same init, batches and lr give the same trajectory — trained here
+    apart, as an x/√N chunk of its own, it reproduces the α-grid member the study reads x/√N from (its alias)."""
     _, res = study
     r = res.runs[res.runs["N"] == 8]
-    a = r[r["arm"] == "x_sqrtN"].sort_values(["lr", "seed"]).reset_index(drop=True)
+    alone = ts.Chunk("text", 8, "p1", 0, tuple(ts.Member("x_sqrtN", math.nan, lr, s) for lr in MICRO.text.lrs
+                                               for s in range(MICRO.seeds)))
+    a = pd.DataFrame(ts.train_chunk(alone, ts.study_config(MICRO))["rows"]).sort_values(["lr", "seed"])
+    a = a.reset_index(drop=True)
     b = r[(r["arm"] == "x_alpha") & np.isclose(r["alpha"], math.sqrt(8.0))].sort_values(["lr", "seed"])
     b = b.reset_index(drop=True)
+    read = r[r["arm"] == "x_sqrtN"].sort_values(["lr", "seed"]).reset_index(drop=True)
+    assert (read["alpha"].isna().all() and (read["scale"] == "inv_sqrt_n").all()
+            and np.array_equal(read["test_acc"], b["test_acc"]))  # the alias rows are the grid member's
     for q in ("val_loss_final", "test_acc", "attn_fro", "jac_x_fro", "grad_norm_max"):
         np.testing.assert_allclose(a[q], b[q], rtol=1e-5)
     # and two replicates are not the same model
@@ -221,7 +231,7 @@ def test_text_floor_is_the_bigram_on_the_validation_windows_the_curves_are_read_
 
     import torch
 
-    from empirics.training.arm_statistics import bigram_accuracy
+    from empirics.training.bigram import bigram_accuracy
     from empirics.training.study_chunk import _Data, text_validation
     from empirics.training.train_data import load_text
     from empirics.training.train_study import study_config, study_floors, text_validation_floor
@@ -278,12 +288,15 @@ def test_progress_weighs_members_by_their_flops_and_counts_a_resumed_run_as_done
         bars.append(Tally(total, desc="train"))
         return bars[-1]
 
-    # the total is the sum over the members (rows) of steps × flops per step at their N: chunking does not enter
+    # the total is the sum over the trained members of steps × flops per step at their N: chunking does not enter
+    cfg = ts.study_config(MICRO)
+    trained = [(t, N) for t in MICRO.tasks for N in MICRO.plan(t).Ns
+               for c in ts.plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0}) for _ in c.members]
     work = sum(MICRO.plan(t).steps * step_flops(MICRO.model, MICRO.plan(t).sequences(int(N)), int(N))
-               for t, N in zip(res.runs["task"], res.runs["N"]))
+               for t, N in trained)
     fresh = ts.run_study(MICRO, tmp_path, workers=1, progress=tally)
     assert bars[0].total == pytest.approx(work, rel=1e-12) and bars[0].n == pytest.approx(work, rel=1e-12)
-    assert bars[0].postfix == f"{len(fresh.runs)}/{len(fresh.runs)} members"
+    assert bars[0].postfix == f"{len(trained)}/{len(trained)} members"
     ts.run_study(MICRO, out, workers=1, progress=tally)  # everything stored: counted as done, none of it as speed
     assert bars[1].n == pytest.approx(work, rel=1e-12) and bars[1]._start_n == bars[1].n
-    assert bars[1].postfix == f"{len(res.runs)}/{len(res.runs)} members"
+    assert bars[1].postfix == f"{len(trained)}/{len(trained)} members"

@@ -47,9 +47,10 @@ def test_every_rule_is_named_once_and_declares_its_thresholds():
         assert r.thresholds and r.summary and {"holds", "fails"} <= set(r.design)
 
 
-# arm-association: 400 trials take ~10 s; the default run checks its calibration at 200 trials (seed 1) in
-# test_association.py, the full count runs under ``-m slow``.
-SLOW_CALIBRATION = {"growth-upper", "arm-association"}
+# Rules whose 400 trials take tens of CPU-seconds (a likelihood fit or an exact permutation test per trial): the default
+# run checks their calibration at 100–200 trials (seed 1) in their own test modules (test_learning.py,
+# test_association.py); the 400 trials run under ``-m slow``.
+SLOW_CALIBRATION = {"growth-upper", "slowdown-growth", "slowdown-doubling", "dose-association"}
 
 
 def _calibration(name: str):

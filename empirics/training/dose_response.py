@@ -1,0 +1,178 @@
+"""ρ_S(log10 ‖φ(S)‖_F, accuracy) over the doses c of x^p/c at one N: norm against accuracy as a dose-response.
+
+The reviewers' question — "x³/1 has lower norms than x/16 yet trains worse: does the norm explain
+accuracy?" — compares activations whose norms differ by construction. Within one family x^p/c, the scale
+c moves the norm and nothing else, so the **dose** (a value of c, seeds averaged at its best learning
+rate) is the unit: the study trains x/c and x³/c over a log grid of c at the task's smallest N (from 1 to
+beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of temperatures, with the same
+seeds, minibatches and learning-rate grid (:mod:`empirics.training.study_config`, arms ``x_dose``,
+``x3_alpha`` / ``x3_dose``, ``softmax_tau``).
+
+* :func:`dose_table` — per (family, dose) at its best lr (median validation accuracy over seeds): the
+  seeds' final log10 ‖φ(S)‖_F, log10 ‖∂φ(S)/∂X‖_F and test accuracy, and their means;
+* :func:`exact_spearman` — Spearman's ρ with its one-sided p-values from **all** n! pairings (n ≤ 9), or
+  99 999 seeded random ones;
+* :func:`matched_norm_contrast` — across families at matched norm: each dose of one family against the other
+  family's accuracy interpolated (in log10 norm) at the same norm, inside the norms both families reach; the
+  differences' exact Wilcoxon signed-rank p-values (the dose is the unit).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["FAMILIES", "dose_table", "exact_spearman", "Association", "matched_norm_contrast", "Contrast",
+           "MAX_EXACT"]
+
+MAX_EXACT = 9  # exact permutation p up to 9! = 362 880 pairings
+N_MC = 99_999
+# (family label, p, the grid arms that carry it: whichever of them the config trains)
+FAMILIES = (("x/c", 1, ("x_dose", "x_alpha")), ("x³/c", 3, ("x3_dose", "x3_alpha")),
+            ("softmax(S/τ)", 0, ("softmax_tau",)))
+
+
+def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFrame:
+    """One row per (family, dose) of ``task`` at its smallest N (or ``N``): the dose at its best lr.
+
+    Columns: family, p, dose (c, or τ for softmax), lr, seeds, log10_attn_fro, log10_jac_x_fro, test_acc (seed
+    means), and per-seed lists ``*_seeds``. A diverged member enters at chance accuracy and is left out of the norm
+    means (its norm is infinite). Rows with no grid arm of a family are absent.
+    """
+    r = runs[runs["task"] == task]
+    if r.empty:
+        return pd.DataFrame()
+    N = int(r["N"].min()) if N is None else int(N)
+    r = r[r["N"] == N]
+    out = []
+    for fam, p, arms in FAMILIES:
+        arm = next((a for a in arms if (r["arm"] == a).any()), None)
+        if arm is None:
+            continue
+        g = r[r["arm"] == arm].copy()
+        g.loc[g["diverged"].astype(bool), "test_acc"] = g.loc[g["diverged"].astype(bool), "chance_acc"]
+        for dose, d in g.groupby("alpha", sort=True):
+            med = d.groupby("lr")["val_acc_final"].median()
+            lr = float(med.sort_index().idxmax())  # ties: the smaller lr (idxmax of the sorted index)
+            b = d[np.isclose(d["lr"], lr)].sort_values("seed")
+            ln = {q: np.log10(b[q].to_numpy(float)) for q in ("attn_fro", "jac_x_fro")}
+            row = {"family": fam, "p": p, "arm": arm, "dose": float(dose), "lr": lr, "seeds": int(len(b)),
+                   "test_acc": float(b["test_acc"].mean()), "test_acc_seeds": b["test_acc"].round(6).tolist()}
+            for q, v in ln.items():
+                fin = v[np.isfinite(v)]
+                row[f"log10_{q}"] = float(fin.mean()) if fin.size else math.nan
+                row[f"log10_{q}_seeds"] = [round(float(x), 6) if np.isfinite(x) else None for x in v]
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+@dataclass(frozen=True)
+class Association:
+    """Spearman ρ(x, y) over n units with exact (or Monte Carlo) one-sided permutation p-values."""
+
+    rho: float
+    p_less: float  # P(ρ* ≤ ρ) over pairings: small when ρ is significantly negative
+    p_greater: float
+    n: int
+    exact: bool
+
+    def as_dict(self) -> dict:
+        f = lambda v: None if not math.isfinite(v) else round(float(v), 6)  # noqa: E731
+        return {"rho": f(self.rho), "p_less": f(self.p_less), "p_greater": f(self.p_greater), "n": self.n,
+                "exact": self.exact}
+
+
+def _rho(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Pearson correlation of rank vectors along the last axis (Spearman's ρ with average ranks for ties)."""
+    a = rx - rx.mean(-1, keepdims=True)
+    b = ry - ry.mean(-1, keepdims=True)
+    den = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(-1) / den
+
+
+@functools.lru_cache(maxsize=MAX_EXACT + 1)
+def _pairings(n: int) -> np.ndarray:
+    """(n!, n) int8: every ordering of n items (built once per n; 9! rows are 3.3 MB)."""
+    out = np.array(list(itertools.permutations(range(n))), dtype=np.int8)
+    out.setflags(write=False)
+    return out
+
+
+def exact_spearman(x, y, seed: int = 0) -> Association:
+    """ρ_S(x, y) and its permutation p-values: every pairing when n ≤ MAX_EXACT, else N_MC seeded random ones.
+
+    p counts the observed pairing itself (p ≥ 1/n!). Non-finite pairs are dropped; fewer than 3 left, or a constant
+    variable, gives nan.
+
+    >>> a = exact_spearman([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    >>> a.rho, a.p_greater, a.p_less
+    (1.0, 0.008333333333333333, 1.0)
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    n = int(x.size)
+    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return Association(math.nan, math.nan, math.nan, n, False)
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    rho = float(_rho(rx, ry))
+    exact = n <= MAX_EXACT
+    if exact:
+        a, b = rx - rx.mean(), ry - ry.mean()
+        null = a[_pairings(n)] @ b / math.sqrt(float(a @ a) * float(b @ b))  # (n!,) ρ of every pairing
+    else:
+        rng = np.random.default_rng(seed)
+        null = _rho(np.array([rng.permutation(rx) for _ in range(N_MC)]), ry)
+        null = np.append(null, rho)  # the observed pairing is one of the draws
+    eps = 1e-12
+    return Association(rho, float((null <= rho + eps).mean()), float((null >= rho - eps).mean()), n, exact)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Across families at matched norm: d_k = acc(other, dose k) − acc(reference, at dose k's norm), k in the overlap."""
+
+    diffs: tuple[float, ...]
+    norms: tuple[float, ...]  # log10 norm of each compared dose
+    mean: float
+    p_less: float  # exact Wilcoxon signed-rank: small when the other family is less accurate at matched norm
+    p_greater: float
+    n: int
+
+    def as_dict(self) -> dict:
+        f = lambda v: None if not math.isfinite(v) else round(float(v), 6)  # noqa: E731
+        return {"diffs": [f(v) for v in self.diffs], "log10_norms": [f(v) for v in self.norms], "mean": f(self.mean),
+                "p_less": f(self.p_less), "p_greater": f(self.p_greater), "n": self.n}
+
+
+def matched_norm_contrast(tab: pd.DataFrame, ref: str = "x/c", other: str = "x³/c",
+                          norm: str = "log10_attn_fro") -> Contrast:
+    """``other``'s accuracy minus ``ref``'s at the same norm, per dose of ``other`` inside ``ref``'s norm range.
+
+    ``ref``'s accuracy at a norm is the linear interpolation in log10 norm between its two doses that bracket it
+    (its doses sorted by norm). Exact signed-rank p-values (scipy.stats.wilcoxon, method "exact"); fewer than 2
+    doses in the overlap gives nan.
+    """
+    a = tab[tab["family"] == ref].sort_values(norm)
+    b = tab[tab["family"] == other]
+    xa, ya = a[norm].to_numpy(float), a["test_acc"].to_numpy(float)
+    keep = np.isfinite(xa)
+    xa, ya = xa[keep], ya[keep]
+    if xa.size < 2:
+        return Contrast((), (), math.nan, math.nan, math.nan, 0)
+    inside = b[(b[norm] >= xa.min()) & (b[norm] <= xa.max())]
+    xb = inside[norm].to_numpy(float)
+    d = inside["test_acc"].to_numpy(float) - np.interp(xb, xa, ya)
+    if d.size < 2 or not np.any(d != 0):
+        return Contrast(tuple(d), tuple(xb), float(d.mean()) if d.size else math.nan, math.nan, math.nan, int(d.size))
+    lo = stats.wilcoxon(d, alternative="less", method="exact", zero_method="zsplit").pvalue
+    hi = stats.wilcoxon(d, alternative="greater", method="exact", zero_method="zsplit").pvalue
+    return Contrast(tuple(float(v) for v in d), tuple(float(v) for v in xb), float(d.mean()), float(lo), float(hi),
+                    int(d.size))
