@@ -175,15 +175,24 @@ class MechConfig:
     def hash(self) -> str:
         return stable_hash({"schema": SCHEMA, **asdict(self)})
 
+    def chunk_hash(self, task: str) -> str:
+        """sha256 of what a chunk of ``task`` depends on: the shared settings and that task's probe only, so that adding
+        or resizing another probe keeps this task's stored chunks."""
+        shared = {k: v for k, v in asdict(self).items() if k not in ("name", "probes")}
+        return stable_hash({"schema": SCHEMA, **shared, "probe": asdict(self.plan(task))})
+
 
 # Quick: the copy tasks at N = 16, 32, 3 seeds, a 400-step cap — a smoke test (its figures say so): the seeds are too
 # few to decide the growth questions. Induction and MQAR are full-budget only.
 MECH_QUICK = MechConfig(name="quick", probes=(Probe("copy1", (16, 32), 400, 3), Probe("copy2", (16, 32), 400, 3)))
-# Full: copy at lag 1, 2 and N/2 at N = 16 … 128 with the seeds the power analysis asks for (docs/training.md), and the
-# one-token induction task at batch 64, N = 16 — a finding: softmax solves it, the polynomial arms not within the cap.
+# Full: copy at lag 1, 2 and N/2 at N = 16 … 128, a 2 000-step cap, with the seeds the power analysis asks for: a pilot
+# (6 seeds) measured the per-seed sd of the log2 slowdown at accuracy 0.5 at 0.54–0.80, and 16 seeds per cell give 80 %
+# power to see a change of one doubling at the least favourable Holm level 0.01/12 for sd ≤ 0.7 (docs/training.md);
+# and the one-token induction task at batch 64, N = 16 — a finding: softmax solves it, the polynomial arms not within
+# the cap.
 MECH_FULL = MechConfig(name="full", probes=(
-    Probe("copy1", (16, 32, 64, 128), 3000, 16), Probe("copy2", (16, 32, 64, 128), 3000, 16),
-    Probe("copy_far", (16, 32, 64, 128), 3000, 16),
+    Probe("copy1", (16, 32, 64, 128), 2000, 16), Probe("copy2", (16, 32, 64, 128), 2000, 16),
+    Probe("copy_far", (16, 32, 64, 128), 2000, 16),
     Probe("induction", (16,), 3000, 3, batch=64, role="finding")))
 MECH_TINY = MechConfig(name="tiny", probes=(Probe("copy1", (16, 32), 6, 2, vocab=16), Probe("mqar", (16, 32), 6, 2)),
                        eval_size=8, probe=2, first_eval=2, grid_ratio=2.0,
@@ -408,7 +417,7 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
 
 
 def _stored(path: Path, chash: str) -> dict | None:
-    """A chunk's stored result when ``path`` is a regular, bounded, sealed file of config hash ``chash``; else None.
+    """A chunk's stored result when ``path`` is a regular, bounded, sealed file of chunk hash ``chash``; else None.
 
     An edited or damaged file (its sha256 does not match) is trained again, with one warning line.
     """
@@ -446,9 +455,8 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the results directory {d}: {exc.strerror or exc}") from None
-    chash = cfg.hash()
     chunks = plan_mech_chunks(cfg)
-    res = {c.file_name: _stored(d / c.file_name, chash) for c in chunks}
+    res = {c.file_name: _stored(d / c.file_name, cfg.chunk_hash(c.task)) for c in chunks}
     todo = [c for c in chunks if res[c.file_name] is None]
     if on_stored is not None:
         on_stored([c for c in chunks if res[c.file_name] is not None])
@@ -456,7 +464,8 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     written = threading.Condition()
 
     def store(c: MechChunk, r: dict) -> None:
-        atomic_write_json(d / c.file_name, seal_record({"config_hash": chash, "chunk": asdict(c), "result": r}))
+        atomic_write_json(d / c.file_name, seal_record({"config_hash": cfg.chunk_hash(c.task), "chunk": asdict(c),
+                                                        "result": r}))
         with written:
             res[c.file_name] = r
             if on_chunk is not None:
@@ -491,7 +500,7 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
             if not written.wait_for(lambda: all(res[c.file_name] is not None for c in chunks), timeout=120):
                 raise RuntimeError("mechanism chunks finished but their results were not stored: "
                                    + ", ".join(c.file_name for c in chunks if res[c.file_name] is None))
-        return {"config": asdict(cfg), "config_hash": chash, "chunks": [asdict(c) for c in chunks],
+        return {"config": asdict(cfg), "config_hash": cfg.hash(), "chunks": [asdict(c) for c in chunks],
                 "results": [res[c.file_name] for c in chunks]}
 
     return finish

@@ -65,7 +65,7 @@ def test_chunks_identical_serial_and_in_a_pool(tmp_path, spawn_pool):
     strip = lambda r: {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
     assert [strip(r) for r in a["results"]] == [strip(r) for r in b["results"]]
     f = sorted((tmp_path / "a" / "mechanism").iterdir())
-    assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.hash()
+    assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.chunk_hash("copy1")
 
 
 def test_resume_reuses_stored_chunks(tmp_path, monkeypatch):
@@ -185,3 +185,14 @@ def test_an_edited_stored_chunk_is_trained_again_and_says_so(tmp_path, monkeypat
     os.mkfifo(files[1])  # a named pipe where a chunk was: read without waiting, never replaced
     with pytest.raises(FileExistsError, match="named pipe"):
         M.run_mechanisms(TINY, tmp_path)
+
+
+def test_a_probe_added_later_keeps_the_other_probes_stored_chunks(tmp_path, monkeypatch):
+    """The chunk hash covers the shared settings and the chunk's own probe: growing the study does not retrain it."""
+    M.run_mechanisms(TINY, tmp_path)
+    grown = replace(TINY, probes=TINY.probes + (M.Probe("copy2", (16,), 4, 2),))
+    trained = []
+    real = M.train_mechanism_chunk
+    monkeypatch.setattr(M, "train_mechanism_chunk", lambda c, *a, **k: trained.append(c.task) or real(c, *a, **k))
+    M.run_mechanisms(grown, tmp_path)
+    assert set(trained) == {"copy2"} and grown.chunk_hash("copy1") == TINY.chunk_hash("copy1") != grown.hash()
