@@ -100,7 +100,8 @@ def grid_steps(cap: int, first: int = 8, ratio: float = 2 ** 0.2) -> tuple[int, 
 
 @dataclass(frozen=True)
 class Probe:
-    """One mechanism task of the study with its own sizes: N grid, step cap, seeds, batch, vocabulary, role.
+    """One mechanism task of the study with its own sizes: N grid, step cap, seeds, batch, vocabulary, role (and, where
+    the task needs another, its own model and learning rate).
 
     ``role``: "probe" — enters the verdict at the N where softmax solves it (accuracy ≥ SOLVED in ≥ GATE of its
     seeds within the cap); "finding" — trained and reported (e.g. a task only softmax solves at one N), never judged.
@@ -113,9 +114,13 @@ class Probe:
     batch: int = 16  # sequences per step
     vocab: int = 16
     role: str = "probe"
+    model: TinyModelConfig | None = None  # None: the study's model
+    lr: float | None = None  # None: the study's learning rate
 
     def __post_init__(self) -> None:
         choice("probe role", self.role, ("probe", "finding"))
+        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
+            raise InputError(f"the learning rate must be positive and finite, got {self.lr}")
         for k in ("steps", "seeds", "batch"):
             positive_int(k, getattr(self, k))
         if not self.Ns or list(self.Ns) != sorted(set(self.Ns)):
@@ -179,7 +184,14 @@ class MechConfig:
         """sha256 of what a chunk of ``task`` depends on: the shared settings and that task's probe only, so that adding
         or resizing another probe keeps this task's stored chunks."""
         shared = {k: v for k, v in asdict(self).items() if k not in ("name", "probes")}
-        return stable_hash({"schema": SCHEMA, **shared, "probe": asdict(self.plan(task))})
+        own = {k: v for k, v in asdict(self.plan(task)).items() if k not in ("model", "lr") or v is not None}
+        return stable_hash({"schema": SCHEMA, **shared, "probe": own})
+
+    def model_of(self, task: str) -> TinyModelConfig:
+        return self.plan(task).model or self.model
+
+    def lr_of(self, task: str) -> float:
+        return self.plan(task).lr or self.lr
 
 
 # Quick: the copy tasks at N = 16, 32, 3 seeds, a 400-step cap — a smoke test (its figures say so): the seeds are too
@@ -333,7 +345,7 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     V = pr.vocab
     arms = {a.name: a for a in cfg.arm_list()}
     mem = [arms[a] for a, _ in chunk.members]
-    spec = EnsembleSpec("text", N, cfg.model, mem[0].family, vocab=V, classes=V)
+    spec = EnsembleSpec("text", N, cfg.model_of(task), mem[0].family, vocab=V, classes=V)
     E = len(chunk.members)
     seeds = sorted({r for _, r in chunk.members})
     prm = stack_members(spec, [torch_gen_for(cfg.seed, "mech", task, N, r, "init") for _, r in chunk.members])
@@ -398,7 +410,8 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
             break
         xb, yb = zip(*(MD.batch(task, pr.batch, N, V, gens[r]) for r in seeds))  # every stream advances every step
         x, y = torch.stack(xb)[who].to(dev), torch.stack(yb)[who].to(dev)  # (e, B, N)
-        lr = torch.full((len(active),), cfg.lr * min(1.0, step / cfg.warmup), dtype=torch.float32, device=dev)
+        lr = torch.full((len(active),), cfg.lr_of(task) * min(1.0, step / cfg.warmup), dtype=torch.float32,
+                        device=dev)
         train_step(prm, st, x, y, alive, lr, spec, rowc, cfg.clip)
         if step in evals:
             drop(record(evals.index(step)), step)

@@ -159,7 +159,7 @@ class StudyProgress:
 
         if isinstance(c, MechChunk):  # the cap: an upper bound (members stop once they solve the task)
             pr = self.mcfg.plan(c.task)
-            return len(c.members) * pr.steps * step_flops(self.mcfg.model, pr.batch, c.N)
+            return len(c.members) * pr.steps * step_flops(self.mcfg.model_of(c.task), pr.batch, c.N)
         plan = self.cfg.plan(c.task)
         return len(c.members) * plan.steps * step_flops(self.cfg.model, plan.sequences(c.N), c.N)
 

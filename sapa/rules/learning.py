@@ -56,7 +56,7 @@ SIM_SD = (0.4, 1.0)  # per-seed sd of the arm's log2 exit relative to softmax's,
 SIM_SOFT_SD = 0.3
 SIM_SEEDS = (8, 12, 16)
 SIM_NS = (16, 32, 64, 128)
-SIM_CAP = 3000
+SIM_CAP = 2000  # the full budget's step cap of the probes
 SIM_GAP_SD = 0.14  # sd of a paired final-accuracy gap over seeds (the real study: 0.13–0.15)
 
 
