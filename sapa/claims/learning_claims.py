@@ -55,7 +55,7 @@ def power_line(tr, m: int) -> str:
     need = seeds_for_power(tr.N, tr.sigma, DELTA_POWER, a, POWER_TARGET) if math.isfinite(tr.sigma) else None
     if not math.isfinite(pw):
         return "power undefined (fewer than 2 cells)"
-    return (f"power {pw:.0%} to see a change of {DELTA_POWER:g} doubling at level {ALPHA_FAILS:g}/{m} (σ̂ "
+    return (f"power {pw:.0%} to see Δ {DELTA_POWER:g} doubling past the tested margin at level {ALPHA_FAILS:g}/{m} (σ̂ "
             f"{tr.sigma:.2f}, {min(tr.n)}–{max(tr.n)} seeds per cell); {POWER_TARGET:.0%} needs "
             + (f"{need} seeds per cell" if need else "more than 100 000 seeds per cell"))
 
@@ -85,7 +85,7 @@ def slowdown_readings(trends: dict, measure: str, key0: tuple = ()) -> tuple[Rea
             name=f"{task}: {_lab(arm)} slowdown vs softmax, {'growth' if q == 'growth' else 'more than 2×'}",
             statement=f"{task}: log2({measure}, {_lab(arm)} / softmax) {said}",
             verdict=decide_slowdown(ev), rule=f"slowdown-{q}", key=(*key0, task, arm, q),
-            why=(f"Δ = {_f(tr.delta)} (se {_f(tr.se)}, interval-censored fit, {sum(tr.n)} paired seeds); Holm-adjusted "
+            why=(f"Δ = {_f(tr.delta)} (se {_u(tr.se)}, interval-censored fit, {sum(tr.n)} paired seeds); Holm-adjusted "
                  f"p(Δ ≤ {mf:g}) = {_p(a_f)}, p(Δ ≥ {mh:g}) = {_p(a_h)} over {m} readings (FAILS at ≤ {ALPHA_FAILS:g}); "
                  f"fitted log2 slowdown {{{cells}}}; {power_line(tr, m)}")))
     return tuple(out)
@@ -93,6 +93,10 @@ def slowdown_readings(trends: dict, measure: str, key0: tuple = ()) -> tuple[Rea
 
 def _p(v: float) -> str:
     return "undefined" if not math.isfinite(v) else f"{v:.3g}"
+
+
+def _u(v: float) -> str:
+    return "undefined" if v is None or not math.isfinite(v) else f"{v:.2f}"
 
 
 def _final_reading(task: str, arm: str, ev, cpu_per_seed: float | None = None) -> Reading:
@@ -111,7 +115,7 @@ def _final_reading(task: str, arm: str, ev, cpu_per_seed: float | None = None) -
                    statement=f"{task}: the final test-accuracy gap of {_lab(arm)} to softmax changes by no less "
                              f"than −{MARGIN} over the studied N",
                    verdict=decide_final_gap(ev), rule="final-gap-trend", key=("final-gap", task, arm),
-                   why=f"Δ = {_f(t.delta, 3)} (se {_f(t.se, 3)}, df {t.df}); cell means {{{cells}}}; {why}")
+                   why=f"Δ = {_f(t.delta, 3)} (se {t.se:.3f}, df {t.df}); cell means {{{cells}}}; {why}")
 
 
 def learning_block(study, best, accuracy_trends: dict, floors: dict) -> dict:
@@ -201,7 +205,7 @@ def _solve_findings(cells: list[dict], arms) -> tuple[str, ...]:
     out = []
     for (task, arm), tr in slowdown_trends(cells, arms, "solve", (0.0, 1.0)).items():
         out.append(f"{task}: {_lab(arm)} slowdown in steps to accuracy 0.9 over N {tr.N[0]}…{tr.N[-1]}: Δ = "
-                   f"{_f(tr.delta)} (se {_f(tr.se)}), unadjusted p(Δ ≤ 0) = {_p(tr.p_greater[0.0])}, "
+                   f"{_f(tr.delta)} (se {_u(tr.se)}), unadjusted p(Δ ≤ 0) = {_p(tr.p_greater[0.0])}, "
                    f"p(Δ ≤ 1) = {_p(tr.p_greater[1.0])} — beside the main measure, not a verdict")
     return tuple(out)
 
