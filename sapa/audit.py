@@ -436,6 +436,9 @@ def cmd(args) -> int:
 
     from common.validate import InputError
 
+    from theory.families import resolve
+
+    args.expr, args.normalize, args.mask = resolve(args.expr, args.normalize, args.mask)  # a family id: its row
     spec = spec_from_args(args)
     scale = getattr(args, "logit_scale", "S")
     act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)

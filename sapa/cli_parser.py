@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--x", type=Path, required=True, help="X as a .npy file, shape (N, D)")
     n.add_argument("--w", type=Path, help="W = W_Q W_Kᵀ as a .npy file, shape (D, D)")
     n.add_argument("--activation", required=True,
-                   help='softmax, poly, or any expression sapa audit accepts, e.g. "sigmoid(x/8 - log(N))"')
+                   help='softmax, poly, an activation family id (theory/families.py, e.g. x3_sqrtN) or any '
+                        'expression sapa audit accepts, e.g. "sigmoid(x/8 - log(N))"')
     n.add_argument("--normalize", choices=("none", "row"), default="none",
                    help="expressions: row divides each row by its sum")
     n.add_argument("--p", type=_positive_int, default=1, help="polynomial degree (poly only)")
@@ -188,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also store the calibrations the ledger cites (sapa/rules/calibrations.json; default trials, "
                         "seed 0 only)")
     a = sub.add_parser("audit", help="N-scaling of any attention activation φ(x, N, i): exact, quadrature or Monte Carlo")
-    a.add_argument("expr", help='sympy expression in x (logit), N (tokens), i (row index), e.g. "x**3/sqrt(N)"')
+    a.add_argument("expr", help='sympy expression in x (logit), N (tokens), i (row index), e.g. "x**3/sqrt(N)", or an '
+                                'activation family id of theory/families.py, e.g. x3_sqrtN')
     a.add_argument("--normalize", choices=("none", "row"), default="none", help="row: divide each row by its sum")
     a.add_argument("--mask", choices=("none", "causal"), default="none")
     a.add_argument("--model", choices=("paper", "shared", "iid", "tied", "corr"), default="iid")

@@ -39,7 +39,9 @@ def activation_from_args(args):
     if args.activation == "poly":
         c = positive_float("--scale", args.scale)
         return parse_activation(f"{c!r}*x**{int(args.p)}", "none", args.mask)
-    return parse_activation(args.activation, args.normalize, args.mask)
+    from theory.families import resolve
+
+    return parse_activation(*resolve(args.activation, args.normalize, args.mask))  # a family id: its row
 
 
 REAL_DTYPES = ("F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8")  # safetensors' names

@@ -26,6 +26,7 @@ from common.seeds import rng_for
 from empirics.kernels.activation_fns import _Fns, activation_functions
 from empirics.montecarlo.stats import local_slopes
 from theory.audit import Activation, ModelSpec
+from theory.families import COMPARED
 from common.validate import InputError, positive_int
 
 __all__ = [
@@ -249,14 +250,9 @@ def trials_for(rel_se: float, cv: float) -> int:
 
 
 # (label, expression, normalize): arXiv 2410.18613's x/√N and x³/√N beside softmax and the other papers' rules
-ACTIVATIONS = (
-    ("softmax(x/8)", "exp(x/8)", "row"),
-    ("x/√N", "x/sqrt(N)", "none"),
-    ("x³/√N", "x**3/sqrt(N)", "none"),
-    ("ReLU(x/8)/N", "Max(x/8, 0)/N", "none"),
-    ("sigmoid(x/8 − log N)", "1/(1 + exp(-(x/8 - log(N))))", "none"),
-    ("normalised (x/8)⁴", "(x/8)**4", "row"),
-)
+# (label, expression, normalize) of the comparative figure: the families of theory/families.py marked for it, each
+# at its logit (x/8 = S/√d at d = 64 for softmax and the other papers, as they compute it; x = S for the paper's x^p/√N)
+ACTIVATIONS = tuple((f.label, f.at_logit(f.compare_logit), f.normalize) for f in COMPARED)
 MODELS = ("iid", "tied")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from empirics.experiments.lipschitz_ball import BallConfig
 from empirics.kernels.ball_ascent import AscentConfig
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
+from theory.families import family
 
 ID = "lipschitz-on-a-ball"
 QUICK = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64), betas=(4.0, 1.0), ascent=AscentConfig(steps=80)),
@@ -28,7 +29,7 @@ FULL = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64, 90, 128, 181, 25
         "minilm_Ns": (8, 16, 32, 64, 128), "max_steps": 150}
 FIT_FROM = 8          # exponents are fitted on n ≥ 8 (below it the √n mechanism has too few queries to act)
 BIG, SMALL = 4.0, 1.0  # the balls: √n regime through the grid (e^{2β} ≈ 3 000) and mean-field from n ≈ e² ≈ 7
-NAMES = {"softmax": "softmax", "poly1": "x/√N", "poly3": "x³/√N"}
+NAMES = {"softmax": family("softmax").label, "poly1": family("x_sqrtN").label, "poly3": family("x3_sqrtN").label}
 PUBLISHED = ("Castin, Ablin & Peyré, 'How Smooth Is Attention?', ICML 2024 (arXiv 2312.14820), abstract: \"for inputs "
              "of length n in any compact set, the Lipschitz constant of self-attention is bounded by √n up to a constant "
              "factor and [...] this bound is tight for reasonable sequence lengths. When the sequence length n is too "

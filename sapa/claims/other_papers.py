@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
+from theory.families import family
 
 VIT_B = (768, 64, 196)
 MC_SIZE = (64, 64)          # Monte Carlo (D, d): cheap, and the exact comparison is size-independent
@@ -30,14 +31,18 @@ ROW_TRIALS = 48
 Z_GATE = 2.5758293035489004  # two-sided 99 %
 N_MIN_BY_CLAIM: dict[str, float] = {}  # a claim's own practical minimum N (default sapa.rules.audit.N_MIN = 16)
 
-ENTRIES = {
-    "relu-over-n": ("Max(x/8, 0)/N", "none", "Wortsman et al. 2023 (arXiv 2309.08586)",
-                    "ReLU attention divided by the sequence length, ReLU(qᵀk/√d)/N, keeps attention at softmax's scale"),
-    "sigmoid-bias-logn": ("1/(1 + exp(-(x/8 - log(N))))", "none", "Ramapuram et al. 2024 (arXiv 2409.04431)",
-                          "sigmoid attention with bias b = −log N, sigmoid(qᵀk/√d − log N), behaves like softmax"),
-    "poly4-normalised": ("(x/8)**4", "row", "Kacham et al., PolySketchFormer (arXiv 2310.01655)",
-                         "the row-normalised degree-4 polynomial (qᵀk)⁴/Σ_j (qᵀk_j)⁴ behaves like softmax"),
+# entry id → (the family of theory/families.py, the claim in the paper's words); the activation is the family at the
+# papers' own logits qᵀk/√d: x → x/8 at d = 64
+LOGIT = "x/8"
+_CLAIMED = {
+    "relu-over-n": ("relu_N", "ReLU attention divided by the sequence length, ReLU(qᵀk/√d)/N, keeps attention at softmax's "
+                              "scale"),
+    "sigmoid-bias-logn": ("sigmoid_logN", "sigmoid attention with bias b = −log N, sigmoid(qᵀk/√d − log N), behaves like "
+                                          "softmax"),
+    "poly4-normalised": ("poly4_row", "the row-normalised degree-4 polynomial (qᵀk)⁴/Σ_j (qᵀk_j)⁴ behaves like softmax"),
 }
+ENTRIES = {cid: (family(f).at_logit(LOGIT), family(f).normalize, family(f).source, words)
+           for cid, (f, words) in _CLAIMED.items()}
 
 
 def _figure(ctx: Context) -> tuple[str, ...]:

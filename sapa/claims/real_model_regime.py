@@ -36,6 +36,7 @@ import numpy as np
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 from sapa.rules import heads as rule
 from sapa.rules.growth import TOL
+from theory.families import label_of
 
 if TYPE_CHECKING:  # the model code (torch) is imported only when the check runs
     from empirics.realmodel.real_records import RealResult
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # the model code (torch) is imported only when the check runs
 NOT_INSTALLED = {"status": "optional extra 'real' not installed"}
 POLY = ("x/sqrt(N)", "x^3/sqrt(N)")
 BASELINE = "softmax"
-LABEL = {"softmax": "softmax", "x/sqrt(N)": "x/√N", "x^3/sqrt(N)": "x³/√N"}
+LABEL = {a: label_of(a) for a in (BASELINE,) + POLY}  # the families' one display name (theory/families.py)
 
 STATEMENT = ("Do real trained heads (all-MiniLM-L6-v2) sit in the regime where x/√N and x³/√N grow like √N? "
              "(reviewers 1.2, 1.3: A and B share X; the rate needs N ≫ D)")

@@ -225,3 +225,18 @@ def test_a_pole_in_n_is_reported_as_an_infinite_expectation_there(capsys):
     code, out, err = _run(["audit", "x/(N-1000.5)", "--json"], capsys)  # finite at every integer N: audited as usual
     assert code == 0 and "poles" not in json.loads(out)
     assert "RuntimeWarning" not in err and "lambdifygenerated" not in err  # the generated code's warnings: silent
+
+
+@pytest.mark.parametrize("fam,expr,extra", [("x3_sqrtN", "x**3/sqrt(N)", []),
+                                            ("poly4_row", "x**4", ["--normalize", "row"]),
+                                            ("x3_sqrti", "x**3/sqrt(i)", ["--mask", "causal"])])
+def test_a_family_id_audits_its_row_of_the_families_table(capsys, fam, expr, extra):
+    """``sapa audit FAMILY`` is ``sapa audit EXPR`` with the row's expression, normalisation and mask."""
+    small = ["--N", "16", "--D", "16", "--d", "8", "--trials", "8"]
+    by_id, by_expr = _json(["audit", fam] + small, capsys), _json(["audit", expr] + small + extra, capsys)
+    assert {k: v for k, v in by_id.items() if k != "seconds"} == {k: v for k, v in by_expr.items() if k != "seconds"}
+
+
+def test_a_family_with_a_free_parameter_asks_for_a_number(capsys):
+    code, _, err = _run(["audit", "x_alpha"], capsys)
+    assert code == 2 and "free parameter alpha" in err and "'x/alpha'" in err

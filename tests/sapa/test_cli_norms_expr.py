@@ -221,3 +221,12 @@ def test_safetensors_shapes_are_checked_from_the_header_before_a_tensor_is_loade
     assert code == 2 and err.strip() == (f"sapa: error: --safetensors {f1}: tensor wq (wq) has D = 5 rows in the (D, ·) "
                                          "layout but X has D = 4 columns")
     assert loaded == []  # refused from the header: nothing was read
+
+
+def test_a_family_id_gives_the_norms_of_its_expression(mats, capsys):
+    """``--activation relu_N`` is the row of theory/families.py: the same numbers as its expression."""
+    _, p = mats
+    base = ["norms", "--x", str(p["x"]), "--w", str(p["w"]), "--json", "--activation"]
+    by_id = json.loads(_run(capsys, base + ["relu_N"])[1])
+    by_expr = json.loads(_run(capsys, base + ["Max(x, 0)/N"])[1])
+    assert by_id["fro_norm"] == by_expr["fro_norm"] and by_id["jac_fro_norm"] == by_expr["jac_fro_norm"]

@@ -146,13 +146,15 @@ def test_audit_compare_result_is_typed_and_round_trips(tmp_path):
     r = run_audit_compare(Ns=(8, 64, 128), mc_Ns=(8, 16), trials=4)
     assert isinstance(r, AuditCompareResult) and set(r.curves) == {(a[0], m) for a in ACTIVATIONS for m in MODELS}
     assert all(isinstance(c, Curve) for c in r.curves.values())
-    mc = r.curves[("softmax(x/8)", "iid")]
+    from theory.families import family
+
+    mc = r.curves[(family("softmax").label, "iid")]
     assert mc.method == "monte_carlo" and np.allclose(mc.exponent_N, [np.sqrt(8 * 16)])
-    exact = r.curves[("x/√N", "tied")]
+    exact = r.curves[(family("x_sqrtN").label, "tied")]
     assert exact.exponent_N is None and exact.N.shape == exact.exponent.shape == exact.constant.shape == (3,)
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.trials = 1
     figdata.write(tmp_path / "x.json", r.to_json(), "stem")
     back = AuditCompareResult.from_json(figdata.read(tmp_path / "x.json")[0])
     assert figdata.encode(back.to_json()) == figdata.encode(r.to_json())
-    assert np.array_equal(back.curves[("x/√N", "tied")].constant, exact.constant)
+    assert np.array_equal(back.curves[(family("x_sqrtN").label, "tied")].constant, exact.constant)
