@@ -133,3 +133,17 @@ def test_a_claim_is_judged_and_a_question_answered(tmp_path):
     half = Outcome(verdict="ANSWERED", evidence={}, tested_statement="", readings=(decided, open_))
     e = run_claim(Claim(id="q", statement="s", check=lambda c: half, kind="question"), ctx)
     assert e.verdict == "UNDETERMINED" and "r2" in e.evidence["label_rule"]
+
+
+def test_readings_are_selected_by_their_stable_key_never_by_their_text():
+    from sapa.ledger import reading_keyed, readings_keyed
+
+    rs = [Reading(name="w.r.t. S", statement="s", verdict="HOLDS", rule="bound", key=("wrt", "S")),
+          Reading(name="w.r.t. X", statement="s", verdict="FAILS", rule="bound", key=["wrt", "X"])]
+    assert rs[1].key == ("wrt", "X")  # a list is kept as a tuple
+    assert reading_keyed(rs, "wrt", "X").verdict == "FAILS"
+    as_json = [{"name": r.name, "verdict": r.verdict, "key": list(r.key)} for r in rs]  # ledger.json's form
+    assert reading_keyed(as_json, "wrt", "S")["verdict"] == "HOLDS"
+    assert [r.name for r in readings_keyed(rs, "wrt")] == ["w.r.t. S", "w.r.t. X"]
+    with pytest.raises(KeyError, match="keys"):
+        reading_keyed(rs, "w.r.t. S")
