@@ -5,7 +5,7 @@ rules (x^p/α*, x^p, x^p/N, x³/√i), and three other papers propose their own 
 row-normalised x⁴). One :class:`Family` per activation: its id (file-safe, as the training arms are named), its
 sympy expression in the logit ``x`` (and ``N``, the row ``i``), its one display label, its scale rule, the masks
 it is defined under, the paper it comes from, and how the exact kernels and the figures use it. The audit
-(:func:`theory.audit.parse_activation` of :attr:`Family.expr`), the exact norm kernels (:data:`KERNEL_KINDS`), the
+(:func:`theory.activation_audit.parse_activation` of :attr:`Family.expr`), the exact norm kernels (:data:`KERNEL_KINDS`), the
 ledger's other-papers entries, the figures' labels and the test case table (``tests/cases.py``) read this table;
 adding a family is one row here plus its tests (docs/extending.md).
 

@@ -5,7 +5,7 @@ before softmax. arXiv 2410.18613 replaces softmax by x^p/√N; for a polynomial 
 ways: added to the logit, (x − m|i − j|)^p/√N, or — what the additive bias *is* for exp — as the factor
 e^{−m|i−j|}. Each is audited with :mod:`theory.relpos` (exact for polynomials in x with position-dependent
 coefficients; sums over offsets up to N = 4096) and softmax with and without the bias by Monte Carlo with
-exact kernels (:mod:`empirics.experiments.audit`; no closed form for row-normalised φ). Verdicts from the calibrated
+exact kernels (:mod:`empirics.experiments.activation_sampling`; no closed form for row-normalised φ). Verdicts from the calibrated
 rules ``growth-upper`` / ``growth-upper-exact`` (exponent ≤ ½ + TOL: softmax's O(√N)) and
 ``audit-like-softmax``.
 """
@@ -36,7 +36,7 @@ def _poly_texts(p: int, m: float, x: str = "x") -> dict:
 
 def _poly_exponents(text: str) -> dict:
     """Exact secant exponents of E‖φ‖² on a doubling grid up to 4096 (sup and the last), iid ViT-B head."""
-    from theory.audit import model_spec, parse_activation, profile
+    from theory.activation_audit import model_spec, parse_activation, profile
     from theory.relpos import N_GRID_J, relpos_profile
 
     act, spec = parse_activation(text), model_spec("iid", D, d)
@@ -60,7 +60,7 @@ def _additive_profile(p: int, m: float = SLOPE) -> dict:
     """
     from theory.alibi_bias import bias_only_fro2, leading_term
     from theory.alibi_bias import m as m_
-    from theory.audit import model_spec, parse_activation
+    from theory.activation_audit import model_spec, parse_activation
     from theory.entry_moments import entry_moments
     from theory.relpos import relpos_profile
 
@@ -90,9 +90,9 @@ def _spaced(n: int) -> str:
 
 
 def _softmax(ctx: Context, m: float | None, logit: str = "x/8", key: tuple = ("alibi-scaling",)) -> dict:
-    from empirics.experiments.audit import sample_norms
-    from sapa.rules.audit import decide, mc_evidence
-    from theory.audit import model_spec, parse_activation
+    from empirics.experiments.activation_sampling import sample_norms
+    from sapa.rules.like_softmax import decide, mc_evidence
+    from theory.activation_audit import model_spec, parse_activation
 
     text = f"exp({logit})" if m is None else f"exp({logit} - {m!r}*Abs(i - j))"
     act, spec = parse_activation(text, "row"), model_spec("iid", *MC_SIZE)

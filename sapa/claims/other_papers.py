@@ -11,7 +11,7 @@ Each is read as "with this scale the attention norm grows like softmax's: O(√N
 within K× of softmax's bound √N" (``audit-like-softmax``), first with independent W_Q, W_K (the
 papers' initialisation: the charitable reading), beside it tied weights, the rate alone, and the
 worst case over token-bounded inputs. Evidence: closed form / quadrature at ViT-Base sizes
-(:mod:`theory.audit`), Monte Carlo with exact kernels that must agree with it (|z| from the sample
+(:mod:`theory.activation_audit`), Monte Carlo with exact kernels that must agree with it (|z| from the sample
 size, ``mc-agreement`` gate), and the comparative figure (:mod:`figures.audit_compare`).
 """
 
@@ -26,10 +26,10 @@ VIT_B = (768, 64, 196)
 MC_SIZE = (64, 64)          # Monte Carlo (D, d): cheap, and the exact comparison is size-independent
 MC_NS = (32, 64)            # exact-vs-MC comparisons at these N
 MC_TRIALS = 400
-ROW_NS = (64, 128, 256)     # normalised activations: the rule's Monte Carlo design (sapa.rules.audit)
+ROW_NS = (64, 128, 256)     # normalised activations: the rule's Monte Carlo design (sapa.rules.like_softmax)
 ROW_TRIALS = 48
 Z_GATE = 2.5758293035489004  # two-sided 99 %
-N_MIN_BY_CLAIM: dict[str, float] = {}  # a claim's own practical minimum N (default sapa.rules.audit.N_MIN = 16)
+N_MIN_BY_CLAIM: dict[str, float] = {}  # a claim's own practical minimum N (default sapa.rules.like_softmax.N_MIN = 16)
 
 # entry id → (the family of theory/families.py, the claim in the paper's words); the activation is the family at the
 # papers' own logits qᵀk/√d: x → x/8 at d = 64
@@ -48,7 +48,7 @@ ENTRIES = {cid: (family(f).at_logit(LOGIT), family(f).normalize, family(f).sourc
 def _figure(ctx: Context) -> tuple[str, ...]:
     """The comparative figure, computed once per run and stored for ``sapa figures``."""
     if "audit_compare" not in ctx.cache:
-        from empirics.experiments.audit import run_audit_compare
+        from empirics.experiments.activation_sampling import run_audit_compare
         from figures import audit_compare as fig
         from sapa.ledger import store_figure_data
 
@@ -63,15 +63,15 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 
 def _check(cid: str, ctx: Context) -> Outcome:
-    from empirics.experiments.audit import sample_norms, z_scores
+    from empirics.experiments.activation_sampling import sample_norms, z_scores
     from sapa.claims import mc as mc_log
     from sapa.claims.mc import agreement_gate
     from sapa.regime import exponent_windows
     from sapa.regime import windows_text
-    from sapa.rules.audit import (A, N_MIN, TOL, K, LikeSoftmaxEvidence, decide, decide_rate, decide_size, mc_evidence,
+    from sapa.rules.like_softmax import (A, N_MIN, TOL, K, LikeSoftmaxEvidence, decide, decide_rate, decide_size, mc_evidence,
                                   why_failed)
     from sapa.rules.growth import UpperEvidence, decide_upper
-    from theory.audit import audit, model_spec, parse_activation, profile, worst_case
+    from theory.activation_audit import audit, model_spec, parse_activation, profile, worst_case
 
     text, norm, source, words = ENTRIES[cid]
     n_min = N_MIN_BY_CLAIM.get(cid, N_MIN)
@@ -254,7 +254,7 @@ def _regime(per_model: dict, n_min: float) -> dict:
 def _shifted_rate(prof, shift: float, n_min: float, asym: float) -> tuple[str, float]:
     """The rate rule on φ·N^shift: the same profile, every local exponent + shift (E‖·‖² × N^(2·shift) exactly)."""
     from sapa.regime import exponent_windows
-    from sapa.rules.audit import A, TOL, LikeSoftmaxEvidence, decide_rate
+    from sapa.rules.like_softmax import A, TOL, LikeSoftmaxEvidence, decide_rate
 
     class _Shifted:
         def exponents(self, N):
@@ -269,7 +269,7 @@ def _conditions(ctx: Context, cid: str, act, per_model: dict, profiles: dict, re
     """(falsifiability, robustness, regime) of one audited entry, all recomputed from this run's evidence."""
     from sapa.conditions import (by_construction, could_fail, not_applicable, not_run, robustness,
                                  threshold_variants, varied)
-    from sapa.rules.audit import A, K, TOL, LikeSoftmaxEvidence, decide, decide_rate, decide_size
+    from sapa.rules.like_softmax import A, K, TOL, LikeSoftmaxEvidence, decide, decide_rate, decide_size
 
     head = readings[0].verdict
     norm = ENTRIES[cid][1]
@@ -332,15 +332,15 @@ def _conditions(ctx: Context, cid: str, act, per_model: dict, profiles: dict, re
 def exponent_sup(prof, n_min: float) -> float:
     """sup of the local exponents (norm and Jacobians) from ``n_min`` on (:func:`sapa.regime.exponent_windows`)."""
     from sapa.regime import exponent_windows
-    from sapa.rules.audit import A, TOL
+    from sapa.rules.like_softmax import A, TOL
 
     return exponent_windows(prof, A + TOL, n_min, per_quantity=False)["sup_from_n_min"]
 
 
 def _poly4_mc(ctx: Context, text: str, key: tuple) -> str:
-    from empirics.experiments.audit import sample_norms
-    from sapa.rules.audit import decide, mc_evidence
-    from theory.audit import model_spec, parse_activation
+    from empirics.experiments.activation_sampling import sample_norms
+    from sapa.rules.like_softmax import decide, mc_evidence
+    from theory.activation_audit import model_spec, parse_activation
 
     act = parse_activation(text, "row")
     spec = model_spec("iid", *MC_SIZE)

@@ -335,7 +335,7 @@ def _size_words(readings) -> str:
 
 
 def _size_factor() -> float:
-    from sapa.rules.audit import SIZE_FACTOR
+    from sapa.rules.like_softmax import SIZE_FACTOR
 
     return SIZE_FACTOR
 
@@ -344,9 +344,9 @@ def size_readings(consts: dict, word: str, factor: float | None = None) -> tuple
     """The size readings of x^p/√N at ViT-Base (rule ``size-within-factor``): logits S/√d first, the paper's S beside.
 
     The same standard as the other papers' activations: E-RMS ‖φ‖_F within K× of softmax's bound √N (K declared
-    once in :mod:`sapa.rules.audit`). Exact evidence: a zero-width ratio interval.
+    once in :mod:`sapa.rules.like_softmax`). Exact evidence: a zero-width ratio interval.
     """
-    from sapa.rules.audit import LikeSoftmaxEvidence, decide_size
+    from sapa.rules.like_softmax import LikeSoftmaxEvidence, decide_size
 
     K = _size_factor() if factor is None else factor
     cb = consts["ViT-Base"]["models"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from common import figdata
-from empirics.experiments.audit import run_audit_compare
+from empirics.experiments.activation_sampling import run_audit_compare
 from figures import audit_compare
 from theory.families import family
 

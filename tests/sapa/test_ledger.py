@@ -49,7 +49,7 @@ def test_budget_lookup():
 
 
 def test_softmax_claims_verdicts_are_computed(softmax_verify):
-    from sapa.ledger_merge import ledger_entries
+    from sapa.commands.ledger_merge import ledger_entries
 
     code, _, err, _, ledger = softmax_verify  # tests/conftest.py: the quick-budget checks, run once per session
     assert code == 0, err

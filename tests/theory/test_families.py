@@ -107,10 +107,10 @@ def test_the_exact_kernel_computes_the_familys_expression(case):
 
 @pytest.mark.parametrize("case", params())
 def test_the_audit_of_each_family_agrees_with_a_monte_carlo(case):
-    """E‖φ(S)‖²_F: closed form or quadrature (theory.audit) against Monte Carlo (empirics.experiments.audit) at
+    """E‖φ(S)‖²_F: closed form or quadrature (theory.activation_audit) against Monte Carlo (empirics.experiments.activation_sampling) at
     |z| < 4; a row-normalised family (no closed form) keeps every draw within softmax's bound ‖P‖²_F ≤ N."""
-    from empirics.experiments.audit import sample_norms
-    from theory.audit import model_spec, parse_activation, profile
+    from empirics.experiments.activation_sampling import sample_norms
+    from theory.activation_audit import model_spec, parse_activation, profile
 
     fam = FAMILIES[case.family]
     act = parse_activation(case.expr, fam.normalize, case.mask)

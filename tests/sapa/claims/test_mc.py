@@ -103,7 +103,7 @@ def test_one_gate_records_each_comparison_and_decides_over_them(ctx):
 def test_merged_ledger_recounts_coverage_from_the_kept_comparisons():
     """verify --only: the rerun's comparisons replace theirs by name, the others stay; the summary is recounted."""
     from sapa.claims.mc import summary_of
-    from sapa.ledger_merge import merge_into
+    from sapa.commands.ledger_merge import merge_into
 
     def chk(name, covered):
         return {"name": name, "covered": covered, "nominal": 0.99, "detail": {}}

@@ -14,7 +14,7 @@ import pytest
 from sapa.budget import budget_named
 from sapa.claims.other_papers import CLAIMS, ENTRIES
 from sapa.ledger import Context, run_claim
-from sapa.rules.audit import LikeSoftmaxEvidence, decide
+from sapa.rules.like_softmax import LikeSoftmaxEvidence, decide
 
 IDS = ["relu-over-n", "sigmoid-bias-logn", "poly4-normalised"]
 
@@ -23,7 +23,7 @@ IDS = ["relu-over-n", "sigmoid-bias-logn", "poly4-normalised"]
 def entries(request, tmp_path_factory):
     """The three checks at the quick budget (``-m slow``) or, in the default run, with fewer Monte Carlo trials
     (100 per exact comparison, 16 per normalised row size, 4 for the figure's two Monte Carlo sizes)."""
-    from empirics.experiments import audit as empirics_audit
+    from empirics.experiments import activation_sampling as empirics_audit
     from sapa.claims import other_papers
 
     out = tmp_path_factory.mktemp("ledger")
@@ -109,7 +109,7 @@ def test_entries_name_the_command_that_reproduces_them(entries):
 
 @pytest.mark.parametrize("cid", IDS)
 def test_rate_and_size_are_separate_readings_and_recompute(entries, cid):
-    from sapa.rules.audit import decide_rate, decide_size
+    from sapa.rules.like_softmax import decide_rate, decide_size
 
     _, es = entries
     e = es[cid]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from empirics.kernels.expr_norms import layer_from_w
-from sapa.norms_expr import run_norms
-from theory.audit import parse_activation
+from sapa.commands.norms_expr import run_norms
+from theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 

@@ -1,4 +1,4 @@
-"""Tests for `sapa/norms_expr.py`: `sapa norms --activation EXPR` (heads, values, layer files) and `--spectral`."""
+"""Tests for `sapa/commands/norms_expr.py`: `sapa norms --activation EXPR` (heads, values, layer files) and `--spectral`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from empirics.kernels.expr_norms import expr_norms, layer_from_qk, layer_from_w
 from sapa.cli import main
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""Tests for `sapa/report_summary.py`: clause-safe key numbers and a bottom line assembled from the ledger."""
+"""Tests for `sapa/report/summary.py`: clause-safe key numbers and a bottom line assembled from the ledger."""
 
 from __future__ import annotations
 
 import pytest
 
 from sapa.ledger import Entry
-from sapa.report_summary import bottom_line, brief, clauses, lead_sentence, short_numbers
+from sapa.report.summary import bottom_line, brief, clauses, lead_sentence, short_numbers
 
 HEAD = ("O(N) as an upper bound holds for every weight model (exponent 1.000, never above it at any N); the tight "
         "rate only for N ≥ N_reg (up to 541, tied); exponent at ViT-Base N=196: paper 1.000, iid 1.000; constant "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sapa.display import arm_name
-from sapa.train_summary import alpha_line
+from sapa.commands.train_summary import alpha_line
 
 
 @pytest.mark.parametrize("prov,want", [
@@ -33,7 +33,7 @@ def test_one_display_name_per_arm_in_the_summary_and_the_figures():
 
 
 def test_summary_table_prints_display_names_not_keys():
-    from sapa.train_summary import summary
+    from sapa.commands.train_summary import summary
     from tests.empirics.training.study_fixture import make_study
 
     st = make_study(tasks={"digits": (16, 64)}, seeds=2, lrs=(1e-3,), seed=4)

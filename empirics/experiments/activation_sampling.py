@@ -1,6 +1,6 @@
 """Monte Carlo of ‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F for any audited activation φ(x, N, i), with exact kernels.
 
-The Monte Carlo side of ``sapa audit`` (:mod:`theory.audit`; arXiv 2410.18613's Cor 4.3/4.5 and the
+The Monte Carlo side of ``sapa audit`` (:mod:`theory.activation_audit`; arXiv 2410.18613's Cor 4.3/4.5 and the
 other papers' scale rules). φ and φ' come from the sympy expression (``lambdify`` to numpy); the
 norms of one draw are exact and never build a Jacobian, O(N²D) per draw (derivation as in
 :mod:`empirics.kernels.norms`, with dS_ij = y_jᵀdx_i + z_iᵀdx_j, y_j = W x_j, z_i = Wᵀx_i):
@@ -25,7 +25,7 @@ import numpy as np
 from common.seeds import rng_for
 from empirics.kernels.activation_fns import _Fns, activation_functions
 from empirics.montecarlo.stats import local_slopes
-from theory.audit import Activation, ModelSpec
+from theory.activation_audit import Activation, ModelSpec
 from theory.families import COMPARED
 from common.validate import InputError, positive_int
 
@@ -307,7 +307,7 @@ def run_audit_compare(D: int = 64, d: int = 64, Ns=(8, 16, 32, 64, 128, 256, 512
                       mc_Ns=(32, 64, 128, 256), trials: int = 48, seed: int = 0) -> AuditCompareResult:
     """Curves per (activation, model): exact / quadrature at ``Ns``; Monte Carlo means at ``mc_Ns`` for the
     row-normalised activations (exponents between neighbouring N)."""
-    from theory.audit import model_spec, parse_activation, profile
+    from theory.activation_audit import model_spec, parse_activation, profile
 
     curves = {}
     for label, text, norm in ACTIVATIONS:

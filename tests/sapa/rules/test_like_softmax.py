@@ -1,4 +1,4 @@
-"""Tests for `sapa/rules/audit.py`: the "grows like softmax" rule, its thresholds and its calibration."""
+"""Tests for `sapa/rules/like_softmax.py`: the "grows like softmax" rule, its thresholds and its calibration."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, calibrate, rule_named
-from sapa.rules import audit as R
+from sapa.rules import like_softmax as R
 
 
 def ev(lo, hi, ratio, asym=math.nan, rlo=None):

@@ -1,4 +1,4 @@
-"""Tests for `theory/audit.py`: parsing, exact moments of every order, Gauss rules, quadrature, worst case.
+"""Tests for `theory/activation_audit.py`: parsing, exact moments of every order, Gauss rules, quadrature, worst case.
 
 The exact path must reproduce `theory.moments` (the numbers behind `sapa exact` and the growth
 claims of arXiv 2410.18613) as exact rationals; the quadrature path must reproduce the exact path on
@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 from scipy.special import roots_hermite
 
-from theory import audit as A
+from theory import activation_audit as A
 from theory.gaussian import double_factorial
 from theory.moments import _rw_m_off, exact_moments
 from common.validate import InputError
@@ -283,8 +283,8 @@ def test_worst_case_counts_every_visible_entry(mask):
 
 
 def test_a_linear_monomial_takes_the_closed_form_path():
-    # theory/audit.py: `nz[0][0] < 1` → `<= 1` sent c·x down the general path unnoticed
-    from theory.audit import _monomial
+    # theory/activation_audit.py: `nz[0][0] < 1` → `<= 1` sent c·x down the general path unnoticed
+    from theory.activation_audit import _monomial
 
     assert _monomial(A.parse_activation("x/sqrt(N)"))[0] == 1 and _monomial(A.parse_activation("x**3"))[0] == 3
     assert _monomial(A.parse_activation("x + x**2")) is None and _monomial(A.parse_activation("1/sqrt(N)")) is None
@@ -301,7 +301,7 @@ def test_entry_moments_have_one_value_per_order():
 
 def test_a_constant_activation_has_no_jacobian():
     # theory/norm_profile.py: the derivative-free branch returned 1 instead of 0 for E(∂φ/∂S)² off the diagonal
-    from theory.audit import model_spec, profile
+    from theory.activation_audit import model_spec, profile
 
     t = profile(A.parse_activation("1/sqrt(N)"), model_spec("iid", 16, 8)).totals([4.0, 64.0])
     assert np.all(t["jac_s"] == 0) and np.all(t["jac"] == 0)

@@ -29,7 +29,9 @@ from typing import Callable
 
 from common.validate import InputError
 
-__all__ = ["Notebook", "execute", "find", "kernel", "main", "normalise", "problems", "render", "small_png", "write"]
+__all__ = ["Notebook", "execute", "find", "kernel", "main", "normalise", "problems", "render", "small_png", "write",
+           "add_parser", "run"]
+KEPT = "the notebooks already written were kept"  # what an interrupt leaves (sapa.cli prints it)
 
 BUDGETS = ("full", "small")
 DPI = 100  # inline figures: 6 × 4 in → 600 × 400 px
@@ -61,7 +63,7 @@ class Notebook:
 
 def default_dir() -> Path:
     """The checkout's ``notebooks/`` folder (beside the ``sapa`` package)."""
-    return Path(__file__).resolve().parents[1] / "notebooks"
+    return Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def find(directory: Path, only: list[str] | None = None) -> list[Notebook]:
@@ -366,3 +368,21 @@ def main(directory: Path | None, only: list[str] | None, check: bool, timeout: i
         failed += 1
         print(f"sapa: notebooks: {book.py.name} failed ({why}); {book.ipynb.name} left as it was", file=sys.stderr)
     return 1 if failed else 0
+
+
+def add_parser(sub) -> None:
+    """Declare ``sapa notebooks`` and its arguments on the subparsers ``sub``."""
+    from pathlib import Path
+    from sapa.commands.arguments import positive_int
+
+    nb = sub.add_parser("notebooks",
+                        help="execute notebooks/NN_*.py and write NN_*.ipynb with outputs (--check: only check)")
+    nb.add_argument("--check", action="store_true", help="execute nothing; exit 1 if an .ipynb is stale or lacks outputs")
+    nb.add_argument("--only", nargs="+", metavar="NN", help="only these notebooks, by number (default: all)")
+    nb.add_argument("--dir", type=Path, help="notebook folder (default: the checkout's notebooks/)")
+    nb.add_argument("--timeout", type=positive_int, default=1200, help="seconds one cell may run")
+
+
+def run(args) -> int:
+    """``sapa notebooks``: regenerate the shipped notebooks with outputs, or check them (:func:`main`)."""
+    return main(args.dir, args.only, args.check, args.timeout)

@@ -1,11 +1,11 @@
-"""Tests for `sapa/verify_progress.py` and the stages of ``sapa verify`` (each entry and the figures get a stage)."""
+"""Tests for `sapa/commands/verify_progress.py` and the stages of ``sapa verify`` (each entry and the figures get a stage)."""
 
 from __future__ import annotations
 
 import json
 
 from sapa.budget import budget_named
-from sapa.verify_progress import expected_seconds
+from sapa.commands.verify_progress import expected_seconds
 
 
 def _ledger(path, name="quick", seed=0):

@@ -1,4 +1,4 @@
-"""Tests for `sapa/audit_relpos.py`: `sapa audit` with a column index j (relative-position logits)."""
+"""Tests for `sapa/commands/audit_relpos.py`: `sapa audit` with a column index j (relative-position logits)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from sapa.cli import main
-from theory.audit import model_spec, parse_activation
+from theory.activation_audit import model_spec, parse_activation
 from theory.relpos import relpos_profile
-from empirics.experiments.audit import sample_norms, z_scores
+from empirics.experiments.activation_sampling import sample_norms, z_scores
 
 ALIBI = "sigmoid(x/8 - log(N) - 0.1*Abs(i - j))"
 

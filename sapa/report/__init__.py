@@ -1,12 +1,12 @@
 """Render the claims ledger: a terminal table, and ``report.md`` / ``report.html`` from Jinja2 templates.
 
 Reader order of both reports: title and provenance line; the bottom line in words
-(:mod:`sapa.report_summary`); a table of contents; the verdict labels and terms (:mod:`sapa.glossary`) before
+(:mod:`sapa.report.summary`); a table of contents; the verdict labels and terms (:mod:`sapa.glossary`) before
 any table uses them; the verdict tables (claims and questions apart, key numbers cut only between whole
 clauses); the Monte Carlo first-pass coverage; what each review point asked and which entries answer it; then
 one section per entry with its readings (verdict, why, rule) and its figures, each captioned by
-:mod:`figures.captions` and shown once (:mod:`sapa.report_figures`). The raw evidence is in ``ledger.json``
-only: each section links to it. Templates live in ``sapa/templates/``.
+:mod:`figures.captions` and shown once (:mod:`sapa.report.figure_plan`). The raw evidence is in ``ledger.json``
+only: each section links to it. Templates live in ``sapa/report/templates/``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import textwrap
 from functools import lru_cache
 from pathlib import Path
 
-from sapa import report_figures
+from sapa.report import figure_plan as report_figures
 from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
-from sapa.report_summary import bottom_line, clauses, sentences, short_numbers
+from sapa.report.summary import bottom_line, clauses, sentences, short_numbers
 
 _LEGEND = VERDICTS  # = sapa.labels.DEFINITIONS: one meaning per label, the same sentences as docs/verdicts.md
 _GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
@@ -247,7 +247,7 @@ def _calibration_text(c: dict | None) -> str:
 
 @lru_cache(maxsize=1)
 def _env():
-    """The Jinja2 environment of ``sapa/templates``: autoescape for ``*.html.j2``, none for Markdown."""
+    """The Jinja2 environment of ``sapa/report/templates``: autoescape for ``*.html.j2``, none for Markdown."""
     import jinja2
 
     env = jinja2.Environment(

@@ -21,12 +21,12 @@ RANGE_N_J = (16, 64, 196, 1024, 4096)
 def relpos_result(act, spec, N: int, n_min: float | None = None) -> dict:
     """The keys of ``sapa audit --json`` (plus ``_worst_case``, ``_verdict``, ``_verdict_evidence``, ``_windows`` for the caller).
 
-    The rate is judged as without j (:func:`sapa.audit._verdict_exact`): the sup of the local exponent over the
-    secants with both ends at N ≥ ``n_min`` (default :data:`sapa.rules.audit.N_MIN`); every window of secants above
+    The rate is judged as without j (:func:`sapa.commands.audit_activation._verdict_exact`): the sup of the local exponent over the
+    secants with both ends at N ≥ ``n_min`` (default :data:`sapa.rules.like_softmax.N_MIN`); every window of secants above
     ½ + TOL is reported, those below ``n_min`` as context only.
     """
     from common.validate import InputError
-    from sapa.rules.audit import A, N_MIN, TOL, LikeSoftmaxEvidence, decide
+    from sapa.rules.like_softmax import A, N_MIN, TOL, LikeSoftmaxEvidence, decide
 
     n_min = N_MIN if n_min is None else float(n_min)
     if N > N_MAX:

@@ -1,9 +1,9 @@
 """``sapa audit EXPR``: the N-scaling of any attention activation, wired from theory, empirics and the rules.
 
 Exact (polynomial φ) or quadrature (other element-wise φ) expectations come from
-:mod:`theory.audit`; row-normalised φ, and φ whose row-index dependence is not a factor, go to Monte
-Carlo with exact kernels (:mod:`empirics.experiments.audit`); the verdict "grows like softmax" is the calibrated
-rule ``audit-like-softmax`` (:mod:`sapa.rules.audit`). Every result says which ``method`` produced it.
+:mod:`theory.activation_audit`; row-normalised φ, and φ whose row-index dependence is not a factor, go to Monte
+Carlo with exact kernels (:mod:`empirics.experiments.activation_sampling`); the verdict "grows like softmax" is the calibrated
+rule ``audit-like-softmax`` (:mod:`sapa.rules.like_softmax`). Every result says which ``method`` produced it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from empirics.montecarlo.stats import loglog_slope
-from theory.audit import (
+from theory.activation_audit import (
     N_GRID,
     Activation,
     ModelSpec,
@@ -42,7 +42,7 @@ def mc_grid(N: int) -> tuple[int, ...]:
 def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict, dict]:
     """Rate and size readings from exact / quadrature evidence: the sup of the local exponent from ``n_min`` on."""
     from sapa.regime import exponent_windows
-    from sapa.rules.audit import A, TOL, LikeSoftmaxEvidence
+    from sapa.rules.like_softmax import A, TOL, LikeSoftmaxEvidence
 
     w = 0.5 * a.error_bound
     win = exponent_windows(prof, A + TOL, n_min)
@@ -75,8 +75,8 @@ def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
     ``win`` (windows of the local exponent, :func:`sapa.regime.exponent_windows`'s keys plus the examined range
     ``n_lo``, ``n_hi``) is the same for every exact or quadrature audit, with or without a column index j: the rate
     is judged on the sup from ``n_min`` on, and a HOLDS_IN_REGIME names its regime
-    (:func:`sapa.rules.audit.regime_text`)."""
-    from sapa.rules.audit import A, TOL, combine, decide_rate, decide_size, regime_text, verdict_why
+    (:func:`sapa.rules.like_softmax.regime_text`)."""
+    from sapa.rules.like_softmax import A, TOL, combine, decide_rate, decide_size, regime_text, verdict_why
 
     rate, size = decide_rate(ev), decide_size(ev, size_factor)
     regime = ""
@@ -111,7 +111,7 @@ def logit_substituted(text: str, logit_scale: str, d: int) -> str:
         return text
     import sympy as sp
 
-    from theory.audit import parse_activation
+    from theory.activation_audit import parse_activation
 
     expr = parse_activation(text).expr
     xs = [s for s in expr.free_symbols if s.name == "x"]
@@ -127,7 +127,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     x → x/√d already (:func:`logit_substituted`) and passes the user's text as ``expr_as_given``.
     """
     t0 = time.perf_counter()
-    from sapa.rules.audit import N_MIN, SIZE_FACTOR, TOL
+    from sapa.rules.like_softmax import N_MIN, SIZE_FACTOR, TOL
 
     K = SIZE_FACTOR if size_factor is None else float(size_factor)
     n_min = N_MIN if n_min is None else float(n_min)
@@ -152,14 +152,14 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
     if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
-        from sapa.audit_relpos import relpos_result
+        from sapa.commands.audit_relpos import relpos_result
 
         out.update(relpos_result(act, spec, N, n_min=n_min))
         wc = out.pop("_worst_case")
         out.pop("_verdict")
         ev = out.pop("_verdict_evidence")
         win = out.pop("_windows")
-        from sapa.rules.audit import LikeSoftmaxEvidence
+        from sapa.rules.like_softmax import LikeSoftmaxEvidence
 
         # the same rule as without j: the sup from n_min on (windows below it reported, not judged)
         verdict, readings = _readings(LikeSoftmaxEvidence(**ev), K, win)
@@ -196,11 +196,11 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     else:
         grid = mc_grid(N)
         mcs = {}
-        from empirics.experiments.audit import sample_norms
+        from empirics.experiments.activation_sampling import sample_norms
         for n in grid:
             mcs[n] = sample_norms(act, spec, n, trials, seed=seed)
         m = mcs[N]
-        from sapa.rules.audit import decide, mc_evidence
+        from sapa.rules.like_softmax import decide, mc_evidence
 
         ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N)
         (verdict, readings), ev = _readings(ev_o, K, None), ev_o.__dict__
@@ -347,7 +347,7 @@ def text_report(out: dict) -> str:
             [[name, r["D"], r["d"], r["n"], f"{r['growth_exponent']:.3f}", v(r["crossover_n"], "none"),
               sig(r["constant_vs_softmax"])] for name, r in out["named_sizes"].items()],
             right=[False] + [True] * 6)]
-    from sapa.rules.audit import TOL, K
+    from sapa.rules.like_softmax import TOL, K
 
     if mc:
         (elo, ehi), (clo, chi) = out["growth_exponent_interval"], out["constant_vs_softmax_interval"]
@@ -372,7 +372,7 @@ def _decisive_exact(out: dict, v, no_form: str) -> str:
     the asymptotic exponent when the verdict rests on a regime, the size ratio; a peak below n_min, which the rule
     does not judge, is named apart as context."""
     from sapa.display import sig
-    from sapa.rules.audit import TOL
+    from sapa.rules.like_softmax import TOL
 
     rate = out["readings"]["rate"]
     size = f"‖φ‖/√N = {v(out['constant_vs_softmax'], no_form)} (limit {out['size_factor']:g})"
@@ -430,8 +430,10 @@ def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: boo
                      force)
 
 
-def cmd(args) -> int:
-    """``sapa audit``: parse, audit, print (text or one JSON object)."""
+def audit_and_print(args) -> int:
+    """``sapa audit EXPR``: parse, audit, print (text or one JSON object)."""
+    if args.model not in ("paper", "shared") and args.D is None:
+        args.D = 768
     import json
 
     from common.validate import InputError
@@ -482,4 +484,4 @@ def _jsonable(v):
     return str(v)
 
 
-_ = N_GRID  # the grid of the sup exponent (theory.audit.N_GRID), named here for readers of the JSON
+_ = N_GRID  # the grid of the sup exponent (theory.activation_audit.N_GRID), named here for readers of the JSON

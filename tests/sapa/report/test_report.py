@@ -185,7 +185,7 @@ def test_terminal_table_keeps_groups_and_mc_line(ledger):
 def test_templates_are_shipped_with_the_package():
     from importlib.resources import files
 
-    tpl = files("sapa") / "templates"
+    tpl = files("sapa.report") / "templates"
     assert {"report.md.j2", "report.html.j2", "review.md.j2"} <= {p.name for p in tpl.iterdir()}
 
 
@@ -262,7 +262,7 @@ def test_every_figure_has_a_caption_that_is_sentences(full_ledger):
 
 
 def test_summary_table_cells_are_whole_clauses(full_ledger):
-    from sapa.report_summary import clauses
+    from sapa.report.summary import clauses
 
     md = report.markdown(full_ledger, PROV, MC)
     rows = re.findall(r"^\| \[`[^`]+`\]\(#[^)]+\) \| \*\*[A-Z_]+\*\* \| (.+) \|$", md, re.M)
@@ -277,7 +277,7 @@ def test_summary_table_cells_are_whole_clauses(full_ledger):
                                   "figures/big.png", "figures/notpng.png"])
 def test_html_embeds_only_pngs_inside_the_results_folder(tmp_path, name):
     """A ledger's figure list may have been edited: absolute paths, '..', links out, huge or non-PNG files stay out."""
-    from sapa import report_figures as rf
+    from sapa.report import figure_plan as rf
 
     base = tmp_path / "results"
     (base / "figures").mkdir(parents=True)

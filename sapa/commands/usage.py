@@ -3,7 +3,7 @@
 ``usage(parser, "audit")`` gives ``sapa audit EXPR [--normalize none|row] ... [--json]``: required options bare,
 optional ones in brackets, choices as ``a|b``, ``ID ...`` for a list, mutually exclusive options as
 ``[--workers K | --scheduler ADDR]``. A test renders every command and compares it with the README's table, so the
-table cannot drift from the CLI; ``python3 -m sapa.cli_usage`` prints the rows to paste.
+table cannot drift from the CLI; ``python3 -m sapa.commands.usage`` prints the rows to paste.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ def _metavar(a: argparse.Action) -> str:
     if a.choices:
         return "|".join(map(str, a.choices))
     help_ = (a.help or "").lower()
-    from sapa.cli_parser import _path  # a Path that refuses ''
+    from sapa.commands.arguments import path_arg  # a Path that refuses ''
 
-    if a.type in (Path, _path):
+    if a.type in (Path, path_arg):
         if ".npy" in help_:
             return a.dest.upper() + ".npy"
         return "DIR" if ("directory" in help_ or "folder" in help_) else "FILE"

@@ -1,4 +1,4 @@
-"""Tests for ``sapa audit`` (sapa/cli.py → sapa/audit.py): JSON contract, reproduction of ``sapa exact``, bad input."""
+"""Tests for ``sapa audit`` (sapa/cli.py → sapa/commands/audit.py): JSON contract, reproduction of ``sapa exact``, bad input."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_x3_over_sqrt_n_against_brute_force_expectations(capsys, model, extra):
         assert a["growth_exponent"] == pytest.approx(0.5, abs=1e-12)
     # The verdict from these numbers by the rule's documented thresholds: the local exponent of √E‖φ‖² rises
     # to ½ from below (sup ≤ ½ < ½ + TOL), so HOLDS exactly when √(E‖φ‖²/N) ≤ K, FAILS when above.
-    from sapa.rules.audit import K
+    from sapa.rules.like_softmax import K
 
     ratio = math.sqrt(float(fro2) / N)
     assert a["constant_vs_softmax"] == pytest.approx(ratio, rel=1e-13)
@@ -156,7 +156,7 @@ def test_bad_input_one_line_exit_2(capsys, argv):
     assert len(lines) == 1 and lines[0].startswith("sapa: error: ") and "the test took longer" not in err, err
 
 
-_ = Fraction  # exact comparisons live in tests/theory/test_audit.py
+_ = Fraction  # exact comparisons live in tests/theory/test_activation_audit.py
 
 
 @pytest.mark.parametrize("scale,model,rate,size,ratio", [
@@ -202,7 +202,7 @@ def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how)
     import time
 
     import common.progress as progress
-    import sapa.audit as A
+    import sapa.commands.audit_activation as A
 
     monkeypatch.setattr(progress, "stage", functools.partial(progress.stage, every_s=0.2))
     monkeypatch.setattr(A, "run_audit", lambda *a, **k: (time.sleep(0.7), {"activation": expr})[1])

@@ -1,4 +1,4 @@
-"""Tests for `empirics/experiments/audit.py`: exact kernels against autograd, and Monte Carlo against theory.audit.
+"""Tests for `empirics/experiments/activation_sampling.py`: exact kernels against autograd, and Monte Carlo against theory.activation_audit.
 
 The kernels take φ and φ' from the sympy expression; autograd (torch.autograd.functional.jacobian,
 float64) differentiates the same φ written in torch. Monte Carlo means must agree with the exact /
@@ -14,8 +14,8 @@ import sympy as sp
 import torch
 
 from empirics.kernels.activation_fns import activation_functions
-from empirics.experiments.audit import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
-from theory.audit import N_, i_, model_spec, parse_activation, profile, x_
+from empirics.experiments.activation_sampling import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
+from theory.activation_audit import N_, i_, model_spec, parse_activation, profile, x_
 
 
 def _tmax(a, b):
@@ -141,7 +141,7 @@ def test_audit_compare_result_is_typed_and_round_trips(tmp_path):
     import dataclasses
 
     from common import figdata
-    from empirics.experiments.audit import ACTIVATIONS, MODELS, AuditCompareResult, Curve, run_audit_compare
+    from empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult, Curve, run_audit_compare
 
     r = run_audit_compare(Ns=(8, 64, 128), mc_Ns=(8, 16), trials=4)
     assert isinstance(r, AuditCompareResult) and set(r.curves) == {(a[0], m) for a in ACTIVATIONS for m in MODELS}

@@ -22,7 +22,7 @@ sympy expression in the logit ``x``, the sequence length ``N`` and (optionally) 
   a-posteriori relative difference, at the audited N, to the rule of half the order in the laws of v
   and S_11, plus the last change when the Hermite order in z was doubled.
 * causal mask (row i sees j ≤ i) and row-index dependence c(N, i)·ψ(x, N): exact sums over rows.
-* row normalisation (divide each row by its sum) has no closed form: :mod:`empirics.experiments.audit` does
+* row normalisation (divide each row by its sum) has no closed form: :mod:`empirics.experiments.activation_sampling` does
   Monte Carlo with exact kernels; this module supplies the worst case (rows are probability
   vectors).
 
@@ -43,7 +43,7 @@ import numpy as np
 import sympy as sp
 
 from common.validate import InputError
-# The audit's parts, one module per idea; their names are re-exported here (theory.audit is the entry point).
+# The audit's parts, one module per idea; their names are re-exported here (theory.activation_audit is the entry point).
 from theory.activation import (MASKS, N_, NORMALIZE, POLY_MAX_DEGREE, Activation, _lam, i_,  # noqa: F401
                                parse_activation, x_)
 from theory.activation_worst_case import worst_case

@@ -1,4 +1,4 @@
-"""Tests for `sapa/rules/store.py`: the stored calibrations the ledger cites are current (fingerprints of what each
+"""Tests for `sapa/rules/calibration_store.py`: the stored calibrations the ledger cites are current (fingerprints of what each
 rule computes) and agree with a fresh calibration at another seed within their Monte Carlo error (slow)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from sapa.rules import all_rules, calibrate, cached_calibration
-from sapa.rules.store import SEED, fingerprint, stored, write_store
+from sapa.rules.calibration_store import SEED, fingerprint, stored, write_store
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.name)
@@ -38,7 +38,7 @@ def test_stored_rates_agree_with_a_fresh_calibration_within_monte_carlo_error(ru
 def test_the_fingerprint_follows_what_the_rule_computes_not_its_text(monkeypatch):
     import empirics.montecarlo.stats as st
     from sapa.rules import growth
-    from sapa.rules.store import fingerprint
+    from sapa.rules.calibration_store import fingerprint
 
     rule = next(r for r in all_rules() if r.name == "growth-upper")
     same = dataclasses.replace(rule, decide=lambda ev: rule.decide(ev))  # other code, same behaviour

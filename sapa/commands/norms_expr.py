@@ -29,9 +29,9 @@ _SUFFIXES = {
 
 
 def activation_from_args(args):
-    """The parsed :class:`theory.audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
+    """The parsed :class:`theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
     from common.validate import positive_float
-    from theory.audit import parse_activation
+    from theory.activation_audit import parse_activation
 
     if args.activation == "softmax":
         tau = positive_float("--scale", args.scale)
