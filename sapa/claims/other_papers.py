@@ -64,8 +64,8 @@ def _figure(ctx: Context) -> tuple[str, ...]:
 
 def _check(cid: str, ctx: Context) -> Outcome:
     from empirics.experiments.activation_sampling import sample_norms, z_scores
-    from sapa.claims import mc as mc_log
-    from sapa.claims.mc import agreement_gate
+    from sapa.evidence import monte_carlo as mc_log
+    from sapa.evidence.monte_carlo import agreement_gate
     from sapa.regime import exponent_windows
     from sapa.regime import windows_text
     from sapa.rules.like_softmax import (A, N_MIN, TOL, K, LikeSoftmaxEvidence, decide, decide_rate, decide_size, mc_evidence,

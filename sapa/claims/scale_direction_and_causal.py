@@ -68,7 +68,7 @@ def check_scale_direction(ctx: Context) -> Outcome:
         return bound_exponent(p, model, cfg["Ns"], res.D, res.d)
 
     # Monte Carlo vs exact, first pass only (no rerun on disagreement): one comparison per (model, p).
-    from sapa.claims import mc
+    from sapa.evidence import monte_carlo as mc
 
     flat = {f"{m}/p{p}": polynomial_agreement(res.tables[(m, p)], res.fits[(m, p)], FAMILY)
             for m in cfg["models"] for p in PS}
@@ -264,7 +264,7 @@ def check_causal(ctx: Context) -> Outcome:
     seed = ctx.budget.seed
     # c_i = 1/i added to the policies: the shape of softmax's typical rows
     res = run_causal_masking(seed=seed, policies=("inv_sqrt_n", "inv_sqrt_i", "inv_i"), level=LEVEL, **cfg)
-    from sapa.claims import mc
+    from sapa.evidence import monte_carlo as mc
 
     agreement = causal_agreement(res, ("inv_sqrt_n", "inv_sqrt_i", "inv_i"))  # first pass only: no rerun
     gate, _, _ = mc.gate(ctx, "causal-masking", agreement, LEVEL)

@@ -9,7 +9,7 @@ Exact (``theory.moments``): in every shared-X model
 so the RMS of the 1/√N-scaled norm has local exponent e(N) = ½·N/(N−1+r), r = m_diag/m_off
 = N* − 1. It equals ½ for all N only when r = 1 (the paper's independent model); otherwise
 it reaches ½ (within ``TOL``) only for N ≥ N_reg = ⌈1 − r + |1 − r|/(2·TOL)⌉. The unscaled
-exponent is e(N) + ½. Monte Carlo (``sapa.claims.mc``) measures the same exponents.
+exponent is e(N) + ½. Monte Carlo (``sapa.evidence.monte_carlo``) measures the same exponents.
 
 Verdict (same for all four claims; rules in ``sapa.rules.growth``): the paper writes O(·), an
 upper bound, and its quantifier is an expectation, so the headline reading is "the local exponent
@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from common.seeds import rng_for
-from sapa.claims import mc
+from sapa.evidence import monte_carlo as mc
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
 TOL = 0.05  # "grows like N^e": the local exponent within 0.05 of e
@@ -140,7 +140,7 @@ def _judge(ctx: Context, p: int, scaled: bool) -> Outcome:
     """Shared logic of the four growth claims: exact profiles, readings, Monte Carlo gate, constants."""
     from theory.matrix_power import matrix_power_growth
 
-    from sapa.claims import worst as worst_side
+    from sapa.evidence import growth_worst_case as worst_side
 
     shift = 0.0 if scaled else 0.5
     pred = 0.5 + shift

@@ -117,7 +117,7 @@ def _merged_monte_carlo(old: dict | None, new: dict | None) -> dict | None:
     """
     if not old or "checks" not in old or not new or "checks" not in new:
         return None
-    from sapa.claims.mc import summary_of
+    from sapa.evidence.monte_carlo import summary_of
 
     by_name = {c["name"]: c for c in old["checks"]}
     by_name.update({c["name"]: c for c in new["checks"]})

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
-    from sapa.claims.mc import close_run_pool, monte_carlo_summary
+    from sapa.evidence.monte_carlo import close_run_pool, monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.commands.ledger_merge import ledger_entries, merge_into, prior_ledger
     from sapa.commands.verify_progress import expected_seconds
@@ -125,7 +125,7 @@ def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, 
     """
     from common.atomic import atomic_write_json, atomic_write_text
     from sapa import report
-    from sapa.claims.mc import monte_carlo_summary
+    from sapa.evidence.monte_carlo import monte_carlo_summary
     from sapa.ledger import ledger_dict, provenance
     from sapa.commands.ledger_merge import ledger_entries, merge_into, prior_ledger
 

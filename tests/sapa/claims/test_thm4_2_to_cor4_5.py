@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/thm4_2_to_cor4_5.py` and `sapa/claims/mc.py`: the regime rule and the MC plumbing."""
+"""Tests for `sapa/claims/thm4_2_to_cor4_5.py` and `sapa/evidence/monte_carlo.py`: the regime rule and the MC plumbing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sapa.claims import thm4_2_to_cor4_5, mc
+from sapa.claims import thm4_2_to_cor4_5
+from sapa.evidence import monte_carlo as mc
 from theory.moments import exact_moments, local_growth_exponent
 
 
@@ -79,7 +80,7 @@ def worst_ctx(tmp_path_factory):
 @pytest.mark.parametrize("p,scaled,token,fro", [(1, True, "HOLDS", "HOLDS"), (3, True, "HOLDS", "FAILS"),
                                                 (1, False, "HOLDS", "HOLDS"), (3, False, "HOLDS", "FAILS")])
 def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
-    from sapa.claims import worst
+    from sapa.evidence import growth_worst_case as worst
 
     ev, figs = worst.evidence(worst_ctx, p, scaled)
     assert ev["verdict_worst_case"] == {"token": token, "fro": fro}

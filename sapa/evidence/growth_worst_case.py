@@ -33,7 +33,7 @@ def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
     if "worst_case" not in ctx.cache:
         from empirics.experiments.worst_case import run_worst_case
         from figures import worst_case as fig
-        from sapa.claims.mc import run_pool
+        from sapa.evidence.monte_carlo import run_pool
         from sapa.ledger import store_figure_data
 
         b = ctx.budget

@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/mc.py`: first-pass Monte Carlo checks are recorded once each, never rerun, and summarised."""
+"""Tests for `sapa/evidence/monte_carlo.py`: first-pass Monte Carlo checks are recorded once each, never rerun, and summarised."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sapa.budget import QUICK
-from sapa.claims import mc
+from sapa.evidence import monte_carlo as mc
 from sapa.ledger import Context
 
 
@@ -102,7 +102,7 @@ def test_one_gate_records_each_comparison_and_decides_over_them(ctx):
 
 def test_merged_ledger_recounts_coverage_from_the_kept_comparisons():
     """verify --only: the rerun's comparisons replace theirs by name, the others stay; the summary is recounted."""
-    from sapa.claims.mc import summary_of
+    from sapa.evidence.monte_carlo import summary_of
     from sapa.commands.ledger_merge import merge_into
 
     def chk(name, covered):
