@@ -1,4 +1,5 @@
-"""Tests for `sapa/ledger.py` and `sapa/claims/`: every claim of the ledger present, verdicts computed."""
+"""Tests for `sapa/ledger.py`: contracts, readings and their keys, outcomes, claims against questions (the
+entries themselves: tests/sapa/claims/)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ import pytest
 
 from sapa.budget import QUICK, budget_named
 from sapa.claims import all_claims
-from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, ledger_dict, provenance, run_claim
+from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, run_claim
 from sapa.rules import CLAIM_VERDICTS, QUESTION_VERDICTS, rule_named
-from sapa.rules.bound import BoundEvidence
-from sapa.rules.bound import decide as decide_bound
 from common.validate import InputError
 
 DESIGN_IDS = [
@@ -46,52 +45,6 @@ def test_budget_lookup():
     assert budget_named("quick", 3).seed == 3
     with pytest.raises(InputError):
         budget_named("huge")
-
-
-def test_softmax_claims_verdicts_are_computed(softmax_verify):
-    from sapa.commands.ledger_merge import ledger_entries
-
-    code, _, err, _, ledger = softmax_verify  # tests/conftest.py: the quick-budget checks, run once per session
-    assert code == 0, err
-    norm, jac = ledger_entries(ledger)
-    assert (norm.id, jac.id) == ("thm4.1-norm", "thm4.1-jacobian")
-    # the quick budget's expected answers: the √N bound is sharp (HOLDS); the paper's Jacobian constant 2 is four
-    # times the sharp ½ that the two-point rows attain (HOLDS_LOOSE), as checked against autograd below
-    assert (norm.verdict, jac.verdict) == ("HOLDS", "HOLDS_LOOSE")
-    # The evidence that drives the rule: bound respected, supremum approached.
-    assert norm.evidence["max_observed_ratio"] <= 1 + 1e-12
-    assert norm.evidence["supremum_approached_ratio"] > 1 - 1e-9
-    assert norm.verdict == decide_bound(BoundEvidence(1.0, norm.evidence["fro_sup_over_sqrtN"],
-                                                     max(norm.evidence["max_observed_ratio"],
-                                                         norm.evidence["supremum_approached_ratio"])))
-    ev = jac.evidence
-    assert ev["sharp_constant"] == 0.5 and ev["paper_constant"] == 2.0
-    assert ev["max_observed_row_jacobian_fro"] <= 0.5 + 1e-12
-    assert ev["max_observed_matrix_ratio_autograd"] <= 0.5 + 1e-12
-    assert ev["ratio_at_two_point_rows_autograd"] == pytest.approx(0.5, abs=1e-12)
-    worst = max(ev["max_observed_row_jacobian_fro"], ev["max_observed_matrix_ratio_autograd"])
-    assert jac.verdict == decide_bound(BoundEvidence(2.0, ev["sharp_constant"], worst))
-    assert "√N/2" in jac.corrected_claim
-    wrt_x = [r for r in jac.readings if "w.r.t. X" in r["name"]][0]
-    assert wrt_x["verdict"] == decide_bound(BoundEvidence(2.0, float("inf"), ev["reading_wrt_X"]["max_ratio"]))
-    # the tied-pair witness keeps rows at the two-point maximiser: its ratio grows linearly in the weight scale
-    w = ev["reading_wrt_X"]["tied_pair_witness"]
-    assert w[-1]["jac_fro_over_sqrtN"] / w[-2]["jac_fro_over_sqrtN"] == pytest.approx(
-        w[-1]["weight_scale"] / w[-2]["weight_scale"], rel=0.01)
-    d = ledger_dict([norm, jac], provenance(QUICK, 0.0), {"first_pass_coverage": None, "series": 0})
-    assert [c["id"] for c in d["claims"]] == ["thm4.1-norm", "thm4.1-jacobian"]
-    assert "monte_carlo" in d
-    for c in d["claims"]:
-        assert c["kind"] == "claim" and c["rule"]["name"] == "bound" and c["readings"]
-        for r in c["readings"]:
-            assert {"name", "statement", "verdict", "rule", "calibration"} <= set(r)
-            # bound reads exact evidence: no sampling error, so no rates are cited (only the logic check)
-            assert r["calibration"]["exact"] and r["calibration"]["note"] == "exact: no sampling error"
-            assert r["calibration"]["false_fails_rate"] is None
-            assert r["calibration"]["decision_logic_check"]["false_fails_rate"] <= 0.01
-        assert c["contract"]["logit_scale"] == "S" and c["falsifiability"]["kind"] == "by_construction" or \
-            c["falsifiability"]["negative_control"]["verdict"] == "FAILS"
-        assert isinstance(c["robustness"]["stable"], bool)
 
 
 def test_every_entry_is_a_claim_or_a_question():
