@@ -1,4 +1,5 @@
-"""Tests for `sapa/claims/thm4_2_to_cor4_5.py` and `sapa/evidence/monte_carlo.py`: the regime rule and the MC plumbing."""
+"""Tests for `sapa/evidence/growth_profiles.py` (and the growth entries' decisions, `sapa/claims/growth_check.py`):
+the regime rule, the exact profiles and constants, the worst-case side and the Monte Carlo plumbing."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from sapa.claims import thm4_2_to_cor4_5
+from sapa.evidence import growth_profiles as gp
 from sapa.evidence import monte_carlo as mc
 from theory.moments import exact_moments, local_growth_exponent
 
 
 @pytest.mark.parametrize("r", [0.0, 0.5, 1.0, 1.003, 2.0, 60.0, 19672.9])
 def test_regime_start_is_the_first_n_within_tolerance(r):
-    n0 = thm4_2_to_cor4_5.regime_start(r)
+    n0 = gp.regime_start(r)
     e = lambda N: 0.5 * N / (N - 1 + r)  # noqa: E731 - the local exponent of the 1/√N-scaled E-RMS norm
-    assert abs(e(n0) - 0.5) <= thm4_2_to_cor4_5.TOL + 1e-12
+    assert abs(e(n0) - 0.5) <= gp.TOL + 1e-12
     if n0 > 1:
-        assert abs(e(n0 - 1) - 0.5) > thm4_2_to_cor4_5.TOL
+        assert abs(e(n0 - 1) - 0.5) > gp.TOL
     for N in (n0, n0 + 1, 2 * n0, 100 * n0):  # monotone: stays inside afterwards
-        assert abs(e(N) - 0.5) <= thm4_2_to_cor4_5.TOL + 1e-12
+        assert abs(e(N) - 0.5) <= gp.TOL + 1e-12
 
 
 def test_local_exponent_formula_matches_theory():
@@ -31,13 +32,13 @@ def test_local_exponent_formula_matches_theory():
 
 
 def test_exact_profile_paper_model_has_no_regime():
-    pr = thm4_2_to_cor4_5.exact_profile(3, "paper", 0.0, 64, 32)
+    pr = gp.exact_profile(3, "paper", 0.0, 64, 32)
     assert pr["crossover_n"] == 2 and pr["regime_start_n"] == 1
     assert pr["scaled_exponent_at_196"] == 0.5 and pr["asymptotic_scaled_exponent"] == 0.5
 
 
 def test_exact_profile_tied_cubic_is_far_from_sqrt_n_at_vit_base():
-    pr = thm4_2_to_cor4_5.exact_profile(3, "tied", 1.0, 768, 64)
+    pr = gp.exact_profile(3, "tied", 1.0, 768, 64)
     assert pr["crossover_n"] > 10_000 and pr["scaled_exponent_at_196"] < 0.01
     assert pr["regime_start_n"] > 100_000
 
@@ -64,22 +65,10 @@ def test_coefficient_of_scale_policies():
     assert coefficient("const", 16, c=0.0625) == 0.0625
 
 
-@pytest.fixture(scope="module")
-def worst_ctx(tmp_path_factory):
-    from dataclasses import replace
-
-    from sapa.budget import QUICK
-    from sapa.ledger import Context
-
-    # small sizes, the closed-form witnesses as the only starts (seeded restarts: tests/empirics/experiments/test_worst_case.py),
-    # in this process (spawning workers costs more than this small search)
-    return Context(budget=replace(QUICK, worst_Ns=(3, 6), worst_steps=2, worst_restarts=0),
-                   out_dir=tmp_path_factory.mktemp("wc"), workers=1)
-
-
 @pytest.mark.parametrize("p,scaled,token,fro", [(1, True, "HOLDS", "HOLDS"), (3, True, "HOLDS", "FAILS"),
                                                 (1, False, "HOLDS", "HOLDS"), (3, False, "HOLDS", "FAILS")])
-def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
+def test_worst_case_evidence_per_input_set(growth_context, p, scaled, token, fro):
+    worst_ctx = growth_context  # tests/conftest.py: small sizes, the closed-form witnesses as the only starts
     from sapa.evidence import growth_worst_case as worst
 
     ev, figs = worst.evidence(worst_ctx, p, scaled)
@@ -96,7 +85,7 @@ def test_worst_case_evidence_per_input_set(worst_ctx, p, scaled, token, fro):
 
 @pytest.mark.parametrize("r,shift", [(1.0, 0.0), (19673.0, 0.0), (1.3, 0.5), (0.5, 0.0)])
 def test_sup_local_exponent_is_the_supremum_over_n(r, shift):
-    from sapa.claims.thm4_2_to_cor4_5 import sup_local_exponent
+    from sapa.evidence.growth_profiles import sup_local_exponent
 
     N = np.geomspace(2, 1e9, 4000)
     e = 0.5 * N / (N - 1 + r) + shift
@@ -109,7 +98,9 @@ def test_sup_local_exponent_is_the_supremum_over_n(r, shift):
 
 
 def test_upper_bound_reading_holds_where_the_tight_reading_is_a_regime():
-    from sapa.claims.thm4_2_to_cor4_5 import _tight, _upper, sup_local_exponent
+    from sapa.claims.growth_check import tight as _tight
+    from sapa.claims.growth_check import upper as _upper
+    from sapa.evidence.growth_profiles import sup_local_exponent
 
     r_tied = 19673.0  # tied x³ at ViT-Base
     assert _upper(0.5, sup_local_exponent(r_tied, 0.0)) == "HOLDS"
@@ -120,7 +111,7 @@ def test_upper_bound_reading_holds_where_the_tight_reading_is_a_regime():
 
 def test_constants_against_softmax_match_exact_moments():
     """‖x³/√N‖ at ViT-Base, tied weights: √(E‖S^{∘3}‖²/N) from exact_moments, and its ratio to √N."""
-    from sapa.claims.thm4_2_to_cor4_5 import constants
+    from sapa.evidence.growth_profiles import constants
 
     c = constants(3, scaled=True)["ViT-Base"]
     e = exact_moments(3, "tied", 196, 768, 64, rho=1.0, sigma=1 / math.sqrt(768))
@@ -134,7 +125,7 @@ def test_constants_against_softmax_match_exact_moments():
 def test_jacobian_wrt_s_moment_against_monte_carlo():
     """E‖∂(S^{∘3})/∂S‖²_F = 9·E‖S^{∘2}‖²_F: exact vs a seeded Monte Carlo (iid weights, small sizes)."""
     from common.seeds import rng_for
-    from sapa.claims.thm4_2_to_cor4_5 import jac_s_moments
+    from sapa.evidence.growth_profiles import jac_s_moments
 
     N, D, d, T = 6, 4, 3, 20_000
     rng = rng_for(0, "test-jac-s")
