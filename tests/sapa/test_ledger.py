@@ -31,9 +31,9 @@ def test_every_claim_has_a_contract_or_an_owner():
 
 
 def test_pending_claim_is_undetermined_with_owner(tmp_path):
-    e = run_claim(Claim(id="x", statement="s", owner="issue #99"), Context(QUICK, tmp_path))
+    e = run_claim(Claim(id="x", statement="s", owner="docs/training.md"), Context(QUICK, tmp_path))
     assert e.verdict == "UNDETERMINED"
-    assert e.evidence == {"status": "not yet examined", "owner": "issue #99"}
+    assert e.evidence == {"status": "not yet examined", "owner": "docs/training.md"}
 
 
 def test_outcome_rejects_unknown_verdict():
