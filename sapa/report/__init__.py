@@ -16,7 +16,7 @@ import textwrap
 from functools import lru_cache
 from pathlib import Path
 
-from sapa.report import figure_plan as report_figures
+from sapa.report import figure_plan
 from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
 from sapa.report.summary import bottom_line, clauses, sentences, short_numbers
@@ -117,7 +117,7 @@ def markdown(entries: list[Entry], prov: dict, mc: dict | None = None) -> str:
 def html(entries: list[Entry], prov: dict, base_dir, mc: dict | None = None) -> str:
     """A self-contained ``report.html``: each PNG under ``base_dir`` embedded once (base64), linked elsewhere."""
     ctx = _context(entries, prov, mc)
-    ctx["data_uri"] = {f.anchor: report_figures.png_data_uri(base_dir, f) for f in ctx["figures"]}
+    ctx["data_uri"] = {f.anchor: figure_plan.png_data_uri(base_dir, f) for f in ctx["figures"]}
     return _env().get_template("report.html.j2").render(ctx)
 
 
@@ -175,7 +175,7 @@ def first_sentence(text: str) -> str:
 def _context(entries: list[Entry], prov: dict, mc: dict | None) -> dict:
     """What both templates render: provenance, bottom line, contents, glossary, groups, MC line, review points,
     entry sections (no evidence: it is in ledger.json)."""
-    figures = report_figures.plan(entries)
+    figures = figure_plan.plan(entries)
     return {
         "prov": _prov_view(prov),
         "prov_rows": _prov_rows(prov),
@@ -225,7 +225,7 @@ def _section(e: Entry, figures: list, index: int) -> dict:
         "readings": [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings],
         "conditions": conditions(e),
         "contract": [(k.replace("_", " "), str(v)) for k, v in (e.contract or {}).items()],
-        "figures": [(f, f.owner == e.id) for f in report_figures.cited_in(figures, e.id)],
+        "figures": [(f, f.owner == e.id) for f in figure_plan.cited_in(figures, e.id)],
         "evidence_path": f"claims[{index}].evidence",
         "evidence_keys": ", ".join(list(e.evidence or {})[:8]) + (", …" if len(e.evidence or {}) > 8 else ""),
     }
