@@ -34,6 +34,8 @@ SCALE_RULES: dict[str, str] = {
     "inv_sqrt_i": "1/√i, row i's effective length under a causal mask",
     "bias_log_n": "the bias −log N inside the nonlinearity",
     "row_sum": "each row divided by its sum",
+    "dose": "1/c over a log grid of c at one N (the dose-response of norm-vs-accuracy)",
+    "temperature": "softmax(S/τ) over a grid of τ at one N (the dose-response of norm-vs-accuracy)",
 }
 MASKS = ("none", "causal")
 NORMALIZE = ("none", "row")
@@ -57,6 +59,8 @@ class Family:
       params: free parameters of ``expr`` other than x, N, i (``alpha``): a value is needed before it is audited.
       compare_logit: the logit the comparative audit figure applies it to (``x/8`` = S/√d at d = 64, ``x`` = S);
         None: not in that figure.
+      train: a training arm of the study (:data:`empirics.training.study_config.ARMS` is built from these rows): the
+        exact kernels' families train as the softmax or power ensembles, any other as its expression.
     """
 
     id: str
@@ -70,6 +74,7 @@ class Family:
     kernel: str | None = None
     params: tuple[str, ...] = ()
     compare_logit: str | None = None
+    train: bool = False
 
     def __post_init__(self) -> None:
         if self.scale not in SCALE_RULES:
@@ -113,19 +118,23 @@ def _poly(id: str, p: int, scale: str, divisor: str, label_divisor: str, **kw) -
 
 FAMILY_TABLE: tuple[Family, ...] = (
     Family("softmax", "exp(x)", "softmax", "softmax", SOFTMAX_SOURCE, normalize="row", kernel="softmax",
-           compare_logit="x/8"),
-    _poly("x_sqrtN", 1, "inv_sqrt_n", "sqrt(N)", "√N", compare_logit="x"),
-    _poly("x3_sqrtN", 3, "inv_sqrt_n", "sqrt(N)", "√N", compare_logit="x"),
-    _poly("x_alpha", 1, "alpha", "alpha", "α*", params=("alpha",)),
-    _poly("x3_alpha", 3, "alpha", "alpha", "α*", params=("alpha",)),
+           compare_logit="x/8", train=True),
+    _poly("x_sqrtN", 1, "inv_sqrt_n", "sqrt(N)", "√N", compare_logit="x", train=True),
+    _poly("x3_sqrtN", 3, "inv_sqrt_n", "sqrt(N)", "√N", compare_logit="x", train=True),
+    _poly("x_alpha", 1, "alpha", "alpha", "α*", params=("alpha",), train=True),
+    _poly("x3_alpha", 3, "alpha", "alpha", "α*", params=("alpha",), train=True),
     _poly("x_16", 1, "const", "16", "16"),
-    _poly("x", 1, "none", "", ""),
-    _poly("x3", 3, "none", "", ""),
-    _poly("x_N", 1, "inv_n", "N", "N"),
-    _poly("x3_N", 3, "inv_n", "N", "N"),
-    _poly("x3_sqrti", 3, "inv_sqrt_i", "sqrt(i)", "√i", masks=("causal",)),
+    _poly("x", 1, "none", "", "", train=True),
+    _poly("x3", 3, "none", "", "", train=True),
+    _poly("x_N", 1, "inv_n", "N", "N", train=True),
+    _poly("x3_N", 3, "inv_n", "N", "N", train=True),
+    _poly("x3_sqrti", 3, "inv_sqrt_i", "sqrt(i)", "√i", masks=("causal",), train=True),
+    _poly("x_dose", 1, "dose", "c", "c", params=("c",), train=True),
+    _poly("x3_dose", 3, "dose", "c", "c", params=("c",), train=True),
+    Family("softmax_tau", "exp(x/tau)", "softmax(S/τ)", "temperature", SOFTMAX_SOURCE, normalize="row",
+           kernel="softmax", params=("tau",), train=True),
     Family("relu_N", "Max(x, 0)/N", "ReLU(x)/N", "inv_n", "Wortsman et al. 2023 (arXiv 2309.08586)",
-           compare_logit="x/8"),
+           compare_logit="x/8", train=True),
     Family("sigmoid_logN", "1/(1 + exp(-(x - log(N))))", "sigmoid(x − log N)", "bias_log_n",
            "Ramapuram et al. 2024 (arXiv 2409.04431)", compare_logit="x/8"),
     Family("poly4_row", "x**4", "row-normalised x⁴", "row_sum", "Kacham et al., PolySketchFormer (arXiv 2310.01655)",
