@@ -3,13 +3,13 @@
 arXiv 2410.18613's x/√N and x³/√N beside softmax and the other papers' scale rules: ReLU/N
 (Wortsman et al. 2023), sigmoid(x − log N) (Ramapuram et al. 2024) and the row-normalised degree-4
 polynomial (Kacham et al., PolySketchFormer). Logits are scaled by 1/√d (x/8 at d = 64) as all four
-papers do. Closed forms / quadrature (:mod:`theory.audit`) give smooth curves; softmax and the
-normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`empirics.experiments.audit`).
+papers do. Closed forms / quadrature (:mod:`theory.activation_audit`) give smooth curves; softmax and the
+normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`empirics.experiments.activation_sampling`).
 Left: e(N) = ½ d log E‖φ‖²_F / d log N (softmax's bound: ½). Right: E-RMS ‖φ‖_F / √N (softmax's
 bound: 1).
 
-Draws only: the data come from :func:`empirics.experiments.audit.run_audit_compare` (an
-:class:`~empirics.experiments.audit.AuditCompareResult`) or its stored JSON.
+Draws only: the data come from :func:`empirics.experiments.activation_sampling.run_audit_compare` (an
+:class:`~empirics.experiments.activation_sampling.AuditCompareResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import figdata
-from empirics.experiments.audit import ACTIVATIONS, MODELS, AuditCompareResult
+from empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult
 from figures import style
+from theory.families import family
 
 NAME = "audit_compare"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
@@ -35,11 +36,11 @@ def check(res: AuditCompareResult | dict) -> None:
     exact exponent of x/√N and x³/√N is ≤ ½ (+1e-9); softmax's constant is ≤ 1 (Thm 4.1)."""
     c = _result(res).curves
     for m in MODELS:
-        assert np.min(c[("x³/√N", m)].constant) > 100, m
-        relu = c[("ReLU(x/8)/N", m)]
+        assert np.min(c[(family("x3_sqrtN").label, m)].constant) > 100, m
+        relu = c[(family("relu_N").label, m)]
         assert np.max(relu.constant[relu.N >= 64]) < 1, m  # tied: the diagonal (S_ii ≈ d) dominates below
-        assert np.max(c[("softmax(x/8)", m)].constant) <= 1 + 1e-12, m
-        for lab in ("x/√N", "x³/√N"):
+        assert np.max(c[(family("softmax").label, m)].constant) <= 1 + 1e-12, m
+        for lab in (family("x_sqrtN").label, family("x3_sqrtN").label):
             assert np.max(c[(lab, m)].exponent) <= 0.5 + 1e-9, (lab, m)
 
 
@@ -70,7 +71,8 @@ def draw(res: AuditCompareResult | dict, out_dir: str | Path, file_stem: str) ->
         axes[0, 0].set_title("(a) growth exponent (softmax bound: ½, dotted)")
         axes[0, 1].set_title("(b) constant against softmax's √N")
         axes[0, 0].legend(fontsize=7.5, loc="best")
-        fig.suptitle(f"Attention activations under shared X (D = {res.D}, d = {res.d}), σ_w² = 1/D; "
+        fig.suptitle(f"Attention activations under shared X (D = {res.D}, d = {res.d}), σ_w² = 1/D; logits S/√d "
+                     "(x/8) for softmax and the other papers' rules, S for x^p/√N; "
                      f"MC: {res.trials} draws per N, exact kernels", fontsize=10)
         fig.tight_layout()
         paths = style.save(fig, out_dir, file_stem)

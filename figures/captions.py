@@ -1,6 +1,6 @@
 """One caption per kind of figure: what the figure shows, what to look at, and what the reader should see.
 
-The reports (``sapa/report.py``) caption every figure from here, by the start (and, for a figure module that saves
+The reports (``sapa/report/__init__.py``) caption every figure from here, by the start (and, for a figure module that saves
 several figures, the end) of its file stem; the stem itself, which encodes the configuration
 (``norm_vs_n_D16_d16_rho0p5_trials768_N8-512``), is shown beside the caption as the file's name. Plain data: no
 matplotlib, so the report imports it cheaply. A test checks that every stem a figure module can save has a caption

@@ -18,9 +18,11 @@ from common import figdata
 from empirics.experiments.lipschitz_ball import BallResult
 from empirics.realmodel.layer_lipschitz import LayerLipschitzResult
 from figures import style
+from theory.families import family
 
 NAME = "lipschitz_ball"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
-TITLES = {"softmax": "softmax (row-wise)", "poly1": "x/√N", "poly3": "x³/√N"}
+TITLES = {"softmax": family("softmax").label + " (row-wise)", "poly1": family("x_sqrtN").label,
+          "poly3": family("x3_sqrtN").label}
 
 
 def _parts(data: dict) -> tuple[BallResult, LayerLipschitzResult]:

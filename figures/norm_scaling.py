@@ -46,6 +46,7 @@ from scipy.stats import t as _student
 from empirics.kernels.scale import coefficient
 from empirics.montecarlo.stats import loglog_slope
 from figures import style
+from theory.families import family
 
 QUANTITIES = ("fro", "jac_fro")
 ALPHA = 0.01  # family-wise level of the MC-vs-exact agreement check
@@ -66,12 +67,12 @@ class Series:
         return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
 
 
-SERIES = (
-    Series("softmax(S/√d)", "softmax", 0, "inv_sqrt_d"),
-    Series("x/√N", "poly", 1, "inv_sqrt_n"),
-    Series("x³/√N", "poly", 3, "inv_sqrt_n"),
-    Series("x/16", "poly", 1, "const", 0.0625),
-    Series("x³", "poly", 3, "const", 1.0),
+SERIES = (  # legend text: the family's one label (theory/families.py); softmax on the logits S/√d
+    Series(family("softmax").label + " on S/√d", "softmax", 0, "inv_sqrt_d"),
+    Series(family("x_sqrtN").label, "poly", 1, "inv_sqrt_n"),
+    Series(family("x3_sqrtN").label, "poly", 3, "inv_sqrt_n"),
+    Series(family("x_16").label, "poly", 1, "const", 0.0625),
+    Series(family("x3").label, "poly", 3, "const", 1.0),
 )
 
 # (weight_model, panel title); corr's ρ is filled in by `draw`
@@ -201,7 +202,7 @@ def check(summary: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: 
 
 def assert_claim(result: dict, quantity: str) -> None:
     """Paper and iid: x/√N RMS slope within 0.1 of ½, unscaled x³ within 0.1 of 1; MC agrees with exact."""
-    want = {"x/√N": 0.5, "x³": 1.0}
+    want = {family("x_sqrtN").label: 0.5, family("x3").label: 1.0}
     seen = 0
     for model in ("paper", "iid"):
         for name, target in want.items():

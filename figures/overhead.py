@@ -1,4 +1,4 @@
-"""Figure: CPU time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613, issue #8).
+"""Figure: CPU time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613; the reviews ask for running times).
 
 ``STEM.png``: seconds per call (the run's clock, median of the rounds) against N, log-log, panels forward and
 forward+backward × mask none and causal; softmax (``scaled_dot_product_attention``) in black, the polynomial's

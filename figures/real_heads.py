@@ -25,6 +25,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from figures import style
+from theory.families import label_of
 
 CONTOURS = (0.05, 0.1, 0.45)
 LAYER_COLORS = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7"]
@@ -196,7 +197,7 @@ def draw(res: dict, out_dir: str | Path, file_stem: str | None = None) -> list[P
 
 
 PROTOCOL_COLORS = {"prefix": "#0072B2", "prefix-content": "#56B4E9", "fixed": "#D55E00", "fixed-content": "#E69F00"}
-ACT_TITLES = {"softmax": "softmax (baseline)", "x/sqrt(N)": r"$x/\sqrt{N}$", "x^3/sqrt(N)": r"$x^3/\sqrt{N}$"}
+ACT_TITLES = {a: label_of(a) + (" (baseline)" if a == "softmax" else "") for a in ("softmax", "x/sqrt(N)", "x^3/sqrt(N)")}
 
 
 def draw_protocols(res: dict, out_dir: str | Path, file_stem: str | None = None, edge: float = 0.55) -> list[Path]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from figures.catalogue import FIGURES
+
 
 @dataclass(frozen=True)
 class FigureJob:
@@ -59,33 +61,28 @@ def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
     return draw
 
 
-JOBS = [
-    FigureJob("softmax Jacobian landscape", ("thm4.1-jacobian",), _landscape),
-    FigureJob("norm vs N", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
-              _norms("fro"), ("sweep/results.parquet",)),
-    FigureJob("Jacobian norm vs N", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
-              _norms("jac_fro"), ("sweep/results.parquet",)),
-    FigureJob("regime map", ("cor4.3-linear-scaled", "cor4.5-cubic-scaled", "other-powers"), _regime),
-]
-# Figures drawn by their ledger checks during ``sapa verify``; ``sapa figures`` redraws them from stored data.
-STORED_JOBS = [
-    FigureJob("scale direction", ("fig1-scale-direction",), _stored("scale_direction"), ("data/scale_direction.json",)),
-    FigureJob("causal masking", ("causal-masking",), _stored("causal_masking"), ("data/causal_masking.json",)),
-    FigureJob("real heads", ("real-model-regime",), lambda results, out: _real(results, out), ("real",)),
-    FigureJob("overhead", ("overhead",), _stored("overhead"), ("data/overhead.json",)),
-    FigureJob("worst case", ("thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic", "cor4.5-cubic-scaled"),
-              _stored("worst_case"), ("data/worst_case.json",)),
-    FigureJob("audit compare", ("relu-over-n", "sigmoid-bias-logn", "poly4-normalised"), _stored("audit_compare"),
-              ("data/audit_compare.json",)),
-    FigureJob("Lipschitz on a ball", ("lipschitz-on-a-ball",), _stored("lipschitz_ball"), ("data/lipschitz_ball.json",)),
-    FigureJob("training vs N", ("scale-keeps-training-stable",), lambda results, out:
-              _training(results, out), ("train/runs.parquet", "train/history.parquet", "train/study.json")),
-    FigureJob("dose response", ("norm-vs-accuracy",), _stored("dose_response"), ("data/dose_response.json",)),
-    FigureJob("study learning curves", ("scale-keeps-training-stable",), lambda results, out:
-              _learning(results, out, "study_learning"), ("data/study_learning.json",)),
-    FigureJob("mechanism learning curves", ("mechanism-across-n",), lambda results, out:
-              _learning(results, out, "mechanism_learning"), ("data/mechanism_learning.json",)),
-]
+def _drawer(fig) -> Callable[[Path, Path], list[Path]]:
+    """How a catalogue row is drawn from a results directory."""
+    custom = {"jacobian_landscape": _landscape, "regime_map": _regime,
+              "training_vs_n": lambda results, out: _training(results, out),
+              "real_heads": lambda results, out: _real(results, out)}
+    if fig.module in custom:
+        return custom[fig.module]
+    if fig.module == "norm_scaling":
+        return _norms("jac_fro" if fig.stems[0].startswith("jac_") else "fro")
+    if fig.module == "learning_curves":
+        return lambda results, out: _learning(results, out, fig.data)
+    return _stored(fig.data or fig.module)
+
+
+def _jobs(drawn: str) -> list[FigureJob]:
+    return [FigureJob(f.name, f.claims, _drawer(f), f.needs) for f in FIGURES if f.drawn == drawn]
+
+
+# Figures drawn after the checks by ``sapa verify``, and those its checks draw (``sapa figures`` redraws them from
+# stored data): both read from the one table, figures/catalogue.py.
+JOBS = _jobs("run")
+STORED_JOBS = _jobs("stored")
 
 
 def _learning(results: Path, out: Path, name: str) -> list[Path]:

@@ -2,7 +2,7 @@
 
 The paper says the scale should decrease as N decreases; the reviewer notes 1/√N increases. In the paper's
 notation (x/16, x^p/√N) the scale is the divisor α of x^p/α, and that is what the ledger's HOLDS reads
-(``sapa.claims.scale_direction_and_causal``). The figure shows α(N) = 1/c(N), the divisor that makes the
+(``sapa.claims.fig1_scale_direction``). The figure shows α(N) = 1/c(N), the divisor that makes the
 E-RMS norm of x^p/α match softmax — its typical norm E‖softmax(S/√d)‖_F (Monte Carlo) or its bound √N
 (Theorem 4.1) — normalised to N = 256, beside the paper's α = √N. The shaded region is the paper's
 direction (α falls as N falls) and every curve lies in it: α_bound ∝ N^{+1/2}, α_typical ∝ N^{+1} in the

@@ -21,6 +21,7 @@ import numpy as np
 from common import figdata
 from empirics.experiments.worst_case import WorstCaseResult
 from figures import style
+from theory.families import label_of
 
 NAME = "worst_case"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
@@ -66,7 +67,7 @@ def _panel(ax, df, constraint: str, p: int, gamma: float = 0.5) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("N (tokens)")
     ax.set_ylabel("norm with c = 1/√N")
-    ax.set_title(f"{'x' if p == 1 else f'x^{p}'}/√N, {CONSTRAINT_LABEL[constraint]}")
+    ax.set_title(f"{label_of(f'x^{p}/sqrt(N)' if p > 1 else 'x/sqrt(N)')}, {CONSTRAINT_LABEL[constraint]}")
 
 
 def draw(res: WorstCaseResult | dict, out_dir: str | Path, file_stem: str) -> list[Path]:

@@ -155,7 +155,7 @@ print(f"paper's constant 2 is {2 / float(sharp):g}× the sharp constant {sharp}"
 from IPython.display import Image, display  # noqa: E402
 
 from figures import jacobian_landscape  # noqa: E402
-from sapa.notebooks import small_png  # noqa: E402
+from sapa.commands.notebooks import small_png  # noqa: E402
 
 with tempfile.TemporaryDirectory() as out:
     png = [p for p in jacobian_landscape.main(out, small=SMALL) if p.suffix == ".png"][0]

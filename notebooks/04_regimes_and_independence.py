@@ -124,7 +124,7 @@ report("tied x³/√N at ViT-Base: exponent below 0.05 (nearly flat, not √N)",
 from IPython.display import Image, display  # noqa: E402
 
 from figures import regime_map  # noqa: E402
-from sapa.notebooks import small_png  # noqa: E402
+from sapa.commands.notebooks import small_png  # noqa: E402
 
 with tempfile.TemporaryDirectory() as out:
     png = [p for p in regime_map.main(out, small=SMALL) if p.suffix == ".png"][0]

@@ -39,8 +39,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.experiments.audit import sample_norms, z_scores
-from theory.audit import audit, model_spec, parse_activation, profile
+from empirics.experiments.activation_sampling import sample_norms, z_scores
+from theory.activation_audit import audit, model_spec, parse_activation, profile
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 
@@ -162,7 +162,7 @@ print(f"scale that would match softmax's bound at N = {N}: c(N) = {a.matching_sc
 # is within 10× of softmax's bound √N at the audited N. The command prints it as `verdict`.
 
 # %%
-from sapa.audit import run_audit  # noqa: E402
+from sapa.commands.audit_activation import run_audit  # noqa: E402
 
 out = run_audit(mine, model_spec("iid", D, d), N, sizes=False)
 print(out["verdict"], "—", out["verdict_statement"])

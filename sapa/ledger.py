@@ -60,19 +60,42 @@ class Reading:
 
     The first reading of a claim is its most defensible one (the paper's notation and quantifier);
     the entry's verdict is that reading's. ``rule`` names the :mod:`sapa.rules` rule that decided it.
+    ``key`` names the reading within its entry, stably (``("p", 3, "tight")``): code and tests select readings by
+    it (:func:`reading_keyed`), never by the display text ``name``; it is written to ledger.json as a list.
     """
 
-    name: str        # e.g. "upper bound O(√N), in expectation"
+    name: str        # e.g. "upper bound O(√N), in expectation" (display text)
     statement: str   # the precise statement judged
     verdict: str     # one of CLAIM_VERDICTS
     rule: str        # a rule name from sapa.rules (its calibration: `sapa calibrate --rule NAME`)
     why: str = ""    # the decisive numbers, in one line
-    key: tuple = ()  # a stable identifier within the entry (e.g. ("copy2", "x_sqrtN", "growth")): code and tests
-    #                  select readings by it, never by their display text
+    key: tuple = ()  # stable id within the entry, e.g. ("p", 3, "factor", 1.5); () where none is given
 
     def __post_init__(self) -> None:
         if self.verdict not in CLAIM_VERDICTS:
             raise ValueError(f"unknown reading verdict {self.verdict!r}")
+        if not isinstance(self.key, tuple):
+            object.__setattr__(self, "key", tuple(self.key))
+
+
+def reading_keyed(readings, *key):
+    """The reading whose key is ``key``, among :class:`Reading` objects or their ledger.json dicts.
+
+    >>> reading_keyed([Reading("a", "s", "HOLDS", "bound", key=("wrt", "S"))], "wrt", "S").name
+    'a'
+    """
+    for r in readings:
+        k = r.get("key", ()) if isinstance(r, dict) else r.key
+        if tuple(k) == key:
+            return r
+    known = [tuple(r.get("key", ()) if isinstance(r, dict) else r.key) for r in readings]
+    raise KeyError(f"no reading keyed {key!r}; keys: {known}")
+
+
+def readings_keyed(readings, *prefix) -> list:
+    """Every reading whose key starts with ``prefix`` (Reading objects or ledger.json dicts), in order."""
+    n = len(prefix)
+    return [r for r in readings if tuple(r.get("key", ()) if isinstance(r, dict) else r.key)[:n] == prefix]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A HOLDS_IN_REGIME verdict rests on a region of N, so the entry states the region: the rate of an attention
 norm (arXiv 2410.18613, Cor 4.3 / 4.5, and the other papers' scale rules) is judged from a practical
-minimum N (``sapa.rules.audit.N_MIN`` = 16 unless a claim sets its own), and every window where the local
+minimum N (``sapa.rules.like_softmax.N_MIN`` = 16 unless a claim sets its own), and every window where the local
 exponent e(N) = ½ d log E‖·‖²/d log N of the norm or a Jacobian exceeds ½ + TOL is reported — below the
 minimum as well as above it. Boundaries are refined by bisection in log N on the profile's own exponents.
 """

@@ -19,7 +19,7 @@ collect_less_often()
 # spread over both workers computes its module fixture twice. With addopts' --dist loadgroup, tests of one
 # xdist_group run on one worker: every test reading a module-scoped fixture is grouped by its module, and every test
 # reading one of these costly session fixtures by the fixture's name (one computation each, not one per worker).
-SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool", "real_small")
+SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool", "real_small", "growth_context")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
@@ -189,6 +189,16 @@ def softmax_verify(tmp_path_factory):
         code = main(["verify", "--only", "thm4.1-norm", "thm4.1-jacobian", "--out", str(out_dir)])
     ledger = json.loads((out_dir / "ledger.json").read_text()) if code == 0 else None
     return code, out.getvalue(), err.getvalue(), out_dir, ledger
+
+
+@pytest.fixture(scope="session")
+def growth_context(tmp_path_factory):
+    """One small Context for the growth entries and their worst case (tests/sapa/claims/growth_fixture.py): a tiny
+    seeded sweep planted as the run's sweep, the worst case at N = 3, 6 from the closed-form witnesses only, in this
+    process. Shared by the growth entries' tests and the worst-case tests, so the search (~20 CPU-s) runs once."""
+    from tests.sapa.claims.growth_fixture import small_growth_context
+
+    return small_growth_context(tmp_path_factory.mktemp("growth"))
 
 
 @pytest.fixture

@@ -116,7 +116,7 @@ def test_the_readme_check_reads_the_tables_and_the_quoted_commit():
 def test_command_table_is_the_argument_parser():
     """Every command has one row whose usage is rendered from build_parser(): options, which are required (bare)
     or optional ([...]), choices (a|b), lists (ID ...) and exclusive pairs ([a | b])."""
-    from sapa.cli_usage import rows
+    from sapa.commands.usage import rows
 
     table = COMMANDS
     cells = [c.replace("\\|", "|") for c in re.findall(r"^\| `(sapa [^`]+)` \|", table, re.M)]
@@ -125,7 +125,7 @@ def test_command_table_is_the_argument_parser():
 
 def test_usage_rendering_marks_required_optional_choices_and_lists():
     from sapa.cli import build_parser
-    from sapa.cli_usage import usage
+    from sapa.commands.usage import usage
 
     p = build_parser()
     exact = usage(p, "exact")

@@ -3,7 +3,7 @@
 The grammar is a whitelist (:data:`_FUNCS`, aliases relu / sigmoid / softplus / gelu); an activation
 must be finite and piecewise continuous on the real line, grow at most polynomially when unnormalised,
 and (for the exact path) be a polynomial Σ_k a_k(N, i) x^k of degree ≤ :data:`POLY_MAX_DEGREE`. A row
-dependence c(N, i)·ψ(x, N) is split off as ``row_factor`` when it is a factor. Part of :mod:`theory.audit`.
+dependence c(N, i)·ψ(x, N) is split off as ``row_factor`` when it is a factor. Part of :mod:`theory.activation_audit`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Worst case over token-bounded inputs: |S_ij| ≤ ‖W‖₂ r² = B gives ‖φ(S)‖_F ≤ N·max_{|s|≤B}|φ(s)|.
 
 Attained in rate by aligned tokens (every S_ij = s*); the exponents of the bound and of that witness,
-for the Frobenius norm and the Jacobian. Part of :mod:`theory.audit`.
+for the Frobenius norm and the Jacobian. Part of :mod:`theory.activation_audit`.
 """
 
 from __future__ import annotations

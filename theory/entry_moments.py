@@ -2,7 +2,7 @@
 
 The models of ``sapa exact``: paper (S = ABᵀ), shared (S = XWXᵀ with W fixed), iid / tied / corr
 random weights. The moments come from the quadratic-form cumulants of :mod:`theory.gaussian` (odd
-off-diagonal moments vanish, the diagonal's do not) and of v = ‖W x‖². Part of :mod:`theory.audit`.
+off-diagonal moments vanish, the diagonal's do not) and of v = ‖W x‖². Part of :mod:`theory.activation_audit`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Given x_2 (and the weights) an off-diagonal logit is Gaussian, S_12 ~ N(0, v), v = ‖W x‖², so its law
 is a Gauss rule in v (built from v's exact moments, in high precision) times Gauss–Hermite in z; the
 diagonal S_11 gets the Gauss rule of its own law (tensor Gauss–Hermite when W_s has rank ≤ 3). The
-Jacobian weights enter as measures v dP(v) and ‖(W+Wᵀ)x‖² dP(S_11). Part of :mod:`theory.audit`.
+Jacobian weights enter as measures v dP(v) and ‖(W+Wᵀ)x‖² dP(S_11). Part of :mod:`theory.activation_audit`.
 """
 
 from __future__ import annotations

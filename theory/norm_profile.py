@@ -2,7 +2,7 @@
 
 Exact sums of the moments for a polynomial φ, quadrature over the Gauss rules otherwise (with an
 a-posteriori error bound from the rule of half the order); rows sum exactly under a causal mask and
-a row factor c(N, i). Part of :mod:`theory.audit`.
+a row factor c(N, i). Part of :mod:`theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Pr
     """Exact (polynomial) or quadrature per-entry expectations of ``act`` under ``spec`` (``quadrature``: force it)."""
     if act.normalize == "row" or not act.separable:
         raise InputError("row-normalised or non-separable i-dependent activations have no closed form: "
-                         "use empirics.experiments.audit (Monte Carlo)")
+                         "use empirics.experiments.activation_sampling (Monte Carlo)")
     if act.polynomial and not quadrature:
         K = 2 * (len(act.coeffs) - 1)
         em = entry_moments(spec, max(K, 0))

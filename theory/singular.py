@@ -3,7 +3,7 @@
 The logits S_ij have a density that is positive on the whole real line (off-diagonal: a Gaussian scale
 mixture), so E g(S)² = ∞ as soon as g² is not integrable near one real point c. Such points are
 found symbolically, never on a grid (a pole at 1/40 falls between the grid points of
-:data:`theory.audit.X_CHECK`): sympy's ``singularities`` of g in x over the reals (for a periodic
+:data:`theory.activation_audit.X_CHECK`): sympy's ``singularities`` of g in x over the reals (for a periodic
 family, e.g. tan's π/2 + nπ, three members are checked), at each checked N, then at each point c the
 one-sided limits of (x − c)·g(x)²: g² is integrable near c if both are 0 (|x|^(−2/3), log²|x|), and
 not if either is non-zero or infinite (1/x, 1/|x|, tan). A limit sympy cannot take counts as not

@@ -2,7 +2,7 @@
 
 Monte Carlo (row-normalised or non-separable φ) at N' ∈ grid with T trials costs, as a sweep cell,
 Σ_N' T·(6N'²D + 4N'D² + 2D²d) flops, and holds one chunk of draws at a time: the kernels of
-:mod:`empirics.experiments.audit` keep about :data:`NN_ARRAYS` (t, N, N) float64 arrays and 4 (t, N, D) ones,
+:mod:`empirics.experiments.activation_sampling` keep about :data:`NN_ARRAYS` (t, N, N) float64 arrays and 4 (t, N, D) ones,
 t = the chunk's draws. Exact and quadrature audits cost nothing that grows with N, except a row
 index i (sums and worst case over N rows: about :data:`ROW_ARRAYS` float64 arrays of N, and a
 (2048, 203) block). Beyond :data:`empirics.montecarlo.workload.MAX_FLOPS` flops, or more memory than is
@@ -35,7 +35,7 @@ class AuditWork:
 
 def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, uses_i: bool) -> AuditWork:
     """The :class:`AuditWork` of an audit at the grid ``Ns`` (Monte Carlo) or at max(Ns) (exact or quadrature)."""
-    from empirics.experiments.audit import CHUNK_ELEMS
+    from empirics.experiments.activation_sampling import CHUNK_ELEMS
 
     n_top = max(int(n) for n in Ns)
     k = d if model == "paper" else D
@@ -43,7 +43,7 @@ def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, u
     if not monte_carlo:
         return AuditWork(flops=203 * n_top if uses_i else 0, bytes=rows, how="exact or quadrature")
     flops = sum(_cell_flops(int(n), k, d, trials) for n in Ns)
-    t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (empirics.experiments.audit)
+    t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (empirics.experiments.activation_sampling)
     per = 8 * t * (NN_ARRAYS * n_top * n_top + 4 * n_top * k + 3 * D * d)
     return AuditWork(flops=flops, bytes=per + rows, how=f"Monte Carlo, N = {', '.join(str(int(n)) for n in Ns)}, "
                                                          f"trials = {trials:,}")

@@ -1,6 +1,6 @@
 """‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F exactly for any audited φ(x, N, i, j) on given matrices, and for a multi-head layer.
 
-``sapa norms --activation EXPR``: the activation is any expression :func:`theory.audit.parse_activation`
+``sapa norms --activation EXPR``: the activation is any expression :func:`theory.activation_audit.parse_activation`
 accepts (element-wise φ of the logit x, the length N, the row index i and the column index j;
 optionally row-normalised, optionally causal), evaluated on the user's X (N, D) and heads
 (S_h = X W_Q^h W_K^hᵀ Xᵀ, or S = X W Xᵀ), optionally with values: the layer
@@ -19,7 +19,7 @@ Masked entries (causal: k > i) are 0 and carry no derivative. Then
 * ‖∂φ/∂S‖²_F = Σ_i ‖R_i‖²_F: Σ g² (element-wise) or Σ_ik g_ik²(1 − 2P_ik + ‖P_i‖²) (row; at the entry P_im > ½
   of a near-one-hot row as (1 − P_im)² + Σ_{l≠m} P_il² with 1 − P_im = Σ_{l≠m} P_il, see :func:`dominant`);
 * ‖∂φ/∂X‖²_F (attention matrix): element-wise Σ_{i≠k} g_ik²(‖y_k‖² + ‖z_i‖²) + Σ_i g_ii²‖y_i + z_i‖²;
-  row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`empirics.experiments.audit`);
+  row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`empirics.experiments.activation_sampling`);
 * the layer: with v_k = W_Vᵀx_k, c_i = 0 (element-wise) or Σ_k P_ik v_k (row), ω_ik = g_ik(v_k − c_i),
   C_i = Σ_k ω_ik b_kᵀ (d_v × d), the Jacobian block of output row i w.r.t. token k is
   J_ik = Σ_h W_O^hᵀ [δ_ik C_i W_Qᵀ + ω_ik z_iᵀ + P_ik W_Vᵀ], and ‖J‖²_F = Σ_{h,h'} Σ_ik ⟨·,·⟩ expands into
@@ -445,7 +445,7 @@ def _check_request(N: int, D: int, layer: Layer) -> None:
 def expr_norms(X, layer: Layer, act) -> ExprNorms:
     """Exact norms of φ(S_h), ∂φ/∂S_h, ∂φ/∂X for every head, and ‖∂F/∂X‖_F of the layer when it has values.
 
-    >>> from theory.audit import parse_activation
+    >>> from theory.activation_audit import parse_activation
     >>> r = expr_norms(np.eye(2), layer_from_w(np.eye(2)), parse_activation("x"))
     >>> round(r.fro[0], 12), round(r.jac_fro[0] ** 2, 12)   # as empirics.kernels.norms' poly p = 1
     (1.414213562373, 12.0)

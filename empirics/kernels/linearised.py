@@ -1,4 +1,4 @@
-"""c·(QKᵀ)^{∘p}V = c·φ_p(Q)(φ_p(K)ᵀV): the exact linearisation of polynomial attention (arXiv 2410.18613, issue #8).
+"""c·(QKᵀ)^{∘p}V = c·φ_p(Q)(φ_p(K)ᵀV): the exact linearisation of polynomial attention (arXiv 2410.18613; the reviews ask for running times).
 
 Without softmax's row normalisation, the element-wise power of the score matrix factorises:
 (q·k)^p = ⟨q^{⊗p}, k^{⊗p}⟩ = φ_p(q)·φ_p(k), with

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from common.validate import InputError, choice, finite_matrix, positive_float, positive_int
+from theory.families import KERNEL_KINDS
 
 __all__ = [
     "Activation",
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 MASKS = ("none", "causal")
-KINDS = ("softmax", "poly")
+KINDS = KERNEL_KINDS  # ("softmax", "poly"): the exact kernels of theory/families.py's table
 CHUNK_BYTES = 64 * 2**20  # one (B, N) buffer of the row chunk
 P_MAX = 2**62  # torch.pow needs an int64 exponent; x^p over/underflows long before
 AUTOGRAD_MAX_ENTRIES = 2**27  # jacobian_autograd refuses Jacobians above ~1 GiB in float64

@@ -38,7 +38,7 @@ def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float
     """Certified σ₁ bracket, ‖J‖_F and R = max ‖x_i‖ of the softmax layer ``layer`` at X (N, D)."""
     from empirics.kernels.expr_norms import LayerOperator, expr_norms
     from empirics.kernels.spectral import certified_spectral_norm
-    from theory.audit import parse_activation
+    from theory.activation_audit import parse_activation
 
     act = parse_activation("exp(x)", "row")  # the 1/√d is folded into W_Q
     fro = expr_norms(X, layer, act).layer_jac_fro

@@ -1,4 +1,4 @@
-"""Wall time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613, issue #8).
+"""Wall time of polynomial attention c·(QKᵀ)^{∘p}V against softmax's fused kernel (arXiv 2410.18613; the reviews ask for running times).
 
 The paper is silent on runtime; the review asks for "an analysis of time complexity or running
 times" (ledger claim ``overhead``). One attention layer, batch 1 and ``heads`` heads (default 1),

@@ -131,6 +131,8 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
     live = torch.nonzero(alive).flatten().tolist()
     if not live:
         return out
+    if spec.family.kind == "expr":
+        return _probe_norms_expr(prm, spec, data, live, out)
     P = data.probe.shape[0]
     xs = attention_inputs(prm, data.probe.expand(E, *data.probe.shape), spec, rowc)  # per layer (E, P, N, D)
     act = Activation("softmax", 1, 1.0) if spec.family.kind == "softmax" else Activation("poly", spec.family.p, 1.0)
@@ -170,6 +172,34 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
                 acc[q][e] += np.inf if v is None else float(v[q].mean())
     for q in NORMS:
         out[q][live] = acc[q][live] / len(xs)
+    return out
+
+
+def _probe_norms_expr(prm, spec: EnsembleSpec, data: _Data, live: list[int], out: dict) -> dict[str, np.ndarray]:
+    """The same means for an expression arm, head by head and probe sequence by probe sequence with the exact
+    expression kernels (:func:`empirics.kernels.expr_norms.expr_norms`; float64, causal on text)."""
+    from empirics.kernels.expr_norms import expr_norms, layer_from_w
+    from theory.activation import parse_activation
+
+    act = parse_activation(spec.family.expr, mask="causal" if spec.causal else "none")
+    E = next(iter(prm.values())).shape[0]
+    xs = attention_inputs(prm, data.probe.expand(E, *data.probe.shape), spec, None)  # per layer (E, P, N, D)
+    for e in live:
+        acc = {q: [] for q in NORMS}
+        for layer, X in enumerate(xs):
+            Ws = head_Ws(prm, layer, spec)[e].to(torch.float64).numpy()  # (H, D, D)
+            for x in X[e].to(torch.float64).numpy():  # (N, D) per probe sequence
+                for W in Ws:
+                    try:
+                        r = expr_norms(x, layer_from_w(W), act)
+                        v = (r.fro[0], r.jac_s_fro[0], r.jac_fro[0])
+                    except (NormOverflowError, InputError):
+                        v = (math.inf,) * 3
+                    for q, val in zip(("attn_fro", "jac_s_fro", "jac_x_fro"), v):
+                        acc[q].append(val)
+        for q in NORMS:  # per layer: mean over heads and probes; then the mean over layers, as the batched path
+            per_layer = np.asarray(acc[q], float).reshape(len(xs), -1).mean(axis=1)
+            out[q][e] = float(per_layer.mean())
     return out
 
 
@@ -226,7 +256,7 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
     gens = [torch_gen_for(cfg.seed, "study", task, N, m.seed, "init") for m in chunk.members]
     prm = stack_members(spec, gens)
     tempered = any(a.scale == "temperature" for a in arms)  # softmax(S/τ): rowc holds 1/τ (None: τ = 1 for all)
-    rowc = None if spec.family.kind == "softmax" and not tempered else torch.stack(
+    rowc = None if spec.family.kind == "expr" or (spec.family.kind == "softmax" and not tempered) else torch.stack(
         [a.row_coefficients(N, m.alpha) for a, m in zip(arms, chunk.members)])  # (E, N)
     seeds = sorted({m.seed for m in chunk.members})
     data_gens = {r: torch_gen_for(cfg.seed, "study", task, N, r, "data") for r in seeds}

@@ -34,17 +34,20 @@ MEMORY_BYTES = 1.5e9  # activations one ensemble chunk may hold (float32), chose
 
 @dataclass(frozen=True)
 class StudyArm:
-    """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text) or row softmax.
+    """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text), row softmax, or any
+    other family of :data:`theory.families.FAMILY_TABLE` trained as its expression φ(x, N, i).
 
     ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α (a grid at the smallest N, then the tuned α*); none
     r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i; dose r = 1/c over the dose grid at the smallest N only (the
     dose-response of norm-vs-accuracy); temperature: softmax(S/τ) over a grid of τ at the smallest N only.
+    ``expr``: the expression of a family with no exact kernel (its scale is in the expression; p is 0).
     """
 
     name: str
-    p: int  # 0 for softmax
+    p: int  # 0 for softmax and expression arms
     scale: str
     label: str
+    expr: str = ""
 
     def row_coefficients(self, N: int, alpha: float = math.nan) -> torch.Tensor:
         """(N,) float32 r_i of the poly arm at length N (α, c or τ of a grid arm: r = 1/α)."""
@@ -56,22 +59,26 @@ class StudyArm:
 
     @property
     def family(self) -> Family:
+        if self.expr:
+            return Family("expr", expr=self.expr)
         return Family("softmax") if self.p == 0 else Family("poly", self.p)
 
 
 def _arms() -> dict[str, StudyArm]:
-    out = [StudyArm("softmax", 0, "softmax", "softmax")]
-    for p, s in ((1, ""), (3, "³")):
-        x = "x" if p == 1 else "x3"
-        out += [StudyArm(f"{x}_sqrtN", p, "inv_sqrt_n", f"x{s}/√N"), StudyArm(f"{x}_alpha", p, "alpha", f"x{s}/α*"),
-                StudyArm(x, p, "none", f"x{s}"), StudyArm(f"{x}_N", p, "inv_n", f"x{s}/N")]
-    out.append(StudyArm("x3_sqrti", 3, "inv_sqrt_i", "x³/√i"))
-    out += [StudyArm("x_dose", 1, "dose", "x/c"), StudyArm("x3_dose", 3, "dose", "x³/c"),
-            StudyArm("softmax_tau", 0, "temperature", "softmax(S/τ)")]
-    return {a.name: a for a in out}
+    """The training arms: every row of the families table marked ``train`` (one row adds an arm)."""
+    from theory.families import FAMILY_TABLE
+
+    return {f.id: StudyArm(f.id, f.p or 0, f.scale, f.label, "" if f.kernel else f.expr)
+            for f in FAMILY_TABLE if f.train}
 
 
 ARMS: dict[str, StudyArm] = _arms()
+
+
+def _causal_families() -> set[str]:
+    from theory.families import FAMILY_TABLE
+
+    return {f.id for f in FAMILY_TABLE if f.masks == ("causal",)}
 
 
 def arm_label(arm: str) -> str:
@@ -81,7 +88,7 @@ def arm_label(arm: str) -> str:
     return ARMS[arm].label if arm in ARMS else str(arm)
 
 
-CAUSAL_ONLY = ("x3_sqrti",)
+CAUSAL_ONLY = tuple(a for a in ARMS if a in _causal_families())  # defined under a causal mask only: text
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,8 @@ class Chunk:
 
 
 def _family_id(arm: StudyArm) -> str:
-    return "softmax" if arm.p == 0 else f"p{arm.p}"
+    """The ensemble an arm trains in: softmax, the power p, or its own expression."""
+    return arm.name if arm.expr else "softmax" if arm.p == 0 else f"p{arm.p}"
 
 
 def bytes_per_member(cfg: StudyConfig, task: str, N: int) -> float:
@@ -294,7 +302,8 @@ def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
             continue
         for g in arms:
             ga = ARMS[g]
-            if ga.p == ARMS[name].p and ga.scale in GRID_SCALES and any(math.isclose(v, a) for a in _grid(cfg, ga)):
+            if (ga.p, ga.expr) == (ARMS[name].p, ARMS[name].expr) and ga.scale in GRID_SCALES and any(
+                    math.isclose(v, a) for a in _grid(cfg, ga)):
                 out[name] = (g, next(a for a in _grid(cfg, ga) if math.isclose(v, a)))
                 break
     return out

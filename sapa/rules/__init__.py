@@ -13,26 +13,18 @@ from sapa.rules.base import (CLAIM_VERDICTS, FALSE_FAILS_TARGET, FALSE_HOLDS_TAR
 
 
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule, in the order ``sapa calibrate`` prints them."""
-    from sapa.rules import growth
-
-    rules = [growth.UPPER, growth.UPPER_EXACT, growth.TIGHT]
-    for mod in _optional_modules():
-        rules.extend(mod.RULES)
-    return tuple(rules)
-
-
-def _optional_modules() -> list:
+    """Every rule, in the order ``sapa calibrate`` prints them: each module of this package that defines ``RULES``
+    (a tuple of :class:`Rule`) contributes its rules, modules by name. Adding a rule is one module (or one entry of
+    a module's ``RULES``) and ``sapa calibrate --rule NAME --store`` for the calibration the ledger cites."""
     import importlib
+    import pkgutil
 
-    out = []
-    for name in ("bound", "direction", "profile", "agreement", "timing", "association", "heads", "audit", "stability", "learning"):
-        try:
-            out.append(importlib.import_module(f"sapa.rules.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"sapa.rules.{name}":
-                raise
-    return out
+    import sapa.rules as package
+
+    rules = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        rules.extend(getattr(importlib.import_module(f"sapa.rules.{info.name}"), "RULES", ()))
+    return tuple(rules)
 
 
 def rule_named(name: str) -> Rule:
@@ -45,8 +37,8 @@ def rule_named(name: str) -> Rule:
 
 @lru_cache(maxsize=None)
 def cached_calibration(name: str, seed: int = 0) -> Calibration:
-    """``calibrate(rule_named(name))`` at its default trial count: stored (:mod:`sapa.rules.store`) when current."""
-    from sapa.rules.store import SEED, stored
+    """``calibrate(rule_named(name))`` at its default trial count: stored (:mod:`sapa.rules.calibration_store`) when current."""
+    from sapa.rules.calibration_store import SEED, stored
 
     rule = rule_named(name)
     if seed == SEED:

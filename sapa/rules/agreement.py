@@ -8,7 +8,7 @@ should contain an exact value) of which k missed. Under honest intervals k ~ Bin
 Count *independent* comparisons: two intervals from the same Monte Carlo draws (x³/√N and x³ are
 one sample times a coefficient) miss together, and counting both doubles the miss count (with 28
 such pairs, one honest miss in 28 would read as k = 2 of 56, and P(FAILS) under honest intervals
-would be 3 % instead of ≤ 1 %). ``sapa.claims.mc.monte_carlo_summary(ctx)["independent"]`` has the counts.
+would be 3 % instead of ≤ 1 %). ``sapa.evidence.monte_carlo.monte_carlo_summary(ctx)["independent"]`` has the counts.
 
 Calibration (binomial, exact): with n = 56 the gate FAILS from k ≥ 4 misses: false FAILS 0.24 %,
 false HOLDS 2.4 % at the designed effect (actual coverage 85 %). A coverage of 90 % is caught only

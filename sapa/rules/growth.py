@@ -171,3 +171,5 @@ TIGHT = Rule(
     design={"holds": "e(N) = a·N/(N−1+r), r ∈ [1, 10⁶] (a regime is still 'holds')", "fails": f"asymptote a + {2 * TOL}"},
     evidence="exact",
 )
+
+RULES = (UPPER, UPPER_EXACT, TIGHT)

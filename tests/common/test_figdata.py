@@ -33,7 +33,7 @@ def _compute(name: str) -> dict:
         from empirics.experiments.scale_direction import run_scale_direction
 
         res = run_scale_direction([64, 128, 256], models=("paper", "iid", "tied"), trials=2, max_trials=8, n_boot=50)
-        return res.showing([m for m in res.models if m != "paper"]).to_json()  # as scale_direction_and_causal stores it
+        return res.showing([m for m in res.models if m != "paper"]).to_json()  # as sapa.claims.fig1_scale_direction stores it
     if name == "causal_masking":
         from empirics.experiments.causal import run_causal_masking
 

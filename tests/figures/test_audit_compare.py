@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from common import figdata
-from empirics.experiments.audit import run_audit_compare
+from empirics.experiments.activation_sampling import run_audit_compare
 from figures import audit_compare
+from theory.families import family
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def test_draw_and_redraw_from_stored_json(res, tmp_path):
 
 
 def test_check_rejects_a_softmax_above_its_bound(res):
-    key = ("softmax(x/8)", "iid")
+    key = (family("softmax").label, "iid")
     bad = dataclasses.replace(res.curves[key], constant=np.array([1.5, 1.5, 1.5]))
     with pytest.raises(AssertionError):
         audit_compare.check(dataclasses.replace(res, curves={**res.curves, key: bad}))

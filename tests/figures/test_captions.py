@@ -89,7 +89,7 @@ def test_every_caption_says_what_to_look_at_in_its_own_figure(cap):
 def test_a_later_figure_of_a_kind_names_its_own_setup_and_the_first_ones():
     from types import SimpleNamespace
 
-    from sapa.report_figures import plan
+    from sapa.report.figure_plan import plan
 
     stems = ["norm_vs_n_D16_d16_rho0p5_trials768_N8-512", "regime_map_p1-3_d64_rho0p5_N8-65536_D16-1024_grid241x49",
              "norm_vs_n_D64_d16_rho0p5_trials768_N8-512"]

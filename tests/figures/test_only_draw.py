@@ -51,13 +51,13 @@ def test_no_figure_imports_an_experiment_runner(path):
 
 def test_the_runners_exist():
     """The list above names real functions (a renamed runner must not silently pass this test)."""
-    import empirics.experiments.audit
+    import empirics.experiments.activation_sampling
     import empirics.experiments.causal
     import empirics.experiments.scale_direction
     import empirics.montecarlo.sweep
     import empirics.experiments.worst_case
 
-    mods = (empirics.experiments.audit, empirics.experiments.causal, empirics.experiments.scale_direction, empirics.montecarlo.sweep, empirics.experiments.worst_case)
+    mods = (empirics.experiments.activation_sampling, empirics.experiments.causal, empirics.experiments.scale_direction, empirics.montecarlo.sweep, empirics.experiments.worst_case)
     assert all(any(callable(getattr(m, r, None)) for m in mods) for r in RUNNERS)
 
 

@@ -1,4 +1,4 @@
-"""Tests for `notebooks/` and `sapa/notebooks.py`: every shipped .ipynb is the executed form of its .py.
+"""Tests for `notebooks/` and `sapa/commands/notebooks.py`: every shipped .ipynb is the executed form of its .py.
 
 The percent-format ``.py`` files are the source; ``sapa notebooks`` executes each (jupytext + nbclient) and
 writes the ``.ipynb`` with normalised outputs. Here: (1) the check ``sapa notebooks --check`` passes for every
@@ -24,7 +24,7 @@ import pytest
 
 from common.validate import InputError
 from sapa.cli import main as sapa_main
-from sapa.notebooks import Notebook, default_dir, find, kernel, normalise, problems, render
+from sapa.commands.notebooks import Notebook, default_dir, find, kernel, normalise, problems, render
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOKS = find(ROOT / "notebooks")
@@ -214,7 +214,7 @@ def test_regenerating_says_which_notebook_and_which_cell_runs(tmp_path, capsys, 
     import functools
 
     import common.progress as progress
-    from sapa.notebooks import execute
+    from sapa.commands.notebooks import execute
 
     book = Notebook(tmp_path / "01_slow.py")
     book.py.write_text("# %% [markdown]\n# slow\n\n# %%\nimport time\n\n# %%\ntime.sleep(1.5)\n", encoding="utf-8")

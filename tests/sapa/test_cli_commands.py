@@ -146,9 +146,10 @@ def test_a_command_silent_for_longer_than_the_fallback_says_it_runs(monkeypatch,
 
     import common.progress as progress
     import sapa.cli as cli
+    from sapa.commands import command_module
 
     monkeypatch.setattr(progress, "FALLBACK_S", 0.3)
-    monkeypatch.setitem(cli._COMMANDS, "exact", lambda args: time.sleep(1.0) or 0)
+    monkeypatch.setattr(command_module("exact"), "run", lambda args: time.sleep(1.0) or 0)
     assert cli.main(["exact", "--p", "1", "--model", "paper", "--N", "4", "--d", "2"]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(ln.startswith("sapa exact: running ") and ln.endswith("no estimate") for ln in lines)
@@ -158,7 +159,7 @@ def test_a_command_silent_for_longer_than_the_fallback_says_it_runs(monkeypatch,
             time.sleep(1.0)
         return 0
 
-    monkeypatch.setitem(cli._COMMANDS, "exact", inner)
+    monkeypatch.setattr(command_module("exact"), "run", inner)
     assert cli.main(["exact", "--p", "1", "--model", "paper", "--N", "4", "--d", "2"]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) >= 3 and all(ln.startswith("inner work: running ") for ln in lines)

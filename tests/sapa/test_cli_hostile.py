@@ -246,12 +246,12 @@ def test_a_log_singularity_leaves_the_norm_finite_and_the_jacobian_infinite(caps
 
 
 def test_audit_work_beyond_the_limit_is_refused_unless_forced(capsys, monkeypatch):
-    import sapa.audit
+    import sapa.commands.audit_activation
 
     code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000"], capsys)
     assert code == 2 and "flops" in err and "--force" in err and err.count("\n") == 1
     seen = []
-    monkeypatch.setattr(sapa.audit, "run_audit", lambda *a, **k: seen.append(k) or {"forced": True})
+    monkeypatch.setattr(sapa.commands.audit_activation, "run_audit", lambda *a, **k: seen.append(k) or {"forced": True})
     code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000", "--force", "--json"],
                           capsys)
     assert code == 0 and json.loads(out) == {"forced": True} and seen[0]["trials"] == 10**9, err
@@ -317,7 +317,7 @@ def test_a_named_pipe_in_the_results_folder_is_refused_at_once(tmp_path, capsys,
 
 def test_expected_seconds_never_blocks_on_a_pipe_or_reads_a_device(tmp_path):
     from sapa.budget import budget_named
-    from sapa.verify_progress import expected_seconds
+    from sapa.commands.verify_progress import expected_seconds
 
     os.mkfifo(tmp_path / "ledger.json")
     with _deadline(20):
@@ -353,12 +353,12 @@ def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
                                           ("train", "finished training chunks were kept")])
 def test_an_interrupt_says_what_was_kept_for_that_command(tmp_path, capsys, monkeypatch, command, kept):
     """'finished results were kept' was printed where nothing was (an interrupted audit)."""
-    import sapa.cli as cli
+    from sapa.commands import command_module
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(cli._COMMANDS, command, interrupted)
+    monkeypatch.setattr(command_module(command), "run", interrupted)
     argv = ["audit", "x/sqrt(N)"] if command == "audit" else ["train", "--out", tmp_path / "t"]
     code, _, err = _run(argv, capsys)
     assert code == 130 and err.strip().splitlines()[-1] == f"sapa: interrupted; {kept}" + (
@@ -419,22 +419,22 @@ def test_matplotlib_writes_no_cache_into_home(tmp_path):
                                               "allocate memory: you tried to allocate 21474836480 bytes.")])
 def test_a_failed_allocation_is_one_line_not_a_traceback(capsys, monkeypatch, exc):
     """`audit "exp(x/8)" --normalize row --N 100000 --force` ended in a 20 GB torch allocation traceback."""
-    import sapa.cli as cli
+    from sapa.commands import command_module
 
     def too_big(args):
         raise exc
 
-    monkeypatch.setitem(cli._COMMANDS, "audit", too_big)
+    monkeypatch.setattr(command_module("audit"), "run", too_big)
     code, _, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--N", "100000", "--force"], capsys)
     assert code == 2 and err.startswith("sapa: error: out of memory (") and err.count("\n") == 1
 
 
 def test_other_runtime_errors_still_raise(monkeypatch):
-    import sapa.cli as cli
+    from sapa.commands import command_module
 
     def broken(args):
         raise RuntimeError("a bug, not a request")
 
-    monkeypatch.setitem(cli._COMMANDS, "audit", broken)
+    monkeypatch.setattr(command_module("audit"), "run", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["audit", "x"])

@@ -289,7 +289,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
     from dataclasses import asdict
 
     from sapa.budget import budget_named
-    from sapa.ledger_merge import prior_ledger
+    from sapa.commands.ledger_merge import prior_ledger
     from common.validate import InputError
 
     quick = budget_named("quick", 0)
@@ -317,7 +317,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
 
 def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
     from sapa.budget import budget_named
-    from sapa.ledger_merge import prior_ledger
+    from sapa.commands.ledger_merge import prior_ledger
     from common.validate import InputError
 
     cases = {"k": ({"claims": []}, r"\('provenance'\)"), "l": ({"claims": {}, "provenance": {}}, r"\(claims are not a"),
@@ -332,7 +332,7 @@ def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
 
 
 def test_merge_into_keeps_every_earlier_run_and_summary():
-    from sapa.ledger_merge import ledger_entries, merge_into
+    from sapa.commands.ledger_merge import ledger_entries, merge_into
 
     fresh = {"claims": [{"id": "b", "v": 2}, {"id": "c", "v": 3}], "provenance": {"started_utc": "T2"}, "mc": "new"}
     assert merge_into(None, fresh) is fresh
@@ -362,7 +362,7 @@ def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tm
 
     from common.validate import InputError
     from sapa.budget import budget_named
-    from sapa.ledger_merge import prior_ledger
+    from sapa.commands.ledger_merge import prior_ledger
 
     quick = budget_named("quick", 0)
     theirs = json.loads(json.dumps(asdict(quick)))

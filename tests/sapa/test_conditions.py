@@ -37,7 +37,7 @@ def test_s_over_sqrt_d_moment_against_an_independent_monte_carlo(model, p):
 
 def test_vit_base_constants_under_both_conventions():
     """The ledger's constants: S/√d values are the S values times 64^(−p/2); the issue's figures at ViT-Base."""
-    from sapa.claims.thm4_2_to_cor4_5 import constants
+    from sapa.evidence.growth_profiles import constants
 
     for p, iid, tied in ((1, 1.00, 1.19), (3, 4.09, 46.8)):
         m = constants(p, True)["ViT-Base"]["models"]
@@ -50,13 +50,14 @@ def test_vit_base_constants_under_both_conventions():
 
 def test_size_readings_under_s_over_sqrt_d():
     """x/√N holds on size; x³/√N holds with independent weights and fails with tied ones (46.8× > 10×)."""
-    from sapa.claims.thm4_2_to_cor4_5 import constants, size_readings
+    from sapa.claims.growth_check import size_readings
+    from sapa.ledger import readings_keyed
+    from sapa.evidence.growth_profiles import constants
 
     got = {}
     for p in (1, 3):
-        for r in size_readings(constants(p, True), "φ"):
-            if "S/√d" in r.name:
-                got[(p, r.name.split(", ")[-2].split()[0])] = r.verdict
+        for r in readings_keyed(size_readings(constants(p, True), "φ"), "size", "S/sqrt(d)"):
+            got[(p, r.key[2])] = r.verdict
     assert got == {(1, "iid"): "HOLDS", (1, "tied"): "HOLDS", (3, "iid"): "HOLDS", (3, "tied"): "FAILS"}
 
 

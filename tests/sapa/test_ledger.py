@@ -1,4 +1,5 @@
-"""Tests for `sapa/ledger.py` and `sapa/claims/`: every claim of the ledger present, verdicts computed."""
+"""Tests for `sapa/ledger.py`: contracts, readings and their keys, outcomes, claims against questions (the
+entries themselves: tests/sapa/claims/)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ import pytest
 
 from sapa.budget import QUICK, budget_named
 from sapa.claims import all_claims
-from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, ledger_dict, provenance, run_claim
+from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, run_claim
 from sapa.rules import CLAIM_VERDICTS, QUESTION_VERDICTS, rule_named
-from sapa.rules.bound import BoundEvidence
-from sapa.rules.bound import decide as decide_bound
 from common.validate import InputError
 
 DESIGN_IDS = [
@@ -32,9 +31,9 @@ def test_every_claim_has_a_contract_or_an_owner():
 
 
 def test_pending_claim_is_undetermined_with_owner(tmp_path):
-    e = run_claim(Claim(id="x", statement="s", owner="issue #99"), Context(QUICK, tmp_path))
+    e = run_claim(Claim(id="x", statement="s", owner="docs/training.md"), Context(QUICK, tmp_path))
     assert e.verdict == "UNDETERMINED"
-    assert e.evidence == {"status": "not yet examined", "owner": "issue #99"}
+    assert e.evidence == {"status": "not yet examined", "owner": "docs/training.md"}
 
 
 def test_outcome_rejects_unknown_verdict():
@@ -46,52 +45,6 @@ def test_budget_lookup():
     assert budget_named("quick", 3).seed == 3
     with pytest.raises(InputError):
         budget_named("huge")
-
-
-def test_softmax_claims_verdicts_are_computed(softmax_verify):
-    from sapa.ledger_merge import ledger_entries
-
-    code, _, err, _, ledger = softmax_verify  # tests/conftest.py: the quick-budget checks, run once per session
-    assert code == 0, err
-    norm, jac = ledger_entries(ledger)
-    assert (norm.id, jac.id) == ("thm4.1-norm", "thm4.1-jacobian")
-    # the quick budget's expected answers: the √N bound is sharp (HOLDS); the paper's Jacobian constant 2 is four
-    # times the sharp ½ that the two-point rows attain (HOLDS_LOOSE), as checked against autograd below
-    assert (norm.verdict, jac.verdict) == ("HOLDS", "HOLDS_LOOSE")
-    # The evidence that drives the rule: bound respected, supremum approached.
-    assert norm.evidence["max_observed_ratio"] <= 1 + 1e-12
-    assert norm.evidence["supremum_approached_ratio"] > 1 - 1e-9
-    assert norm.verdict == decide_bound(BoundEvidence(1.0, norm.evidence["fro_sup_over_sqrtN"],
-                                                     max(norm.evidence["max_observed_ratio"],
-                                                         norm.evidence["supremum_approached_ratio"])))
-    ev = jac.evidence
-    assert ev["sharp_constant"] == 0.5 and ev["paper_constant"] == 2.0
-    assert ev["max_observed_row_jacobian_fro"] <= 0.5 + 1e-12
-    assert ev["max_observed_matrix_ratio_autograd"] <= 0.5 + 1e-12
-    assert ev["ratio_at_two_point_rows_autograd"] == pytest.approx(0.5, abs=1e-12)
-    worst = max(ev["max_observed_row_jacobian_fro"], ev["max_observed_matrix_ratio_autograd"])
-    assert jac.verdict == decide_bound(BoundEvidence(2.0, ev["sharp_constant"], worst))
-    assert "√N/2" in jac.corrected_claim
-    wrt_x = [r for r in jac.readings if "w.r.t. X" in r["name"]][0]
-    assert wrt_x["verdict"] == decide_bound(BoundEvidence(2.0, float("inf"), ev["reading_wrt_X"]["max_ratio"]))
-    # the tied-pair witness keeps rows at the two-point maximiser: its ratio grows linearly in the weight scale
-    w = ev["reading_wrt_X"]["tied_pair_witness"]
-    assert w[-1]["jac_fro_over_sqrtN"] / w[-2]["jac_fro_over_sqrtN"] == pytest.approx(
-        w[-1]["weight_scale"] / w[-2]["weight_scale"], rel=0.01)
-    d = ledger_dict([norm, jac], provenance(QUICK, 0.0), {"first_pass_coverage": None, "series": 0})
-    assert [c["id"] for c in d["claims"]] == ["thm4.1-norm", "thm4.1-jacobian"]
-    assert "monte_carlo" in d
-    for c in d["claims"]:
-        assert c["kind"] == "claim" and c["rule"]["name"] == "bound" and c["readings"]
-        for r in c["readings"]:
-            assert {"name", "statement", "verdict", "rule", "calibration"} <= set(r)
-            # bound reads exact evidence: no sampling error, so no rates are cited (only the logic check)
-            assert r["calibration"]["exact"] and r["calibration"]["note"] == "exact: no sampling error"
-            assert r["calibration"]["false_fails_rate"] is None
-            assert r["calibration"]["decision_logic_check"]["false_fails_rate"] <= 0.01
-        assert c["contract"]["logit_scale"] == "S" and c["falsifiability"]["kind"] == "by_construction" or \
-            c["falsifiability"]["negative_control"]["verdict"] == "FAILS"
-        assert isinstance(c["robustness"]["stable"], bool)
 
 
 def test_every_entry_is_a_claim_or_a_question():
@@ -133,3 +86,17 @@ def test_a_claim_is_judged_and_a_question_answered(tmp_path):
     half = Outcome(verdict="ANSWERED", evidence={}, tested_statement="", readings=(decided, open_))
     e = run_claim(Claim(id="q", statement="s", check=lambda c: half, kind="question"), ctx)
     assert e.verdict == "UNDETERMINED" and "r2" in e.evidence["label_rule"]
+
+
+def test_readings_are_selected_by_their_stable_key_never_by_their_text():
+    from sapa.ledger import reading_keyed, readings_keyed
+
+    rs = [Reading(name="w.r.t. S", statement="s", verdict="HOLDS", rule="bound", key=("wrt", "S")),
+          Reading(name="w.r.t. X", statement="s", verdict="FAILS", rule="bound", key=["wrt", "X"])]
+    assert rs[1].key == ("wrt", "X")  # a list is kept as a tuple
+    assert reading_keyed(rs, "wrt", "X").verdict == "FAILS"
+    as_json = [{"name": r.name, "verdict": r.verdict, "key": list(r.key)} for r in rs]  # ledger.json's form
+    assert reading_keyed(as_json, "wrt", "S")["verdict"] == "HOLDS"
+    assert [r.name for r in readings_keyed(rs, "wrt")] == ["w.r.t. S", "w.r.t. X"]
+    with pytest.raises(KeyError, match="keys"):
+        reading_keyed(rs, "w.r.t. S")

@@ -55,10 +55,10 @@ def test_a_ledger_of_another_budget_is_never_overwritten_by_part_of_a_run(tmp_pa
     assert main(["verify", "--only", "thm4.1-norm", "--seed", "7", "--out", str(tmp_path)]) == 0
     before = (tmp_path / "ledger.json").read_text()
     first = {"thm4.1-norm"}
-    import sapa.cli as cli
+    from sapa.commands import verify
 
-    real_order = cli.verify_order
-    monkeypatch.setattr(cli, "verify_order", lambda claims: sorted(real_order(claims), key=lambda c: c.id not in first))
+    real_order = verify.verify_order
+    monkeypatch.setattr(verify, "verify_order", lambda claims: sorted(real_order(claims), key=lambda c: c.id not in first))
     _interrupt_at(monkeypatch, "thm4.1-jacobian")
     assert main(["verify", "--out", str(tmp_path)]) == 130
     assert (tmp_path / "ledger.json").read_text() == before

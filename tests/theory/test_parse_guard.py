@@ -64,7 +64,7 @@ def test_a_float_literal_with_millions_of_digits_is_refused_at_once():
     import pytest
 
     from common.validate import InputError
-    from theory.audit import parse_activation
+    from theory.activation_audit import parse_activation
 
     t0 = time.monotonic()
     with pytest.raises(InputError, match="10000001 digits of precision"):

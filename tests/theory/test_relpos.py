@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from common.validate import InputError
-from empirics.experiments.audit import sample_norms, z_scores
-from theory.audit import model_spec, parse_activation, profile
+from empirics.experiments.activation_sampling import sample_norms, z_scores
+from theory.activation_audit import model_spec, parse_activation, profile
 from theory.relpos import RelposProfile, is_relative, relpos_profile, relpos_worst_case
 
 Z99_9 = 3.2905267314919255  # two-sided 99.9 %: three quantities per case, a fixed seed

@@ -20,8 +20,9 @@ from empirics.experiments.scale_direction import (
     trials_per_n,
 )
 from common.validate import InputError
+from tests.tolerances import RTOL as TOLERANCES
 
-RTOL = 1e-10  # float64 kernel vs float64 reference kernel at N ≤ 12 (observed ~1e-15)
+RTOL = TOLERANCES["float64"]  # float64 kernel vs float64 reference kernel at N ≤ 12 (observed ~1e-15)
 
 
 def _xw(N: int, D: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ import torch
 from common.validate import InputError
 from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
 from empirics.kernels.norms import Activation, attention_norms
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 
 F64 = torch.float64
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_w
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 SOFTMAX = parse_activation("exp(x)", "row")
@@ -95,7 +95,7 @@ def test_jacobian_products_match_the_mpmath_jacobian(seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_spectral_bracket_contains_the_dense_sigma_1(seed):
     """`sapa norms --spectral`'s bracket holds σ₁ of the dense 60-digit Jacobian; converged only when it is narrow."""
-    from sapa.norms_expr import run_norms
+    from sapa.commands.norms_expr import run_norms
 
     X, W = _case(seed)
     _, _, jx, J = _mp_reference(X, W)
@@ -112,7 +112,7 @@ def test_spectral_bracket_contains_the_dense_sigma_1(seed):
 @pytest.mark.slow
 def test_300_random_row_normalised_cases_match_mpmath_and_their_brackets_hold_the_dense_sigma_1():
     """N 2–5, D 20–160, W·(1–3)/√D (near-one-hot rows among them): `sapa norms --spectral` end to end."""
-    from sapa.norms_expr import run_norms
+    from sapa.commands.norms_expr import run_norms
 
     one_hot = 0
     for seed in range(300):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from empirics.kernels.expr_norms import expr_norms, homogeneous_degree, layer_from_w
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 

@@ -30,9 +30,10 @@ from empirics.kernels.norms import (
     paper_model_norms,
 )
 from common.validate import InputError
+from tests.tolerances import RTOL as TOLERANCES
 
-RTOL = 1e-10  # float64 kernel vs float64 autograd at N ≤ 8, D ≤ 4 (observed ≤ 2e-12)
-F32_RTOL = 1e-4  # float32 compute (sums in float64) vs float64 at N = 64, D = 16
+RTOL = TOLERANCES["float64"]  # float64 kernel vs float64 autograd at N ≤ 8, D ≤ 4 (observed ≤ 2e-12)
+F32_RTOL = TOLERANCES["float32"]  # float32 compute (sums in float64) vs float64 at N = 64, D = 16
 
 ACTIVATIONS = [Activation("softmax", scale=t) for t in (0.5, 1.0, 2.0)] + [
     Activation("poly", p=p, scale=0.7) for p in (1, 2, 3, 4, 5)

@@ -11,7 +11,7 @@ import torch
 from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
 from empirics.kernels.lipschitz import spectral_norm
 from empirics.kernels.spectral import certified_spectral_norm
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 from tests.empirics.kernels.test_expr_norms import KINDS, _t_phi, _torch_layer, _weights
 
 F64 = torch.float64

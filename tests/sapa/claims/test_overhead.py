@@ -9,10 +9,11 @@ import pytest
 import empirics.timing.overhead as ov
 from empirics.timing.overhead import OverheadGrid
 from sapa.budget import budget_named
-from sapa.claims.overhead import CLAIMS, FACTOR, best_ratios, split_cells
+from sapa.claims import overhead
+from sapa.claims.overhead import CLAIM, FACTOR, best_ratios, split_cells
 from sapa.rules.timing import TimingEvidence
 from sapa.rules.timing import decide as decide_timing
-from sapa.ledger import Context, run_claim
+from sapa.ledger import Context, reading_keyed, run_claim
 
 TINY = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=5, methods=("naive", "causal_blocked", "linearised"),
                     crossover_ds=(8,), crossover_masks=("none",), time_cap_s=5.0, block_s=0.004, block=8,
@@ -51,22 +52,25 @@ def entry(tmp_path_factory):
     out = tmp_path_factory.mktemp("ledger")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the caller's setting, which the check records; 1 is steady on a shared machine
+    real = ov.bench_overhead
+    seen = []  # the bench result the check read, kept for the planted runs below
+    mp.setattr(ov, "bench_overhead", lambda **kw: seen.append(real(**kw)) or seen[-1])
     try:
-        yield out, run_claim(CLAIMS[0], Context(budget_named("quick", seed=3), out))
+        yield out, run_claim(CLAIM, Context(budget_named("quick", seed=3), out)), seen[0]
     finally:
         torch.set_num_threads(threads)
         mp.undo()
 
 
 def test_claim_and_contract():
-    assert [c.id for c in CLAIMS] == ["overhead"]
-    c = CLAIMS[0]
+    c = CLAIM
+    assert c.id == "overhead"
     assert c.contract is not None and c.check is not None and "1.5" in c.contract.refuted_by
     assert c.kind == "question"  # the paper is silent on runtime; only the reviews ask
 
 
 def test_verdict_follows_the_rule(entry):
-    out, e = entry
+    out, e, _ = entry
     ev = e.evidence
     ratios = {k: v for k, v in ev["best_ratio"].items()}
     assert len(ratios) == 2 * 2 * 2 * 2  # p × mask × pass × N
@@ -76,9 +80,7 @@ def test_verdict_follows_the_rule(entry):
     assert ev["clock"] == "process"
     m = ev["provenance"]["machine"]
     for r in e.readings:
-        head = r["name"].split(": best form")[0]  # "p = 1, mask none, fwd"
-        p, mask, pas = int(head.split(",")[0].split("=")[1]), head.split("mask ")[1].split(",")[0], head.split(", ")[-1]
-        factor = float(r["name"].split("within ")[1].split("×")[0])
+        _, factor, _, p, _, mask, _, pas = r["key"]  # ("factor", 1.5, "p", 1, "mask", "none", "pass", "fwd")
         cells = tuple((k, tuple(v)) for k, v in sorted(ev["round_ratios"].items()) if k.startswith(f"p{p}/{mask}/{pas}@"))
         assert len(cells) == 2  # N = 16, 32
         load = m["load_during"]["mean"]  # recorded; on a CPU clock it does not gate
@@ -119,7 +121,7 @@ def test_verdict_follows_the_rule(entry):
 
 
 def test_figures_and_stored_data(entry, tmp_path):
-    out, e = entry
+    out, e, _ = entry
     assert len(e.figures) == 6 and all((out / f).is_file() for f in e.figures)  # times, crossover, cost model
     assert all(f.startswith("figures/overhead_d8_N16-32_threads1_dtypefloat32_budgetquick") for f in e.figures)
     from common import figdata
@@ -142,7 +144,35 @@ def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
 
     monkeypatch.setattr(ov, "bench_overhead", spy)
     monkeypatch.setattr(fig, "draw", lambda res, out_dir, stem: [])  # drawing is tested above
-    e = run_claim(CLAIMS[0], Context(budget_named("full", seed=5), tmp_path))
+    e = run_claim(CLAIM, Context(budget_named("full", seed=5), tmp_path))
     assert seen["grid"].Ns == ov.FULL.Ns and seen["grid"].seed == 5
     assert seen["threads"] == 1  # the ledger times single-threaded (steadier medians on a shared machine)
     assert e.evidence and e.readings  # the entry ran on the (patched) grid the full budget asked for
+
+
+def _planted(res: dict, ratio: float) -> dict:
+    """The tiny run's bench result with every polynomial form's round ratios (CPU and wall) set to ``ratio``."""
+    import copy
+
+    out = copy.deepcopy(res)
+    for r in out["rows"]:
+        if r["method"] != "softmax" and r.get("ratio_rounds"):
+            r["ratio_rounds"] = [ratio] * len(r["ratio_rounds"])
+            r["wall_ratio_rounds"] = [ratio] * len(r.get("wall_ratio_rounds") or r["ratio_rounds"])
+    return out
+
+
+@pytest.mark.parametrize("ratio,headline", [(0.5, "HOLDS"), (4.0, "FAILS")])
+def test_a_planted_timing_gives_its_known_verdict(entry, monkeypatch, tmp_path, ratio, headline):
+    """Every polynomial form at ratio× softmax in every round: the headline reading (p = 1, no mask, forward, within
+    1.5×) is HOLDS below 1.5·(1 − noise) and FAILS above 1.5·(1 + noise), and the question is ANSWERED either way."""
+    from sapa.rules.timing import NOISE_CPU
+
+    _, _, res = entry
+    assert ratio < FACTOR * (1 - NOISE_CPU) or ratio > 3.0 * (1 + NOISE_CPU)  # far from both factors' bands
+    monkeypatch.setattr(ov, "bench_overhead", lambda **kw: _planted(res, ratio))
+    monkeypatch.setattr(overhead, "_figure", lambda ctx, res: ())
+    o = overhead.check(Context(budget_named("quick", seed=3), tmp_path))
+    head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
+    assert head.verdict == headline and o.verdict == "ANSWERED"
+    assert {r.verdict for r in o.readings} == {headline}  # 3× too: 0.5 is within it, 4 outside

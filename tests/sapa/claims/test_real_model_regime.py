@@ -16,9 +16,9 @@ import pytest
 from empirics.realmodel import real
 from sapa.budget import QUICK
 from sapa.claims import real_model_regime
+from sapa.prose import real_model_regime_words as words
 from sapa.ledger import Context, run_claim
 from sapa.rules import heads as rule
-from sapa.rules.base import QUESTION_VERDICTS
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
 
@@ -61,14 +61,14 @@ def test_answered_when_every_protocol_agrees():
     assert c.heads_above == tuple((i // 5, i % 5) for i in range(3, 10))
     s = j.cell("prefix", "softmax")
     assert s.verdict_upper == "HOLDS" and s.verdict_band == "FAILS"  # the two-sided band rejects softmax itself
-    text = real_model_regime.answer_text(j, {})
+    text = words.answer_text(j, {})
     assert "under every protocol" in text and "30%" in text and "softmax itself" in text.lower()
 
 
 def test_answered_yes_when_every_protocol_holds():
     j = real_model_regime.judge(_res(_mix(10, 0), _mix(10, 0)))
     assert j.verdict == "ANSWERED" and set(j.agreed.values()) == {"HOLDS"}
-    assert "yes" in real_model_regime.answer_text(j, {})
+    assert "yes" in words.answer_text(j, {})
 
 
 def test_undetermined_when_the_protocol_flips_the_conclusion():
@@ -77,7 +77,7 @@ def test_undetermined_when_the_protocol_flips_the_conclusion():
 
     j = real_model_regime.judge(_res(p1, _mix(2, 8)))
     assert j.verdict == "UNDETERMINED" and j.agreed["x/sqrt(N)"] is None and j.agreed["x^3/sqrt(N)"] == "FAILS"
-    text = real_model_regime.answer_text(j, {})
+    text = words.answer_text(j, {})
     assert "protocol" in text and "HOLDS under fixed" in text and "FAILS under prefix" in text
 
 
@@ -86,7 +86,7 @@ def test_undetermined_when_a_protocol_is_undetermined_or_the_baseline_fails():
     assert real_model_regime.judge(_res(mid, mid)).verdict == "UNDETERMINED"
     j = real_model_regime.judge(_res(_mix(2, 8), _mix(2, 8), softmax=lambda pr: [FAST] * 10 if pr == "fixed" else [SLOW] * 10))
     assert j.verdict == "UNDETERMINED" and not j.baseline_holds
-    assert "not a fair test" in real_model_regime.answer_text(j, {})
+    assert "not a fair test" in words.answer_text(j, {})
 
 
 def test_undetermined_on_failed_sanity():
@@ -99,15 +99,15 @@ def test_undetermined_on_failed_sanity():
 
 def test_readings_cite_the_rule():
     j = real_model_regime.judge(_res(_mix(3, 7), _mix(2, 8)))
-    rs = [real_model_regime.reading_of(c) for c in j.cells]
+    rs = [words.reading_of(c) for c in j.cells]
     assert len(rs) == 12 and {r.rule for r in rs} == {"head-fraction"}
-    assert {r.verdict for r in rs if "softmax" in r.name} == {"HOLDS"}
+    assert {r.verdict for r in rs if r.key[3] == "softmax"} == {"HOLDS"}
     assert all("two-sided" in r.why for r in rs)
 
 
 def test_not_installed_is_undetermined(monkeypatch, tmp_path):
     monkeypatch.setattr(real, "available", lambda: False)
-    entry = run_claim(real_model_regime.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
+    entry = run_claim(real_model_regime.CLAIM, Context(budget=QUICK, out_dir=tmp_path))
     assert entry.verdict == "UNDETERMINED" and entry.kind == "question"
     assert entry.evidence == {"status": "optional extra 'real' not installed"}
     assert entry.falsifiability["negative_control"]["verdict"] == "UNDETERMINED"  # nothing to control: said so
@@ -115,20 +115,35 @@ def test_not_installed_is_undetermined(monkeypatch, tmp_path):
 
 
 def test_registered_as_a_question():
-    (claim,) = real_model_regime.CLAIMS
+    claim = real_model_regime.CLAIM
     assert claim.id == "real-model-regime" and claim.kind == "question"
-    assert claim.check is real_model_regime.check_real_model_regime and "all-MiniLM-L6-v2" in claim.statement
+    assert claim.check is real_model_regime.check and "all-MiniLM-L6-v2" in claim.statement
 
 
-def test_end_to_end_small(monkeypatch, tmp_path, real_small_cached_in):
+SMALL_VERDICT = "UNDETERMINED"  # 2 texts, N ≤ 32: the protocols do not agree on x/√N (the quick budget: ANSWERED)
+
+
+def test_end_to_end_small(monkeypatch, tmp_path, real_small_cached_in, real_small):
     """The check on a small configuration (2 texts, N = 8, 16, 32): a question verdict, 12 readings, a figure, JSON.
     Its analysis is the session's (tests/conftest.py), found in the claim's cache folder as ``sapa verify`` would."""
     monkeypatch.setattr(real, "QUICK", real.SMALL)
     real_small_cached_in(tmp_path / "real")
-    entry = run_claim(real_model_regime.CLAIMS[0], Context(budget=QUICK, out_dir=tmp_path))
-    assert entry.verdict in QUESTION_VERDICTS and entry.kind == "question" and entry.answer
+    entry = run_claim(real_model_regime.CLAIM, Context(budget=QUICK, out_dir=tmp_path))
+    assert entry.verdict == SMALL_VERDICT and entry.kind == "question" and entry.answer
+    # independent: the share of softmax heads whose 90 % interval lies at or below ½ + TOL, counted from the session's
+    # own analysis (real_small), equals the cell's "within" fraction, at least the rule's 90 %: HOLDS
+    from sapa.ledger import reading_keyed
+    from sapa.rules.growth import TOL
+
+    res, _ = real_small
+    pr = real.PROTOCOL_NAMES[0]
+    fits = [f for f in res.head_fits("real") if f.kind == "fro" and f.activation == "softmax" and f.protocol == pr]
+    within = sum(f.hi <= 0.5 + TOL for f in fits) / len(fits)
+    cell = next(c for c in entry.evidence["cells"] if c["protocol"] == pr and c["activation"] == "softmax")
+    assert cell["within_upper"] == pytest.approx(within) and within >= rule.HIGH
+    assert reading_keyed(entry.readings, "protocol", pr, "activation", "softmax")["verdict"] == "HOLDS"
     assert entry.rule["name"] == "head-fraction" and len(entry.readings) == 12
-    assert {r["name"].split(" · ")[0] for r in entry.readings} == set(real.PROTOCOL_NAMES)
+    assert {r["key"][1] for r in entry.readings} == set(real.PROTOCOL_NAMES)
     ev = entry.evidence
     assert ev["sanity"] == {"softmax_norm_le_sqrt_n": True, "bias_is_token_shift": True, "fits_finite": True,
                             "interval_level_is_the_rule's": True, "every_cell_present": True}

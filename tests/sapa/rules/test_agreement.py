@@ -52,3 +52,12 @@ def test_simulate_shapes_like_the_ledger():
     # the smaller effect (actual coverage 90 %) is below the gate's resolution at n = 56: documented, measurable
     weak = [A.decide(A.simulate("fails", rng_for(0, "weak", k), bad_coverage=0.90)) for k in range(2000)]
     assert 0.70 < weak.count("FAILS") / len(weak) < 0.92
+
+
+def test_agreement_gate_uses_the_binomial_tail():
+    assert A.tail_p(A.AgreementEvidence(100, 0, 0.99)) == 1.0
+    assert A.tail_p(A.AgreementEvidence(28, 10, 0.99)) < 1e-10  # the old x³ first pass: 10 of 28 missed
+    assert A.decide(A.AgreementEvidence(28, 10, 0.99)) == "FAILS"
+    assert A.decide(A.AgreementEvidence(28, 1, 0.99)) == "HOLDS"
+    p = A.tail_p(A.AgreementEvidence(64, 3, 0.99))
+    assert p == pytest.approx(1 - stats.binom.cdf(2, 64, 0.01), rel=1e-12)

@@ -16,7 +16,7 @@ import sapa.rules
 from sapa.rules import timing
 
 # the functions of sapa/rules that return a verdict's reason in words, and the tests that pin them
-TEXT_FUNCTIONS = {"sapa.rules.timing": {"why"}, "sapa.rules.audit": {"verdict_why", "why_failed", "regime_text"}}
+TEXT_FUNCTIONS = {"sapa.rules.timing": {"why"}, "sapa.rules.like_softmax": {"verdict_why", "why_failed", "regime_text"}}
 
 T = timing.TimingEvidence
 FIVE = timing.MIN_ROUNDS

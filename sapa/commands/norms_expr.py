@@ -1,0 +1,306 @@
+"""``sapa norms`` for any activation expression, several heads, values, and the certified spectral norm.
+
+``--activation EXPR`` (anything ``sapa audit`` accepts, with ``--normalize`` and ``--mask``) or
+``softmax`` / ``poly`` (read as ``exp(τx)`` row-normalised and ``c·x^p``) on X and either W (S = XWXᵀ),
+``--wq/--wk`` [``--wv`` [``--wo``]] split into ``--heads``, or one ``.safetensors`` file of a layer.
+Exact Frobenius norms come from :mod:`empirics.kernels.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
+(and of the whole layer when it has values) as the certified bracket of :mod:`empirics.kernels.spectral`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from common.validate import InputError
+
+__all__ = ["activation_from_args", "layer_from_args", "run_norms", "load_layer_file"]
+
+# suffixes of a layer's tensors in a .safetensors file: (our name, transpose?) — plain names are (D, H·d) as
+# sapa takes them, BERT's nn.Linear weights are (out, in)
+_SUFFIXES = {
+    "wq": (("wq", False), ("attention.self.query.weight", True)),
+    "wk": (("wk", False), ("attention.self.key.weight", True)),
+    "wv": (("wv", False), ("attention.self.value.weight", True)),
+    "wo": (("wo", False), ("attention.output.dense.weight", True)),
+}
+
+
+def activation_from_args(args):
+    """The parsed :class:`theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
+    from common.validate import positive_float
+    from theory.activation_audit import parse_activation
+
+    if args.activation == "softmax":
+        tau = positive_float("--scale", args.scale)
+        return parse_activation(f"exp({tau!r}*x)", "row", args.mask)
+    if args.activation == "poly":
+        c = positive_float("--scale", args.scale)
+        return parse_activation(f"{c!r}*x**{int(args.p)}", "none", args.mask)
+    from theory.families import resolve
+
+    return parse_activation(*resolve(args.activation, args.normalize, args.mask))  # a family id: its row
+
+
+REAL_DTYPES = ("F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8")  # safetensors' names
+_DTYPE_WORDS = {"BOOL": "boolean", "C64": "complex", "C128": "complex", "BF16": "bfloat16, which numpy cannot hold"}
+
+
+def _check_tensor(sl, key: str, path: Path, transpose: bool, name: str, D: int | None) -> None:
+    """A weight's dtype (real numbers only, as ``.npy`` inputs), rank (a matrix) and, for W_Q/W_K, its D rows,
+    from the file's header alone: nothing is loaded before it passes."""
+    dtype, shape = sl.get_dtype(), list(sl.get_shape())
+    if dtype not in REAL_DTYPES:
+        word = _DTYPE_WORDS.get(dtype, "not a real number type")
+        raise InputError(f"--safetensors {path}: tensor {key} has dtype {dtype} ({word}); give integer or floating-point "
+                         "weights (float32 or float64)")
+    if len(shape) != 2:
+        raise InputError(f"--safetensors {path}: tensor {key} has shape {tuple(shape)}; a weight is a matrix")
+    rows = shape[1] if transpose else shape[0]
+    if D is not None and name in ("wq", "wk", "wv") and rows != D:
+        raise InputError(f"--safetensors {path}: tensor {key} ({name}) has D = {rows} rows in the (D, ·) layout but X "
+                         f"has D = {D} columns")
+
+
+def load_layer_file(path: Path, prefix: str = "", D: int | None = None) -> dict:
+    """{wq, wk[, wv, wo]} (float64, (D, ·) layout) from a .safetensors file, by name suffix under ``prefix``; with
+    ``D``, W_Q, W_K and W_V must have D rows (checked in the header, before a tensor is loaded)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise InputError("--safetensors needs the package 'safetensors' (pip install safetensors)") from None
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"--safetensors: file not found: {path}")
+    try:
+        with safe_open(str(path), framework="np") as fh:
+            keys = [k for k in fh.keys() if k.startswith(prefix)]
+            out = {}
+            for name, options in _SUFFIXES.items():
+                for suffix, transpose in options:
+                    hits = [k for k in keys if k == prefix + suffix or k.endswith("." + suffix) or k == suffix]
+                    if len(hits) > 1:
+                        raise InputError(f"--safetensors: {len(hits)} tensors end in {suffix!r} ({hits[0]}, {hits[1]}, ...): "
+                                         "give --prefix (e.g. encoder.layer.0.)")
+                    if hits:
+                        _check_tensor(fh.get_slice(hits[0]), hits[0], path, transpose, name, D)  # before loading it
+                        a = np.asarray(fh.get_tensor(hits[0]), dtype=np.float64)
+                        out[name] = a.T.copy() if transpose else a
+                        break
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a corrupt header, an unsupported dtype (bf16 in numpy), ...
+        raise InputError(f"--safetensors {path}: cannot read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+                         ) from None
+    if "wq" not in out or "wk" not in out:
+        raise InputError(f"--safetensors {path}: no query/key weights (names ending in wq/wk or "
+                         "attention.self.query.weight/key.weight" + (f" under prefix {prefix!r}" if prefix else "") + ")")
+    return out
+
+
+def layer_from_args(args, D: int):
+    """The :class:`empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
+    from common.validate import finite_matrix
+    from empirics.kernels.expr_norms import layer_from_qk, layer_from_w
+    from sapa.npyfile import load_npy as _load_npy
+
+    given = [n for n in ("w", "wq", "safetensors") if getattr(args, n, None) is not None]
+    if len(given) != 1:
+        raise InputError("give exactly one of --w W.npy, --wq/--wk (with optional --wv, --wo), --safetensors FILE")
+    if args.w is not None:
+        if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
+            raise InputError("--w is the whole bilinear form W = W_Q W_Kᵀ: it does not combine with --wk/--wv/--wo "
+                             "(give --wq/--wk for heads with values)")
+        if args.heads != 1:
+            raise InputError("--heads needs --wq/--wk or --safetensors (--w is one head)")
+        return layer_from_w(finite_matrix("--w", _load_npy(args.w, "--w"), (D, D)))
+    if args.wq is not None:
+        if args.wk is None:
+            raise InputError("--wq needs --wk")
+        m = {n: finite_matrix(f"--{n}", _load_npy(getattr(args, n), f"--{n}"), (None, None))
+             for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
+        for n in ("wq", "wk", "wv"):
+            if n in m and m[n].shape[0] != D:
+                raise InputError(f"--x and --{n} do not match: --x has D = {D} columns but --{n} has shape "
+                                 f"{m[n].shape}; it must have D = {D} rows (x_i W_{n[1].upper()} is a (1, D) @ (D, d) "
+                                 "product)")
+    else:
+        if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
+            raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")
+        m = load_layer_file(args.safetensors, args.prefix or "", D)
+        if m["wq"].shape[0] != D:
+            raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
+    return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=args.heads)
+
+
+def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,
+              seed: int = 0, progress: bool | str = True, certificate: str = "auto") -> dict:
+    """The flat result of ``sapa norms`` with an expression (see the module docstring).
+
+    ``progress``: with ``spectral``, a bar (or log lines) per bracket: Lanczos steps, the current bracket and its
+    relative width; an unconverged bracket adds ``spectral_advice`` (and says it on stderr). ``certificate``:
+    "auto", "lanczos" or "dense" (:func:`empirics.kernels.spectral.certified_spectral_norm`'s ``dense`` auto,
+    never, always).
+    """
+    from empirics.kernels.expr_norms import LayerOperator, expr_norms
+    from empirics.kernels.spectral import certified_spectral_norm
+
+    r = expr_norms(X, layer, act)
+
+    def rss(v):
+        return math.sqrt(sum(x * x for x in v))
+
+    def rss_log10(v):
+        m = max(v)
+        return m + 0.5 * math.log10(sum(10.0 ** (2 * (x - m)) for x in v)) if math.isfinite(m) else None
+
+    def fin(v):
+        return v if v is not None and math.isfinite(v) else None
+
+    N, D = X.shape
+    out = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
+           "n": int(N), "d_model": int(D), "heads": layer.H, "values": layer.has_values,
+           "fro_norm": rss(r.fro), "jac_s_fro_norm": rss(r.jac_s_fro), "jac_fro_norm": rss(r.jac_fro),
+           "log10_fro_norm": fin(rss_log10(r.log10_fro)), "log10_jac_s_fro_norm": fin(rss_log10(r.log10_jac_s_fro)),
+           "log10_jac_fro_norm": fin(rss_log10(r.log10_jac_fro))}
+    if layer.H > 1:
+        out.update({"fro_norm_per_head": r.fro, "jac_s_fro_norm_per_head": r.jac_s_fro,
+                    "jac_fro_norm_per_head": r.jac_fro})
+    if layer.has_values:
+        out["layer_jac_fro_norm"] = r.layer_jac_fro
+    if spectral:
+        per_head, advice = [], []
+        for k in range(layer.H):
+            Xk, lay_k, e2 = _scaled_for_spectral(X, layer, act, k)
+            op = LayerOperator(Xk, lay_k, act, head=0 if e2 is not None else k)
+            what = "σ₁ of ∂φ/∂X" + (f", head {k + 1}/{layer.H}" if layer.H > 1 else "")
+            fro2 = r.jac_fro[k] ** 2 if e2 is None else 10.0 ** (2 * (r.log10_jac_fro[k] - e2 * math.log10(2)))
+            b = _bracket_with_progress(certified_spectral_norm, what, progress, op.matvec, op.rmatvec, op.in_shape,
+                                       fro2, tol=tol, max_steps=max_steps, seed=seed, gram=op.gram,
+                                       dense=DENSE[certificate], e2=e2 or 0)
+            per_head.append(_rescaled(b.as_dict(), e2 or 0))
+            advice += [] if b.converged else [unconverged_advice(what, b, max_steps, e2 or 0)]
+        if layer.H == 1:
+            out.update({f"{k}": v for k, v in per_head[0].items()})
+        else:
+            out["spectral_per_head"] = per_head
+        if layer.has_values:
+            op = LayerOperator(X, layer, act)
+            b = _bracket_with_progress(certified_spectral_norm, "σ₁ of the layer's Jacobian", progress, op.matvec,
+                                       op.rmatvec, op.in_shape, r.layer_jac_fro ** 2, tol=tol, max_steps=max_steps,
+                                       seed=seed, gram=op.gram, dense=DENSE[certificate])
+            out.update({f"layer_{k}": v for k, v in b.as_dict().items()})
+            advice += [] if b.converged else [unconverged_advice("σ₁ of the layer's Jacobian", b, max_steps)]
+        if advice:
+            from common.progress import say
+
+            out["spectral_advice"] = " ".join(advice)
+            for line in advice:
+                say(f"sapa: note: {line}")
+        out["spectral_certificate"] = CERTIFICATE
+    out["dtype"] = "float64"
+    out["logit_scale"] = "S"  # x = S_ij with S = X W Xᵀ as given; an expression dividing x by √d computes S/√d
+    out["logit"] = "S = X W Xᵀ as given (no 1/√d unless the expression divides x by √d, e.g. x/8 for d = 64)"
+    return out
+
+
+DENSE = {"auto": "auto", "lanczos": "never", "dense": "always"}
+
+
+def _scaled_for_spectral(X: np.ndarray, layer, act, k: int):
+    """(X', the one-head layer of head k on scaled weights, e) with ∂φ/∂X = 2^e·∂φ'/∂X' for φ homogeneous in x.
+
+    X = 2^a X', W_Q = 2^b W_Q', W_K = 2^c W_K': S = 2^s S' (s = 2a + b + c), φ(S) = 2^{ps} φ(S') (row-normalised:
+    unchanged) and ∂/∂X = 2^{−a} ∂/∂X', so e = ps − a (row: −a), exact. The bracket is then found where the
+    products neither underflow nor overflow. (X, layer, None) when φ is not homogeneous or the head has a bias.
+    """
+    from dataclasses import replace as dc_replace
+
+    from empirics.kernels.expr_norms import _pow2, homogeneous_degree
+
+    p = homogeneous_degree(act) if layer.bq is None else None
+    if p is None:
+        return X, layer, None
+    a, b, c = _pow2(X), _pow2(layer.Wq[k]), _pow2(layer.Wk[k])
+    one = dc_replace(layer, Wq=np.ldexp(layer.Wq[k:k + 1], -b), Wk=np.ldexp(layer.Wk[k:k + 1], -c), Wv=None, Wo=None)
+    s = 2 * a + b + c
+    return np.ldexp(X, -a), one, (-a if act.normalize == "row" else p * s - a)
+
+
+def _rescaled(d: dict, e: int) -> dict:
+    """A bracket of ∂φ'/∂X' as one of ∂φ/∂X = 2^e·∂φ'/∂X', with log10 ends that survive under- and overflow."""
+    out = dict(d)
+    for key in ("sigma_lower", "sigma_upper", "sigma_estimate", "sigma_upper_frobenius"):
+        v = float(d[key])
+        out[f"log10_{key}"] = math.log10(v) + e * math.log10(2) if v > 0 else None
+        out[key] = math.ldexp(v, e) if v > 0 and out[f"log10_{key}"] < 308 else (0.0 if v == 0 else math.inf)
+    for key in ("residual", "trace_rest"):  # in units of JᵀJ
+        out[key] = math.ldexp(float(d[key]), 2 * e) if float(d[key]) > 0 and abs(2 * e) < 2000 else float(d[key])
+    return out
+CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; upper = "
+               "λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), and ≤ ‖J‖_F. Where spectral_method is "
+               "dense-cholesky (N·D ≤ 16 384, when the Lanczos bracket stays open), JᵀJ is formed from products, "
+               "lower = ‖Jx‖ of ARPACK's top eigenvector and upper = √(μ + δ) with λ₁ < μ proven by a floating-point "
+               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. "
+               "converged: (upper − lower) ≤ tol·upper")
+
+
+def bracket_text(b, e2: int = 0) -> str:
+    """``[lower, upper], rel. width w`` of a :class:`~empirics.kernels.spectral.SpectralBracket` (of 2^e2·J)."""
+    return f"[{_times_pow2(b.lower, e2)}, {_times_pow2(b.upper, e2)}], rel. width {b.rel_width:.3g}"
+
+
+def _times_pow2(v: float, e2: int) -> str:
+    """v·2^e2 as text, also where it under- or overflows float64 (as m·10^k)."""
+    if v <= 0 or e2 == 0:
+        return f"{v:.6g}"
+    l10 = math.log10(v) + e2 * math.log10(2)
+    if -300 < l10 < 300:
+        return f"{math.ldexp(v, e2):.6g}"
+    k = math.floor(l10)
+    return f"{10 ** (l10 - k):.6g}e{k:+d}"
+
+
+def unconverged_advice(what: str, b, max_steps: int, e2: int = 0) -> str:
+    """What to do when a bracket stayed open: it is still certified; a looser --tol, more steps, or a smaller X."""
+    head = (f"{what}: the bracket {bracket_text(b, e2)} did not close to --tol {b.tol:g}; it holds as it is (σ₁ lies "
+            "inside it).")
+    if b.method == "dense-cholesky":
+        return (f"{head} It comes from the dense certificate, whose round-off allowance (about 64·ε·N·D·‖J‖²_F/σ₁² "
+                "relative) is wider than --tol here: loosen --tol.")
+    n = int(np.prod(b.v.shape))
+    return (f"{head} Lanczos ran {b.steps} steps and the dense certificate needs N·D ≤ 16 384 (here {n}). To narrow "
+            f"it, raise --max-steps above {max_steps} (each step costs one Jacobian product and one transposed "
+            "product, and the check every few steps O(k²·N·D)), or loosen --tol; a bracket whose lower end no longer "
+            "moves needs a smaller X or fewer heads.")
+
+
+def _bracket_with_progress(certify, what: str, progress, *args, e2: int = 0, **kwargs):
+    """``certify(*args, **kwargs, on_step=…)`` under a bar of Lanczos steps whose postfix is the current bracket."""
+    from common.progress import progress_bar
+
+    bar = progress_bar(min(int(kwargs["max_steps"]), int(np.prod(args[2]))), desc=what, unit="step",
+                       progress=progress)
+    seen = {"k": 0, "bracket": ""}
+
+    def on_step(k, k_max, b):
+        if b is not None:
+            seen["bracket"] = f"bracket {bracket_text(b, e2)}"
+            bar.set_postfix_str(seen["bracket"])
+        if k_max != bar.total:  # the basis' memory cap lowered the step limit, or the dense certificate took over
+            bar.total = k_max
+        bar.update(k - seen["k"])
+        seen["k"] = k
+
+    def on_dense(stage, done, total):  # the Lanczos steps are over: the bar stops counting them (no stale ETA)
+        if bar.total != max(seen["k"], 1):
+            bar.total = max(seen["k"], 1)
+        where = f"{stage} {done}/{total}" if total > 1 else stage
+        bar.set_postfix_str(f"{seen['bracket']}; dense certificate: {where}".lstrip("; "), refresh=True)
+
+    try:
+        return certify(*args, **kwargs, on_step=on_step, on_dense=on_dense)
+    finally:
+        bar.close()

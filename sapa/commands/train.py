@@ -1,0 +1,80 @@
+"""``sapa train``: the training study across N (resumable), or one expression on the mechanism tasks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common.validate import InputError
+
+KEPT = "finished training chunks were kept; a rerun resumes from them"  # what an interrupt leaves (sapa.cli prints it)
+
+
+def add_parser(sub) -> None:
+    """Declare ``sapa train`` and its arguments on the subparsers ``sub``."""
+    import argparse
+    from pathlib import Path
+    from sapa.commands.arguments import nonneg_int, path_arg, positive_int
+
+    t = sub.add_parser("train", help="the training study: softmax vs x^p scale rules across N, each arm with its own "
+                                     "learning-rate sweep, as vectorised ensembles (resumable)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    t.add_argument("--budget", choices=("quick", "full"), default="quick")
+    t.add_argument("--out", type=path_arg, default=Path("results/train"), help="results directory (resumable)")
+    t.add_argument("--seed", type=nonneg_int, default=0)
+    t.add_argument("--seeds", type=positive_int, metavar="K",
+                   help="replicates per (task, N, arm, lr) of the digits and text study instead of the budget's (a new "
+                        "study: its chunks are not the budget's); the mechanism probes keep theirs. The text readings "
+                        "say how many would decide them")
+    tw = t.add_mutually_exclusive_group()
+    tw.add_argument("--workers", type=positive_int, default=2,
+                    help="ensemble chunks in parallel (K processes, 1 thread each, that die with sapa; 1: serial "
+                         "here; identical numbers)")
+    tw.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786 or a scheduler file): "
+                                        "train the chunks on its workers (docs/cluster.md)")
+    t.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the mechanism chunks train (float32; cuda only when present)")
+    t.add_argument("--activation", metavar="EXPR",
+                   help="train φ(x, N, i) (any expression `sapa audit` accepts) beside softmax on the mechanism tasks "
+                        "across N and print its learning-curve statistics")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
+    from empirics.training.mechanism import resolve_device
+    from empirics.training.train_study import plan_chunks, study_config
+    from sapa.rules.learning import verdicts_line
+    from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
+
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} exists and is not a directory")
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786")
+    resolve_device(args.device)
+    cfg = study_config(args.budget, args.seed)
+    if args.seeds is not None and args.activation is not None:
+        raise InputError("--seeds sets the study's replicates; --activation trains the mechanism probes (their own seeds)")
+    workers = args.workers
+    if args.scheduler is None:
+        chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)
+        workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
+        if note:
+            print(f"sapa: note: {note}", file=sys.stderr)
+    if args.activation is not None:
+        from empirics.training.activation_train import main_activation
+
+        return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
+                               scheduler=args.scheduler, device=args.device, decide=verdicts_line,
+                               progress=not args.no_progress)
+    from sapa.commands.train_summary import main_train
+
+    return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
+                      scheduler=args.scheduler, device=args.device, seeds=args.seeds)
+
+
+def output_guard(args: argparse.Namespace):
+    """Hold ``--out`` (one run at a time), before any work starts."""
+    from sapa.commands.shared import lock_out
+
+    return lock_out(args.out)

@@ -1,0 +1,125 @@
+"""Tests for `theory/families.py`: one row per family, each usable by the audit, the kernels and the figures.
+
+Every row of the case table (`tests/cases.py`) is checked twice, independently: the exact kernels (where the
+family has one) against φ(S) built by numpy from the family's own expression, and the audit's closed form or
+quadrature of E‖φ(S)‖²_F against a seeded Monte Carlo of the same expectation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from common.seeds import rng_for
+from tests.cases import CASES, Case, params
+from tests.tolerances import RTOL
+from theory.families import COMPARED, FAMILIES, FAMILY_TABLE, KERNEL_KINDS, SCALE_RULES, Family, family, label_of
+
+
+def test_ids_and_labels_are_unique_and_every_scale_rule_is_named():
+    assert len({f.id for f in FAMILY_TABLE}) == len(FAMILY_TABLE) == len(FAMILIES)
+    assert len({f.label for f in FAMILY_TABLE}) == len(FAMILY_TABLE)  # one display name per family
+    assert {f.scale for f in FAMILY_TABLE} <= set(SCALE_RULES)
+    assert [c.family for c in CASES] == [f.id for f in FAMILY_TABLE]  # the case table covers every row
+
+
+def test_the_training_arms_are_rows():
+    arms = ("softmax", "x_sqrtN", "x3_sqrtN", "x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti", "relu_N")
+    labels = ("softmax", "x/√N", "x³/√N", "x/α*", "x³/α*", "x", "x³", "x/N", "x³/N", "x³/√i", "ReLU(x)/N")
+    assert tuple(family(a).label for a in arms) == labels
+    assert family("x3_sqrti").masks == ("causal",) and family("x_alpha").params == ("alpha",)
+
+
+def test_kernel_kinds_and_the_compared_families():
+    assert KERNEL_KINDS == ("softmax", "poly")
+    assert [f.label for f in COMPARED] == ["softmax", "x/√N", "x³/√N", "ReLU(x)/N", "sigmoid(x − log N)",
+                                           "row-normalised x⁴"]
+
+
+@pytest.mark.parametrize("fam,logit,text", [
+    ("relu_N", "x/8", "Max(x/8, 0)/N"), ("sigmoid_logN", "x/8", "1/(1 + exp(-(x/8 - log(N))))"),
+    ("poly4_row", "x/8", "(x/8)**4"), ("softmax", "x/8", "exp(x/8)"), ("x3_sqrtN", "x", "x**3/sqrt(N)"),
+    ("x_N", "(x/8)", "(x/8)/N")])
+def test_at_logit_writes_the_substituted_expression(fam, logit, text):
+    assert family(fam).at_logit(logit) == text
+
+
+@pytest.mark.parametrize("fam", [f.id for f in FAMILY_TABLE])
+def test_at_logit_is_the_same_function_as_a_sympy_substitution(fam):
+    x, N, i, a = sp.symbols("x N i alpha")
+    loc = {"x": x, "N": N, "i": i, "alpha": a, "Max": sp.Max}
+    e = sp.sympify(family(fam).expr, locals=loc)
+    got = sp.sympify(family(fam).at_logit("x/8"), locals=loc)
+    assert sp.simplify(got - e.subs(x, x / 8)) == 0
+
+
+def test_bad_rows_and_unknown_ids_are_refused():
+    with pytest.raises(ValueError, match="scale rule"):
+        Family("f", "x", "f", "sqrt", "me")
+    with pytest.raises(ValueError, match="masks"):
+        Family("f", "x", "f", "none", "me", masks=())
+    with pytest.raises(ValueError, match="degree"):
+        Family("f", "x", "f", "none", "me", kernel="poly")
+    with pytest.raises(KeyError, match="known: softmax"):
+        family("x5")
+    assert label_of("x^3/sqrt(N)") == "x³/√N" and label_of("x3_N") == "x³/N" and label_of("tanh(x)") == "tanh(x)"
+
+
+def _phi_by_numpy(case: Case, S: np.ndarray) -> np.ndarray:
+    """φ(S) (N, N) from the family's expression text alone: lambdify, then the row sum where it normalises."""
+    x, N_, i_ = sp.symbols("x N i")
+    f = sp.lambdify((x, N_, i_), sp.sympify(case.expr, locals={"x": x, "N": N_, "i": i_, "Max": sp.Max}), "numpy")
+    n = S.shape[0]
+    rows = np.arange(1, n + 1, dtype=float)[:, None] * np.ones((1, n))  # (N, N): i of each entry
+    P = np.broadcast_to(np.asarray(f(S, float(n), rows), dtype=float), S.shape).copy()
+    if case.mask == "causal":
+        P = np.tril(P)
+    if FAMILIES[case.family].normalize == "row":
+        P = P / P.sum(axis=1, keepdims=True)
+    return P
+
+
+@pytest.mark.parametrize("case", params([c for c in CASES if FAMILIES[c.family].kernel]))
+def test_the_exact_kernel_computes_the_familys_expression(case):
+    """empirics.kernels.norms (kernel, p, coefficient) against numpy's φ(S) of the expression: ‖φ(S)‖_F."""
+    import torch
+
+    from empirics.kernels.norms import Activation, attention_norms
+
+    fam, N = FAMILIES[case.family], case.Ns[-1]
+    rng = rng_for(0, "test-families", case.family)
+    X, W = rng.standard_normal((N, case.D)), rng.standard_normal((case.D, case.D)) / case.D
+    S = X @ W @ X.T  # (N, D) @ (D, D) @ (D, N) -> (N, N)
+    want = float(np.linalg.norm(_phi_by_numpy(case, S)))
+    if fam.kernel == "softmax":
+        act = Activation("softmax", scale=1.0)
+        row_scale = None
+    else:  # c(N, i)·x^p: the coefficient at i = 1, the rows' own factors as the kernel's row scale
+        c = _phi_by_numpy(case, np.ones((N, N)))  # (N, N): c(N, i) on each row
+        act = Activation("poly", fam.p, float(c[-1, 0]))
+        row_scale = torch.tensor(c[:, 0] / c[-1, 0], dtype=torch.float64)
+    got = attention_norms(X, W, act, mask=case.mask, row_scale=row_scale).fro
+    assert abs(got - want) <= RTOL["float64"] * want
+
+
+@pytest.mark.parametrize("case", params())
+def test_the_audit_of_each_family_agrees_with_a_monte_carlo(case):
+    """E‖φ(S)‖²_F: closed form or quadrature (theory.activation_audit) against Monte Carlo (empirics.experiments.activation_sampling) at
+    |z| < 4; a row-normalised family (no closed form) keeps every draw within softmax's bound ‖P‖²_F ≤ N."""
+    from empirics.experiments.activation_sampling import sample_norms
+    from theory.activation_audit import model_spec, parse_activation, profile
+
+    fam = FAMILIES[case.family]
+    act = parse_activation(case.expr, fam.normalize, case.mask)
+    spec = model_spec("iid", case.D, case.d)
+    for N in case.Ns:
+        mc = sample_norms(act, spec, N, case.trials, seed=0, key=("test-families",))
+        if fam.normalize == "row":
+            assert float(mc.fro2.max()) <= N * (1 + 1e-12)
+            continue
+        exact = float(profile(act, spec).totals([N])["fro"][0])
+        z = (float(mc.fro2.mean()) - exact) / (float(mc.fro2.std(ddof=1)) / math.sqrt(mc.fro2.size))
+        assert abs(z) < 4, (N, exact, float(mc.fro2.mean()))  # heavy tails for x³: a 4σ bound, fixed seed
