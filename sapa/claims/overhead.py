@@ -37,7 +37,7 @@ MODEL_APART = 1.5  # the cost model "differs from the measurement" beyond this f
 def check(ctx: Context) -> Outcome:
     """Is polynomial attention (best form) within FACTOR of softmax's fused kernel at every N? (module docstring)"""
     from empirics.timing import overhead as ov
-    from sapa.claims.scale_keeps_training_stable import wait_for_prefetch
+    from sapa.evidence.training_study import wait_for_prefetch
     from sapa.labels import question_verdict
 
     waited = wait_for_prefetch(ctx)  # the training study's workers would load both cores: time on a quiet machine

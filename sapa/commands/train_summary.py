@@ -15,7 +15,7 @@ def summary(res, out: Path, seconds: float) -> str:
     """The table (task, N, arm, best lr, test accuracy, divergences, ‖φ(S)‖_F) and the lines below it."""
     from empirics.training.study_analysis import best_lr, flattening
     from empirics.training.train_study import best_lr_summary
-    from sapa.claims.scale_keeps_training_stable import flattening_line
+    from sapa.prose.scale_keeps_training_stable_words import flattening_line
 
     best = best_lr(res.runs)
     tab = best_lr_summary(res.runs, best)

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
-    from sapa.claims.scale_keeps_training_stable import prefetch_study, stop_prefetch
+    from sapa.evidence.training_study import prefetch_study, stop_prefetch
 
     if any(c.id in TRAINED for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run

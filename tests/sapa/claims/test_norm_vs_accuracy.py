@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sapa.claims.norm_vs_accuracy import CLAIMS, gather, readings, reviewer_pair
+from sapa.claims.norm_vs_accuracy import CLAIM, gather, readings
+from sapa.prose.norm_vs_accuracy_words import reviewer_pair
 
 DOSES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 
@@ -86,13 +87,13 @@ def test_the_answer_states_the_reviewers_pair():
 def test_check_reads_the_cached_study_end_to_end(tmp_path, monkeypatch):
     import sapa.ledger
     from sapa.budget import budget_named
-    from sapa.claims import scale_keeps_training_stable
+    from sapa.evidence import training_study as scale_keeps_training_stable
     from sapa.ledger import Context, run_claim
 
     monkeypatch.setattr(sapa.ledger, "calibration_note", lambda rule: {"rule": rule.name})  # calibration: own tests
     ctx = Context(budget_named("quick", seed=0), tmp_path)
     ctx.cache[scale_keeps_training_stable.CACHE_KEY] = _Study(_runs("pos"))
-    e = run_claim(CLAIMS[0], ctx)
+    e = run_claim(CLAIM, ctx)
     assert e.verdict == "ANSWERED" and e.kind == "question"
     assert e.falsifiability["negative_control"]["verdict"] == "FAILS"  # accuracy := the doses' norm: p = 1/8!
     assert "x³/1" in e.answer and "a higher norm goes with a higher accuracy" in e.answer
@@ -102,12 +103,12 @@ def test_check_reads_the_cached_study_end_to_end(tmp_path, monkeypatch):
 
 def test_check_is_undetermined_when_the_study_fails_or_has_no_dose_grid(tmp_path):
     from sapa.budget import budget_named
-    from sapa.claims import scale_keeps_training_stable
+    from sapa.evidence import training_study as scale_keeps_training_stable
     from sapa.ledger import Context
 
     ctx = Context(budget_named("quick", seed=0), tmp_path)
     ctx.cache[scale_keeps_training_stable.CACHE_KEY] = RuntimeError("out of memory")
-    out = CLAIMS[0].check(ctx)
+    out = CLAIM.check(ctx)
     assert out.verdict == "UNDETERMINED" and "out of memory" in out.headline
     ctx.cache[scale_keeps_training_stable.CACHE_KEY] = _Study(_runs("pos").query("arm == 'softmax_tau'"))
-    assert CLAIMS[0].check(ctx).evidence == {"status": "not run"}
+    assert CLAIM.check(ctx).evidence == {"status": "not run"}

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from sapa.claims import scale_keeps_training_stable as SC
+from sapa.evidence import training_study as TS
+from sapa.prose import scale_keeps_training_stable_words as W
 from tests.empirics.training.study_fixture import make_study
 
 TASKS = {"digits": (16, 64), "text": (32, 64, 128)}
@@ -30,31 +32,31 @@ def _degrade(arms, per_doubling=-0.06):
     return lambda t, a, N: per_doubling * math.log2(N / min(TASKS[t])) if a in arms else 0.0
 
 
-def _by_name(rs):
-    return {r.name: r.verdict for r in rs}
+def _by_key(rs):
+    return {r.key: r.verdict for r in rs}
 
 
 def test_scaled_arms_flat_unscaled_degrading():
     a, rs = _readings(_study(_degrade({"x3", "x"})))
-    v = _by_name(rs)
-    assert rs[0].verdict == "HOLDS" and rs[0].rule == "stability-trend" and "conjunction" in rs[0].name
-    assert all(v[f"{t}: {lab} accuracy vs softmax over N"] == "HOLDS" for t in TASKS for lab in ("x/√N", "x³/√N"))
-    assert v["text: x³ accuracy vs softmax over N"] == "FAILS" and v["digits: x accuracy vs softmax over N"] == "FAILS"
-    assert v["text: x/N accuracy vs softmax over N"] == "HOLDS"
-    assert "x³/√i" in " ".join(v) and not any(k.startswith("digits: x³/√i") for k in v)  # causal arm: text only
+    v = _by_key(rs)
+    assert rs[0].verdict == "HOLDS" and rs[0].rule == "stability-trend" and rs[0].key == ("headline",)
+    assert all(v[("accuracy", t, arm)] == "HOLDS" for t in TASKS for arm in ("x_sqrtN", "x3_sqrtN"))
+    assert v[("accuracy", "text", "x3")] == "FAILS" and v[("accuracy", "digits", "x")] == "FAILS"
+    assert v[("accuracy", "text", "x_N")] == "HOLDS"
+    assert ("accuracy", "text", "x3_sqrti") in v and ("accuracy", "digits", "x3_sqrti") not in v  # causal: text only
     # Δ is the designed change over the range: −0.06 per doubling × 2 doublings (digits), × 2 (text 32→128)
     for t in TASKS:
         ev = a["accuracy"][(t, "x3")]
         assert abs(ev.delta + 0.12) < 4 * ev.se  # within 4 standard errors of the designed change
     n_acc = sum(1 for r in rs[1:] if r.rule == "stability-trend")
     assert n_acc == 2 * 8 + 1 and sum(r.rule == "divergence-trend" for r in rs) == n_acc
-    assert SC.corrected(rs) is None
+    assert W.corrected(rs) is None
 
 
 def test_headline_fails_if_one_component_fails():
     _, rs = _readings(_study(_degrade({"x3_sqrtN"})))
     assert rs[0].verdict == "FAILS" and "text: x³/√N FAILS" in rs[0].why
-    c = SC.corrected(rs)
+    c = W.corrected(rs)
     assert "degradation beyond it is shown for digits: x³/√N, text: x³/√N" in c
 
 
@@ -69,14 +71,14 @@ def test_divergence_enters_accuracy_at_chance_and_the_divergence_reading_sees_it
         return a == "x3" and t == "text" and N >= 64 and (lr == 1e-2 or (lr == 3e-3 and (N == 128 or r < 2)))
 
     a, rs = _readings(_study(lambda t, a, N: 0.0, diverge=div))
-    v = _by_name(rs)
+    v = _by_key(rs)
     ev = a["divergence"][("text", "x3")]  # stable-share gaps per N: (0, 0, 0), (−⅔, −⅔, −⅓), (−⅔, −⅔, −⅔)
     assert np.allclose(ev.cell_mean, (0, -5 / 9, -2 / 3)) and math.isclose(ev.delta, -2 / 3)
     assert math.isclose(ev.pooled_sd, 1 / 9) and math.isclose(ev.se, (1 / 9) * math.sqrt(2 / 3))
-    assert v["text: x³ divergence vs softmax over N"] == "FAILS"
-    assert v["text: x³/√N divergence vs softmax over N"] == "UNDETERMINED"  # nothing diverges: se = 0
+    assert v[("divergence", "text", "x3")] == "FAILS"
+    assert v[("divergence", "text", "x3_sqrtN")] == "UNDETERMINED"  # nothing diverges: se = 0
     assert a["accuracy"][("text", "x3")].diverged == (0, 0, 0)  # the best lr (1e-3) avoids them
-    lines = SC.divergence_lines(a["counts"])
+    lines = W.divergence_lines(a["counts"])
     assert lines[0] == f"digits divergence: 0/{9 * 2 * 3 * 3} members diverged"  # arms × N × lrs × seeds, in study
     assert "x³ N=32 0/3 at best lr, 0/9 over the grid, N=64 0/3 at best lr, 5/9 over the grid" in lines[1]
 
@@ -84,22 +86,22 @@ def test_divergence_enters_accuracy_at_chance_and_the_divergence_reading_sees_it
 def test_findings_table_edges_alpha_and_plateau():
     st = _study(lambda t, a, N: 0.0, lr_opt={"x": 1e-2})
     a = SC.analyse(st.runs)
-    lines = SC.table_lines(a["table"])
+    lines = W.table_lines(a["table"])
     assert lines[0].startswith("digits softmax: N=16: lr 0.003,") and len(lines) == 9 + 10
     row = a["table"][(a["table"]["task"] == "digits") & (a["table"]["arm"] == "x") & (a["table"]["N"] == 64)].iloc[0]
     assert f"N=64: lr 0.01, {row['median']:.3f} [{row['lo']:.3f}, {row['hi']:.3f}]" in next(
         ln for ln in lines if ln.startswith("digits x:"))
-    (edge,) = SC.edge_lines(a["best"])
+    (edge,) = W.edge_lines(a["best"])
     assert "digits N=16 x (high: 0.01)" in edge and "5/" in edge  # x at both digits N and the three text N
-    assert SC.alpha_line(st.provenance) == "α* (tuned at the smallest N, then fixed): digits p=1: 4, p=3: 4; text p=1: 4, p=3: 4"
+    assert W.alpha_line(st.provenance) == "α* (tuned at the smallest N, then fixed): digits p=1: 4, p=3: 4; text p=1: 4, p=3: 4"
     # a task without fixed-α arms names nothing, and a study without any says so: never an empty line
-    assert SC.alpha_line({"alpha_star": {"digits": {}, "text": {"1": 8.0}}}) == \
+    assert W.alpha_line({"alpha_star": {"digits": {}, "text": {"1": 8.0}}}) == \
         "α* (tuned at the smallest N, then fixed): text p=1: 8"
-    assert SC.alpha_line({"alpha_star": {"digits": {}}}) == "α*: not reported by the study (no fixed-α arm was trained)"
+    assert W.alpha_line({"alpha_star": {"digits": {}}}) == "α*: not reported by the study (no fixed-α arm was trained)"
     p = SC.plateau_from(a["table"], {32: 0.40, 64: 0.44, 128: None})
     assert set(p["per_N"]) == {32, 64} and p["per_N"][32]["left"] and not p["per_N"][64]["left"]
-    assert "only at N = [32]" in SC.plateau_line(p) and not p["left_at_every_N"]
-    assert SC.plateau_from(a["table"], {}) is None and "not measured" in SC.plateau_line(None)
+    assert "only at N = [32]" in W.plateau_line(p) and not p["left_at_every_N"]
+    assert SC.plateau_from(a["table"], {}) is None and "not measured" in W.plateau_line(None)
 
 
 def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
@@ -115,11 +117,11 @@ def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
 
     monkeypatch.setattr(TS, "run_study", boom)
     ctx = Context(budget_named("quick", seed=4), tmp_path)
-    out = SC.CLAIMS[0].check(ctx)
+    out = SC.CLAIM.check(ctx)
     assert out.verdict == "UNDETERMINED" and "RuntimeError: disk full" in out.headline
-    from sapa.claims.norm_vs_accuracy import CLAIMS as TC
+    from sapa.claims.norm_vs_accuracy import CLAIM as TC0
 
-    assert TC[0].check(ctx).verdict == "UNDETERMINED" and calls == [("quick", tmp_path / "train", 4)]
+    assert TC0.check(ctx).verdict == "UNDETERMINED" and calls == [("quick", tmp_path / "train", 4)]
 
 
 def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
@@ -129,7 +131,7 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     from sapa.ledger import Context, run_claim
 
     monkeypatch.setattr(sapa.ledger, "calibration_note", lambda rule: {"rule": rule.name})
-    monkeypatch.setattr(SC, "bigram_by_n", lambda Ns, cfg: {N: 0.3 for N in Ns})
+    monkeypatch.setattr(TS, "bigram_by_n", lambda Ns, cfg: {N: 0.3 for N in Ns})
     drawn = []
 
     def fake_draw(study, out_dir, floors=None):  # drawing is tested in tests/figures/test_training_vs_n.py
@@ -144,8 +146,8 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     monkeypatch.setattr(training_vs_n, "draw", fake_draw)
     st = _study(_degrade({"x3"}))
     ctx = Context(budget_named("quick", seed=0), tmp_path)
-    ctx.cache[SC.CACHE_KEY] = st
-    e = run_claim(SC.CLAIMS[0], ctx)
+    ctx.cache[TS.CACHE_KEY] = st
+    e = run_claim(SC.CLAIM, ctx)
     assert e.kind == "claim" and e.verdict == "HOLDS" and e.rule["name"] == "stability-trend"
     assert e.figures == ["figures/s_acc.png", "figures/s_norms.png", "figures/s_lr.png"] and drawn == [st]
     assert e.readings[0]["verdict"] == "HOLDS" and e.corrected_claim is None
@@ -165,19 +167,19 @@ def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     assert e.robustness["stable"] is True and len(e.robustness["varied"]) == 5
     json.dumps(asdict(e), allow_nan=False)
     # the second entry reuses the same runs (never retrains) and draws only its own dose-response figure
-    from sapa.claims.norm_vs_accuracy import CLAIMS as TC
+    from sapa.claims.norm_vs_accuracy import CLAIM as TC0
 
-    e2 = run_claim(TC[0], ctx)
+    e2 = run_claim(TC0, ctx)
     assert len(drawn) == 1 and all(f.startswith("figures/dose_response") for f in e2.figures)
 
 
 def test_registered_beside_norm_vs_accuracy():
     from sapa.claims import ORDER, all_claims
 
-    i = ORDER.index(SC.CLAIM_ID)
+    i = ORDER.index(SC.CLAIM.id)
     assert ORDER[i + 1] == "norm-vs-accuracy"
-    c = {x.id: x for x in all_claims()}[SC.CLAIM_ID]
-    assert c.kind == "claim" and c.check is SC.check_scale_keeps_training_stable and c.contract.refuted_by
+    c = {x.id: x for x in all_claims()}[SC.CLAIM.id]
+    assert c.kind == "claim" and c.check is SC.check and c.contract.refuted_by
 
 
 def test_records_are_json_safe():
@@ -195,7 +197,7 @@ def test_cells_where_softmax_stayed_on_the_plateau_leave_the_trend_not_the_table
     assert a["accuracy"][("digits", "x_sqrtN")].N == a_all["accuracy"][("digits", "x_sqrtN")].N
     assert set(a["table"]["N"]) == set(a_all["table"]["N"])  # the tables and figures keep every cell
     assert a["divergence"].keys() == a_all["divergence"].keys()
-    line = SC.level_lines(a["table"])
+    line = W.level_lines(a["table"])
     assert any(s.startswith("text level") and "N=128" in s for s in line)
 
 
@@ -216,7 +218,7 @@ def test_an_arm_is_on_the_floor_only_if_no_trend_cell_left_it_for_every_seed():
     assert SC.floored_arms(t, bigram, frozenset({("text", 128)})) == {("text", "x_sqrtN"), ("text", "x3")}
     assert SC.floored_arms(t, {32: 0.27, 64: None, 128: None}) == frozenset()  # one trend N: no trend to censor
     assert SC.off_the_floor(0.30, 0.27) and not SC.off_the_floor(0.27 + m, 0.27)
-    line = SC.floor_line(SC.floored_arms(t, bigram), t, bigram)
+    line = W.floor_line(SC.floored_arms(t, bigram), t, bigram)
     assert line.startswith("text floor: x/√N did not leave the bigram plateau") and "N=32: softmax 0.400" in line
 
 
@@ -225,14 +227,14 @@ def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
     fl = frozenset({("text", "x_sqrtN"), ("text", "x3")})
     a = SC.analyse(st.runs, floored=fl)
     rs = SC.readings(a)
-    r = {x.name: x for x in rs}
-    for lab, would in (("x/√N", "HOLDS"), ("x³", "FAILS")):
-        got = r[f"text: {lab} accuracy vs softmax over N"]
+    r = {x.key: x for x in rs}
+    for arm, would in (("x_sqrtN", "HOLDS"), ("x3", "FAILS")):
+        got = r[("accuracy", "text", arm)]
         assert got.verdict == "UNDETERMINED" and got.why.startswith("not judged") and f"would have read {would}" in got.why
-    assert r["digits: x³ accuracy vs softmax over N"].verdict == "FAILS"  # the same arm elsewhere is judged
+    assert r[("accuracy", "digits", "x3")].verdict == "FAILS"  # the same arm elsewhere is judged
     assert rs[0].verdict == "UNDETERMINED"  # a component not judged: the conjunction cannot hold
-    assert "text x/√N Δ" in SC.headline(rs, a) and "(on the floor, not judged)" in SC.headline(rs, a)
-    c = SC.corrected(rs, fl)
+    assert "text x/√N Δ" in W.headline(rs, a) and "(on the floor, not judged)" in W.headline(rs, a)
+    c = W.corrected(rs, fl)
     assert "text: x/√N did not leave the task's floor within the step cap" in c and "undetermined for none" in c
 
 
@@ -253,37 +255,3 @@ def test_a_design_that_cannot_reach_fails_is_marked_as_unable_to_fail():
             assert fal["negative_control"]["verdict"] == "FAILS" and fal["negative_control"]["reachable"]
         else:
             assert "cannot come out FAILS" in fal["why"]
-
-
-def test_a_prefetched_study_stays_quiet_until_someone_waits_for_it(monkeypatch, capsys, tmp_path):
-    # the background study counts into a Tally that never prints; the waiter prints its line every every_s seconds
-    import threading
-
-    from empirics.training import train_study
-    from sapa.budget import budget_named
-    from sapa.ledger import Context
-
-    S = SC
-    release, counted = threading.Event(), threading.Event()
-
-    def fake_run_study(*a, progress, **k):
-        bar = progress(8)
-        bar.update(3)
-        counted.set()
-        release.wait(5)
-        bar.update(5)
-        bar.close()
-        return "study"
-
-    monkeypatch.setattr(train_study, "run_study", fake_run_study)
-    ctx = Context(budget_named("quick", seed=0), tmp_path)
-    pre = S._Prefetch(ctx)
-    assert counted.wait(5)
-    assert capsys.readouterr().err == ""  # counting prints nothing
-    threading.Timer(0.35, release.set).start()
-    assert pre.wait(every_s=0.1) == "study"
-    lines = capsys.readouterr().err.splitlines()
-    assert lines and all(ln.startswith("training study (in the background since the run began):  38%, ")
-                         for ln in lines)
-    assert pre.tally.n == 8 and pre.wait(every_s=0.1) == "study"  # finished: no further line
-    assert capsys.readouterr().err == ""

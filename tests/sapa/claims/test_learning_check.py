@@ -1,4 +1,4 @@
-"""Tests for `sapa/claims/learning_claims.py` and `empirics/training/learning_analysis.py` on crafted and tiny studies:
+"""Tests for `sapa/claims/learning_check.py`, `sapa/claims/mechanism_across_n.py` and `empirics/training/learning_analysis.py` on crafted and tiny studies:
 exits read as grid intervals, the slowdown's two questions with Holm over the entry, the softmax gate of the mechanism
 probes, and the negative control through the same estimator and rule."""
 
@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from empirics.training import learning_analysis as LA
-from sapa.claims import learning_claims as LCL
+from sapa.claims import learning_check as LCL
+from sapa.claims import mechanism_across_n as MAN
 
 STEPS = [0, 10, 20, 40, 80, 160, 320, 640]
 
@@ -120,9 +121,9 @@ def _mech(solved_by_softmax: bool, arm_mult=(2, 4, 8), seeds=4):
 
 
 def test_mechanism_cells_softmax_does_not_solve_enter_no_verdict():
-    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(_mech(True), ("x_sqrtN",))
+    verdict, rs, answer, ev, findings = MAN.outcome(_mech(True), ("x_sqrtN",))
     assert len(rs) == 2 and ev["too_hard"] == []
-    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(_mech(False), ("x_sqrtN",))
+    verdict, rs, answer, ev, findings = MAN.outcome(_mech(False), ("x_sqrtN",))
     assert rs == () and verdict == "UNDETERMINED"  # only N = 16 is solved by softmax: no trend over N
     assert ev["too_hard"] == [{"task": "copy1", "N": 32}, {"task": "copy1", "N": 64}]
     assert any("too hard for this model at this budget" in f for f in findings)
@@ -130,10 +131,10 @@ def test_mechanism_cells_softmax_does_not_solve_enter_no_verdict():
 
 
 def test_mechanism_growth_is_decided_and_the_control_goes_through_the_same_rule():
-    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(_mech(True), ("x_sqrtN",))
+    verdict, rs, answer, ev, findings = MAN.outcome(_mech(True), ("x_sqrtN",))
     g = next(r for r in rs if r.key[-1] == "growth")
     assert g.verdict == "FAILS" and "grows with N for copy1 x/√N" in answer
-    fal, rob = LCL.mechanism_conditions(ev.pop("_slow"), rs, verdict)
+    fal, rob = MAN.conditions(ev.pop("_slow"), rs, verdict)
     ctrl = fal["negative_control"]
     assert ctrl["verdict"] == "FAILS" and ctrl["control_delta"] == pytest.approx(ctrl["delta"] + 4.0, abs=1e-3)
     assert [r["condition"].split(" (")[0] for r in rob["varied"]][1:3] == ["family-wise levels ×0.5",
@@ -157,7 +158,7 @@ def test_ledger_fields_on_a_tiny_study(tiny):
     for c in blk["cells"]:
         assert {"curve", "steps_to_leave_floor", "exits", "final_acc", "converged", "intervals"} <= set(c)
         assert c["exits"]["censored"] == sum(v is None for v in c["steps_to_leave_floor"].values())
-    verdict, rs, answer, ev, findings = LCL.mechanism_outcome(tiny.mechanism)
+    verdict, rs, answer, ev, findings = MAN.outcome(tiny.mechanism)
     # six steps: softmax solves no cell, so nothing is judged and every cell is reported as too hard
     assert verdict == "UNDETERMINED" and rs == () and len(ev["too_hard"]) == 4
     for c in ev["cells"]:
