@@ -14,7 +14,8 @@ def test_registry_is_the_ledger_order():
     from sapa.claims import all_claims
 
     modules = [importlib.import_module(f"sapa.claims.{m.name}") for m in pkgutil.iter_modules(sapa.claims.__path__)]
-    built = [c.id for m in modules for c in getattr(m, "CLAIMS", [])]  # every claim module of the package
+    built = [c.id for m in modules  # every entry module of the package: its CLAIM (or the older CLAIMS list)
+             for c in ([m.CLAIM] if hasattr(m, "CLAIM") else getattr(m, "CLAIMS", []))]
     assert len(ORDER) == len(set(ORDER))
     assert sorted(built) == sorted(ORDER)
     assert [c.id for c in all_claims()] == ORDER
