@@ -11,6 +11,11 @@ next-token task whose solution needs one specific attention pattern:
 * ``induction`` — uniform filler tokens of 0 … V − 2, a trigger token T = V − 1 followed by a
   token b at a uniform position, and T again as the last token: y_{N−1} = b (a head that finds the
   earlier T and copies the token after it; two layers);
+* ``induction_lag`` — induction at a random lag, every repeated token scored: N distinct tokens (drawn without
+  replacement from 0 … V − 1, so V ≥ N), a segment of length L = N/4 copied again at a lag uniform in L … N − L
+  (the copies do not overlap), the first copy's start uniform; at the j-th token of the repeat (j = 0 … L − 2) the
+  target is the (j+1)-th: find the current token's earlier occurrence by content and copy its successor (no single
+  lag carries more than 12 % of the probability at N = 16, 4 % at N = 64);
 * ``mqar`` — multi-query associative recall as defined in Zoology (Arora, Eyuboglu et al. 2023,
   "Zoology: Measuring and improving recall in efficient language models"): D key–value pairs
   (keys distinct from 1 … V/2 − 1, values distinct from V/2 … V − 1) fill the first 2D positions;
@@ -34,7 +39,7 @@ from common.validate import InputError, choice, positive_int
 
 __all__ = ["TASKS", "IGNORE", "MQAR_PAIRS", "MQAR_POWER", "batch", "chance", "check_task", "lag"]
 
-TASKS = ("copy1", "copy2", "copy_far", "induction", "mqar")
+TASKS = ("copy1", "copy2", "copy_far", "induction", "induction_lag", "mqar")
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that are not scored
 MQAR_PAIRS = 4  # D key–value pairs (Zoology varies 4 … 64)
 MQAR_POWER = 0.01  # a of the power-law gap distribution (Zoology's default power_a)
@@ -51,6 +56,8 @@ def check_task(task: str, N: int, vocab: int) -> None:
         raise InputError(f"copy_far needs N ≥ 4, got {N}")
     if task == "induction" and (N < 4 or vocab < 3):
         raise InputError(f"induction needs N ≥ 4 and V ≥ 3, got N = {N}, V = {vocab}")
+    if task == "induction_lag" and (N < 8 or vocab < N):
+        raise InputError(f"induction_lag needs N ≥ 8 and V ≥ N (distinct tokens), got N = {N}, V = {vocab}")
     if task == "mqar" and (4 * MQAR_PAIRS > N or MQAR_PAIRS > vocab // 2 - 1):
         raise InputError(f"mqar with {MQAR_PAIRS} pairs needs N ≥ {4 * MQAR_PAIRS} and V ≥ {2 * MQAR_PAIRS + 2}, "
                          f"got N = {N}, V = {vocab}")
@@ -79,6 +86,8 @@ def batch(task: str, B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[
         y = torch.full((B, N), IGNORE, dtype=torch.int64)
         y[:, k:] = x[:, :-k]
         return x, y
+    if task == "induction_lag":
+        return _induction_lag(B, N, vocab, gen)
     if task == "induction":
         T = vocab - 1
         x = torch.randint(0, vocab - 1, (B, N), generator=gen)  # filler never equals T
@@ -90,6 +99,22 @@ def batch(task: str, B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[
         y[:, N - 1] = x[rows, pos + 1]
         return x, y
     return _mqar(B, N, vocab, gen)
+
+
+def _induction_lag(B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``induction_lag``: distinct tokens, the segment [s1, s1 + L) copied to [s2, s2 + L), s2 = s1 + lag."""
+    L = N // 4
+    x = torch.argsort(torch.rand(B, vocab, generator=gen), dim=1)[:, :N]  # (B, N) distinct tokens
+    lag = L + (torch.rand(B, generator=gen) * (N - 2 * L + 1)).long()  # (B,) uniform in L … N − L
+    s1 = (torch.rand(B, generator=gen) * (N - L - lag + 1)).long()  # (B,) uniform in 0 … N − L − lag
+    s2 = s1 + lag
+    j = torch.arange(L)
+    rows = torch.arange(B)[:, None]
+    x[rows, s2[:, None] + j] = x[rows, s1[:, None] + j]  # the repeat
+    y = torch.full((B, N), IGNORE, dtype=torch.int64)
+    jj = j[:-1]  # the repeat's tokens 0 … L − 2 predict their successors
+    y[rows, s2[:, None] + jj] = x[rows, s2[:, None] + jj + 1]
+    return x, y
 
 
 def _mqar(B: int, N: int, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -59,3 +59,23 @@ def test_bad_sizes_are_one_input_error():
         MD.batch("copy2", 2, 2, 16, _gen())
     with pytest.raises(InputError):
         MD.batch("sorting", 2, 8, 16, _gen())
+
+
+def test_induction_lag_targets_follow_the_tokens_one_earlier_occurrence_at_a_random_lag():
+    N, V = 16, 64
+    x, y = MD.batch("induction_lag", 300, N, V, _gen(2))
+    lags = []
+    for b in range(300):
+        scored = [t for t in range(N) if y[b, t] != MD.IGNORE]
+        assert len(scored) == N // 4 - 1
+        for t in scored:
+            earlier = [k for k in range(t) if x[b, k] == x[b, t]]
+            assert len(earlier) == 1 and y[b, t] == x[b, earlier[0] + 1]  # found by content, its successor copied
+        lags.append(scored[0] - [k for k in range(scored[0]) if x[b, k] == x[b, scored[0]]][0])
+    share = max(lags.count(v) for v in set(lags)) / len(lags)
+    assert len(set(lags)) >= 6 and share < 0.2  # no single lag (position) solves it
+
+
+def test_induction_lag_needs_distinct_tokens():
+    with pytest.raises(InputError, match="V ≥ N"):
+        MD.batch("induction_lag", 2, 32, 16, _gen())
