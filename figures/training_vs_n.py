@@ -25,8 +25,7 @@ import pandas as pd
 from empirics.training.study_config import ARMS
 from figures import style
 
-ARM_ORDER = ("softmax", "x_sqrtN", "x3_sqrtN", "x_alpha", "x3_alpha", "x", "x3", "x_N", "x3_N", "x3_sqrti", "x_dose",
-             "x3_dose", "softmax_tau")
+ARM_ORDER = tuple(ARMS)  # the families table's order of the training arms
 LABELS = {k: a.label for k, a in ARMS.items()}  # the one display name of each arm (empirics.training.study_config)
 TASKS = ("digits", "text")
 

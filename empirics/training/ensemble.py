@@ -1,6 +1,6 @@
 """E tiny transformers as one: θ_e ← AdamW(θ_e, ∇_θe ℓ_e, lr_e), all members in one batched forward/backward.
 
-Tiny models on a CPU are dominated by per-operation overhead, so the training study (issue #13)
+Tiny models on a CPU are dominated by per-operation overhead, so the training study
 trains seeds × learning rates × scale rules of one shape together: every parameter carries a
 leading ensemble dimension E, every matrix product is a batched one, and the loss is the sum of
 the members' losses (member e's gradient is exactly ∇ℓ_e: no operation mixes members).

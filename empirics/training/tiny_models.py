@@ -2,7 +2,7 @@
 
 The paper replaces row-softmax by element-wise polynomials c·x^p (x/√N, x³/√N) and argues
 that 1/√N-scaled polynomials regularize ‖φ(S)‖_F as softmax does. The models here make that
-testable in training (issue #8, norm-vs-accuracy):
+testable in training:
 
 * :class:`Arm` — one activation: ``softmax`` (row softmax of S), or ``c·S^p`` with
   c = 1/√N, a constant, or the dynamic causal row scale c_i = 1/√i (row i sees i tokens).
@@ -102,17 +102,29 @@ class Arm:
         return P
 
 
-ARMS: dict[str, Arm] = {
-    a.name: a
-    for a in (
-        Arm("softmax", "softmax", label="softmax"),
-        Arm("x_sqrtN", "poly", 1, "inv_sqrt_n", label="x/√N"),
-        Arm("x3_sqrtN", "poly", 3, "inv_sqrt_n", label="x³/√N"),
-        Arm("x_16", "poly", 1, "const", 1 / 16, label="x/16"),
-        Arm("x3", "poly", 3, "const", 1.0, label="x³"),
-        Arm("x3_sqrti", "poly", 3, "inv_sqrt_i", label="x³/√i"),
-    )
-}
+REFERENCE_ARMS = ("softmax", "x_sqrtN", "x3_sqrtN", "x_16", "x3", "x3_sqrti")  # the one-at-a-time models' activations
+
+
+def arm_of(family_id: str) -> Arm:
+    """The :class:`Arm` of a row of :data:`theory.families.FAMILY_TABLE` (a softmax or power family): its degree,
+    scale rule and label from the row, a constant coefficient read off its expression (x/16 → 1/16, x³ → 1)."""
+    import sympy as sp
+
+    from theory.families import family
+
+    f = family(family_id)
+    if f.kernel == "softmax":
+        return Arm(f.id, "softmax", label=f.label)
+    if f.kernel != "poly" or f.scale not in ("const", "none", "inv_sqrt_n", "inv_sqrt_i"):
+        raise InputError(f"{f.id} ({f.label}) is no softmax or c·x^p arm of the reference models")
+    if f.scale in ("inv_sqrt_n", "inv_sqrt_i"):
+        return Arm(f.id, "poly", f.p, f.scale, label=f.label)
+    x = sp.Symbol("x")
+    c = float(sp.simplify(sp.sympify(f.expr, locals={"x": x}) / x ** f.p))
+    return Arm(f.id, "poly", f.p, "const", c, label=f.label)
+
+
+ARMS: dict[str, Arm] = {a: arm_of(a) for a in REFERENCE_ARMS}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Offline data for the training experiment (arXiv 2410.18613, issue #8): 8×8 digits and English prose.
+"""Offline data for the training experiment (arXiv 2410.18613): 8×8 digits and English prose.
 
 * :func:`load_digits` — scikit-learn's 1797 8×8 handwritten digits (shipped with the package),
   pixels scaled to [0, 1], a fixed stratified train/test split (``split_seed``).

@@ -3,7 +3,7 @@
 The paper's practical thesis (arXiv 2410.18613, §5): softmax trains well because it keeps
 ‖φ(S)‖_F from growing with N, x^p/√N does the same and can replace it, while an unscaled x^p or
 a constant tuned at one N (the paper's x/16, x³/16) should not transfer across N. The study
-(issue #13):
+(docs/training.md):
 
 * **tasks and N.** ``digits`` — sklearn's 8×8 digits, p×p patches: N = 16 (2×2) and 64 (1×1);
   ``text`` — a causal character model of Python's documentation prose, context N. Same width and
@@ -364,7 +364,7 @@ def load_study(out_dir: str | Path) -> StudyResult:
     return StudyResult(tables["runs.parquet"], tables["history.parquet"], prov.get("config", {}), prov, mech)
 
 
-# --------------------------------------------------------------------------- CLI summary (sapa/train_summary.py)
+# --------------------------------------------------------------------------- CLI summary (sapa/commands/train_summary.py)
 
 
 def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.DataFrame:
