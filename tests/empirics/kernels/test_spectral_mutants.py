@@ -255,16 +255,19 @@ def test_a_failing_arpack_falls_back_to_the_top_pair(monkeypatch):
     assert [s for s in stages if s[0].startswith("Cholesky")] == [("Cholesky proof of the upper bound", 1, 4)]
 
 
-def test_a_refused_cholesky_raises_mu_by_sixteen_tol(monkeypatch):
-    """Kills spectral.py line 368 ``rel = max(16 * rel, 4 * c / max(θ, 1e-300))``: 16 → 17 and ``4 * c / θ`` →
-    ``4 * c * θ``. The first factorisation is refused (as if λ₁(Â) ≥ μ − c); the second is of (μ₂ − c₂)I − Â with
-    μ₂ = θ(1 + max(16 tol, 4c₁/θ)) = θ(1 + 16 tol) here (4c₁/θ ≈ 10⁻¹², 16 tol = 1.6·10⁻⁹), read off its diagonal
-    with Â's diagonal = the column sums of J² (numpy), c₂ from Rump's formula."""
+@pytest.mark.parametrize("scale,tol,term", [(1.0, 1e-10, "16 tol"), (2.0**-6, 1e-15, "4c/θ")])
+def test_a_refused_cholesky_raises_mu_by_the_larger_of_sixteen_tol_and_four_c(monkeypatch, scale, tol, term):
+    """Kills spectral.py line 368 ``rel = max(16 * rel, 4 * c / max(θ, 1e-300))``: 16 → 17, ``4 * c / θ`` →
+    ``4 * c * θ`` and ``max(θ, 1e-300)`` → ``max(θ, 1.0)`` (which is not scale-invariant below θ = 1).
+
+    The first factorisation is refused (as if λ₁(Â) ≥ μ − c); the second is of (μ₂ − c₂)I − Â with
+    μ₂ = θ(1 + max(16 tol, 4c₁/θ)), read off its diagonal with Â's diagonal = the column sums of J² (numpy) and c from
+    Rump's formula. At θ ≈ 80, tol = 1e-10 the 16 tol term is the larger; at θ ≈ 0.02, tol = 1e-15 the 4c/θ one."""
     import scipy.linalg as sl
 
     rng = np.random.default_rng(27)
-    J = rng.standard_normal((9, 40))
-    n, tol, eps = 40, 1e-10, np.finfo(np.float64).eps
+    J = rng.standard_normal((9, 40)) * scale
+    n, eps = 40, np.finfo(np.float64).eps
     diags = []
     real = sl.cholesky
 
@@ -277,15 +280,16 @@ def test_a_refused_cholesky_raises_mu_by_sixteen_tol(monkeypatch):
     monkeypatch.setattr(sl, "cholesky", refuse_once)
     b = certified_spectral_norm(lambda v: J @ v, lambda u: J.T @ u, (n,), float(np.sum(J * J)), tol=tol,
                                 dense="always")
-    assert len(diags) == 2
+    assert len(diags) >= 2
     colsq, theta = np.sum(J * J, axis=0), b.estimate**2
     gamma = (n + 1) * eps / (1 - (n + 1) * eps)
 
     def c_of(mu):
         return 2 * gamma / (1 - 2 * gamma) * max(n * mu - float(np.sum(colsq)), 0.0)
 
-    assert 4 * c_of(theta * (1 + tol)) / theta < 16 * tol
-    mu2 = theta * (1 + 16 * tol)
+    four_c = 4 * c_of(theta * (1 + tol)) / theta
+    assert (four_c < 16 * tol) == (term == "16 tol") and max(four_c, 16 * tol) > 10 * min(four_c, 16 * tol)
+    mu2 = theta * (1 + max(16 * tol, four_c))
     np.testing.assert_allclose(diags[1] + colsq, mu2 - c_of(mu2), rtol=1e-13)
     sigma = float(np.linalg.svd(J, compute_uv=False)[0])
     assert b.lower <= sigma <= b.upper
