@@ -2,7 +2,8 @@
 number of heads), homogeneous degrees that are not positive integers, a row-normalised homogeneous φ at extreme
 scales, batched Jacobian products, and the memory estimate against the traced peak in each regime.
 
-Each test names the mutants of ``tools/mutation_sample.py`` (line, change) it kills. References: 60-digit mpmath
+Each test names the mutants of ``tools/mutation_sample.py`` (line, change) it kills (line numbers of the code as
+it is now, after request_bytes was fixed: 430–434 there were 427–430, 556 was 552). References: 60-digit mpmath
 sums from the chain rule, dense autograd Jacobians (torch), numpy allocations traced by tracemalloc."""
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_a_row_normalised_homogeneous_phi_keeps_its_norms_at_any_scale(scale):
 
 
 def test_batched_products_are_the_dense_jacobian_applied_to_each_direction():
-    """Kills expr_norms.py line 552 (``rmatvec``'s ``U.shape[:-2]`` → ``[:-3]``: a batch of cotangents collapsed
+    """Kills expr_norms.py line 556 (``rmatvec``'s ``U.shape[:-2]`` → ``[:-3]``: a batch of cotangents collapsed
     onto one): J E_b and Jᵀ U_b for a batch of three, with values (softmax heads) and for one head's attention
     matrix, against the dense autograd Jacobian of the same map written in torch."""
     rng = np.random.default_rng(32)
@@ -141,8 +142,8 @@ OVERHEAD = 256 * 2**10  # what the trace holds besides the arrays (sympy's and l
     (384, 4, 1, 2, 2, "(N, N): P, g and the norms' temporaries"),
 ], ids=["tokens-by-D", "C_i", "gram", "N-by-N"])
 def test_the_memory_estimate_bounds_the_traced_peak_in_each_regime(N, D, H, d, dv, what):
-    """Kills expr_norms.py line 427 ``H·N·(2d + 2D)`` → ``H·N/(2d + 2D)`` and line 430's terms (``+`` → ``−``, ``*`` →
-    ``/``): in the regime where each term dominates, request_bytes is at least the peak tracemalloc sees while
+    """Kills expr_norms.py line 430 ``H·N·(2d + 2D)`` → ``H·N/(2d + 2D)`` and the values' terms of lines 433–434
+    (``+`` → ``−``, ``*`` → ``/``): in the regime where each term dominates, request_bytes is at least the peak tracemalloc sees while
     expr_norms runs (row-normalised φ with values: the largest), and at most four times it.
 
     These regimes found the estimate 3–6× below the peak (no Gram matrices, one head's (N, D) temporaries and the
@@ -162,3 +163,46 @@ def test_the_memory_estimate_bounds_the_traced_peak_in_each_regime(N, D, H, d, d
     est = request_bytes(N, D, layer)
     assert peak <= est + OVERHEAD, (what, peak, est)
     assert est <= 4 * peak, (what, peak, est)
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_the_estimate_is_the_documented_inventory_of_arrays(values):
+    """Kills every coefficient mutant of request_bytes (lines 430–434) that the traced peaks above cannot resolve
+    (a term smaller than another's slack, or a more conservative coefficient): the estimate is 8 bytes times the
+    arrays its docstring lists, summed here from that list. Shapes are distinct primes, so every term shows.
+
+    The tests above check that this inventory bounds what numpy actually allocates; this one pins the inventory."""
+    N, D, H, d, dv, Do = 5, 7, 3, 11, 13, 17
+    rng = np.random.default_rng(34)
+    Wq, Wk = rng.standard_normal((D, H * d)), rng.standard_normal((D, H * d))
+    layer = layer_from_qk(Wq, Wk, rng.standard_normal((D, H * dv)), rng.standard_normal((H * dv, Do)), heads=H) \
+        if values else layer_from_qk(Wq, Wk, heads=H)
+    arrays = {
+        "P and g of every head (N, N)": 2 * H * N * N,
+        "one head's norm temporaries, 12 (N, N)": 12 * N * N,
+        "a_i, b_k (N, d) and y_k, z_i (N, D) of every head": H * (2 * N * d + 2 * N * D),
+        "one head's row-normalised Jacobian rows, 14 (N, D)": 14 * N * D,
+    }
+    if values:
+        arrays.update({
+            "C_i (N, d_v, d) of every head and 3 while one is formed": (H + 3) * N * dv * d,
+            "v, c, ω_ii (N, d_v) of every head": 3 * H * N * dv,
+            "Z W_Q, Z W_V (N, H·d), (N, H·d_v) of every head": H * N * (H * d + H * dv),
+            "a head pair's temporaries, 8 (N, N)": 8 * N * N,
+            "W_O W_Oᵀ, W_VᵀW_V (H·d_v)², W_QᵀW_Q (H·d)², W_VᵀW_Q (H·d_v × H·d)": 2 * (H * dv) ** 2 + (H * d) ** 2
+            + (H * dv) * (H * d),
+            "the stacked W_Q, W_V (D, H·d), (D, H·d_v) and W_O (H·d_v, D_out)": D * H * d + D * H * dv + H * dv * Do,
+        })
+    assert request_bytes(N, D, layer) == 8 * sum(arrays.values())
+
+
+def test_too_many_heads_name_both_limits():
+    """Kills expr_norms.py line 442 ``MAX_HEADS_WITH_VALUES ** 2`` → ``** 3`` in the refusal: 257 heads with values
+    are refused, naming 257² = 66,049 pairs and the limit, 256 heads = 65,536 pairs."""
+    rng = np.random.default_rng(35)
+    H = 257
+    lay = layer_from_qk(*(rng.standard_normal(s) for s in ((2, H), (2, H), (2, H), (H, 2))), heads=H)
+    with pytest.raises(InputError) as ei:
+        expr_norms(rng.standard_normal((3, 2)), lay, parse_activation("x"))
+    assert str(ei.value) == ("257 heads with values: the layer's Jacobian norm sums over 66,049 head pairs "
+                             "(at most 256 heads, 65,536 pairs)")
