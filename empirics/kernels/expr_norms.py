@@ -417,17 +417,21 @@ def _from_log2(L: float, what: str) -> float:
 
 
 def request_bytes(N: int, D: int, layer: Layer) -> int:
-    """Peak bytes of :func:`expr_norms` on X (N, D), from its arrays (measured: within 10 % at N = 4 096).
+    """Peak bytes of :func:`expr_norms` on X (N, D), from its arrays (an upper bound of the traced peak; measured:
+    within 10 % at N = 4 096, where the (N, N) arrays dominate).
 
     Every head keeps P and g (N, N) and its (N, d), (N, D) factors; one head's norms use ~12 more (N, N)
-    temporaries (row-normalised; ~6 element-wise); with values the cross-head sum adds C_i (N, d_v, d) per head,
-    the stacked Z W_Q, Z W_V (N, H·(d + d_v)) per head, and ~8 (N, N) per pair.
+    temporaries (row-normalised; ~6 element-wise) and up to 14 (N, D) ones (the row-normalised Jacobian's rows);
+    with values the cross-head sum adds C_i (N, d_v, d) and v, c, ω_ii (N, d_v) per head (and 3 more C while one
+    is formed), the stacked Z W_Q, Z W_V (N, H·(d + d_v)) per head, the stacked weights and their Gram matrices
+    W_O W_Oᵀ, W_VᵀW_V ((H·d_v)² each), W_QᵀW_Q ((H·d)²) and W_VᵀW_Q, and ~8 (N, N) per pair.
     """
     H, d = layer.H, layer.Wq.shape[2]
-    words = N * N * (2 * H + 12) + H * N * (2 * d + 2 * D)
+    words = N * N * (2 * H + 12) + H * N * (2 * d + 2 * D) + 14 * N * D
     if layer.has_values:
         dv = layer.Wv.shape[2]
-        words += H * N * dv * d + H * H * N * (d + dv) + 8 * N * N
+        words += (H + 3) * N * dv * d + 3 * H * N * dv + H * H * N * (d + dv) + 8 * N * N \
+            + H * H * (2 * dv * dv + d * d + dv * d) + H * (D * (d + dv) + dv * layer.Wo.shape[2])
     return 8 * int(words)
 
 

@@ -169,3 +169,51 @@ def test_decoded_text_at_the_limit(tmp_path):
     assert t.schema.field("s").type == pa.string()
     with pytest.raises(InputError, match="text columns decode to more than the limit of 1,199"):
         read_parquet_table(io.BytesIO(raw), limit=1199)
+
+
+def test_a_platform_without_o_cloexec_still_opens_read_only(tmp_path, monkeypatch):
+    """Kills readfile.py line 58 ``getattr(os, "O_CLOEXEC", 0)`` → ``1``: where the OS has no O_CLOEXEC (Windows)
+    the flags must stay O_RDONLY | O_NONBLOCK; 1 is O_WRONLY on POSIX, and a write-only descriptor cannot be read."""
+    f = tmp_path / "plain"
+    f.write_bytes(b"payload")
+    monkeypatch.delattr(os, "O_CLOEXEC")
+    seen = []
+    real_open = os.open
+
+    def spy_open(path, flags, *a):
+        seen.append(flags)
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(readfile.os, "open", spy_open)
+    assert read_regular(f, "x") == b"payload"
+    assert seen == [os.O_RDONLY | os.O_NONBLOCK]
+
+
+def test_a_footer_declaring_empty_or_negative_column_chunks_counts_them_as_zero_bytes(monkeypatch):
+    """Kills readfile.py line 105 ``max(0, total_uncompressed_size)`` → ``max(1, …)``: a hand-made footer may declare
+    0 or negative sizes; each counts as 0 bytes, so a table of no rows and such chunks passes a limit of 0 bytes.
+
+    pyarrow writes no such footer, so ``pq.ParquetFile`` is replaced by one whose metadata declares the sizes."""
+    import pyarrow.parquet as pq_mod
+
+    sizes = [[0, -(2**40)], [0, 0]]  # two row groups × two columns
+
+    class _Col:
+        def __init__(self, s):
+            self.total_uncompressed_size = s
+
+    class _Meta:
+        num_row_groups, num_columns, num_rows = 2, 2, 0
+
+        def row_group(self, r):
+            return type("RG", (), {"column": lambda _self, c: _Col(sizes[r][c])})()
+
+    class _PF:
+        def __init__(self, source):
+            self.metadata = _Meta()
+
+    monkeypatch.setattr(pq_mod, "ParquetFile", _PF)
+    check_parquet(io.BytesIO(b"not read"), limit=0)  # Σ max(0, size) = 0 ≤ 0, 8·cells = 0 ≤ 0
+    sizes[1][1] = 1
+    with pytest.raises(InputError, match="1 bytes uncompressed"):
+        check_parquet(io.BytesIO(b"not read"), limit=0)

@@ -95,6 +95,7 @@ def test_worst_case_of_a_non_relative_position_term_is_bounded_and_exact():
     """`audit "j*x"` took 8.6 GB ((pairs, 64) at N = 4 096) then failed; now blocked, at the largest doubling in budget.
 
     For |s| ≤ 1, max_s (j·s)² = j², so Σ over i ≠ j of j² plus the diagonal Σ i² is n·n(n+1)(2n+1)/6 (brute force).
+    Memory: at most four blocks of CHUNK float64 values (128 MiB), not the (pairs, 64) array of before.
     """
     import tracemalloc
 
@@ -111,4 +112,7 @@ def test_worst_case_of_a_non_relative_position_term_is_bounded_and_exact():
     assert (n1, n2) == (256, 512)
     S = lambda n: n * n * (n + 1) * (2 * n + 1) / 6  # noqa: E731
     assert wc["exponent"] == pytest.approx(0.5 * math.log(S(n2) / S(n1)) / math.log(2), rel=1e-12)
-    assert peak < 256 * 2**20, peak
+    # blocks of CHUNK = 2²² pairs × values: the block's φ values, their squares and one temporary of φ are the
+    # block-sized float64 arrays alive at once (measured 99 MiB); four such blocks bound it (also kills relpos.py
+    # line 43 CHUNK 2**22 → 2**23, whose blocks need 150 MiB)
+    assert peak < 4 * 8 * 2**22, peak
