@@ -216,7 +216,7 @@ def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[P
     from empirics.timing.overhead import QUICK, OverheadGrid, bench_overhead
 
     grid = (OverheadGrid(Ns=(32, 64, 128), d=16, repeats=1, methods=("naive", "linearised"), crossover_ds=(8, 16),
-                         crossover_masks=("none",), time_cap_s=0.5) if small else QUICK)
+                         crossover_masks=("none",), time_cap_s=0.5, block_s=0.005) if small else QUICK)
     res = bench_overhead(grid=grid, threads=1 if small else None)
     g = res["grid"]
     stem = style.stem("overhead", d=g["d"], N=f"{g['Ns'][0]}-{g['Ns'][-1]}", threads=res["provenance"]["threads"],

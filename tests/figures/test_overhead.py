@@ -10,7 +10,7 @@ from figures import overhead
 
 def test_draw_from_stored_data_with_gaps_and_every_crossover_status(tmp_path):
     g = OverheadGrid(Ns=(16, 32, 64), d=8, ps=(1, 2, 3), repeats=1, methods=("naive", "linearised"),
-                     crossover_ds=(4, 8), crossover_masks=("none", "causal"), time_cap_s=5.0)
+                     crossover_ds=(4, 8), crossover_masks=("none", "causal"), time_cap_s=5.0, block_s=0.002)
     res = json.loads(json.dumps(bench_overhead(grid=g, device="cpu", threads=1)))  # as stored: tuples -> lists
     for r in res["rows"]:  # a series cut short by a cap
         if r["method"] == "linearised" and r["p"] == 3 and r["N"] > 16:
@@ -40,7 +40,7 @@ def test_legend_names_every_form_the_caption_names():
     from figures.captions import caption_for
 
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(3,), repeats=1, methods=("naive", "linearised"), crossover_ds=(8,),
-                     crossover_masks=("none",), time_cap_s=5.0)
+                     crossover_masks=("none",), time_cap_s=5.0, block_s=0.002)
     res = json.loads(json.dumps(bench_overhead(grid=g, device="cpu", threads=1)))
     fig = overhead._time_panels(res)
     labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]

@@ -38,16 +38,16 @@ def test_an_interrupted_run_keeps_its_finished_verdicts_and_a_report(tmp_path, m
 
 
 def test_into_a_ledger_of_the_same_budget_the_finished_entries_are_merged(tmp_path, monkeypatch, capsys):
-    assert main(["verify", "--only", "thm4.1-norm", "other-powers", "--out", str(tmp_path)]) == 0
+    assert main(["verify", "--only", "thm4.1-norm", "poly4-normalised", "--out", str(tmp_path)]) == 0
     before = json.loads((tmp_path / "ledger.json").read_text())
-    _interrupt_at(monkeypatch, "other-powers")
-    assert main(["verify", "--only", "thm4.1-norm", "other-powers", "--out", str(tmp_path)]) == 130
+    _interrupt_at(monkeypatch, "poly4-normalised")
+    assert main(["verify", "--only", "thm4.1-norm", "poly4-normalised", "--out", str(tmp_path)]) == 130
     after = json.loads((tmp_path / "ledger.json").read_text())
     assert [c["id"] for c in after["claims"]] == [c["id"] for c in before["claims"]]  # nothing lost
     by = {c["id"]: c for c in after["claims"]}
-    assert by["thm4.1-norm"].get("rerun") is True and "rerun" not in by["other-powers"]
-    assert by["other-powers"]["verdict"] == {c["id"]: c for c in before["claims"]}["other-powers"]["verdict"]
-    assert after["provenance"]["interrupted"]["not_run"] == ["other-powers"]
+    assert by["thm4.1-norm"].get("rerun") is True and "rerun" not in by["poly4-normalised"]
+    assert by["poly4-normalised"]["verdict"] == {c["id"]: c for c in before["claims"]}["poly4-normalised"]["verdict"]
+    assert after["provenance"]["interrupted"]["not_run"] == ["poly4-normalised"]
 
 
 @pytest.mark.slow  # a whole ledger's start (the training study's workers begin): ~15 s

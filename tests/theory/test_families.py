@@ -94,8 +94,8 @@ def test_the_exact_kernel_computes_the_familys_expression(case):
     X, W = rng.standard_normal((N, case.D)), rng.standard_normal((case.D, case.D)) / case.D
     S = X @ W @ X.T  # (N, D) @ (D, D) @ (D, N) -> (N, N)
     want = float(np.linalg.norm(_phi_by_numpy(case, S)))
-    if fam.kernel == "softmax":
-        act = Activation("softmax", scale=1.0)
+    if fam.kernel == "softmax":  # softmax(S/τ): the kernel's logit scale is 1/τ (τ = 1 for plain softmax)
+        act = Activation("softmax", scale=1.0 / case.params.get("tau", 1.0))
         row_scale = None
     else:  # c(N, i)·x^p: the coefficient at i = 1, the rows' own factors as the kernel's row scale
         c = _phi_by_numpy(case, np.ones((N, N)))  # (N, N): c(N, i) on each row

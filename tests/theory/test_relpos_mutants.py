@@ -18,7 +18,7 @@ import sympy as sp
 from common.validate import InputError
 from theory import relpos
 from theory.activation import i_, j_, x_
-from theory.audit import model_spec, parse_activation
+from theory.activation_audit import model_spec, parse_activation
 from theory.gauss_rules import _rules
 from theory.relpos import RelposProfile, relpos_worst_case
 

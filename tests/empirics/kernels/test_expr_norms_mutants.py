@@ -25,7 +25,7 @@ from empirics.kernels.expr_norms import (
     layer_from_w,
     request_bytes,
 )
-from theory.audit import parse_activation
+from theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 F64 = torch.float64

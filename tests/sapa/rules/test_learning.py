@@ -11,7 +11,7 @@ from empirics.training.censored_trend import interval_trend
 from empirics.training.study_analysis import gap_trend
 from sapa.rules import calibrate, rule_named
 from sapa.rules.learning import (MARGINS, FinalGapEvidence, decide_final_gap, decide_slowdown, final_gap_reason,
-                                 slowdown_test)
+                                 slowdown_test, verdicts_line)
 
 NS = (16, 32, 64, 128)
 
@@ -50,6 +50,14 @@ def test_right_censored_largest_n_still_shows_growth():
     tr = interval_trend(NS, cells, MARGINS)
     assert tr.censored == (0, 0, 0, 8) and tr.delta > 2
     assert decide_slowdown(slowdown_test(tr, "growth")) == "FAILS"
+
+
+@pytest.mark.parametrize("means,sd,growth,doubling", [
+    ((1.0, 1.0, 1.0, 1.0), 0.3, "HOLDS", "HOLDS"), ((0.0, 1.0, 2.0, 3.0), 0.3, "FAILS", "FAILS"),
+    ((0.0, 0.37, 0.73, 1.1), 0.65, "FAILS", "UNDETERMINED")])
+def test_the_printed_verdicts_line_names_each_questions_own_label(means, sd, growth, doubling):
+    line = verdicts_line(_trend(means, sd=sd, R=16))
+    assert line.startswith(f"grows: {growth}, more than 2×: {doubling} ")
 
 
 def test_no_trend_is_undetermined():

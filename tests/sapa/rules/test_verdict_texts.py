@@ -16,7 +16,8 @@ import sapa.rules
 from sapa.rules import timing
 
 # the functions of sapa/rules that return a verdict's reason in words, and the tests that pin them
-TEXT_FUNCTIONS = {"sapa.rules.timing": {"why"}, "sapa.rules.like_softmax": {"verdict_why", "why_failed", "regime_text"}}
+TEXT_FUNCTIONS = {"sapa.rules.timing": {"why"}, "sapa.rules.like_softmax": {"verdict_why", "why_failed", "regime_text"},
+                  "sapa.rules.learning": {"verdicts_line"}}  # verdicts_line: tests/sapa/rules/test_learning.py
 
 T = timing.TimingEvidence
 FIVE = timing.MIN_ROUNDS
