@@ -176,3 +176,22 @@ def test_false_growth_rate_at_the_edge_is_the_level():
     ps = [simulate_slowdown("growth", "holds", rng_for(3, "edge", k)).trend.p_greater[0.0] for k in range(1500)]
     rate = np.mean(np.array(ps) <= 0.05)
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 1500)
+
+
+def _power_reference(n, Ns, sigma, delta1, alpha):
+    """Noncentral t with se(Δ̂) = σ·L·√[(XᵀX)⁻¹]_bb of the design's least-squares fit (numpy)."""
+    xs = np.concatenate([np.full(r, math.log2(N)) for N, r in zip(Ns, n)])
+    X = np.column_stack([np.ones_like(xs), xs])
+    se = sigma * math.log2(max(Ns) / min(Ns)) * math.sqrt(np.linalg.inv(X.T @ X)[1, 1])
+    df = len(xs) - 2
+    return stats.nct.sf(stats.t.ppf(1 - alpha, df), df, delta1 / se)
+
+
+@pytest.mark.parametrize("Ns, sigma, delta1, want", [(NS, 0.1, 2.0, 1), ((16, 32, 64), 0.05, 2.0, 1),
+                                                     ((16, 32), 0.1, 2.0, 2), (NS, 0.45, 1.0, 3)])
+def test_seeds_for_power_answers_one_seed_when_one_suffices(Ns, sigma, delta1, want):
+    """The smallest r, one included: one seed per cell of three or more cells has df ≥ 1 and may reach the target
+    (the search once started at two and answered 2 there); two cells need two (df = 0 at one)."""
+    scan = [r for r in range(1, 50) if _power_reference([r] * len(Ns), Ns, sigma, delta1, 0.05) >= 0.8]
+    assert scan[0] == want
+    assert C.seeds_for_power(Ns, sigma, delta1, 0.05) == want
