@@ -158,6 +158,11 @@ def test_grid_interval_is_the_first_evaluation_at_or_after_the_exit():
     want = np.array([_grid_interval_by_scan(v, grid, 2000) for v in t], float)
     assert np.array_equal(got, want)
     assert tuple(got[-7:-3, 0]) == (1.0, 1.0, 1.0, 1.0)  # exits in (0, 8]: the interval (1, 8]
+    # the same contract on a grid whose first evaluation is past step 1: (t_0, t_1] starts at t_0
+    grid = [4, 8, 16, 32]
+    t = np.array([0.5, 2.0, 4.0, 5.0, 8.0, 9.0, 31.0, 32.0, 33.0])
+    want = np.array([_grid_interval_by_scan(v, grid, 32) for v in t], float)
+    assert np.array_equal(_grid_interval(t, np.asarray(grid, float), 32), want) and want[3, 0] == 4.0
 
 
 def _reference_slowdown(question, truth, rng):
