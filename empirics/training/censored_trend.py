@@ -294,16 +294,16 @@ def seeds_for_power(Ns: Sequence[int], sigma: float, delta1: float, alpha: float
                     most: int = 100_000) -> int | None:
     """The smallest equal seeds per cell at which :func:`design_power` reaches ``target`` (None beyond ``most``).
 
-    Power rises with the seeds: a doubling search, then bisection.
+    Power rises with the seeds: a doubling search from one seed, then bisection.
     """
     ok = lambda r: design_power([r] * len(Ns), Ns, sigma, delta1, alpha) >= target  # noqa: E731
-    hi = 2
+    hi = 1
     while not ok(hi):
         if hi >= most:
             return None
         hi = min(2 * hi, most)
-    lo = max(1, hi // 2)  # ok(lo) is False unless lo == hi
+    lo = max(1, hi // 2)  # ok(lo) is False unless lo == hi (every r below hi that the search tried failed)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi if hi > 2 or not ok(1) else hi
+    return hi

@@ -176,3 +176,124 @@ def test_false_growth_rate_at_the_edge_is_the_level():
     ps = [simulate_slowdown("growth", "holds", rng_for(3, "edge", k)).trend.p_greater[0.0] for k in range(1500)]
     rate = np.mean(np.array(ps) <= 0.05)
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 1500)
+
+
+# ----------------------------------------------------------------------------- references for the pieces one by one
+def _mp_log_prob(lo, hi, mu, log_sigma):
+    """log P(lo < μ + σε ≤ hi) in 50-digit mpmath (the log density when lo == hi)."""
+    import mpmath as mp
+
+    s = mp.exp(log_sigma)
+    if lo == hi:
+        z = (mp.mpf(lo) - mu) / s
+        return -z * z / 2 - mp.log(mp.sqrt(2 * mp.pi)) - mp.log(s)
+    cdf = lambda v: mp.mpf(0) if v == -math.inf else (mp.mpf(1) if v == math.inf else mp.ncdf((mp.mpf(v) - mu) / s))  # noqa: E731
+    return mp.log(cdf(hi) - cdf(lo))
+
+
+@pytest.mark.parametrize("lo, hi, mu, sigma", [
+    (0.2, 0.7, 0.1, 0.8), (-math.inf, -0.3, 0.4, 0.5), (1.0, math.inf, 0.2, 0.6), (-math.inf, 4.0, 0.0, 0.3),
+    (3.0, 3.5, -1.0, 0.4), (-4.0, -3.8, 1.0, 0.5), (0.35, 0.35, 0.1, 0.7), (-2.0, -2.0, 0.5, 1.3)])
+def test_log_prob_and_its_gradient_are_mpmaths(lo, hi, mu, sigma):
+    """The log probability of an interval (open ends, both tails, an exact value's log density) and its derivatives in
+    μ and log σ against 50-digit mpmath and mpmath's numerical differentiation."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    try:
+        out, dmu, dls = C._log_prob(np.array([lo]), np.array([hi]), np.array([mu]), sigma, grad=True)
+        ls = math.log(sigma)
+        assert out[0] == pytest.approx(float(_mp_log_prob(lo, hi, mp.mpf(mu), mp.mpf(ls))), rel=1e-10)
+        assert dmu[0] == pytest.approx(float(mp.diff(lambda m: _mp_log_prob(lo, hi, m, mp.mpf(ls)), mp.mpf(mu))),
+                                       rel=1e-8, abs=1e-12)
+        assert dls[0] == pytest.approx(float(mp.diff(lambda v: _mp_log_prob(lo, hi, mp.mpf(mu), v), mp.mpf(ls))),
+                                       rel=1e-8, abs=1e-12)
+        assert C._log_prob(np.array([lo]), np.array([hi]), np.array([mu]), sigma)[0] == out[0]
+    finally:
+        mp.mp.dps = 15
+
+
+def test_paired_intervals_are_the_log2_ratios_of_the_ends():
+    """lo = log2(a_lo/s_hi), hi = log2(a_hi/s_lo), written out with math.log2."""
+    iv = C.paired_log2_intervals([(3.0, 5.0), (16.0, 32.0), (64.0, math.inf)], [(2.0, 7.0), (8.0, 16.0), (1.0, 8.0)])
+    want = [[math.log2(3 / 7), math.log2(5 / 2)], [0.0, 2.0], [3.0, math.inf]]
+    np.testing.assert_allclose(iv, want, rtol=1e-14, atol=0)
+
+
+def _ls_reference(xs, ys):
+    """Least squares by numpy: slope, its t-test se (df = n − 2) and the maximum-likelihood σ̂ = √(RSS/n)."""
+    X = np.column_stack([np.ones_like(xs), xs])
+    coef, rss, *_ = np.linalg.lstsq(X, ys, rcond=None)
+    rss = float(rss[0]) if len(rss) else float(((ys - X @ coef) ** 2).sum())
+    cov = np.linalg.inv(X.T @ X)
+    return coef[1], math.sqrt(rss / (len(ys) - 2) * cov[1, 1]), math.sqrt(rss / len(ys)), cov[1, 1], coef
+
+
+@pytest.mark.parametrize("Ns, sizes", [((16, 32), (2, 1)), ((16, 64), (3, 4)), ((32, 64, 256), (1, 1, 1))])
+def test_two_cells_and_one_degree_of_freedom_are_enough(Ns, sizes):
+    """The smallest designs the fit accepts (two cells; n = 3, df = 1) give the least-squares t-test exactly."""
+    rng = np.random.default_rng(sum(sizes))
+    cells = [np.repeat(rng.normal(0.4 * k, 0.7, size=(r, 1)), 2, axis=1) for k, r in enumerate(sizes)]
+    tr = C.interval_trend(Ns, cells, (0.0, 1.0), cell_means=False)
+    xs = np.concatenate([np.full(r, math.log2(N)) for N, r in zip(Ns, sizes)])
+    ys = np.concatenate([c[:, 0] for c in cells])
+    slope, se, *_ = _ls_reference(xs, ys)
+    L = math.log2(Ns[-1] / Ns[0])
+    assert tr.df == sum(sizes) - 2 and tr.delta == pytest.approx(slope * L, rel=1e-6)
+    for m in (0.0, 1.0):
+        assert tr.p_greater[m] == pytest.approx(stats.t.sf((slope - m / L) / se, tr.df), rel=1e-5)
+
+
+def test_without_censoring_the_wald_se_sigma_and_fitted_line_are_least_squares():
+    """Without censoring the observed information of b at the MLE is Σ(x − x̄)²/σ̂² (σ̂² = RSS/n, the MLE):
+    se(Δ̂) = σ̂·L·√[(XᵀX)⁻¹]_bb from numpy least squares, σ is that σ̂, and the fitted line at each cell is least
+    squares' prediction at its log2 N."""
+    cells, xs, ys = _exact_cells(np.random.default_rng(8), 0.2, R=5)
+    tr = C.interval_trend(NS, cells, (0.0,), cell_means=False)
+    _, _, sigma_ml, cbb, coef = _ls_reference(xs, ys)
+    np.testing.assert_allclose(tr.fitted, coef[0] + coef[1] * np.log2(NS), rtol=1e-6, atol=1e-8)
+    L = math.log2(NS[-1] / NS[0])
+    assert tr.sigma == pytest.approx(sigma_ml, rel=1e-5)
+    assert tr.se == pytest.approx(sigma_ml * L * math.sqrt(cbb), rel=1e-4)
+
+
+def test_shifted_on_two_cells_spreads_the_rise_over_their_distance():
+    """N = 16, 64 (two doublings): the larger cell's intervals move by exactly ``add``, the smaller not at all."""
+    cells = [np.array([[0.1, 0.3], [0.5, 0.8], [-0.2, 0.0]]), np.array([[0.9, 1.1], [1.4, np.inf], [0.7, 1.0]])]
+    tr = C.interval_trend((16, 64), cells, (0.0,), cell_means=False)
+    sh = tr.shifted(0.75)
+    assert np.array_equal(np.array(sh.data[0]), cells[0])
+    assert np.array_equal(np.array(sh.data[1]), cells[1] + 0.75)
+
+
+def _power_reference(n, Ns, sigma, delta1, alpha):
+    """Noncentral t with se(Δ̂) = σ·L·√[(XᵀX)⁻¹]_bb of the design's least-squares fit (numpy)."""
+    xs = np.concatenate([np.full(r, math.log2(N)) for N, r in zip(Ns, n)])
+    X = np.column_stack([np.ones_like(xs), xs])
+    se = sigma * math.log2(max(Ns) / min(Ns)) * math.sqrt(np.linalg.inv(X.T @ X)[1, 1])
+    df = len(xs) - 2
+    return stats.nct.sf(stats.t.ppf(1 - alpha, df), df, delta1 / se)
+
+
+def test_design_power_is_the_noncentral_t_of_the_least_squares_design_and_nan_without_one():
+    assert C.design_power([3, 5, 2], (16, 32, 128), 0.7, 1.0, 0.01) == pytest.approx(
+        _power_reference([3, 5, 2], (16, 32, 128), 0.7, 1.0, 0.01), rel=1e-9)
+    assert math.isnan(C.design_power([6], (16,), 0.7, 1.0, 0.01))  # one cell: no slope
+    assert math.isnan(C.design_power([1, 1], (16, 32), 0.7, 1.0, 0.01))  # df = 0
+    assert math.isnan(C.design_power([4, 4], (16, 32), 0.0, 1.0, 0.01))  # no spread
+
+
+def test_seeds_for_power_defaults_to_a_power_of_eight_tenths():
+    """The default target is 0.8: the first r of a scan of the reference power."""
+    r = next(r for r in range(1, 200) if _power_reference([r] * 4, NS, 0.8, 1.0, 0.01) >= 0.8)
+    assert C.seeds_for_power(NS, 0.8, 1.0, 0.01) == r
+
+
+@pytest.mark.parametrize("Ns, sigma, delta1, want", [(NS, 0.1, 2.0, 1), ((16, 32, 64), 0.05, 2.0, 1),
+                                                     ((16, 32), 0.1, 2.0, 2), (NS, 0.45, 1.0, 3)])
+def test_seeds_for_power_answers_one_seed_when_one_suffices(Ns, sigma, delta1, want):
+    """The smallest r, one included: one seed per cell of three or more cells has df ≥ 1 and may reach the target
+    (the search once started at two and answered 2 there); two cells need two (df = 0 at one)."""
+    scan = [r for r in range(1, 50) if _power_reference([r] * len(Ns), Ns, sigma, delta1, 0.05) >= 0.8]
+    assert scan[0] == want
+    assert C.seeds_for_power(Ns, sigma, delta1, 0.05) == want
