@@ -42,8 +42,13 @@ def print_mechanism(mech: dict, decide=None) -> None:
               f"{h['median'] if h['median'] is not None else '>cap':>7} {so['n'] - so['censored']:>2d}/{so['n']:<3d} "
               f"{so['median'] if so['median'] is not None else '>cap':>7} {c['final_acc_median']:9.3f}  {gate}")
     trends = slowdown_trends(cells, None, "half")
-    for task in dict.fromkeys(c["task"] for c in cells):
-        if not any(t == task for t, _ in trends):
+    role = {c["task"]: c["role"] for c in cells}
+    for task in role:
+        if any(t == task for t, _ in trends):
+            continue
+        if role[task] != "probe":
+            print(f"slowdown {task}: a finding at this budget (its seeds and N cells are too few for a trend), not judged")
+        else:
             print(f"slowdown {task}: softmax solves fewer than two N cells in ≥ 90 % of its seeds within the cap — no "
                   f"trend (too hard for this model at this budget)")
     for (task, arm), tr in trends.items():

@@ -18,6 +18,15 @@ def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkey
     assert files == ["copy1_N16_expr.json", "copy1_N16_softmax.json", "copy1_N32_expr.json", "copy1_N32_softmax.json"]
 
 
+def test_a_finding_probe_is_named_a_finding_not_too_hard(tmp_path, monkeypatch, capsys):
+    """A probe kept as a finding (too few seeds and N for a trend) is never reported as one softmax cannot solve."""
+    finding = replace(M.MECH_TINY.probes[0], role="finding")
+    monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, probes=(finding,)))
+    assert main_activation("relu(x)/N", "quick", tmp_path, progress=False) == 0
+    out = capsys.readouterr().out
+    assert "slowdown copy1: a finding at this budget" in out and "fewer than two N cells" not in out
+
+
 def test_training_shows_its_members_and_a_resumed_run_counts_stored_chunks_as_done(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(M.MECH_BUDGETS, "quick", replace(M.MECH_TINY, probes=M.MECH_TINY.probes[:1]))
     cfg = replace(M.mech_config("quick", activation="relu(x)/N"), arms=("softmax",))  # as sapa train --activation
