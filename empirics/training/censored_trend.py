@@ -124,12 +124,23 @@ class IntervalTrend:
     p_greater: dict
     p_less: dict
     data: tuple = ()  # per cell the (R_k, 2) intervals the fit read (lists), for refits and the record
+    resolution: float = math.nan  # w/√12, w the median width of the finite intervals: the spread the grid can resolve
+
+    @property
+    def sigma_for_power(self) -> float:
+        """max(σ̂, w/√12): where every seed lies inside one grid interval σ̂ runs to its floor, though the true spread
+        may be up to the interval's own (a uniform over width w has sd w/√12, Sheppard's correction); power and seeds
+        are read at the larger, never at a spread the grid cannot see."""
+        if not math.isfinite(self.resolution):
+            return self.sigma
+        return max(self.sigma, self.resolution) if math.isfinite(self.sigma) else self.sigma
 
     def as_dict(self) -> dict:
         r = lambda v: None if v is None or not math.isfinite(v) else round(float(v), 6)  # noqa: E731
         return {"N": list(self.N), "n": list(self.n), "censored": list(self.censored),
                 "cell_mean": [r(v) for v in self.cell_mean], "fitted": [r(v) for v in self.fitted],
-                "delta": r(self.delta), "se": r(self.se), "sigma": r(self.sigma), "df": self.df,
+                "delta": r(self.delta), "se": r(self.se), "sigma": r(self.sigma), "resolution": r(self.resolution),
+                "df": self.df,
                 "p_greater": {str(k): r(v) for k, v in self.p_greater.items()},
                 "p_less": {str(k): r(v) for k, v in self.p_less.items()},
                 "intervals": [[[r(a) if math.isfinite(a) else ("inf" if a > 0 else "-inf") for a in iv] for iv in cell]
@@ -252,8 +263,10 @@ def interval_trend(Ns: Sequence[int], cells: Sequence[np.ndarray], margins: Sequ
             pg[float(m)], pl[float(m)] = float(stats.t.sf(t, df)), float(stats.t.cdf(t, df))
         se = _wald_se(x, lo, hi, th) * L
     fitted = tuple(float(th[0] + th[1] * v) for v in xs - xs.mean())
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    res = float(np.median(hi[finite] - lo[finite])) / math.sqrt(12) if finite.any() else math.nan
     return IntervalTrend(Nk, n, cens, means, fitted, delta, se, math.exp(th[2]), df, pg, pl,
-                         tuple(iv.tolist() for _, iv in keep))
+                         tuple(iv.tolist() for _, iv in keep), res)
 
 
 def holm(p: Sequence[float]) -> list[float]:

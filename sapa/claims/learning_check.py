@@ -44,17 +44,21 @@ def _f(v, nd: int = 2) -> str:
 
 def power_line(tr, m: int) -> str:
     """The design's power to see Δ = DELTA_POWER at the least favourable Holm level ALPHA_FAILS/m, and the seeds
-    per cell 80 % would take (σ̂ from this fit, censoring ignored)."""
+    per cell 80 % would take (censoring ignored), read at σ̂ of this fit or, where σ̂ is below what the evaluation grid
+    can resolve, at the grid's w/√12 (``IntervalTrend.sigma_for_power``)."""
     from empirics.training.censored_trend import design_power, seeds_for_power
     from sapa.rules.learning import ALPHA_FAILS
 
     a = ALPHA_FAILS / max(m, 1)
-    pw = design_power(tr.n, tr.N, tr.sigma, DELTA_POWER, a)
-    need = seeds_for_power(tr.N, tr.sigma, DELTA_POWER, a, POWER_TARGET) if math.isfinite(tr.sigma) else None
+    sd = tr.sigma_for_power
+    pw = design_power(tr.n, tr.N, sd, DELTA_POWER, a)
+    need = seeds_for_power(tr.N, sd, DELTA_POWER, a, POWER_TARGET) if math.isfinite(sd) else None
     if not math.isfinite(pw):
         return "power undefined (fewer than 2 cells)"
-    return (f"power {pw:.0%} to see Δ {DELTA_POWER:g} doubling past the tested margin at level {ALPHA_FAILS:g}/{m} (σ̂ "
-            f"{tr.sigma:.2f}, {min(tr.n)}–{max(tr.n)} seeds per cell); {POWER_TARGET:.0%} needs "
+    spread = (f"σ̂ {tr.sigma:.2f}" if sd == tr.sigma else
+              f"σ̂ {tr.sigma:.2f} is below the grid's resolution: read at w/√12 = {sd:.2f}")
+    return (f"power {pw:.0%} to see Δ {DELTA_POWER:g} doubling past the tested margin at level {ALPHA_FAILS:g}/{m} "
+            f"({spread}, {min(tr.n)}–{max(tr.n)} seeds per cell); {POWER_TARGET:.0%} needs "
             + (f"{need} seeds per cell" if need else "more than 100 000 seeds per cell"))
 
 
@@ -93,8 +97,13 @@ def _p(v: float) -> str:
     return "undefined" if not math.isfinite(v) else f"{v:.3g}"
 
 
+SE_UNBOUNDED = 1e3  # doublings: a standard error beyond this says the data bound Δ on one side only (right-censored)
+
+
 def _u(v: float) -> str:
-    return "undefined" if v is None or not math.isfinite(v) else f"{v:.2f}"
+    if v is None or not math.isfinite(v):
+        return "undefined"
+    return "unbounded: the intervals bound Δ on one side only" if v >= SE_UNBOUNDED else f"{v:.2f}"
 
 
 def _final_reading(task: str, arm: str, ev, cpu_per_seed: float | None = None) -> Reading:

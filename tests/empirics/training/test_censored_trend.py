@@ -297,3 +297,23 @@ def test_seeds_for_power_answers_one_seed_when_one_suffices(Ns, sigma, delta1, w
     scan = [r for r in range(1, 50) if _power_reference([r] * len(Ns), Ns, sigma, delta1, 0.05) >= 0.8]
     assert scan[0] == want
     assert C.seeds_for_power(Ns, sigma, delta1, 0.05) == want
+
+
+def test_the_grid_resolution_is_the_median_finite_width_over_root_twelve():
+    """Every seed inside one grid interval of width 0.94: σ̂ runs to its floor, and power is read at 0.94/√12 instead;
+    right-censored intervals (infinite width) do not enter the median."""
+    one = np.array([[2.1, 3.04]] * 3)
+    cens = np.array([[2.1, 3.04], [2.6, np.inf], [2.6, np.inf]])
+    tr = C.interval_trend((64, 128), [one, cens])
+    assert tr.resolution == pytest.approx(0.94 / math.sqrt(12), rel=1e-12)
+    assert tr.sigma < tr.resolution and tr.sigma_for_power == tr.resolution
+    assert tr.as_dict()["resolution"] == pytest.approx(0.94 / math.sqrt(12), abs=1e-6)
+
+
+def test_a_spread_the_grid_resolves_is_used_as_fitted():
+    """Seeds spread over several narrow intervals: σ̂ is above w/√12 and power is read at σ̂ itself."""
+    rng = np.random.default_rng(3)
+    cells = [np.column_stack([v := m + rng.standard_normal(12), v + 0.1]) for m in (0.0, 1.0)]
+    tr = C.interval_trend((16, 32), cells)
+    assert tr.resolution == pytest.approx(0.1 / math.sqrt(12), rel=1e-9)
+    assert tr.sigma > tr.resolution and tr.sigma_for_power == tr.sigma

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -179,3 +180,19 @@ def test_learning_speed_only_withholds_a_holds():
     failing = Reading(name="n (conjunction)", statement="s", verdict="FAILS", rule="stability-trend")
     assert with_learning_speed(failing, (slow("HOLDS"),)).verdict == "FAILS"
     assert with_learning_speed(first, ()) is first
+
+
+def test_power_is_never_read_at_a_spread_below_the_grids_resolution():
+    """Three seeds per cell, each inside one grid interval (width 0.94), the largest N right-censored: σ̂ runs to its
+    floor, so the power line reads the grid's w/√12 and the noncentral-t power there, and the unbounded se says so."""
+    from empirics.training.censored_trend import design_power, interval_trend
+    from sapa.rules.learning import ALPHA_FAILS
+
+    tr = interval_trend((64, 128), [np.array([[2.1, 3.04]] * 3), np.array([[2.1, 3.04], [2.6, np.inf], [2.6, np.inf]])])
+    line = LCL.power_line(tr, 8)
+    w = 0.94 / math.sqrt(12)
+    assert f"is below the grid's resolution: read at w/√12 = {w:.2f}" in line
+    assert line.startswith(f"power {design_power(tr.n, tr.N, w, 1.0, ALPHA_FAILS / 8):.0%} ")
+    assert design_power(tr.n, tr.N, w, 1.0, ALPHA_FAILS / 8) < 0.5 < design_power(tr.n, tr.N, tr.sigma, 1.0, ALPHA_FAILS / 8)
+    why = LCL.slowdown_readings({("text", "x_sqrtN"): tr}, "steps")[0].why
+    assert tr.se >= LCL.SE_UNBOUNDED and "se unbounded: the intervals bound Δ on one side only" in why
