@@ -17,7 +17,7 @@ __all__ = ["stored_data", "draw"]
 
 NORMS = (("log10_attn_fro", "log10 ‖φ(S)‖_F"), ("log10_jac_x_fro", "log10 ‖∂φ(S)/∂X‖_F"))
 STYLE = {"x/c": {"color": style.PALETTE[0], "marker": "o"}, "x³/c": {"color": style.PALETTE[1], "marker": "s"},
-         "softmax(S/τ)": {"color": "k", "marker": "^"}}
+         "softmax(S/τ)": {"color": "0.55", "marker": "^"}}  # grey: PALETTE[0] is black
 PAIR = (("x³/c", 1.0), ("x/c", 16.0))  # the reviewers' x³/1 against x/16
 
 
@@ -52,6 +52,7 @@ def draw(tables: dict, out_dir: str | Path, stem: str = "dose_response") -> list
                 ax.set_ylabel("test accuracy (seed mean)")
                 ax.set_title(f"{task}: the doses c (τ) labelled", fontsize=9)
         axes[0, 0].legend(fontsize=7, title="ringed: x³/1, x/16", title_fontsize=7)
+        fig.tight_layout()  # titles clear the row above's axis labels
         paths = style.save(fig, out_dir, stem)
         plt.close(fig)
     return paths

@@ -38,9 +38,12 @@ RISING = 0.01  # a curve whose last evaluation is this much above the one before
 
 
 def undecided_note(cells: list[dict], budget: str | None = None) -> str | None:
-    """The line the figures carry on their face when the runs cannot decide (None otherwise): a quick or tiny
-    ``budget``, a curve still rising at its last evaluation (the step cap), or a cell whose median exit is censored."""
-    why = [f"{budget} budget"] if budget in ("quick", "tiny") else []
+    """The line the figures carry on their face when the runs cannot decide or need care (None otherwise): a quick or
+    tiny ``budget`` (a smoke test: nothing here is a finding), else a curve still rising at its last evaluation (the
+    step cap) or a cell whose median exit is censored (its median is a lower bound; the ledger's interval-censored
+    fits read such runs as censored, not as the cap)."""
+    smoke = budget in ("quick", "tiny")
+    why = [f"{budget} budget"] if smoke else []
     rising = sum(1 for c in cells if len(c["curve"]) >= 2 and c["curve"][-1][1] - c["curve"][-2][1] > RISING)
     if rising:
         why.append(f"{rising} of {len(cells)} curves still rising at the step cap")
@@ -49,7 +52,17 @@ def undecided_note(cells: list[dict], budget: str | None = None) -> str | None:
         why.append(f"{censored} of {len(cells)} cells never left the floor (censored)")
     if not why:
         return None
-    return ("; ".join(why)).capitalize() + ": this budget cannot decide — the order of the arms here is not a finding"
+    if smoke:
+        return ("; ".join(why)).capitalize() + ": this budget cannot decide — the order of the arms here is not a finding"
+    return (("; ".join(why)).capitalize() + ": a censored median is a lower bound (beyond the cap); the verdicts read "
+            "these runs as interval-censored")
+
+
+def budget_note(budget: str | None) -> str | None:
+    """The slowdown panels' line: only a smoke-test budget (their fits already treat censored runs as censored)."""
+    if budget in ("quick", "tiny"):
+        return f"{budget.capitalize()} budget: a smoke test — this budget cannot decide; the fits here are not findings"
+    return None
 
 
 def _mark(fig, note: str | None) -> None:
@@ -72,7 +85,7 @@ def draw(cells: list[dict], out_dir: str | Path, stem: str = "learning", solved:
         note = undecided_note(cells, budget)
         paths = _draw(cells, out_dir, stem, solved, note)
         if trends:
-            paths += _draw_slowdown(trends, out_dir, stem, note)
+            paths += _draw_slowdown(trends, out_dir, stem, budget_note(budget))
         return paths
 
 
@@ -185,6 +198,7 @@ def _draw_slowdown(trends: dict, out_dir, stem: str, note: str | None) -> list[P
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
+    fig.tight_layout()  # titles clear the row above's axis labels
     _mark(fig, note)
     paths = style.save(fig, out_dir, f"{stem}_slowdown")
     plt.close(fig)

@@ -25,10 +25,14 @@ def test_rising_curves_or_a_quick_budget_are_said_on_the_figure(tmp_path, monkey
     fig.draw(cells, tmp_path, stem="t", solved=True)  # every curve ends 0.2 → 0.9: still rising at the cap
     assert set(saved) == {"t_curves", "t_exit", "t_solved"}
     for f in saved.values():
-        assert any("2 of 2 curves still rising" in t.get_text() and "cannot decide" in t.get_text() for t in f.texts)
+        assert any("2 of 2 curves still rising" in t.get_text() and "lower bound" in t.get_text() for t in f.texts)
     flat = [dict(c, curve=[[0, 0.1], [10, 0.9], [100, 0.9]]) for c in cells]
     assert fig.undecided_note(flat) is None
     assert fig.undecided_note(flat, budget="quick").startswith("Quick budget")
+    assert "cannot decide" in fig.undecided_note(cells, budget="quick")
+    full = fig.undecided_note(cells, budget="full")  # a full budget's censoring is a caveat, not "cannot decide"
+    assert "still rising" in full and "cannot decide" not in full and "interval-censored" in full
+    assert fig.budget_note("full") is None and "cannot decide" in fig.budget_note("quick")
     # the legend uses the one display name per arm
     labels = [t.get_text() for t in saved["t_curves"].axes[0].get_legend().get_texts()]
     assert labels == ["softmax", "x/√N"]

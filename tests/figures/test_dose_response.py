@@ -1,0 +1,36 @@
+"""Tests for `figures/dose_response.py`: accuracy against norm over the doses, the reviewers' pair ringed."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from figures import dose_response as F  # noqa: E402
+
+
+def _rows():
+    out = []
+    for fam, doses in (("x/c", (1.0, 4.0, 16.0)), ("x³/c", (1.0, 4.0, 16.0)), ("softmax(S/τ)", (0.5, 1.0, 2.0))):
+        for k, c in enumerate(doses):
+            out.append({"family": fam, "dose": c, "test_acc": 0.9 - 0.01 * k, "log10_attn_fro": 1.0 - 0.3 * k,
+                        "log10_jac_x_fro": 1.5 - 0.3 * k})
+    return out
+
+
+def test_draws_one_panel_per_norm_and_task_with_the_pair_ringed(tmp_path, monkeypatch):
+    saved = {}
+    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
+    F.draw({"digits": _rows(), "text": _rows()}, tmp_path, "d")
+    fig = saved["d"]
+    assert len(fig.axes) == 4  # (2 norms) × (2 tasks)
+    ringed = [ln for ax in fig.axes for ln in ax.lines if ln.get_marker() == "o" and ln.get_markerfacecolor() == "none"]
+    assert len(ringed) == 2 * 4  # x³/1 and x/16 on each of the four panels
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["digits: the doses c (τ) labelled", "text: the doses c (τ) labelled"] * 2
+
+
+def test_writes_png_and_pdf_and_nothing_without_rows(tmp_path):
+    paths = F.draw({"digits": _rows()}, tmp_path, "d")
+    assert sorted(p.suffix for p in paths) == [".pdf", ".png"] and all(p.stat().st_size > 1000 for p in paths)
+    assert F.draw({}, tmp_path) == []
