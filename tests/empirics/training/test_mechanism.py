@@ -196,3 +196,19 @@ def test_a_probe_added_later_keeps_the_other_probes_stored_chunks(tmp_path, monk
     monkeypatch.setattr(M, "train_mechanism_chunk", lambda c, *a, **k: trained.append(c.task) or real(c, *a, **k))
     M.run_mechanisms(grown, tmp_path)
     assert set(trained) == {"copy2"} and grown.chunk_hash("copy1") == TINY.chunk_hash("copy1") != grown.hash()
+
+
+def test_a_sealed_chunk_is_reused_only_under_its_own_chunk_hash(tmp_path):
+    """A valid, sealed chunk file of another config (another chunk hash) is trained again, never reused; a file
+    that is missing, or sealed without a result, reads as nothing to reuse."""
+    from common.atomic import atomic_write_json
+    from common.integrity import seal_record
+    from empirics.training.mechanism import _stored
+
+    path = tmp_path / "copy1_N16_softmax.json"
+    assert _stored(path, "a") is None  # nothing there
+    atomic_write_json(path, seal_record({"config_hash": "a", "chunk": {}, "result": {"steps": [0, 8]}}))
+    assert _stored(path, "a") == {"steps": [0, 8]}
+    assert _stored(path, "b") is None
+    atomic_write_json(path, seal_record({"config_hash": "a", "chunk": {}}))
+    assert _stored(path, "a") is None
