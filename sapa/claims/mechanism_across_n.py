@@ -122,15 +122,12 @@ def conditions(slow: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict,
 def _verdicts_at_levels(rs, slow, a_fails: float, a_holds: float) -> list[str]:
     """The readings' verdicts with the family-wise levels replaced (same Holm-adjusted p-values)."""
     from empirics.training.censored_trend import holm
-    from sapa.rules.learning import slowdown_test
+    from sapa.rules.learning import decide_slowdown, slowdown_test
 
     raw = [slowdown_test(slow[(task, arm)], q) for (*_, task, arm, q) in (r.key for r in rs)]
     pf, ph = holm([t.p_fails for t in raw]), holm([t.p_holds for t in raw])
-    out = []
-    for f_, h_ in zip(pf, ph):
-        out.append("FAILS" if math.isfinite(f_) and f_ <= a_fails else
-                   "HOLDS" if math.isfinite(h_) and h_ <= a_holds else "UNDETERMINED")
-    return out
+    return [decide_slowdown(slowdown_test(t.trend, t.question, f_, h_), a_fails, a_holds)
+            for t, f_, h_ in zip(raw, pf, ph)]
 
 
 CLAIM = Claim(

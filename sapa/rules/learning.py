@@ -83,11 +83,13 @@ def slowdown_test(trend: IntervalTrend, question: str, p_fails: float | None = N
                         trend.p_less.get(mh, math.nan) if p_holds is None else p_holds)
 
 
-def decide_slowdown(ev: SlowdownTest) -> str:
-    """FAILS if p_fails ≤ ALPHA_FAILS; HOLDS if p_holds ≤ ALPHA_HOLDS; else UNDETERMINED (nan: UNDETERMINED)."""
-    if math.isfinite(ev.p_fails) and ev.p_fails <= ALPHA_FAILS:
+def decide_slowdown(ev: SlowdownTest, a_fails: float = ALPHA_FAILS, a_holds: float = ALPHA_HOLDS) -> str:
+    """FAILS if p_fails ≤ ALPHA_FAILS; HOLDS if p_holds ≤ ALPHA_HOLDS; else UNDETERMINED (nan: UNDETERMINED).
+
+    The levels are varied only for robustness."""
+    if math.isfinite(ev.p_fails) and ev.p_fails <= a_fails:
         return "FAILS"
-    if math.isfinite(ev.p_holds) and ev.p_holds <= ALPHA_HOLDS:
+    if math.isfinite(ev.p_holds) and ev.p_holds <= a_holds:
         return "HOLDS"
     return "UNDETERMINED"
 
