@@ -1,20 +1,24 @@
-"""ρ_S(log10 ‖φ(S)‖_F, accuracy) over the doses c of x^p/c at one N: norm against accuracy as a dose-response.
+"""b = OLS slope of test accuracy on log10 ‖φ(S)‖_F over the doses c of x^p/c at one N and one learning rate.
 
 The reviewers' question — "x³/1 has lower norms than x/16 yet trains worse: does the norm explain
-accuracy?" — compares activations whose norms differ by construction. Within one family x^p/c, the scale
-c moves the norm and nothing else, so the **dose** (a value of c, seeds averaged at its best learning
-rate) is the unit: the study trains x/c and x³/c over a log grid of c at the task's smallest N (from 1 to
-beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of temperatures, with the same
-seeds, minibatches and learning-rate grid (:mod:`empirics.training.study_config`, arms ``x_dose``,
-``x3_alpha`` / ``x3_dose``, ``softmax_tau``).
+accuracy?" — compares activations whose norms differ by construction. Within one family x^p/c **at one
+learning rate**, the scale c moves the norm and nothing else, so the **dose** (a value of c at that lr,
+seeds averaged) is the unit. (Taking each dose at its own best lr, as an earlier design did, lets the lr
+move the norm too: on digits, x/64 at lr 0.01 ends with 10^0.60, x/32 at lr 0.001 with 10^−0.17.) The
+study trains x/c and x³/c over a log grid of c at the task's smallest N (from 1 to beyond √N, the paper's
+16 and √N among them) and softmax(S/τ) over a grid of temperatures, with the same seeds, minibatches and
+learning-rate grid (:mod:`empirics.training.study_config`, arms ``x_dose``, ``x3_alpha`` / ``x3_dose``,
+``softmax_tau``).
 
-* :func:`dose_table` — per (family, dose) at its best lr (median validation accuracy over seeds): the
-  seeds' final log10 ‖φ(S)‖_F, log10 ‖∂φ(S)/∂X‖_F and test accuracy, and their means;
+* :func:`dose_table` — per (family, lr, dose): the seeds' final log10 ‖φ(S)‖_F, log10 ‖∂φ(S)/∂X‖_F and test
+  accuracy, and their means;
+* :func:`dose_slope` — per (family, lr): the least-squares slope of accuracy on log10 norm over the doses (accuracy
+  per decade of norm), its Student-t standard error on D − 2 degrees of freedom, the within-dose seed variance
+  (what more seeds would shrink) and Spearman's ρ (descriptive);
 * :func:`exact_spearman` — Spearman's ρ with its one-sided p-values from **all** n! pairings (n ≤ 9), or
   99 999 seeded random ones;
-* :func:`matched_norm_contrast` — across families at matched norm: each dose of one family against the other
-  family's accuracy interpolated (in log10 norm) at the same norm, inside the norms both families reach; the
-  differences' exact Wilcoxon signed-rank p-values (the dose is the unit).
+* :func:`matched_norm_contrast` — across families at matched norm and the same lr: each dose of one family against
+  the other family's accuracy interpolated (in log10 norm) at the same norm and lr, inside the norms both reach.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["FAMILIES", "dose_table", "exact_spearman", "Association", "matched_norm_contrast", "Contrast",
-           "MAX_EXACT"]
+__all__ = ["FAMILIES", "dose_table", "dose_slope", "DoseSlope", "exact_spearman", "Association",
+           "matched_norm_contrast", "Contrast", "MAX_EXACT"]
 
 MAX_EXACT = 9  # exact permutation p up to 9! = 362 880 pairings
 N_MC = 99_999
@@ -39,9 +43,9 @@ FAMILIES = (("x/c", 1, ("x_dose", "x_alpha")), ("x³/c", 3, ("x3_dose", "x3_alph
 
 
 def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFrame:
-    """One row per (family, dose) of ``task`` at its smallest N (or ``N``): the dose at its best lr.
+    """One row per (family, lr, dose) of ``task`` at its smallest N (or ``N``): every learning rate of the grid.
 
-    Columns: family, p, dose (c, or τ for softmax), lr, seeds, log10_attn_fro, log10_jac_x_fro, test_acc (seed
+    Columns: family, p, arm, dose (c, or τ for softmax), lr, seeds, log10_attn_fro, log10_jac_x_fro, test_acc (seed
     means), and per-seed lists ``*_seeds``. A diverged member enters at chance accuracy and is left out of the norm
     means (its norm is infinite). Rows with no grid arm of a family are absent.
     """
@@ -57,12 +61,10 @@ def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFr
             continue
         g = r[r["arm"] == arm].copy()
         g.loc[g["diverged"].astype(bool), "test_acc"] = g.loc[g["diverged"].astype(bool), "chance_acc"]
-        for dose, d in g.groupby("alpha", sort=True):
-            med = d.groupby("lr")["val_acc_final"].median()
-            lr = float(med.sort_index().idxmax())  # ties: the smaller lr (idxmax of the sorted index)
-            b = d[np.isclose(d["lr"], lr)].sort_values("seed")
+        for (lr, dose), b in g.groupby(["lr", "alpha"], sort=True):
+            b = b.sort_values("seed")
             ln = {q: np.log10(b[q].to_numpy(float)) for q in ("attn_fro", "jac_x_fro")}
-            row = {"family": fam, "p": p, "arm": arm, "dose": float(dose), "lr": lr, "seeds": int(len(b)),
+            row = {"family": fam, "p": p, "arm": arm, "dose": float(dose), "lr": float(lr), "seeds": int(len(b)),
                    "test_acc": float(b["test_acc"].mean()), "test_acc_seeds": b["test_acc"].round(6).tolist()}
             for q, v in ln.items():
                 fin = v[np.isfinite(v)]
@@ -70,6 +72,64 @@ def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFr
                 row[f"log10_{q}_seeds"] = [round(float(x), 6) if np.isfinite(x) else None for x in v]
             out.append(row)
     return pd.DataFrame(out)
+
+
+@dataclass(frozen=True)
+class DoseSlope:
+    """b = accuracy per decade of norm over D doses at one lr (OLS, dose means), its se on D − 2 df, the pooled
+    within-dose seed variance of accuracy, the seeds per dose, Σ(x − x̄)² of the doses' log10 norms, Spearman's ρ."""
+
+    lr: float
+    b: float
+    se: float
+    df: int
+    seed_var: float  # pooled within-dose variance of one seed's accuracy (nan with one seed)
+    seeds: int  # seeds per dose (the smallest)
+    sxx: float
+    rho: float
+    n: int
+
+    @property
+    def lack_of_fit_var(self) -> float:
+        """The doses' scatter about the line that more seeds would not remove: residual variance − seed_var/seeds ≥ 0."""
+        resid = self.se ** 2 * self.sxx
+        return max(0.0, resid - (self.seed_var / self.seeds if math.isfinite(self.seed_var) else 0.0))
+
+    def as_dict(self) -> dict:
+        f = lambda v: None if not math.isfinite(v) else round(float(v), 6)  # noqa: E731
+        return {"lr": self.lr, "b_per_decade": f(self.b), "se": f(self.se), "df": self.df, "seed_var": f(self.seed_var),
+                "seeds": self.seeds, "sxx": f(self.sxx), "rho": f(self.rho), "n": self.n}
+
+
+def dose_slope(doses: pd.DataFrame, norm: str = "log10_attn_fro") -> DoseSlope:
+    """The OLS slope of ``test_acc`` on ``norm`` over the rows of one (family, lr) of :func:`dose_table`.
+
+    se = √(Σ r² / (D − 2) / Σ(x − x̄)²) with the residuals r of the dose means (their seed noise and the doses'
+    scatter about the line together); rows with a non-finite norm are left out; fewer than 3 doses or a constant norm
+    give nan.
+
+    >>> t = pd.DataFrame({"lr": 0.1, "log10_attn_fro": [0.0, 1.0, 2.0], "test_acc": [0.5, 0.6, 0.7],
+    ...                   "test_acc_seeds": [[0.5, 0.5]] * 3})
+    >>> round(dose_slope(t).b, 12), dose_slope(t).se, dose_slope(t).df
+    (0.1, 0.0, 1)
+    """
+    x = doses[norm].to_numpy(float)
+    ok = np.isfinite(x)
+    d = doses[ok]
+    x, y = x[ok], d["test_acc"].to_numpy(float)
+    lr = float(doses["lr"].iloc[0]) if len(doses) else math.nan
+    seeds = [np.asarray(s, float) for s in d["test_acc_seeds"]] if "test_acc_seeds" in d else []
+    k = min((s.size for s in seeds), default=1)
+    sv = float(np.mean([s.var(ddof=1) for s in seeds])) if seeds and k > 1 else math.nan
+    n = int(x.size)
+    if n < 3 or np.ptp(x) == 0:
+        return DoseSlope(lr, math.nan, math.nan, max(n - 2, 0), sv, k, math.nan, math.nan, n)
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    b = float(xc @ (y - y.mean())) / sxx
+    r = y - y.mean() - b * xc
+    se = math.sqrt(float(r @ r) / (n - 2) / sxx)
+    return DoseSlope(lr, b, se, n - 2, sv, k, sxx, exact_spearman(x, y).rho, n)
 
 
 @dataclass(frozen=True)
@@ -154,25 +214,32 @@ class Contrast:
 
 def matched_norm_contrast(tab: pd.DataFrame, ref: str = "x/c", other: str = "x³/c",
                           norm: str = "log10_attn_fro") -> Contrast:
-    """``other``'s accuracy minus ``ref``'s at the same norm, per dose of ``other`` inside ``ref``'s norm range.
+    """``other``'s accuracy minus ``ref``'s at the same norm and lr, per (lr, dose) of ``other`` inside ``ref``'s
+    norm range at that lr.
 
-    ``ref``'s accuracy at a norm is the linear interpolation in log10 norm between its two doses that bracket it
-    (its doses sorted by norm). Exact signed-rank p-values (scipy.stats.wilcoxon, method "exact"); fewer than 2
-    doses in the overlap gives nan.
+    ``ref``'s accuracy at a norm is the linear interpolation in log10 norm between its two doses (at the same lr)
+    that bracket it. Exact signed-rank p-values (scipy.stats.wilcoxon, method "exact") over every compared
+    (lr, dose); fewer than 2 gives nan. A table without an ``lr`` column is one stratum.
     """
-    a = tab[tab["family"] == ref].sort_values(norm)
-    b = tab[tab["family"] == other]
-    xa, ya = a[norm].to_numpy(float), a["test_acc"].to_numpy(float)
-    keep = np.isfinite(xa)
-    xa, ya = xa[keep], ya[keep]
-    if xa.size < 2:
-        return Contrast((), (), math.nan, math.nan, math.nan, 0)
-    inside = b[(b[norm] >= xa.min()) & (b[norm] <= xa.max())]
-    xb = inside[norm].to_numpy(float)
-    d = inside["test_acc"].to_numpy(float) - np.interp(xb, xa, ya)
+    tab = tab if "lr" in tab else tab.assign(lr=math.nan)
+    d, xs = [], []
+    for _, g in tab.groupby(tab["lr"].fillna(-1.0), sort=True):
+        a = g[g["family"] == ref].sort_values(norm)
+        b = g[g["family"] == other].sort_values("dose")
+        xa, ya = a[norm].to_numpy(float), a["test_acc"].to_numpy(float)
+        keep = np.isfinite(xa)
+        xa, ya = xa[keep], ya[keep]
+        if xa.size < 2:
+            continue
+        inside = b[(b[norm] >= xa.min()) & (b[norm] <= xa.max())]
+        xb = inside[norm].to_numpy(float)
+        d += list(inside["test_acc"].to_numpy(float) - np.interp(xb, xa, ya))
+        xs += list(xb)
+    d = np.asarray(d, float)
     if d.size < 2 or not np.any(d != 0):
-        return Contrast(tuple(d), tuple(xb), float(d.mean()) if d.size else math.nan, math.nan, math.nan, int(d.size))
+        return Contrast(tuple(float(v) for v in d), tuple(xs), float(d.mean()) if d.size else math.nan, math.nan,
+                        math.nan, int(d.size))
     lo = stats.wilcoxon(d, alternative="less", method="exact", zero_method="zsplit").pvalue
     hi = stats.wilcoxon(d, alternative="greater", method="exact", zero_method="zsplit").pvalue
-    return Contrast(tuple(float(v) for v in d), tuple(float(v) for v in xb), float(d.mean()), float(lo), float(hi),
+    return Contrast(tuple(float(v) for v in d), tuple(float(v) for v in xs), float(d.mean()), float(lo), float(hi),
                     int(d.size))

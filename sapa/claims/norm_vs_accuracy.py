@@ -3,28 +3,28 @@
 A **question**: the paper argues that softmax works because it keeps ‖φ(S)‖_F bounded; the reviewers
 object that x³/1 has lower norms than x/16 yet trains worse. Comparing activations whose norms differ by
 construction cannot separate the norm from the activation (with arms as units, 6–7 arms give a smallest
-permutation p of 1/720–1/5 040 and little power). Within one family x^p/c the scale c moves the norm and
-nothing else: a **dose-response**. The training study trains x/c and x³/c over a log grid of c at each task's
-smallest N (c from 1 to beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of τ, the
-same seeds, minibatches and learning-rate grid (:mod:`empirics.training.dose_response`).
+permutation p of 1/720–1/5 040 and little power). Within one family x^p/c at one learning rate, the scale c moves
+the norm and nothing else: a **dose-response**. The training study trains x/c and x³/c over a log grid of c at each
+task's smallest N (c from 1 to beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of τ, at
+every learning rate of its grid, with the same seeds and minibatches (:mod:`empirics.training.dose_response`).
 
-Readings (Holm over the entry's readings, family-wise levels 1 % / 5 %):
+Readings (Holm over every p-value of the entry, family-wise levels 1 % / 5 %):
 
-* ``dose-association`` per (task, family x/c or x³/c, norm ‖φ(S)‖_F or ‖∂φ(S)/∂X‖_F): does a lower final norm
-  go with a higher test accuracy over the doses (Spearman ρ < 0, exact permutation p over all D! pairings)?
-* ``matched-norm`` per task: at matched final ‖φ(S)‖_F, is x³/c as accurate as x/c (within ±0.02)?
+* ``dose-association`` per (task, family x/c or x³/c): at every lr, does a 10× lower final ‖φ(S)‖_F go with at
+  least 0.02 more test accuracy (the slope b of accuracy on log10 norm over the doses, against −0.02 per decade)?
+  FAILS as soon as one lr shows the slope above −0.02; each reading prints its power (to say FAILS were the norm
+  irrelevant) and the seeds per dose that would decide it.
+* ``matched-norm`` per task: at matched final ‖φ(S)‖_F and the same lr, is x³/c as accurate as x/c (within ±0.02)?
 
-The answer states the reviewer's comparison, x³/1 against x/16, with its norms and accuracies.
+The answer states the reviewer's comparison, x³/1 against x/16 at each lr, with its norms and accuracies.
 """
 
 from __future__ import annotations
 
-import math
-
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
 from sapa.prose import norm_vs_accuracy_words as words
-from sapa.prose.norm_vs_accuracy_words import NORMS, POLY
+from sapa.prose.norm_vs_accuracy_words import POLY
 
 
 def gather(study) -> dict:
@@ -39,21 +39,28 @@ def gather(study) -> dict:
     return out
 
 
-def judged(tables: dict) -> list[tuple[tuple, object]]:
-    """[(key, evidence)]: every dose-association and matched-norm evidence, p-values Holm-adjusted together."""
+def judged(tables: dict, norm: str = "log10_attn_fro", delta: float | None = None) -> list[tuple[tuple, object]]:
+    """[(key, evidence)]: every dose-association (one stratum per lr) and matched-norm evidence, the FAILS p-values of
+    every stratum and matched reading Holm-adjusted together, the HOLDS p-values of the strata together (``norm`` and
+    ``delta`` are varied only for robustness)."""
     from dataclasses import replace
 
     from empirics.training.censored_trend import holm
-    from empirics.training.dose_response import exact_spearman, matched_norm_contrast
-    from sapa.rules.association import DoseEvidence, matched_evidence
+    from empirics.training.dose_response import dose_slope, matched_norm_contrast
+    from sapa.rules import association as RA
 
-    dose = [(("dose", task, fam, q), exact_spearman(t.loc[t["family"] == fam, q], t.loc[t["family"] == fam, "test_acc"]))
-            for task, t in tables.items() for fam in POLY for q in NORMS]
-    matched = [(("matched", task), matched_evidence(matched_norm_contrast(t))) for task, t in tables.items()]
-    pf = holm([a.p_greater for _, a in dose] + [m.p_fails for _, m in matched])
-    ph = holm([a.p_less for _, a in dose])
-    return ([(k, DoseEvidence(a, h, f)) for (k, a), f, h in zip(dose, pf, ph)]
-            + [(k, replace(m, p_fails=f)) for (k, m), f in zip(matched, pf[len(dose):])])
+    delta = RA.DELTA if delta is None else delta
+    dose = [(("dose", task, fam), tuple(dose_slope(g, norm) for _, g in t[t["family"] == fam].groupby("lr")))
+            for task, t in tables.items() for fam in POLY]
+    raw = [[RA.raw_p(s, delta) for s in strata] for _, strata in dose]
+    matched = [(("matched", task), RA.matched_evidence(matched_norm_contrast(t))) for task, t in tables.items()]
+    pf = holm([p[0] for r in raw for p in r] + [m.p_fails for _, m in matched])
+    ph = holm([p[1] for r in raw for p in r])
+    out, k = [], 0
+    for (key, strata), r in zip(dose, raw):
+        out.append((key, RA.DoseEvidence(strata, tuple(pf[k:k + len(r)]), tuple(ph[k:k + len(r)]))))
+        k += len(r)
+    return out + [(key, replace(m, p_fails=f)) for (key, m), f in zip(matched, pf[k:])]
 
 
 def decide(key: tuple, ev, a_fails: float | None = None, a_holds: float | None = None) -> str:
@@ -66,43 +73,56 @@ def decide(key: tuple, ev, a_fails: float | None = None, a_holds: float | None =
     return RA.decide_matched(ev, f)
 
 
+def n_strata(evs: list) -> int:
+    """How many p-values the entry's FAILS family holds (the Holm m of the power and seeds statements)."""
+    return sum(len(ev.strata) if k[0] == "dose" else 1 for k, ev in evs)
+
+
 def readings(tables: dict, evs: list | None = None) -> tuple[Reading, ...]:
-    """One Reading per judged evidence (:func:`judged`), keyed ("dose", task, family, norm) or ("matched", task)."""
+    """One Reading per judged evidence (:func:`judged`), keyed ("dose", task, family) or ("matched", task)."""
+    evs = judged(tables) if evs is None else evs
+    m = n_strata(evs)
     out = []
-    for key, ev in evs if evs is not None else judged(tables):
+    for key, ev in evs:
         if key[0] == "dose":
-            _, task, fam, q = key
+            _, task, fam = key
             out.append(Reading(
-                name=f"{task}: {fam}, {NORMS[q]} against accuracy over the doses",
-                statement=f"{task}: within {fam}, a lower final {NORMS[q]} goes with a higher test accuracy (ρ < 0 over "
-                          f"the doses c)", verdict=decide(key, ev), rule="dose-association", key=key,
-                why=words.dose_why(tables[task], fam, q, ev.assoc, ev.p_holds, ev.p_fails)))
+                name=f"{task}: {fam}, ‖φ(S)‖_F against accuracy over the doses",
+                statement=f"{task}: within {fam}, at every learning rate, a 10× lower final ‖φ(S)‖_F goes with at least "
+                          f"0.02 higher test accuracy", verdict=decide(key, ev), rule="dose-association", key=key,
+                why=words.dose_why(tables[task], fam, ev, m)))
         else:
             task = key[1]
             out.append(Reading(name=f"{task}: x³/c against x/c at matched ‖φ(S)‖_F",
-                               statement=f"{task}: at matched final ‖φ(S)‖_F, x³/c reaches the accuracy of x/c within "
-                                         f"±0.02", verdict=decide(key, ev), rule="matched-norm", key=key,
+                               statement=f"{task}: at matched final ‖φ(S)‖_F and the same lr, x³/c reaches the accuracy "
+                                         f"of x/c within ±0.02", verdict=decide(key, ev), rule="matched-norm", key=key,
                                why=words.matched_why(ev)))
     return tuple(out)
 
 
 def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict, dict]:
-    """Falsifiability: one family's doses with accuracy replaced by their own norms (a higher norm, a higher
-    accuracy: deliberately against the premise) through the same exact test and rule, one reading (Holm m = 1).
-    Robustness: the family-wise levels halved and doubled."""
-    from empirics.training.dose_response import exact_spearman
+    """Falsifiability: one family's doses with accuracy replaced by their own log10 norm (+1 per decade: a higher
+    norm, a higher accuracy, deliberately against the premise) through the same slope and rule. Robustness: the family-wise levels halved and doubled, the margin halved and doubled,
+    and ‖∂φ(S)/∂X‖_F for ‖φ(S)‖_F."""
+    from empirics.training.dose_response import dose_slope
     from sapa.conditions import could_fail, not_applicable, not_run, question_row, robustness
     from sapa.rules import association as RA
 
     task, t = next(iter(tables.items()))
     d = t[t["family"] == POLY[0]]
-    a = exact_spearman(d["log10_attn_fro"], d["log10_attn_fro"])
-    ctrl = RA.decide_dose(RA.DoseEvidence(a, a.p_less, a.p_greater))
-    fal = could_fail("Spearman ρ over the doses with an exact permutation p can come out either side of 0",
-                     f"{task}: within {POLY[0]}, a lower ‖φ(S)‖_F goes with a higher accuracy — on accuracies replaced "
-                     f"by the doses' own log10 ‖φ(S)‖_F (a higher norm, a higher accuracy: deliberately false)", ctrl,
-                     how=f"the same {a.n} doses, exact_spearman and rule dose-association (one reading); the smallest "
-                         f"attainable p is 1/{a.n}! = {1 / math.factorial(a.n):.2g}" if a.n else "no doses")
+    strata = tuple(dose_slope(g.assign(test_acc=g["log10_attn_fro"], test_acc_seeds=[[v] for v in
+                                                                                       g["log10_attn_fro"]]))
+                   for _, g in d.groupby("lr"))
+    raw = [RA.raw_p(s) for s in strata]
+    ctrl = RA.decide_dose(RA.DoseEvidence(strata, tuple(min(1.0, p[0] * len(raw)) for p in raw),
+                                          tuple(min(1.0, p[1] * len(raw)) for p in raw)))
+    fal = could_fail("a slope of accuracy on log10 norm over the doses, tested against −0.02 per decade, can come out "
+                     "either side",
+                     f"{task}: within {POLY[0]}, at every lr, a 10× lower ‖φ(S)‖_F goes with ≥ 0.02 higher accuracy — "
+                     f"on accuracies replaced by the doses' own log10 ‖φ(S)‖_F (a higher norm, a higher accuracy: "
+                     f"deliberately false)", ctrl,
+                     how=f"the same doses at {len(strata)} learning rates, dose_slope and rule dose-association "
+                         f"(Bonferroni over the strata)")
     names, base = [r.name for r in rs], [r.verdict for r in rs]
     rows = [not_applicable("logit convention", "the trained models compute S/√d; another convention is another study")]
     evs = dict(judged(tables))
@@ -110,6 +130,12 @@ def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dic
         vs = [decide(r.key, evs[r.key], RA.ALPHA_FAILS * k, RA.ALPHA_HOLDS * k) for r in rs]
         rows.append(question_row(f"family-wise levels ×{k:g} (FAILS {RA.ALPHA_FAILS * k:g}, HOLDS "
                                  f"{RA.ALPHA_HOLDS * k:g})", names, base, vs))
+    for k in (0.5, 2.0):
+        other = dict(judged(tables, delta=RA.DELTA * k))
+        rows.append(question_row(f"margin ×{k:g} ({RA.DELTA * k:g} accuracy per decade of norm)", names, base,
+                                 [decide(r.key, other[r.key]) for r in rs]))
+    other = dict(judged(tables, norm="log10_jac_x_fro"))
+    rows.append(question_row("‖∂φ(S)/∂X‖_F in place of ‖φ(S)‖_F", names, base, [decide(r.key, other[r.key]) for r in rs]))
     rows.append(not_run("seed", "a second training study costs the budget again"))
     return fal, robustness(verdict, rows)
 
@@ -140,8 +166,7 @@ def check(ctx: Context) -> Outcome:
     verdict = question_verdict(rs)
     fal, robust = conditions(tables, rs, verdict)
     return Outcome(verdict=verdict, readings=rs, rule="dose-association", tested_statement=words.TESTED,
-                   headline="; ".join(f"{r.key[1]} {r.key[2]} {NORMS[r.key[3]]}: {r.verdict}" for r in rs
-                                      if r.key[0] == "dose"),
+                   headline="; ".join(f"{r.key[1]} {r.key[2]}: {r.verdict}" for r in rs if r.key[0] == "dose"),
                    answer=words.answer(tables, rs) if verdict == "ANSWERED" else None, findings=words.findings(tables),
                    falsifiability=fal, robustness=robust, figures=_figures(ctx, tables),
                    evidence={"doses": {task: t.to_dict(orient="records") for task, t in tables.items()},
@@ -162,11 +187,12 @@ CLAIM = Claim(
                "test accuracy over the doses c of x^p/c (and τ of softmax(S/τ)) at one N per task",
         norm="Frobenius (exact kernels, float64)",
         randomness="trained weights: seeded inits and minibatch streams shared by every dose at one replicate",
-        quantifier="over doses (the unit: c at its best learning rate, seeds averaged), within one family; across "
-                   "families at matched norm",
+        quantifier="over doses (the unit: c at one learning rate, seeds averaged), within one family at every lr of "
+                   "the grid; across families at matched norm and lr",
         n_range="digits N = 16; text N = 64 (the tasks' smallest N)",
         predicted_exponent="not a rate: the paper's thesis predicts that a lower (bounded) norm trains better",
-        refuted_by="within a family, ρ(log10 norm, accuracy) > 0 over the doses with Holm-adjusted exact p ≤ 0.01",
+        refuted_by="within a family at some lr, the slope of accuracy on log10 norm over the doses above −0.02 per "
+                   "decade with Holm-adjusted p ≤ 0.01",
         logit_scale="S/sqrt(d)",
         logit_note="the tiny transformers' scores q·k/√d (empirics.training.tiny_models)",
     ),

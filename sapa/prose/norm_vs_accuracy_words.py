@@ -15,55 +15,74 @@ STATEMENT = ("Does accuracy follow the attention norm — within one activation 
 
 TESTED = ("At each task's smallest N (digits 8×8 images, N = 16 patches; the causal character model, N = 64), x/c and "
           "x³/c over a log grid of c (1 … 128, including √N and the paper's 16) and softmax(S/τ) over a grid of τ, "
-          "tiny transformers trained with the study's seeds, minibatches and learning-rate grid; per dose (the unit: "
-          "c at its best lr, seeds averaged) the final ‖φ(S)‖_F, ‖∂φ(S)/∂X‖_F (exact, float64) and test accuracy. "
-          "Within x/c and x³/c: Spearman ρ(log10 norm, accuracy) over the doses, exact permutation p (dose-association: "
-          "HOLDS if a lower norm goes with a higher accuracy). Across them: x³/c minus x/c at matched ‖φ(S)‖_F "
-          "(matched-norm: HOLDS if within ±0.02). Holm over the entry's readings. ANSWERED when every reading is "
-          "decided.")
+          "tiny transformers trained at every learning rate of the study's grid with its seeds and minibatches; per dose "
+          "(the unit: c at one lr, seeds averaged) the final ‖φ(S)‖_F, ‖∂φ(S)/∂X‖_F (exact, float64) and test accuracy. "
+          "Within x/c and x³/c at each lr: the least-squares slope b of accuracy on log10 ‖φ(S)‖_F over the doses, "
+          "Student-t against −0.02 per decade (dose-association: HOLDS if at every lr a 10× lower norm buys at least "
+          "0.02 accuracy, FAILS if at some lr it buys less or costs accuracy). Across them: x³/c minus x/c at matched "
+          "‖φ(S)‖_F and the same lr (matched-norm: HOLDS if within ±0.02). Holm over the entry's p-values. ANSWERED "
+          "when every reading is decided.")
 
 
 def _p(v: float) -> str:
     return "undefined" if not math.isfinite(v) else f"{v:.3g}"
 
 
-def dose_why(t, fam: str, q: str, a, p_holds: float, p_fails: float) -> str:
-    """The doses' norms and accuracies and the test, in one line."""
-    d = t[t["family"] == fam].sort_values("dose")
-    pts = ", ".join(f"c={c:g}: {n:+.2f}/{acc:.3f}" for c, n, acc in zip(d["dose"], d[q], d["test_acc"]))
+def _seeds(k: float) -> str:
+    return "undefined" if math.isnan(k) else "out of reach by seeds (the doses' scatter alone)" if math.isinf(k) \
+        else f"{k:g}"
+
+
+def dose_why(t, fam: str, ev, m: int) -> str:
+    """Per lr: the slope with its se, Spearman's ρ and the adjusted p-values; the design's power and, undecided, the
+    seeds per dose that would decide it."""
+    from sapa.rules.association import DELTA, decide_dose, power_at_null, seeds_to_decide
+
+    parts = [f"lr {s.lr:g}: b = {s.b:+.3f} (se {s.se:.3f}, {s.n} doses, ρ = {s.rho:+.2f}); adjusted p(b ≤ −{DELTA:g}) "
+             f"= {_p(pf)}, p(b ≥ −{DELTA:g}) = {_p(ph)}" for s, pf, ph in zip(ev.strata, ev.p_fails, ev.p_holds)]
+    d = t[t["family"] == fam]
     best = d.loc[d["test_acc"].idxmax()]
-    how = f"exact over all {math.factorial(a.n)} pairings" if a.exact else "Monte Carlo pairings"
-    return (f"ρ = {a.rho:+.2f} over {a.n} doses ({how}); Holm-adjusted p(ρ < 0) = {_p(p_holds)}, p(ρ > 0) = {_p(p_fails)}; log10 {NORMS[q]}/accuracy "
-            f"per dose {{{pts}}}; the most accurate dose c = {best['dose']:g}")
+    out = (f"accuracy per decade of ‖φ(S)‖_F over the doses — {'; '.join(parts)}; the most accurate dose c = "
+           f"{best['dose']:g} at lr {best['lr']:g} ({best['test_acc']:.3f}); power {100 * power_at_null(ev, m):.0f} % "
+           f"to say FAILS were the norm irrelevant (b = 0)")
+    if decide_dose(ev) == "UNDETERMINED":
+        need = [f"lr {s.lr:g}: {_seeds(seeds_to_decide(s, m))}" for s in ev.strata]
+        out += f"; seeds per dose for 80 % power to decide at the observed slope: {', '.join(need)}"
+    return out
 
 
 def matched_why(m) -> str:
     c = m.contrast
     diffs = ", ".join(f"{v:+.3f}" for v in c.diffs)
-    return (f"{c.n} doses of x³/c inside x/c's norm range; accuracy differences at matched norm {{{diffs}}}, mean "
+    return (f"{c.n} (lr, dose) cells of x³/c inside x/c's norm range at their lr; accuracy differences at matched norm {{{diffs}}}, mean "
             f"{c.mean:+.3f}, 90 % interval [{m.lo:+.3f}, {m.hi:+.3f}]; Holm-adjusted p(beyond ±0.02) = {_p(m.p_fails)}"
             if c.n else "x³/c and x/c reach no common norm: nothing to compare")
 
 
 def reviewer_pair(t) -> str | None:
-    """The reviewer's comparison from the dose table: x³/1 against x/16 (norms and accuracies, per seed)."""
-    a = t[(t["family"] == "x³/c") & (t["dose"] == 1)]
-    b = t[(t["family"] == "x/c") & (t["dose"] == 16)]
-    if not (len(a) and len(b)):
-        return None
-    a, b = a.iloc[0], b.iloc[0]
-    wins = sum(x < y for x, y in zip(a["test_acc_seeds"], b["test_acc_seeds"]))
-    return (f"x³/1 ends with ‖φ(S)‖_F 10^{a['log10_attn_fro']:.2f} against x/16's 10^{b['log10_attn_fro']:.2f} "
-            f"({'lower' if a['log10_attn_fro'] < b['log10_attn_fro'] else 'higher'}) and accuracy {a['test_acc']:.3f} "
-            f"against {b['test_acc']:.3f} (lower in {wins} of {len(a['test_acc_seeds'])} paired seeds)")
+    """The reviewer's comparison from the dose table: x³/1 against x/16 at each lr (norms and accuracies)."""
+    out = []
+    for lr, g in t.groupby("lr", sort=True) if "lr" in t else [(None, t)]:
+        a = g[(g["family"] == "x³/c") & (g["dose"] == 1)]
+        b = g[(g["family"] == "x/c") & (g["dose"] == 16)]
+        if not (len(a) and len(b)):
+            continue
+        a, b = a.iloc[0], b.iloc[0]
+        wins = sum(x < y for x, y in zip(a["test_acc_seeds"], b["test_acc_seeds"]))
+        out.append(f"{'' if lr is None else f'at lr {lr:g}, '}x³/1 ends with ‖φ(S)‖_F 10^{a['log10_attn_fro']:.2f} "
+                   f"against x/16's 10^{b['log10_attn_fro']:.2f} "
+                   f"({'lower' if a['log10_attn_fro'] < b['log10_attn_fro'] else 'higher'}) and accuracy "
+                   f"{a['test_acc']:.3f} against {b['test_acc']:.3f} (lower in {wins} of {len(a['test_acc_seeds'])} "
+                   f"paired seeds)")
+    return "; ".join(out) or None
 
 
-def answer(tables: dict, rs: tuple[Reading, ...]) -> str:
+def answer(tables: dict, rs: tuple) -> str:
     """The answer in sentences: per task the dose-association verdicts, the matched-norm reading and the pair."""
     parts = []
     for task, t in tables.items():
         mine = [r for r in rs if r.key[1] == task]
-        dose = "; ".join(f"{r.key[2]} with {NORMS[r.key[3]]}: {_said(r.verdict)}" for r in mine if r.key[0] == "dose")
+        dose = "; ".join(f"{r.key[2]}: {_said(r.verdict)}" for r in mine if r.key[0] == "dose")
         m = next((r for r in mine if r.key[0] == "matched"), None)
         pair = reviewer_pair(t)
         parts.append(f"{task}: {dose}." + (f" At matched ‖φ(S)‖_F, x³/c against x/c: {_said_matched(m.verdict)}."
@@ -72,8 +91,9 @@ def answer(tables: dict, rs: tuple[Reading, ...]) -> str:
 
 
 def _said(v: str) -> str:
-    return {"HOLDS": "a lower norm goes with a higher accuracy", "FAILS": "a higher norm goes with a higher accuracy",
-            "UNDETERMINED": "no monotone association shown"}[v]
+    return {"HOLDS": "at every lr a 10× lower norm buys at least 0.02 accuracy",
+            "FAILS": "at some lr a 10× lower norm buys less than 0.02 accuracy, or costs it",
+            "UNDETERMINED": "undecided"}[v]
 
 
 def _said_matched(v: str) -> str:
@@ -82,22 +102,22 @@ def _said_matched(v: str) -> str:
 
 
 def findings(tables: dict) -> tuple[str, ...]:
-    """The softmax temperature sweep and each family's most accurate dose (descriptive)."""
+    """The softmax temperature sweep per lr and each family's most and least accurate dose (descriptive)."""
     from empirics.training.dose_response import exact_spearman
 
     out = []
     for task, t in tables.items():
-        s = t[t["family"] == "softmax(S/τ)"].sort_values("dose")
-        if len(s):
+        for lr, s in t[t["family"] == "softmax(S/τ)"].groupby("lr", sort=True):
+            s = s.sort_values("dose")
             a = exact_spearman(s["log10_attn_fro"], s["test_acc"])
             pts = ", ".join(f"τ={c:g}: {n:+.2f}/{acc:.3f}" for c, n, acc in zip(s["dose"], s["log10_attn_fro"],
                                                                              s["test_acc"]))
-            out.append(f"{task}: softmax(S/τ), log10 ‖φ(S)‖_F/accuracy per τ {{{pts}}}; ρ = {a.rho:+.2f} (unadjusted "
-                       f"p(ρ < 0) = {_p(a.p_less)}, {a.n} temperatures: a finding, not a verdict)")
+            out.append(f"{task}, lr {lr:g}: softmax(S/τ), log10 ‖φ(S)‖_F/accuracy per τ {{{pts}}}; ρ = {a.rho:+.2f} "
+                       f"({a.n} temperatures: a finding, not a verdict)")
         for fam in POLY:
             d = t[t["family"] == fam]
-            best = d.loc[d["test_acc"].idxmax()]
-            out.append(f"{task}: {fam} is most accurate at c = {best['dose']:g} ({best['test_acc']:.3f}, lr "
-                       f"{best['lr']:g}); least at c = {d.loc[d['test_acc'].idxmin(), 'dose']:g} "
-                       f"({d['test_acc'].min():.3f})")
+            best, worst = d.loc[d["test_acc"].idxmax()], d.loc[d["test_acc"].idxmin()]
+            out.append(f"{task}: {fam} is most accurate at c = {best['dose']:g}, lr {best['lr']:g} "
+                       f"({best['test_acc']:.3f}); least at c = {worst['dose']:g}, lr {worst['lr']:g} "
+                       f"({worst['test_acc']:.3f})")
     return tuple(out)

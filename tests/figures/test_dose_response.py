@@ -34,3 +34,20 @@ def test_writes_png_and_pdf_and_nothing_without_rows(tmp_path):
     paths = F.draw({"digits": _rows()}, tmp_path, "d")
     assert sorted(p.suffix for p in paths) == [".pdf", ".png"] and all(p.stat().st_size > 1000 for p in paths)
     assert F.draw({}, tmp_path) == []
+
+
+def test_one_curve_per_family_and_lr_styled_by_lr_with_one_shared_legend(tmp_path, monkeypatch):
+    saved = {}
+    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
+    rows = [{**r, "lr": lr} for lr in (1e-3, 1e-2) for r in _rows()]
+    F.draw({"digits": rows, "text": [r for r in rows if r["lr"] == 1e-2]}, tmp_path, "d")
+    fig = saved["d"]
+    curves = [ln for ln in fig.axes[0].lines if ln.get_label().startswith(("x/c", "x³/c", "softmax"))]
+    assert sorted(ln.get_label() for ln in curves) == sorted(f"{f}, lr {lr:g}" for f in F.STYLE for lr in (1e-3, 1e-2))
+    style = {ln.get_label(): ln.get_linestyle() for ax in fig.axes for ln in ax.lines if ", lr " in ln.get_label()}
+    assert style["x/c, lr 0.001"] == "-" and style["x/c, lr 0.01"] == "--"  # one style per lr value, on every panel
+    text_x = [ln for ln in fig.axes[1].lines if ln.get_label() == "x/c, lr 0.01"]
+    assert len(text_x) == 1 and text_x[0].get_linestyle() == "--"
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 6  # 3 families × 2 lrs, once
+    labelled = [t.get_text() for t in fig.axes[1].texts]
+    assert labelled.count("4") == 2  # text: doses labelled on each family's smallest lr there (0.01)

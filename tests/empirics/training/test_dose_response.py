@@ -1,5 +1,6 @@
 """Tests for `empirics/training/dose_response.py`: exact Spearman p by brute force with scipy's ρ, the dose table from a
-runs table (best lr per dose, diverged members at chance), and the matched-norm contrast by hand."""
+runs table (every lr kept, diverged members at chance), the slope and its se against scipy.stats.linregress with the
+seed variance by hand, and the matched-norm contrast by hand, each lr matched to itself."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.training.dose_response import dose_table, exact_spearman, matched_norm_contrast
+from empirics.training.dose_response import dose_slope, dose_table, exact_spearman, matched_norm_contrast
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -61,15 +62,34 @@ def _runs() -> pd.DataFrame:
     return df
 
 
-def test_dose_table_takes_each_dose_at_its_best_lr_and_a_diverged_member_at_chance():
+def test_dose_table_keeps_every_lr_and_a_diverged_member_at_chance():
     t = dose_table(_runs(), "digits")
-    assert set(t["family"]) == {"x/c", "x³/c", "softmax(S/τ)"} and len(t) == 9
-    assert (t["lr"] == 1e-2).all()  # the higher median validation accuracy everywhere
-    x16 = t[(t["family"] == "x/c") & (t["dose"] == 16.0)].iloc[0]
+    assert set(t["family"]) == {"x/c", "x³/c", "softmax(S/τ)"} and len(t) == 18  # 3 families × 3 doses × 2 lrs
+    assert sorted(set(t["lr"])) == [1e-3, 1e-2] and (t["seeds"] == 3).all()
+    x16 = t[(t["family"] == "x/c") & (t["dose"] == 16.0) & (t["lr"] == 1e-2)].iloc[0]
     acc = 0.5 + 0.1 + 0.05 - 0.01
     assert x16["test_acc_seeds"] == pytest.approx([0.1, acc + 0.01, acc + 0.02])  # seed 0 diverged: chance
     assert x16["log10_attn_fro_seeds"][0] is None and x16["log10_attn_fro"] == pytest.approx(math.log10(10 / 16))
     assert dose_table(_runs(), "text").empty
+
+
+def test_dose_slope_is_least_squares_over_the_dose_means_with_the_seed_variance():
+    rng = np.random.default_rng(4)
+    x = np.linspace(-1.0, 1.5, 8)
+    seeds = 0.8 - 0.05 * x[:, None] + 0.01 * rng.standard_normal((8, 3))
+    t = pd.DataFrame({"lr": 0.01, "log10_attn_fro": x, "test_acc": seeds.mean(1), "test_acc_seeds": list(seeds)})
+    s, ref = dose_slope(t), stats.linregress(x, seeds.mean(1))
+    assert s.b == pytest.approx(ref.slope, rel=1e-12) and s.se == pytest.approx(ref.stderr, rel=1e-10)
+    assert s.df == 6 and s.n == 8 and s.seeds == 3 and s.lr == 0.01
+    assert s.seed_var == pytest.approx(np.mean(seeds.var(axis=1, ddof=1)), rel=1e-12)
+    assert s.sxx == pytest.approx(float(((x - x.mean()) ** 2).sum()), rel=1e-12)
+    assert s.rho == pytest.approx(stats.spearmanr(x, seeds.mean(1)).statistic, abs=1e-12)
+    resid = float(((seeds.mean(1) - ref.intercept - ref.slope * x) ** 2).sum()) / 6
+    assert s.lack_of_fit_var == pytest.approx(max(0.0, resid - s.seed_var / 3), abs=1e-15)
+    short = dose_slope(t.iloc[:2])
+    assert math.isnan(short.b) and short.df == 0
+    t.loc[3, "log10_attn_fro"] = np.inf  # a diverged dose's norm: left out
+    assert dose_slope(t).n == 7
 
 
 def test_matched_norm_contrast_interpolates_the_reference_in_log_norm():
@@ -84,3 +104,7 @@ def test_matched_norm_contrast_interpolates_the_reference_in_log_norm():
     c = matched_norm_contrast(t)
     assert c.n == 2 and c.diffs == pytest.approx((-0.2, -0.1)) and c.norms == pytest.approx((1.5, 0.5))
     assert c.mean == pytest.approx(-0.15) and c.p_less == pytest.approx(0.25)  # exact signed rank, 2 of 2 negative
+    # a second lr whose x/c lies 0.3 higher: matched to its own lr, never across; 4 cells, exact p = 1/16
+    two = pd.concat([t.assign(lr=1e-3), t.assign(lr=1e-2, test_acc=t["test_acc"] + 0.3 * (t["family"] == "x/c"))])
+    c = matched_norm_contrast(two)
+    assert c.n == 4 and c.diffs == pytest.approx((-0.2, -0.1, -0.5, -0.4)) and c.p_less == pytest.approx(1 / 16)

@@ -212,3 +212,21 @@ def test_a_sealed_chunk_is_reused_only_under_its_own_chunk_hash(tmp_path):
     assert _stored(path, "b") is None
     atomic_write_json(path, seal_record({"config_hash": "a", "chunk": {}}))
     assert _stored(path, "a") is None
+
+
+def test_first_seed_gives_fresh_seeds_and_leaves_default_hashes_alone():
+    """A probe sized by a pilot trains seeds first_seed … first_seed + seeds − 1 (the pilot's data never read twice);
+    first_seed = 0 is the old design, whose stored chunks keep their hash; a bad first_seed is one clear error."""
+    fresh = replace(TINY, probes=(M.Probe("copy1", (16,), 6, 3, vocab=16, first_seed=5),))
+    chunks = M.plan_mech_chunks(fresh)
+    assert {r for c in chunks for _, r in c.members} == {5, 6, 7}
+    zero = replace(TINY, probes=(replace(TINY.probes[0], first_seed=0),))
+    moved = replace(TINY, probes=(replace(TINY.probes[0], first_seed=2),))
+    assert zero.chunk_hash("copy1") == TINY.chunk_hash("copy1") != moved.chunk_hash("copy1")
+    a = M.train_mechanism_chunk(chunks[0], fresh)
+    b = M.train_mechanism_chunk(M.plan_mech_chunks(replace(fresh, probes=(replace(fresh.probes[0], first_seed=0),)))[0],
+                                fresh)
+    assert a["val_acc"] != b["val_acc"]  # other seeds: other inits and minibatches
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InputError, match="first_seed"):
+            M.Probe("copy1", (16,), 6, 3, first_seed=bad)

@@ -1,29 +1,76 @@
-"""Tests for `sapa/rules/association.py`: dose-association and matched-norm decide from the entry's adjusted p-values
-and their intervals, and meet their calibration targets on a short run (the stored one has 1000 trials)."""
+"""Tests for `sapa/rules/association.py`: dose-association decides per learning-rate stratum from the slope against
+−DELTA (FAILS at any lr, HOLDS at every lr), its power and seeds-to-decide against Monte Carlo and by hand, matched-norm
+from the entry's adjusted p-values and intervals; both meet their calibration targets on a short run (the stored one
+has 1000 trials)."""
 
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
 
-from empirics.training.dose_response import Contrast, exact_spearman
+from empirics.training.dose_response import Contrast, DoseSlope, dose_slope
 from sapa.rules import calibrate, rule_named
-from sapa.rules.association import (ALPHA_FAILS, EQUIVALENCE, DoseEvidence, decide_dose, decide_matched,
-                                    matched_evidence)
+from sapa.rules.association import (ALPHA_FAILS, DELTA, EQUIVALENCE, DoseEvidence, _power, decide_dose,
+                                    decide_matched, matched_evidence, power_at_null, raw_p, seeds_to_decide)
 
 
-def test_a_monotone_dose_response_decides_either_way():
-    down = exact_spearman(range(8), [0.9, 0.85, 0.8, 0.7, 0.6, 0.55, 0.5, 0.4])  # higher norm, lower accuracy
-    up = exact_spearman(range(8), [0.4, 0.5, 0.55, 0.6, 0.7, 0.8, 0.85, 0.9])
-    assert decide_dose(DoseEvidence(down, down.p_less, down.p_greater)) == "HOLDS"
-    assert decide_dose(DoseEvidence(up, up.p_less, up.p_greater)) == "FAILS"
-    assert up.p_greater == pytest.approx(1 / math.factorial(8))
+def _slope(b, se, seed_var=0.0, seeds=3, sxx=1.0, lr=0.01):
+    return DoseSlope(lr, b, se, 6, seed_var, seeds, sxx, math.nan, 8)
 
 
-def test_an_inverted_u_is_undetermined_and_adjusted_p_decide():
-    bump = exact_spearman(range(8), [0.5, 0.7, 0.8, 0.9, 0.9, 0.8, 0.7, 0.5])
-    assert decide_dose(DoseEvidence(bump, bump.p_less, bump.p_greater)) == "UNDETERMINED"
-    up = exact_spearman(range(8), range(8))
-    assert decide_dose(DoseEvidence(up, 1.0, ALPHA_FAILS * 1.01)) == "UNDETERMINED"  # Holm moved it above the level
+def _ev(*strata):
+    raw = [raw_p(s) for s in strata]
+    return DoseEvidence(tuple(strata), tuple(r[0] for r in raw), tuple(r[1] for r in raw))
+
+
+def test_raw_p_are_the_one_sided_t_tails_against_the_margin():
+    s = _slope(0.01, 0.01)
+    pf, ph = raw_p(s)
+    assert pf == pytest.approx(stats.t.sf(3.0, 6), rel=1e-12) and ph == pytest.approx(stats.t.cdf(3.0, 6), rel=1e-12)
+    assert raw_p(_slope(0.0, 0.0)) == (0.0, 1.0) and raw_p(_slope(-0.1, 0.0)) == (1.0, 0.0)
+    assert all(math.isnan(p) for p in raw_p(_slope(math.nan, 0.01)))
+
+
+def test_fails_at_any_lr_holds_only_at_every_lr():
+    steep, flat, edge = _slope(-0.2, 0.01), _slope(0.0, 0.001), _slope(-DELTA, 0.01)
+    assert decide_dose(_ev(steep, steep)) == "HOLDS"
+    assert decide_dose(_ev(steep, flat)) == "FAILS"  # one lr where a lower norm buys nothing refutes "at every lr"
+    assert decide_dose(_ev(steep, edge)) == "UNDETERMINED"
+    assert decide_dose(DoseEvidence((steep,), (ALPHA_FAILS * 1.01,), (1.0,))) == "UNDETERMINED"  # Holm moved it
+    assert decide_dose(DoseEvidence((), (), ())) == "UNDETERMINED"
+
+
+def test_power_is_the_noncentral_t_and_agrees_with_monte_carlo():
+    rng = np.random.default_rng(0)
+    se, df, level = 0.01, 6, 0.01
+    z, chi = rng.standard_normal(200_000), rng.chisquare(df, 200_000)
+    t = (z + (0.0 + DELTA) / se) / np.sqrt(chi / df)  # the t statistic when b = 0: a noncentral t, drawn
+    mc = float((t > stats.t.ppf(1 - level, df)).mean())
+    p = _power(0.0, se, df, level, "fails")
+    assert abs(p - mc) < 4 * math.sqrt(p * (1 - p) / t.size)
+    ev = _ev(_slope(0.0, se), _slope(0.0, 2 * se))
+    both = 1 - (1 - _power(0.0, se, 6, level / 3, "fails")) * (1 - _power(0.0, 2 * se, 6, level / 3, "fails"))
+    assert power_at_null(ev, 3) == pytest.approx(both, rel=1e-12)
+
+
+def test_seeds_to_decide_is_the_smallest_count_reaching_80_percent():
+    s = _slope(0.0, 0.02, seed_var=3 * 0.02 ** 2, seeds=3, sxx=1.0)  # all of the residual is seed noise
+    k = seeds_to_decide(s, m=1)
+    se = lambda n: math.sqrt(3 * 0.02 ** 2 / n)  # noqa: E731
+    assert _power(0.0, se(k), 6, ALPHA_FAILS, "fails") >= 0.8 > _power(0.0, se(k - 1), 6, ALPHA_FAILS, "fails")
+    lof = _slope(0.0, 0.02, seed_var=0.0, seeds=3, sxx=1.0)  # all of it the doses' scatter: seeds cannot help
+    assert math.isinf(seeds_to_decide(lof, m=1)) and math.isnan(seeds_to_decide(_slope(math.nan, 0.1), m=1))
+    below = _slope(-0.1, 0.02, seed_var=3 * 0.02 ** 2)  # far below the margin: the HOLDS side
+    assert seeds_to_decide(below, m=1) <= 3
+
+
+def test_a_real_dose_table_decides_through_dose_slope():
+    x = np.linspace(-1.0, 1.0, 8)
+    down = pd.DataFrame({"lr": 0.01, "log10_attn_fro": x, "test_acc": 0.8 - 0.1 * x, "test_acc_seeds": [[0.0]] * 8})
+    up = down.assign(test_acc=0.8 + 0.1 * x)
+    assert decide_dose(_ev(dose_slope(down))) == "HOLDS" and decide_dose(_ev(dose_slope(up))) == "FAILS"
 
 
 def _contrast(diffs):
