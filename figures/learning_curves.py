@@ -10,7 +10,8 @@ Drawn only from the ledger's learning statistics (:mod:`empirics.training.learni
 (c) ``<stem>_solved`` (mechanism cells only): solved fraction against N, one panel per task; a (task, N) cell
     softmax does not solve (no verdict) is shaded;
 (d) ``<stem>_slowdown`` (with trends): per (task, arm) the paired log2 slowdown against N — each seed's
-    interval (exits are known to a grid step; an arrow: beyond the cap) and the fitted maximum-likelihood line.
+    interval (exits are known to a grid step; a stem ending in ▲: beyond the cap, its lower bound at the stem's
+    foot) and the fitted maximum-likelihood line.
 Mechanism cells read steps to accuracy 0.5 (``half``) where the study's read steps to leave the floor (``exits``).
 """
 
@@ -24,6 +25,8 @@ from figures import style
 from figures.training_vs_n import LABELS, _style
 
 __all__ = ["draw"]
+
+CENSORED_STEM = 0.6  # log2 units: the stem of a seed beyond the cap, above its lower bound
 
 
 def _label(arm: str) -> str:
@@ -178,13 +181,17 @@ def _draw_slowdown(trends: dict, out_dir, stem: str, note: str | None) -> list[P
         t = trends[key]
         task, arm = key.split("/", 1)
         st = _st(arm)
+        censored = False
         for N, cell in zip(t["N"], t.get("intervals", [])):
             for j, (lo, hi) in enumerate(cell):
                 x = N * 2 ** (0.25 * (j / max(len(cell) - 1, 1) - 0.5))  # spread the seeds around N
                 lo_v = -4.0 if lo in ("-inf", None) else float(lo)
-                if hi in ("inf", None):
-                    ax.annotate("", (x, lo_v + 1.0), (x, lo_v), arrowprops={"arrowstyle": "->", "color": st["color"],
-                                                                              "lw": 0.8})
+                if hi in ("inf", None):  # beyond the cap: a stem from the lower bound ending in an up-triangle, drawn
+                    # as data so the axis includes it (an annotation arrow is clipped off a panel it overflows)
+                    ax.plot([x, x], [lo_v, lo_v + CENSORED_STEM], color=st["color"], lw=0.8, alpha=0.6)
+                    ax.plot([x], [lo_v + CENSORED_STEM], ls="none", marker="^", ms=3.5, color=st["color"],
+                            label=None if censored else "beyond the cap (lower bound)")
+                    censored = True
                 else:
                     ax.plot([x, x], [lo_v, float(hi)], color=st["color"], lw=0.8, alpha=0.6)
         if t.get("delta") is not None:

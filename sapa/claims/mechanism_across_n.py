@@ -114,8 +114,9 @@ def conditions(slow: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict,
     rows.append(not_run("seed", "a second set of training runs costs the budget again"))
     from empirics.training.mechanism import MECH_FULL as F
 
-    rows.append(not_run("budget full", f"{max(p.seeds for p in F.probes)} seeds, N up to {max(F.Ns)}, "
-                                       f"{len(F.probes)} tasks; not run in this budget"))  # a full ledger renames it
+    sizes = ", ".join(f"{p.task} {p.seeds} seeds to N = {max(p.Ns)}" for p in F.probes if p.role == "probe")
+    # a full ledger renames this row
+    rows.append(not_run("budget full", f"{sizes}; {len(F.probes)} tasks in all; not run in this budget"))
     return fal, robustness(verdict, rows)
 
 

@@ -94,9 +94,10 @@ def reuse_line(prov: dict, out: Path, seconds: float) -> str:
     chunks_now = prov.get("chunks_trained_now")
     where = Path(out) / "chunks"
     if now == 0:
-        return (f"Nothing to train: all {members} members ({chunks} ensemble chunks) were already finished in {where} "
-                f"(same budget, seed and design; `sapa verify` trains into results/train). This summary reads them "
-                f"({seconds:.1f} s); to train again, give another --out or delete that folder.")
+        return (f"Nothing to train in the study: all {members} members ({chunks} ensemble chunks) were already finished "
+                f"in {where} (same budget, seed and design; `sapa verify` trains into results/train); {seconds:.1f} s "
+                f"in all, with any mechanism chunks trained now (listed below). To train again, give another --out or "
+                f"delete that folder.")
     if now < members:
         reused = "" if chunks_now is None else f" ({chunks - int(chunks_now)} ensemble chunks)"
         return (f"Trained {now} of {members} members now and reused the other {members - now}{reused}, finished "

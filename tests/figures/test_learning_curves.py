@@ -51,3 +51,19 @@ def test_stored_data_redraws_the_same_figures_with_the_same_note(tmp_path, monke
     fig.draw_stored(data, tmp_path, stem)
     assert set(saved) == {"t_curves", "t_exit", "t_solved"}
     assert all(any(t.get_text().startswith("Quick budget") for t in f.texts) for f in saved.values())
+
+
+def test_slowdown_seeds_beyond_the_cap_stay_inside_the_panel(tmp_path, monkeypatch):
+    """A seed beyond the cap is drawn as data (a stem to a ▲) so the axis grows to include it, labelled once."""
+    saved = {}
+    monkeypatch.setattr(fig.style, "save", lambda f, out, stem: saved.setdefault(stem, f) and [])
+    trend = {"N": [16, 32], "intervals": [[[0.0, 0.2], [0.1, 0.3]], [[0.5, 0.7], [5.0, "inf"], [6.0, "inf"]]],
+             "fitted": [0.1, 0.6], "delta": 0.5}
+    fig._draw_slowdown({"copy1/x_sqrtN": trend}, tmp_path, "t", None)
+    ax = saved["t_slowdown"].axes[0]
+    tips = [ln for ln in ax.lines if ln.get_marker() == "^"]
+    assert len(tips) == 2 and [float(ln.get_ydata()[0]) for ln in tips] == [5.0 + fig.CENSORED_STEM,
+                                                                             6.0 + fig.CENSORED_STEM]
+    assert ax.get_ylim()[1] >= 6.0 + fig.CENSORED_STEM
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels.count("beyond the cap (lower bound)") == 1
