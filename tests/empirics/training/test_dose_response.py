@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.training.dose_response import dose_slope, dose_table, exact_spearman, matched_norm_contrast
+from empirics.training.dose_response import (Contrast, DoseSlope, dose_slope, dose_table, exact_spearman,
+                                             matched_norm_contrast)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -108,3 +109,73 @@ def test_matched_norm_contrast_interpolates_the_reference_in_log_norm():
     two = pd.concat([t.assign(lr=1e-3), t.assign(lr=1e-2, test_acc=t["test_acc"] + 0.3 * (t["family"] == "x/c"))])
     c = matched_norm_contrast(two)
     assert c.n == 4 and c.diffs == pytest.approx((-0.2, -0.1, -0.5, -0.4)) and c.p_less == pytest.approx(1 / 16)
+
+
+def test_each_family_carries_its_power_and_a_slope_without_seed_lists_has_one_seed():
+    t = dose_table(_runs(), "digits")
+    assert dict(t.groupby("family")["p"].first()) == {"x/c": 1, "x³/c": 3, "softmax(S/τ)": 0}
+    bare = pd.DataFrame({"lr": 0.01, "log10_attn_fro": [0.0, 1.0, 2.0], "test_acc": [0.5, 0.7, 0.6]})
+    s = dose_slope(bare)
+    assert s.seeds == 1 and math.isnan(s.seed_var) and s.b == pytest.approx(0.05)
+
+
+def test_three_points_are_enough_for_spearman_and_two_reference_doses_for_a_match():
+    a = exact_spearman([1, 2, 3], [1, 3, 2])
+    assert a.n == 3 and a.rho == pytest.approx(0.5)
+    t = pd.DataFrame([
+        {"family": "x/c", "dose": 1.0, "lr": 0.01, "log10_attn_fro": 2.0, "test_acc": 0.9},
+        {"family": "x/c", "dose": 4.0, "lr": 0.01, "log10_attn_fro": 0.0, "test_acc": 0.5},
+        {"family": "x³/c", "dose": 1.0, "lr": 0.01, "log10_attn_fro": 1.0, "test_acc": 0.6},  # ref there: 0.7
+        {"family": "x³/c", "dose": 2.0, "lr": 0.01, "log10_attn_fro": 1.5, "test_acc": 0.9},  # ref there: 0.8
+    ])
+    c = matched_norm_contrast(t)
+    assert c.n == 2 and c.diffs == pytest.approx((-0.1, 0.1))
+
+
+def test_lack_of_fit_is_the_residual_beyond_the_seed_noise_and_edges_of_the_slope():
+    x = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+    bump = np.array([0.0, 0.05, -0.05, 0.05, -0.05, 0.0])  # the doses' own scatter about the line
+    seeds = (0.5 + 0.1 * x + bump)[:, None] + np.array([-0.01, 0.01])  # two seeds, ±0.01: seed variance 2e-4
+    t = pd.DataFrame({"lr": 0.1, "log10_attn_fro": x, "test_acc": seeds.mean(1), "test_acc_seeds": list(seeds)})
+    s = dose_slope(t)
+    ref = stats.linregress(x, seeds.mean(1))
+    resid = float(((seeds.mean(1) - ref.intercept - ref.slope * x) ** 2).sum()) / 4
+    assert s.seeds == 2 and s.seed_var == pytest.approx(2e-4, rel=1e-9)
+    assert s.lack_of_fit_var == pytest.approx(resid - 2e-4 / 2, rel=1e-9) and s.lack_of_fit_var > 1e-3
+    unit = dose_slope(t.iloc[[0, 1, 2]])  # a norm range of exactly one decade is a range
+    assert unit.n == 3 and math.isfinite(unit.b)
+    flat = dose_slope(t.assign(log10_attn_fro=1.0))
+    assert math.isnan(flat.b) and math.isnan(flat.se)
+    d = s.as_dict()
+    assert d["b_per_decade"] == round(s.b, 6) and flat.as_dict()["b_per_decade"] is None
+
+
+def test_rounding_of_stored_seeds_and_json_ready_statistics():
+    import json
+
+    r = _runs()
+    r.loc[r["arm"] == "x_dose", "test_acc"] = 1 / 3
+    t = dose_table(r, "digits")
+    x = t[(t["family"] == "x/c") & (t["dose"] == 1.0) & (t["lr"] == 1e-3)].iloc[0]
+    assert x["test_acc_seeds"] == [0.333333] * 3
+    a = exact_spearman(range(7), [2, 1, 4, 3, 6, 7, 5])
+    assert a.as_dict()["rho"] == round(a.rho, 6) != round(a.rho, 7)  # ρ = 0.857142…: six digits stored
+    nan = exact_spearman([1, 1, 1], [1, 2, 3]).as_dict()
+    assert nan["rho"] is None and json.dumps(nan, allow_nan=False)
+    assert exact_spearman([1, 2, 3], [0.0, 1.0, 0.5]).rho == pytest.approx(0.5)  # a y range of exactly 1 is a range
+    assert exact_spearman([0.0, 1.0, 0.5], [1, 2, 3]).rho == pytest.approx(0.5)  # and an x range of exactly 1
+    third = DoseSlope(0.01, 1 / 3, 1 / 3, 6, 1 / 3, 3, 1 / 3, 1 / 3, 8).as_dict()
+    assert third["b_per_decade"] == 0.333333 and third["sxx"] == 0.333333  # six digits, as every stored statistic
+    assert Contrast((1 / 3,), (1 / 3,), 1 / 3, 1 / 3, 1 / 3, 1).as_dict()["mean"] == 0.333333
+    empty = matched_norm_contrast(pd.DataFrame(columns=["family", "dose", "lr", "log10_attn_fro", "test_acc"]))
+    assert empty.n == 0 and empty.as_dict()["mean"] is None
+
+
+def test_a_dose_at_exactly_the_reference_range_edge_is_matched():
+    t = pd.DataFrame([
+        {"family": "x/c", "dose": 1.0, "lr": 0.01, "log10_attn_fro": 2.0, "test_acc": 0.9},
+        {"family": "x/c", "dose": 4.0, "lr": 0.01, "log10_attn_fro": 0.0, "test_acc": 0.5},
+        {"family": "x³/c", "dose": 1.0, "lr": 0.01, "log10_attn_fro": 0.0, "test_acc": 0.6},  # at the low edge
+        {"family": "x³/c", "dose": 2.0, "lr": 0.01, "log10_attn_fro": 2.0, "test_acc": 0.8},  # at the high edge
+    ])
+    assert matched_norm_contrast(t).diffs == pytest.approx((0.1, -0.1))

@@ -92,3 +92,75 @@ def test_calibration_meets_targets_on_a_short_run(name):
     c = calibrate(rule_named(name), trials=200, seed=1)
     assert c.false_fails_rate <= 0.01 + 3 * math.sqrt(0.01 * 0.99 / 200)
     assert c.false_holds_rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 200)
+
+
+def test_raw_p_edges_one_degree_of_freedom_a_tie_at_the_margin_and_undefined_inputs():
+    s = DoseSlope(0.01, 0.0, 0.01, 1, math.nan, 1, 1.0, math.nan, 3)  # three doses: df = 1 is a valid t test
+    assert raw_p(s) == pytest.approx((stats.t.sf(2.0, 1), stats.t.cdf(2.0, 1)), rel=1e-12)
+    assert raw_p(_slope(-DELTA, 0.0)) == (1.0, 1.0)  # exactly at the margin with no spread: neither side shown
+    assert all(math.isnan(p) for p in raw_p(_slope(0.0, math.nan)))
+    assert all(math.isnan(p) for p in raw_p(DoseSlope(0.01, 0.0, 0.01, 0, math.nan, 1, 1.0, math.nan, 2)))
+    assert _power(0.0, 0.01, 1, 0.01, "fails") == pytest.approx(
+        float(stats.nct.sf(stats.t.ppf(0.99, 1), 1, DELTA / 0.01)), rel=1e-12)
+    assert math.isnan(_power(0.0, 0.01, 0, 0.01, "fails")) and math.isnan(_power(0.0, 0.0, 6, 0.01, "fails"))
+
+
+def test_seeds_to_decide_answers_one_when_one_seed_already_decides():
+    s = _slope(0.5, 0.001, seed_var=3 * 0.001 ** 2)  # far above the margin, tiny spread
+    assert seeds_to_decide(s, m=1) == 1.0
+    assert math.isinf(seeds_to_decide(_slope(-0.019, 0.01, seed_var=3 * 0.01 ** 2), m=1))  # at the margin: > MAX_SEEDS
+
+
+def test_dose_evidence_as_dict_is_json_ready():
+    import json
+
+    ev = _ev(_slope(0.01, 0.01), DoseSlope(0.1, math.nan, math.nan, 0, math.nan, 1, math.nan, math.nan, 2))
+    d = ev.as_dict()
+    json.dumps(d, allow_nan=False)
+    assert d["delta_per_decade"] == DELTA and d["strata"][0]["b_per_decade"] == 0.01
+    assert d["strata"][1]["b_per_decade"] is None and d["strata"][1]["p_fails_adjusted"] is None
+
+
+def test_simulations_have_their_designed_slope_spread_and_strata():
+    """The calibration's synthetic dose-responses: the slope averages the truth (−DELTA or 0) within its Monte Carlo
+    error, 2 or 3 lrs of 8 doses × 3 seeds; the matched differences centre on ±EQUIVALENCE (sign at random) or 0.06,
+    with sd 0.03/√3."""
+    from sapa.rules.association import SIM_DOSES, SIM_SEEDS, SIM_STRATA, simulate_dose, simulate_matched
+
+    rng = np.random.default_rng(7)
+    for truth, b in (("holds", -DELTA), ("fails", 0.0)):
+        evs = [simulate_dose(truth, rng) for _ in range(300)]
+        assert {len(e.strata) for e in evs} == set(SIM_STRATA) == {2, 3}  # text has 2 lrs, digits 3
+        assert all(s.n == SIM_DOSES and s.seeds == SIM_SEEDS and s.df == SIM_DOSES - 2 for e in evs for s in e.strata)
+        bs = np.array([s.b for e in evs for s in e.strata])
+        assert abs(bs.mean() - b) < 4 * bs.std(ddof=1) / math.sqrt(bs.size)
+        sxx = np.median([s.sxx for e in evs for s in e.strata])  # doses c = 2^i: 0.3–0.9 decades of norm per decade
+        assert 0.5 < sxx < 2.5  # of c gives Σ(x − x̄)² ≈ 3.8 k² (k = 0.6: 1.4; with c = 3^i it would be 2.5× that)
+        sd = np.sqrt([s.seed_var for e in evs for s in e.strata])
+        assert 0.004 < np.median(sd) < 0.03  # the seed sd drawn from 0.005–0.03 (unit-variance t3 noise)
+    draws = [np.asarray(simulate_matched("holds", rng).contrast.diffs) for _ in range(400)]
+    signs = np.array([np.sign(d.mean()) for d in draws])
+    assert 0.4 < (signs > 0).mean() < 0.6  # the edge +0.02 or −0.02 at random
+    centred = np.concatenate([d - s * EQUIVALENCE for d, s in zip(draws, signs)])
+    assert abs(centred.mean()) < 4 * centred.std() / math.sqrt(centred.size)
+    d = np.concatenate([simulate_matched("fails", rng).contrast.diffs for _ in range(400)])
+    assert abs(d.mean() - 0.06) < 4 * d.std() / math.sqrt(d.size)
+    assert np.std(d) == pytest.approx(0.03 / math.sqrt(SIM_SEEDS), rel=0.1)  # t3 noise scaled to unit variance
+
+
+def test_matched_evidence_is_the_two_one_sided_t_tests_and_the_90_percent_interval():
+    d = [0.03, 0.01, 0.05, 0.02, 0.04]
+    ev = matched_evidence(_contrast(d))
+    m, se = float(np.mean(d)), float(np.std(d, ddof=1)) / math.sqrt(5)
+    raw = min(1.0, 2 * min(stats.t.sf((m - EQUIVALENCE) / se, 4), stats.t.cdf((m + EQUIVALENCE) / se, 4)))
+    assert ev.p_fails == pytest.approx(raw, rel=1e-12)
+    assert (ev.lo, ev.hi) == pytest.approx((m - stats.t.ppf(0.95, 4) * se, m + stats.t.ppf(0.95, 4) * se), rel=1e-12)
+    assert math.isnan(matched_evidence(_contrast([0.01, 0.01])).p_fails)  # no spread: no t test
+    at = replace_p(ev, ALPHA_FAILS)
+    assert decide_matched(at) == "FAILS"  # the level itself decides
+
+
+def replace_p(ev, p):
+    from dataclasses import replace
+
+    return replace(ev, p_fails=p)
