@@ -102,8 +102,8 @@ def readings(tables: dict, evs: list | None = None) -> tuple[Reading, ...]:
 
 def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict, dict]:
     """Falsifiability: one family's doses with accuracy replaced by their own log10 norm (+1 per decade: a higher
-    norm, a higher accuracy, deliberately against the premise) through the same slope and rule. Robustness: the family-wise levels halved and doubled, the margin halved and doubled,
-    and ‖∂φ(S)/∂X‖_F for ‖φ(S)‖_F."""
+    norm, a higher accuracy, deliberately against the premise) through the same slope and rule. Robustness: the
+    family-wise levels halved and doubled, the margin halved and doubled, and ‖∂φ(S)/∂X‖_F for ‖φ(S)‖_F."""
     from empirics.training.dose_response import dose_slope
     from sapa.conditions import could_fail, not_applicable, not_run, question_row, robustness
     from sapa.rules import association as RA
@@ -135,7 +135,8 @@ def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dic
         rows.append(question_row(f"margin ×{k:g} ({RA.DELTA * k:g} accuracy per decade of norm)", names, base,
                                  [decide(r.key, other[r.key]) for r in rs]))
     other = dict(judged(tables, norm="log10_jac_x_fro"))
-    rows.append(question_row("‖∂φ(S)/∂X‖_F in place of ‖φ(S)‖_F", names, base, [decide(r.key, other[r.key]) for r in rs]))
+    rows.append(question_row("‖∂φ(S)/∂X‖_F in place of ‖φ(S)‖_F", names, base,
+                             [decide(r.key, other[r.key]) for r in rs]))
     rows.append(not_run("seed", "a second training study costs the budget again"))
     return fal, robustness(verdict, rows)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-NORMS = {"log10_attn_fro": "‖φ(S)‖_F", "log10_jac_x_fro": "‖∂φ(S)/∂X‖_F"}
 POLY = ("x/c", "x³/c")
 
 
@@ -54,8 +53,9 @@ def dose_why(t, fam: str, ev, m: int) -> str:
 def matched_why(m) -> str:
     c = m.contrast
     diffs = ", ".join(f"{v:+.3f}" for v in c.diffs)
-    return (f"{c.n} (lr, dose) cells of x³/c inside x/c's norm range at their lr; accuracy differences at matched norm {{{diffs}}}, mean "
-            f"{c.mean:+.3f}, 90 % interval [{m.lo:+.3f}, {m.hi:+.3f}]; Holm-adjusted p(beyond ±0.02) = {_p(m.p_fails)}"
+    return (f"{c.n} (lr, dose) cells of x³/c inside x/c's norm range at their lr; accuracy differences at matched "
+            f"norm {{{diffs}}}, mean {c.mean:+.3f}, 90 % interval [{m.lo:+.3f}, {m.hi:+.3f}]; Holm-adjusted p(beyond "
+            f"±0.02) = {_p(m.p_fails)}"
             if c.n else "x³/c and x/c reach no common norm: nothing to compare")
 
 
