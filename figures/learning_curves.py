@@ -8,7 +8,7 @@ Drawn only from the ledger's learning statistics (:mod:`empirics.training.learni
 (b) ``<stem>_exit``: the Kaplan–Meier median steps to leave the floor against N (log–log), one line per
     (task, arm); a cell whose median lies beyond the cap is drawn at the cap with an open marker;
 (c) ``<stem>_solved`` (mechanism cells only): solved fraction against N, one panel per task; a (task, N) cell
-    softmax does not solve (no verdict) is shaded;
+    softmax does not solve (no verdict) is shaded; a finding's panel (never judged) says so in its title;
 (d) ``<stem>_slowdown`` (with trends): per (task, arm) the paired log2 slowdown against N — each seed's
     interval (exits are known to a grid step; a stem ending in ▲: beyond the cap, its lower bound at the stem's
     foot) and the fitted maximum-likelihood line.
@@ -156,12 +156,13 @@ def _draw(cells: list[dict], out_dir, stem: str, solved: bool, note: str | None 
             for arm in dict.fromkeys(c["arm"] for c in cells if c["task"] == task):
                 cs = sorted((c for c in cells if c["task"] == task and c["arm"] == arm), key=lambda c: c["N"])
                 ax.plot([c["N"] for c in cs], [c["solved_fraction"] for c in cs], label=_label(arm), **_st(arm))
-            for c in cells:
-                if c["task"] == task and c["arm"] == "softmax" and c.get("decidable") is False:
+            finding = any(c["task"] == task and c.get("role") == "finding" for c in cells)
+            for c in cells:  # a probe cell softmax does not solve: no verdict (a finding is never judged: unshaded)
+                if c["task"] == task and c["arm"] == "softmax" and c.get("decidable") is False and not finding:
                     ax.axvspan(c["N"] / 2 ** 0.3, c["N"] * 2 ** 0.3, color="0.85", zorder=0)
             ax.set_xscale("log", base=2)
             ax.set_ylim(-0.05, 1.05)
-            ax.set_title(task, fontsize=9)
+            ax.set_title(f"{task} (finding, not judged)" if finding else task, fontsize=9)
             ax.set_xlabel("N")
         axes.flat[0].set_ylabel("solved fraction (acc ≥ 0.9)\nshaded: softmax < 90 %, no verdict")
         axes.flat[0].legend(fontsize=7)

@@ -67,3 +67,14 @@ def test_slowdown_seeds_beyond_the_cap_stay_inside_the_panel(tmp_path, monkeypat
     assert ax.get_ylim()[1] >= 6.0 + fig.CENSORED_STEM
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels.count("beyond the cap (lower bound)") == 1
+
+
+def test_a_finding_is_titled_as_such_and_never_shaded_as_a_failed_gate(tmp_path, monkeypatch):
+    saved = {}
+    monkeypatch.setattr(fig.style, "save", lambda f, out, stem: saved.setdefault(stem, f) and [])
+    probe = [dict(_cell("copy1", 16, a, 10, 1.0), role="probe", decidable=False) for a in ("softmax", "x_sqrtN")]
+    found = [dict(_cell("mqar", 32, a, 10, 1.0), role="finding", decidable=False) for a in ("softmax", "x_sqrtN")]
+    fig.draw(probe + found, tmp_path, stem="t", solved=True)
+    ax_copy, ax_mqar = saved["t_solved"].axes
+    assert ax_copy.get_title() == "copy1" and len(ax_copy.patches) == 1  # the gate failed there: shaded
+    assert ax_mqar.get_title() == "mqar (finding, not judged)" and len(ax_mqar.patches) == 0
