@@ -62,6 +62,25 @@ def power_line(tr, m: int) -> str:
             + (f"{need} seeds per cell" if need else "more than 100 000 seeds per cell"))
 
 
+def observed_line(tr, q: str, m: int) -> str:
+    """For an undecided reading: the seeds per cell at which its test would decide at the **observed** Δ with
+    POWER_TARGET — the side whose margin Δ̂ lies farther from (FAILS past the FAILS margin at ALPHA_FAILS/m, HOLDS below
+    the HOLDS margin at ALPHA_HOLDS/m), read at the same spread as :func:`power_line`, censoring ignored."""
+    from empirics.training.censored_trend import seeds_for_power
+    from sapa.rules.learning import ALPHA_FAILS, ALPHA_HOLDS, QUESTIONS
+
+    mf, mh = QUESTIONS[q]
+    sd = tr.sigma_for_power
+    sides = [(tr.delta - mf, ALPHA_FAILS), (mh - tr.delta, ALPHA_HOLDS)]
+    sides = [(d, a) for d, a in sides if math.isfinite(d) and d > 0]
+    if not sides or not math.isfinite(sd):
+        return "at the observed Δ no number of seeds decides it (Δ̂ on a margin)"
+    d, a = max(sides)
+    need = seeds_for_power(tr.N, sd, d, a / max(m, 1), POWER_TARGET)
+    return (f"at the observed Δ, {POWER_TARGET:.0%} power to decide it needs "
+            + (f"{need} seeds per cell" if need else "more than 100 000 seeds per cell"))
+
+
 def slowdown_readings(trends: dict, measure: str, key0: tuple = ()) -> tuple[Reading, ...]:
     """Per (task, arm) trend a ``slowdown-growth`` and a ``slowdown-doubling`` reading, Holm over all of them.
 
@@ -83,13 +102,15 @@ def slowdown_readings(trends: dict, measure: str, key0: tuple = ()) -> tuple[Rea
                           for n, v, c in zip(tr.N, tr.fitted, tr.censored))
         said = ("does not grow with N (Δ ≤ 0; read as practically flat when Δ < "
                 f"{mh:g})" if q == "growth" else f"grows by no more than 2× over the studied N (Δ ≤ {mf:g})")
+        verdict = decide_slowdown(ev)
         out.append(Reading(
             name=f"{task}: {_lab(arm)} slowdown vs softmax, {'growth' if q == 'growth' else 'more than 2×'}",
             statement=f"{task}: log2({measure}, {_lab(arm)} / softmax) {said}",
-            verdict=decide_slowdown(ev), rule=f"slowdown-{q}", key=(*key0, task, arm, q),
+            verdict=verdict, rule=f"slowdown-{q}", key=(*key0, task, arm, q),
             why=(f"Δ = {_f(tr.delta)} (se {_u(tr.se)}, interval-censored fit, {sum(tr.n)} paired seeds); Holm-adjusted "
                  f"p(Δ ≤ {mf:g}) = {_p(a_f)}, p(Δ ≥ {mh:g}) = {_p(a_h)} over {m} readings (FAILS at ≤ {ALPHA_FAILS:g}); "
-                 f"fitted log2 slowdown {{{cells}}}; {power_line(tr, m)}")))
+                 f"fitted log2 slowdown {{{cells}}}; {power_line(tr, m)}"
+                 + (f"; {observed_line(tr, q, m)}" if verdict == "UNDETERMINED" else ""))))
     return tuple(out)
 
 

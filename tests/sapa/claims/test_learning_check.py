@@ -196,3 +196,25 @@ def test_power_is_never_read_at_a_spread_below_the_grids_resolution():
     assert design_power(tr.n, tr.N, w, 1.0, ALPHA_FAILS / 8) < 0.5 < design_power(tr.n, tr.N, tr.sigma, 1.0, ALPHA_FAILS / 8)
     why = LCL.slowdown_readings({("text", "x_sqrtN"): tr}, "steps")[0].why
     assert tr.se >= LCL.SE_UNBOUNDED and "se unbounded: the intervals bound Δ on one side only" in why
+
+
+def test_an_undecided_reading_names_the_seeds_at_its_observed_delta():
+    """Δ̂ between the growth margins: the farther margin's side (FAILS past 0 at 0.01/m, or HOLDS below 0.5 at
+    0.05/m) sizes the seeds, through seeds_for_power at Δ̂'s distance; on a margin no seed count decides it; a decided
+    reading does not say it."""
+    from dataclasses import replace
+
+    from empirics.training.censored_trend import interval_trend, seeds_for_power
+    from sapa.rules.learning import ALPHA_FAILS, ALPHA_HOLDS
+
+    rng = np.random.default_rng(3)
+    cells = [np.stack([v - 0.1, v + 0.1], 1) for v in (0.3 * k + rng.normal(0, 0.8, 6) for k in range(3))]
+    tr = interval_trend((16, 32, 64), cells)
+    d, a = max((tr.delta - 0.0, ALPHA_FAILS), (0.5 - tr.delta, ALPHA_HOLDS))
+    want = seeds_for_power(tr.N, tr.sigma_for_power, d, a / 4, 0.8)
+    assert LCL.observed_line(tr, "growth", 4) == f"at the observed Δ, 80% power to decide it needs {want} seeds per cell"
+    assert "no number of seeds" in LCL.observed_line(replace(tr, delta=1.0), "doubling", 4)
+    rs = LCL.slowdown_readings({("copy1", "x_sqrtN"): tr}, "steps")
+    assert "UNDETERMINED" in {r.verdict for r in rs}  # six noisy seeds per cell: something is open
+    for r in rs:
+        assert ("at the observed Δ" in r.why) == (r.verdict == "UNDETERMINED")
