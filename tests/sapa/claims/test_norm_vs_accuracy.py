@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 from sapa.claims.norm_vs_accuracy import CLAIM, gather, readings
 from sapa.prose.norm_vs_accuracy_words import reviewer_pair
