@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -33,7 +33,7 @@ from scipy import optimize, special, stats
 from common.validate import InputError
 
 __all__ = ["exit_interval", "paired_log2_intervals", "IntervalTrend", "interval_trend", "holm", "design_power",
-           "seeds_for_power", "SIGMA_FLOOR", "B_BOUND"]
+           "seeds_for_power", "smallest_count", "SIGMA_FLOOR", "B_BOUND"]
 
 SIGMA_FLOOR = 0.02  # σ ≥ 0.02 (log2): intervals that all contain one line would otherwise send σ → 0
 B_BOUND = 40.0  # |b| ≤ 40 per doubling of N: keeps a fit whose largest cell is all right-censored finite
@@ -303,13 +303,13 @@ def design_power(n: Sequence[int], Ns: Sequence[int], sigma: float, delta1: floa
     return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, delta1 / se))
 
 
-def seeds_for_power(Ns: Sequence[int], sigma: float, delta1: float, alpha: float, target: float = 0.8,
-                    most: int = 100_000) -> int | None:
-    """The smallest equal seeds per cell at which :func:`design_power` reaches ``target`` (None beyond ``most``).
+def smallest_count(ok: Callable[[int], bool], most: int) -> int | None:
+    """The smallest r in 1 … ``most`` with ok(r), for ``ok`` monotone in r (False … False, True … True); None when
+    ok(most) is False. A doubling search from 1, then bisection.
 
-    Power rises with the seeds: a doubling search from one seed, then bisection.
+    >>> smallest_count(lambda r: r * r >= 50, 1000)
+    8
     """
-    ok = lambda r: design_power([r] * len(Ns), Ns, sigma, delta1, alpha) >= target  # noqa: E731
     hi = 1
     while not ok(hi):
         if hi >= most:
@@ -320,3 +320,10 @@ def seeds_for_power(Ns: Sequence[int], sigma: float, delta1: float, alpha: float
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
+
+
+def seeds_for_power(Ns: Sequence[int], sigma: float, delta1: float, alpha: float, target: float = 0.8,
+                    most: int = 100_000) -> int | None:
+    """The smallest equal seeds per cell at which :func:`design_power` reaches ``target`` (None beyond ``most``):
+    power rises with the seeds (:func:`smallest_count`)."""
+    return smallest_count(lambda r: design_power([r] * len(Ns), Ns, sigma, delta1, alpha) >= target, most)

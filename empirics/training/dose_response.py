@@ -221,9 +221,8 @@ def matched_norm_contrast(tab: pd.DataFrame, ref: str = "x/c", other: str = "x³
     that bracket it. Exact signed-rank p-values (scipy.stats.wilcoxon, method "exact") over every compared
     (lr, dose); fewer than 2 gives nan. A table without an ``lr`` column is one stratum.
     """
-    tab = tab if "lr" in tab else tab.assign(lr=math.nan)
     d, xs = [], []
-    for _, g in tab.groupby(tab["lr"].fillna(-1.0), sort=True):
+    for _, g in tab.groupby("lr", sort=True) if "lr" in tab else [(None, tab)]:
         a = g[g["family"] == ref].sort_values(norm)
         b = g[g["family"] == other].sort_values("dose")
         xa, ya = a[norm].to_numpy(float), a["test_acc"].to_numpy(float)

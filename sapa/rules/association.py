@@ -116,23 +116,15 @@ def power_at_null(ev: DoseEvidence, m: int, a_fails: float = ALPHA_FAILS) -> flo
 
 def seeds_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = ALPHA_HOLDS) -> float:
     """Seeds per dose at which the stratum's test, at its observed slope, decides with POWER_TARGET (FAILS side at
-    a_fails/m if b > −DELTA, else HOLDS at a_holds/m); inf when the doses' scatter alone keeps it out of reach or the
-    answer exceeds MAX_SEEDS; nan if undefined."""
+    a_fails/m if b > −DELTA, else HOLDS at a_holds/m); inf beyond MAX_SEEDS — in particular when the doses' scatter
+    alone keeps it out of reach, which no seed count shrinks; nan if undefined."""
+    from empirics.training.censored_trend import smallest_count
+
     if not (math.isfinite(s.b) and math.isfinite(s.se) and s.df >= 1 and s.sxx > 0):
         return math.nan
     side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
-    if _power(s.b, math.sqrt(s.lack_of_fit_var / s.sxx), s.df, level, side) < POWER_TARGET:
-        return math.inf
-    lo, hi = 1, MAX_SEEDS
-    if _power(s.b, _se_at(s, hi), s.df, level, side) < POWER_TARGET:
-        return math.inf
-    while lo < hi:  # power rises with seeds: the smallest seed count that reaches the target
-        mid = (lo + hi) // 2
-        if _power(s.b, _se_at(s, mid), s.df, level, side) >= POWER_TARGET:
-            hi = mid
-        else:
-            lo = mid + 1
-    return float(lo)
+    k = smallest_count(lambda k: _power(s.b, _se_at(s, k), s.df, level, side) >= POWER_TARGET, MAX_SEEDS)
+    return math.inf if k is None else float(k)
 
 
 def simulate_dose(truth: str, rng: np.random.Generator) -> DoseEvidence:

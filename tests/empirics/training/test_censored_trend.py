@@ -317,3 +317,13 @@ def test_a_spread_the_grid_resolves_is_used_as_fitted():
     tr = C.interval_trend((16, 32), cells)
     assert tr.resolution == pytest.approx(0.1 / math.sqrt(12), rel=1e-9)
     assert tr.sigma > tr.resolution and tr.sigma_for_power == tr.sigma
+
+
+def test_smallest_count_is_the_first_true_of_a_monotone_predicate_and_none_beyond_most():
+    from empirics.training.censored_trend import smallest_count
+
+    for first in (1, 2, 3, 7, 64, 65, 999, 1000):
+        calls = []
+        assert smallest_count(lambda r: calls.append(r) or r >= first, 1000) == first
+        assert len(calls) <= 2 * 11  # doubling then bisection: logarithmic in the answer
+    assert smallest_count(lambda r: False, 1000) is None
