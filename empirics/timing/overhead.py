@@ -44,7 +44,7 @@ from empirics.kernels.norms import default_device
 from common.seeds import rng_for, torch_gen_for
 from common.validate import InputError, choice, positive_float, positive_int
 
-__all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "measured_crossover", "crossover_table", "flat_summary",
+__all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "rerun_cells", "time_cells", "measured_crossover", "crossover_table", "flat_summary",
            "summary_lines", "COMPLEXITY", "METHODS"]
 
 METHODS = ("naive", "causal_blocked", "compiled", "linearised")
@@ -86,6 +86,7 @@ class OverheadGrid:
     time_cap_s: float = 20.0                      # skip cells whose predicted seconds per call exceed this
     chunk: int | None = None                      # linearised block length (None: empirics.kernels.linearised.default_chunk)
     seed: int = 0
+    replicate: int = 0                            # run k > 0 of the same cells (:func:`rerun_cells`): its own order
 
 
 FULL = OverheadGrid()
@@ -327,7 +328,14 @@ def _validated(g: OverheadGrid) -> OverheadGrid:
                    chunk=None if g.chunk is None else positive_int("chunk", g.chunk), seed=int(g.seed),
                    clock=choice("clock", g.clock, CLOCKS), block_s=positive_float("block_s", g.block_s),
                    block=positive_int("block", g.block),
-                   linearised_flop_cap=positive_float("linearised_flop_cap", g.linearised_flop_cap))
+                   linearised_flop_cap=positive_float("linearised_flop_cap", g.linearised_flop_cap),
+                   replicate=_non_negative_int("replicate", g.replicate))
+
+
+def _non_negative_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"{name} must be an integer ≥ 0, got {v!r}")
+    return v
 
 
 def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ...], dev: torch.device,
@@ -373,7 +381,7 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
                     _fail(row, method, exc, stopped, (method, p))
                     runners.pop((method, p), None)
             rows[(method, p)] = row
-        order = rng_for(g.seed, "overhead-order", d, mask, pas, N)
+        order = rng_for(g.seed, "overhead-order", d, mask, pas, N, *((g.replicate,) if g.replicate else ()))
         runs, walls = _rounds(runners, calls, g.repeats, dev, rows, stopped, clock, order)  # phase 2
         soft = rows[("softmax", None)]
         for key, row in rows.items():  # medians and minima; ratios of the same rounds against softmax
@@ -394,6 +402,72 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
                       f"{row['status'][:60]}", file=sys.stderr, flush=True)
             out.append(row)
         del Q, K, V, G, args
+    return out
+
+
+def time_cells(g: OverheadGrid, cells: list[dict], *, device=None) -> dict[str, dict]:
+    """{"p{p}/{mask}/{pass}@N={N}": {"ratio_rounds": […], "wall_ratio_rounds": […], "method": m}}: the given cells'
+    best forms timed again against softmax, in this process, ``g.repeats`` interleaved rounds at ``g.d``.
+
+    ``cells``: [{"p", "mask", "pass", "N", "method"}]; the cells of one (mask, pass, N) are timed together (softmax
+    once), as :func:`bench_overhead` times them, in the order stream of ``g.replicate``."""
+    g = _validated(g)
+    dev = default_device(device)
+    groups: dict[tuple, list[dict]] = {}
+    for c in cells:
+        groups.setdefault((c["mask"], c["pass"], int(c["N"])), []).append(c)
+    out: dict[str, dict] = {}
+    for (mask, pas, N), cs in sorted(groups.items()):
+        sub = replace(g, Ns=(N,), ps=tuple(sorted({int(c["p"]) for c in cs})), masks=(mask,), passes=(pas,),
+                      methods=tuple(dict.fromkeys(c["method"] for c in cs)), crossover_ds=(), memory=False)
+        rows = {(r["method"], r["p"]): r for r in _series(sub, g.d, mask, pas, sub.methods, dev, {}, {}, False)}
+        for c in cs:
+            r = rows.get((c["method"], int(c["p"])), {})
+            out[f"p{c['p']}/{mask}/{pas}@N={N}"] = {"method": c["method"], "ratio_rounds": r.get("ratio_rounds") or [],
+                                                     "wall_ratio_rounds": r.get("wall_ratio_rounds") or [],
+                                                     "status": r.get("status", "not timed")}
+    return out
+
+
+def _rerun_worker(spec: dict) -> dict:
+    """:func:`time_cells` in a fresh interpreter, set up as ``sapa`` sets up its own process (one torch thread, the
+    freed-memory policy)."""
+    from common.allocator import keep_freed_memory
+
+    keep_freed_memory()
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    grid = OverheadGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["grid"].items()})
+    return time_cells(grid, spec["cells"], device="cpu")
+
+
+def rerun_cells(g: OverheadGrid, cells: list[dict], runs: int, *, threads: int = 1, progress: bool = False,
+                timeout_s: float = 600.0) -> dict[str, list[dict]]:
+    """{cell: [run 1, …, run ``runs``]}: :func:`time_cells` in ``runs`` fresh interpreters, one after another
+    (replicates 1…runs of ``g``), so each run has its own memory layout and moment of the machine, as independent
+    runs of the ledger do (``sapa.rules.timing``: the drift between runs falls only with fresh runs)."""
+    import json
+    import os
+    import subprocess
+
+    runs = positive_int("runs", runs)
+    if not cells:
+        return {}
+    code = ("import json, sys; from empirics.timing.overhead import _rerun_worker; "
+            "print(json.dumps(_rerun_worker(json.loads(sys.argv[1]))))")
+    out: dict[str, list[dict]] = {}
+    for k in range(1, runs + 1):
+        spec = {"grid": {**asdict(replace(_validated(g), replicate=k))}, "cells": cells, "threads": threads}
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+        if proc.returncode != 0:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"overhead rerun {k} of {runs} failed (rc={proc.returncode}): {tail}")
+        for name, got in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+            out.setdefault(name, []).append(got)
+        if progress:
+            print(f"[overhead] run {k + 1} of {runs + 1} in a fresh process: {len(cells)} marginal cell(s), "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return out
 
 

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from sapa.ledger import Reading, readings_keyed
-from sapa.rules.timing import FACTOR, NOISE_CPU
+from sapa.rules.timing import ALPHA_FAILS, ALPHA_HOLDS, DRIFT, EXTRA_RUNS, FACTOR
 
 RULE = ("cell = (p, mask, pass, N) at d = 64; best form = fastest block over measured polynomial forms; evidence = "
         "its per-round ratios to softmax SDPA in process CPU time (≥ 5 rounds of blocks, the forms in shuffled order); "
-        "one reading per (p, mask, pass) and factor by timing-ratio (round gate, then within / outside; the load is "
-        "recorded, and gates only the wall-clock variant in the robustness section); ANSWERED when every reading is "
-        "decided.")
+        "per cell a one-sided t-test of the mean log ratio against the factor, se² = s²/R + σ_b² per run (σ_b the "
+        f"drift between runs, {DRIFT['process']:g}, measured over seven stored runs); a cell the first run leaves "
+        f"marginal is timed in {EXTRA_RUNS} more runs, each in a fresh process (two looks, Bonferroni); within at "
+        f"{ALPHA_HOLDS:g}, outside by Holm at {ALPHA_FAILS:g}; one reading per (p, mask, pass) and factor by "
+        "timing-ratio; the load is recorded, and gates only the wall-clock variant in the robustness section; "
+        "ANSWERED when every reading is decided.")
 
 
 def reading(factor: float, p: int, mask: str, pas: str, verdict: str, why: str) -> Reading:
@@ -96,7 +99,8 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
     text = (
         f"The paper is silent on runtime. Measured in one run on this machine in {clock} CPU time (blocks of calls, "
         f"the forms interleaved in shuffled order; a competing process costs wall time, not CPU time; each cell judged "
-        f"with a ±{NOISE_CPU:.0%} band): within {FACTOR:g}× of softmax's fused kernel — "
+        f"by a t-test on its rounds plus the drift between runs σ_b = {DRIFT['process']:g}, and a cell one run leaves "
+        f"marginal timed in {EXTRA_RUNS} more fresh runs): within {FACTOR:g}× of softmax's fused kernel — "
         + "; ".join(f"{v}: {', '.join(n) if n else 'none'}" for v, n in by.items())
         + f". Within {same_order:g}×: "
         + ", ".join(sorted({r.verdict for r in readings_keyed(readings, "factor", same_order)}))
@@ -109,7 +113,7 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
            f"round-off and costs O(N·C(d+p−1,p)·d_v); at d = {d} it needs F = {F3} features for x³, so it beats the "
            f"quadratic form by flop count only beyond N ≈ {x3['flop_N']:.0f}." if F3 and x3 else ""))
     if not any(r.verdict != "UNDETERMINED" for r in readings):
-        text += " No reading is settled in this run (each reading's line says which gate stopped it)."
+        text += " No reading is settled in this run (each reading's line says why, with its power)."
     load, cores = load_cores
     if clock == "wall" and load is not None and cores is not None and load > cores:
         text += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: "
@@ -119,7 +123,7 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
 
 def findings(split: dict) -> tuple[str, ...]:
     n_cells = len(split["within"]) + len(split["outside"])
-    return (f"within {FACTOR:g}× (no noise band) in {len(split['within'])}/{n_cells} measured cells — one run, "
+    return (f"within {FACTOR:g}× (fastest rounds, no test) in {len(split['within'])}/{n_cells} measured cells — one run, "
             "load-dependent",)
 
 

@@ -16,7 +16,7 @@ import sapa.rules
 from sapa.rules import timing
 
 # the functions of sapa/rules that return a verdict's reason in words, and the tests that pin them
-TEXT_FUNCTIONS = {"sapa.rules.timing": {"why"}, "sapa.rules.like_softmax": {"verdict_why", "why_failed", "regime_text"},
+TEXT_FUNCTIONS = {"sapa.rules.timing": {"why", "power_line"}, "sapa.rules.like_softmax": {"verdict_why", "why_failed", "regime_text"},
                   "sapa.rules.learning": {"verdicts_line"}}  # verdicts_line: tests/sapa/rules/test_learning.py
 
 T = timing.TimingEvidence
@@ -43,15 +43,21 @@ def test_timing_why_agrees_with_its_label(cells, label, must):
         assert "holds in" not in why
     if label != "FAILS":
         assert "fails in" not in why
-    if label == "HOLDS":  # no ratio printed beyond the rule's limit factor·(1 + NOISE)
-        lo, hi = (float(x) for x in why.split("round ratios ")[1].split(";")[0].split("–"))
-        assert hi <= timing.FACTOR * (1 + timing.NOISE)
+    if label == "HOLDS":  # no ratio printed beyond the factor
+        lo, hi = (float(x) for x in why.split("(geometric mean of rounds) ")[1].split(";")[0].split("–"))
+        assert hi <= timing.FACTOR
+    if label == "UNDETERMINED":  # the hardest marginal cell, its power and the runs that would decide it
+        assert "hardest cell p2-causal" in why and "power" in why
 
 
-def test_timing_why_names_the_gate_of_an_undetermined_reading():
-    steady, jumpy = (0.5, 0.52, 0.49, 0.51, 0.5), (0.5, 0.5, 0.5, 0.5, 3.0)
-    assert "round gate" in timing.why(T((("a", steady), ("b", jumpy))))
+def test_timing_why_names_the_gate_or_the_power_of_an_undetermined_reading():
+    steady, jumpy = (0.5, 0.52, 0.49, 0.51, 0.5), (1.2, 1.9, 1.3, 1.6, 1.45)
+    ev = T((("a", steady), ("b", jumpy)))
+    assert timing.decide(ev) == "UNDETERMINED"
+    line = timing.power_line(ev)
+    assert line in timing.why(ev) and line.startswith("hardest cell b: ") and "run(s) would give 80%" in line
     assert "load gate" in timing.why(T((("a", steady),), load=9.0, cores=2))
+    assert timing.power_line(T((("a", steady),))) == "no marginal cell"
 
 
 def test_timing_why_caps_a_long_list_of_cells():

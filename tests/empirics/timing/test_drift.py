@@ -1,0 +1,65 @@
+"""Tests for `empirics/timing/drift.py`: the moment estimator on runs with a known drift, and the rule's declared
+drift recomputed from the stored runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from empirics.timing import drift as dr
+
+
+def synthetic_runs(sigma_b: float, sigma_w: float, runs: int, cells: int, rounds: int, seed: int) -> list[dict]:
+    """Runs of log-normal ratios with a per-(cell, run) drift σ_b and per-round noise σ_w."""
+    rng = np.random.default_rng(seed)
+    out = [{"process": {}, "wall": {}} for _ in range(runs)]
+    for c in range(cells):
+        mu = rng.uniform(-0.2, 0.5)
+        for r in out:
+            b = sigma_b * rng.standard_normal()
+            x = np.exp(mu + b + sigma_w * rng.standard_normal(rounds))
+            r["process"][f"c{c}"] = list(x)
+            r["wall"][f"c{c}"] = list(x)
+    return out
+
+
+def test_the_estimator_finds_a_known_drift():
+    """σ_b² is estimated without bias: over 400 cells × 7 runs × 5 rounds its sampling sd is about
+    √(2/(J−1))·(σ_b² + σ_w²/R)/√C; the estimate lies within 4 of those of the truth."""
+    sb, sw, J, C, R = 0.03, 0.05, 7, 400, 5
+    got = dr.drift(synthetic_runs(sb, sw, J, C, R, seed=3))
+    sd = math.sqrt(2 / (J - 1)) * (sb**2 + sw**2 / R) / math.sqrt(C)
+    assert abs(got.sigma_b**2 - sb**2) <= 4 * sd
+    assert got.sigma_b_upper >= got.sigma_b and got.cells == C and got.runs == J and got.rounds == R
+    assert got.sigma_w == pytest.approx(sw, rel=0.05)  # 400 × 7 × 4 df: relative sd of σ_w ≈ 0.7 %
+
+
+def test_no_drift_gives_an_estimate_near_zero():
+    got = dr.drift(synthetic_runs(0.0, 0.05, 7, 400, 5, seed=4))
+    assert got.sigma_b < 0.01
+
+
+def test_the_rule_declares_the_stored_runs_drift():
+    """sapa.rules.timing's DRIFT and DRIFT_UPPER are the stored runs' estimates, rounded to 3 decimals."""
+    from sapa.rules.timing import DRIFT, DRIFT_UPPER
+
+    runs = dr.stored_runs()
+    assert len(runs) == 7 and {r["cores"] for r in runs} == {2} and {r["threads"] for r in runs} == {1}
+    for clock in dr.CLOCKS:
+        got = dr.drift(runs, clock)
+        assert (got.runs, got.cells, got.rounds) == (7, 36, 5)
+        assert DRIFT[clock] == round(got.sigma_b, 3)
+        assert DRIFT_UPPER[clock] == round(got.sigma_b_upper, 3)
+    assert DRIFT["thread"] == DRIFT["process"]  # thread CPU time with one torch thread is process CPU time
+
+
+@pytest.mark.parametrize("runs, needle", [([{"process": {"a": [1.0, 1.1]}}], "at least 2 runs"),
+                                          ([{"process": {"a": [1.0, 1.1]}}, {"process": {"a": [1.0]}}], "same number"),
+                                          ([{"process": {}}, {"process": {}}], "same number")])
+def test_bad_runs(runs, needle):
+    with pytest.raises(ValueError, match=needle):
+        dr.drift(runs)
+    with pytest.raises(ValueError, match="clock"):
+        dr.per_cell(runs * 2, "sundial")
