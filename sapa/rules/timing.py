@@ -115,11 +115,11 @@ def _look(runs: tuple[tuple[float, ...], ...], factor: float, drift: float) -> t
                                                                                        float]:
     """(m, se, df, p(ratio ≥ factor), p(ratio ≤ factor), s²) from the runs (each ≥ 2 rounds)."""
     logs = [[math.log(x) for x in r] for r in runs]
-    means = [math.fsum(x) / len(x) for x in logs]
+    means = [_mean(x) for x in logs]
     K = len(logs)
     df_w = sum(len(x) - 1 for x in logs)
     s2 = math.fsum((v - mu) ** 2 for x, mu in zip(logs, means) for v in x) / df_w  # pooled within-run variance
-    m = math.fsum(means) / K
+    m = _mean(means)
     within = sum(s2 / len(x) for x in logs) / K**2
     var = within + drift**2 / K
     d = math.log(factor) - m
@@ -129,6 +129,12 @@ def _look(runs: tuple[tuple[float, ...], ...], factor: float, drift: float) -> t
     df = var**2 / (within**2 / df_w) if within > 0 else math.inf
     t = d / se
     return m, se, df, float(special.stdtr(df, -t)), float(special.stdtr(df, t)), s2  # Student t sf and cdf at t
+
+
+def _mean(x: list[float]) -> float:
+    """The mean, and exactly the common value of equal values (fsum(x)/len(x) may miss it by an ulp, and an ulp off
+    a factor with no spread is a "significant" difference)."""
+    return x[0] if min(x) == max(x) else math.fsum(x) / len(x)
 
 
 def cell_test(rounds, factor: float = FACTOR, drift: float = DRIFT["process"]) -> CellTest | None:

@@ -19,31 +19,35 @@ SOFTMAX = parse_activation("exp(x)", "row")
 
 
 def _mp_reference(X: np.ndarray, W: np.ndarray):
-    """(‖P‖_F, ‖∂P/∂S‖_F, ‖∂P/∂X‖_F, the dense ∂P/∂X as a float matrix (N·N, N·D)) at 60 digits."""
+    """(‖P‖_F, ‖∂P/∂S‖_F, ‖∂P/∂X‖_F, the dense ∂P/∂X as a float matrix (N·N, N·D)) at 60 digits.
+
+    Every sum is an ``mpmath.fdot`` over lists of mpf (one product list per entry): S_ij = (Wᵀx_i)·x_j reuses the
+    column Wᵀx_i, so the D² work is W x_l and Wᵀ x_i alone."""
     N, D = X.shape
-    Xm = mpmath.matrix(X.tolist())
-    Wm = mpmath.matrix(W.tolist())
-    S = Xm * Wm * Xm.T
-    P = mpmath.matrix(N, N)
+    mpf, fdot = mpmath.mpf, mpmath.fdot
+    Xr = [[mpf(v) for v in row] for row in X.tolist()]               # x_i, rows of X
+    Wr = [[mpf(v) for v in row] for row in W.tolist()]               # rows of W
+    Wc = [list(col) for col in zip(*Wr)]                             # columns of W
+    WX = [[fdot(Wr[c], Xr[l]) for l in range(N)] for c in range(D)]   # (D, N): column l is W x_l
+    WtX = [[fdot(Wc[c], Xr[i]) for i in range(N)] for c in range(D)]  # (D, N): column i is Wᵀ x_i
+    S = [[fdot([WtX[c][i] for c in range(D)], Xr[j]) for j in range(N)] for i in range(N)]  # x_iᵀ W x_j
+    P = []
     for i in range(N):
-        mx = max(S[i, k] for k in range(N))
-        e = [mpmath.exp(S[i, k] - mx) for k in range(N)]
+        mx = max(S[i])
+        e = [mpmath.exp(S[i][k] - mx) for k in range(N)]
         t = mpmath.fsum(e)
-        for k in range(N):
-            P[i, k] = e[k] / t
-    WX = Wm * Xm.T     # (D, N): column l is W x_l
-    WtX = Wm.T * Xm.T  # column i is Wᵀ x_i
-    fro2 = mpmath.fsum(P[i, k] ** 2 for i in range(N) for k in range(N))
-    js2, jx2 = mpmath.mpf(0), mpmath.mpf(0)
+        P.append([v / t for v in e])
+    fro2 = mpmath.fsum(P[i][k] ** 2 for i in range(N) for k in range(N))
+    js2, jx2 = mpf(0), mpf(0)
     J = np.zeros((N * N, N * D))
     for i in range(N):
-        R = [[(P[i, k] if k == l else 0) - P[i, k] * P[i, l] for l in range(N)] for k in range(N)]
+        R = [[(P[i][k] if k == l else 0) - P[i][k] * P[i][l] for l in range(N)] for k in range(N)]
         js2 += mpmath.fsum(R[k][l] ** 2 for k in range(N) for l in range(N))
         for a in range(N):
             for c in range(D):
-                dS = [(WX[c, l] if i == a else 0) + (WtX[c, i] if l == a else 0) for l in range(N)]
+                dS = [(WX[c][l] if i == a else 0) + (WtX[c][i] if l == a else 0) for l in range(N)]
                 for k in range(N):
-                    v = mpmath.fsum(R[k][l] * dS[l] for l in range(N))
+                    v = fdot(R[k], dS)
                     jx2 += v ** 2
                     J[i * N + k, a * D + c] = float(v)
     return float(mpmath.sqrt(fro2)), float(mpmath.sqrt(js2)), float(mpmath.sqrt(jx2)), J

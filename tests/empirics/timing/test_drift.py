@@ -36,6 +36,11 @@ def test_the_estimator_finds_a_known_drift():
     assert got.sigma_w == pytest.approx(sw, rel=0.05)  # 400 × 7 × 4 df: relative sd of σ_w ≈ 0.7 %
 
 
+def test_two_rounds_per_cell_are_enough():
+    got = dr.drift(synthetic_runs(0.03, 0.05, 3, 10, 2, seed=5))
+    assert got.rounds == 2 and got.runs == 3 and got.cells == 10
+
+
 def test_no_drift_gives_an_estimate_near_zero():
     got = dr.drift(synthetic_runs(0.0, 0.05, 7, 400, 5, seed=4))
     assert got.sigma_b < 0.01

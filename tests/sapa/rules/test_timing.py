@@ -167,3 +167,40 @@ def test_the_simulation_reruns_only_the_marginal_cells():
     marginal = set(timing.needs_more_runs(first))
     for name, r in ev.cells:
         assert len(timing.runs_of(r)) == (1 + timing.EXTRA_RUNS if name in marginal else 1)
+
+
+def test_the_design_df_of_k_runs_is_what_k_runs_give():
+    """CellTest.df_at(K) (the power's df) equals the Welch–Satterthwaite df cell_test computes on K runs alike."""
+    one = rounds_about(1.3, spread=0.04)
+    t1 = timing.cell_test(one, F)
+    for K in (2, 4, 7):
+        assert timing.cell_test((one,) * K, F).df == pytest.approx(t1.df_at(K), rel=1e-12)
+    assert t1.df == pytest.approx(t1.df_at(1), rel=1e-12)
+
+
+def test_without_any_spread_the_sign_decides_exactly():
+    at = timing.cell_test((F,) * 5, F, drift=0.0)
+    assert at.se == 0.0 and at.p_within == 1.0 and at.p_outside == 1.0  # exactly at the factor: neither
+    below = timing.cell_test((1.2,) * 5, F, drift=0.0)
+    assert below.p_within == 0.0 and below.p_outside == 1.0
+    assert timing.power(below, F, 1) == 1.0 and timing.runs_to_decide(below, F) == 1
+
+
+def test_a_cell_decided_by_one_run_needs_one_run():
+    t = timing.cell_test(rounds_about(1.0), F)
+    assert timing.power(t, F, 1) >= timing.POWER_TARGET and timing.runs_to_decide(t, F) == 1
+
+
+def test_the_power_line_prints_the_cells_90_percent_interval():
+    wide = rounds_about(1.40, spread=0.12)
+    t = timing.cell_test(wide, F)
+    lo, hi = math.exp(t.m - stats.norm.ppf(0.95) * t.se), math.exp(t.m + stats.norm.ppf(0.95) * t.se)
+    assert f"(90 % interval {lo:.3f}–{hi:.3f})" in timing.power_line(T((("a", wide),), clock="process"))
+
+
+def test_the_simulated_effect_is_twice_the_factor():
+    from common.seeds import rng_for
+
+    ms = [t.m for k in range(40) for t in timing.tests_of(timing.simulate("fails", rng_for(1, "sim-fails", k))).values()]
+    # 640 cells, log ratio log 3 + N(0, 0.1²) + drift + round noise: the mean within 4 se of log 3
+    assert abs(np.mean(ms) - math.log(2 * F)) <= 4 * np.std(ms) / math.sqrt(len(ms))

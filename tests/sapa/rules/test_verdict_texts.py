@@ -76,3 +76,9 @@ def test_every_text_function_of_the_rules_is_listed_here():
                     and not name.startswith(("decide", "_", "case_", "cell_", "combine", "fingerprint")):
                 found.setdefault(mod.__name__, set()).add(name)
     assert found == TEXT_FUNCTIONS
+
+
+def test_timing_why_lists_exactly_six_cells_without_a_more():
+    cells = tuple((f"c{k}", five(0.2)) for k in range(6)) + (("far", five(5.0)),)
+    why = timing.why(T(cells))
+    assert "holds in the cells within: c0, c1, c2, c3, c4, c5" in why and "more)" not in why
