@@ -53,6 +53,16 @@ def trend_why(ev) -> str:
 
     if len(ev.N) < 2:
         return f"only N = {ev.N[0] if ev.N else '?'} in the study: no trend over N to judge"
+    from sapa.rules.stability import MARGIN_STABLE, no_events, zero_event_floor, zero_event_seeds
+
+    if no_events(ev):  # the t bound is undefined; the zero-event bound decides (sapa.rules.stability)
+        need = zero_event_seeds(ev)
+        return (f"no member of the arm or of softmax diverged at any N ({ev.N[0]}→{ev.N[-1]}; {min(ev.n)}–{max(ev.n)} "
+                f"seeds per cell): no variation, so no t bound; with seeds as units, all-zero cells allow the "
+                f"stable-share gap to fall by up to Δ = {zero_event_floor(ev):.2f} ({1 - ALPHA_HOLDS:.0%} bound, "
+                f"Bonferroni over {len(ev.N)} cells) against −{MARGIN_STABLE}; "
+                + (f"{need} seeds per cell with no divergence would read HOLDS" if need is not None
+                   else "no number of seeds up to 10 000 would decide it"))
     lo, hi = bounds(ev)
     cells = ", ".join(f"{n}: {_f(m)}" for n, m in zip(ev.N, ev.cell_mean))
     what = "accuracy gap" if ev.quantity == "test_acc" else "stable-share gap"

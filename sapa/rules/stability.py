@@ -79,8 +79,51 @@ def decide_accuracy(ev, margin: float = MARGIN) -> str:
 
 
 def decide_divergence(ev) -> str:
-    """The same decision for the stability gap (fraction of the lr grid), against −MARGIN_STABLE."""
+    """The same decision for the stability gap (fraction of the lr grid), against −MARGIN_STABLE; when no member of the
+    arm or of softmax diverged in any cell (no variation: the t bound is undefined), the zero-event bound decides
+    (:func:`zero_event_floor`): HOLDS if even the largest rise the all-zero cells allow is within MARGIN_STABLE."""
+    if no_events(ev):
+        return "HOLDS" if zero_event_floor(ev) > -MARGIN_STABLE else "UNDETERMINED"
     return _decide(ev, MARGIN_STABLE)
+
+
+def no_events(ev) -> bool:
+    """True when nothing diverged anywhere: the arm's diverged counts are 0 in every cell and every cell-mean gap
+    f_softmax − f_arm is 0 (so softmax's shares are 0 too: they are ≥ 0)."""
+    return (getattr(ev, "quantity", "") == "stable_fraction" and len(ev.N) >= 2 and len(ev.diverged) == len(ev.N)
+            and not any(ev.diverged) and not any(ev.cell_mean))
+
+
+def zero_share_bound(seeds: int, alpha: float) -> float:
+    """1 − α^(1/R): the one-sided level-α upper bound on a cell's mean diverged share when all R seeds show none.
+
+    Seeds are the units (the members of one seed's lr grid are not independent). A seed's share f ∈ [0, 1] with mean
+    μ is 0 with probability at most 1 − μ (μ = E f ≤ P(f > 0)), so R zeros have probability ≤ (1 − μ)^R.
+
+    >>> round(zero_share_bound(3, 0.025), 3), round(zero_share_bound(72, 0.025), 4)
+    (0.708, 0.0499)
+    """
+    return 1.0 - alpha ** (1.0 / seeds)
+
+
+def zero_event_floor(ev, alpha: float = ALPHA_HOLDS) -> float:
+    """The least Δ the all-zero cells allow at level ``alpha`` (Bonferroni over the K cells): the gap of cell k is
+    f_s − f_a ∈ [−μ_a, μ_s], so Δ = L·Σ x̃_k g_k / Σ x̃_k² ≥ −L·Σ |x̃_k| U_k / Σ x̃_k² (x̃ = log2 N centred), U_k the
+    zero-event bound of cell k."""
+    x = np.log2(np.asarray(ev.N, dtype=float))
+    xc = x - x.mean()
+    U = np.array([zero_share_bound(int(n), alpha / len(ev.N)) for n in ev.n])  # (K,)
+    return -float((x[-1] - x[0]) * (np.abs(xc) * U).sum() / (xc @ xc))
+
+
+def zero_event_seeds(ev, alpha: float = ALPHA_HOLDS, most: int = 10_000) -> int | None:
+    """The fewest seeds per cell with which all-zero cells would read HOLDS (None beyond ``most``)."""
+    from dataclasses import replace
+
+    for R in range(1, most + 1):
+        if zero_event_floor(replace(ev, n=(R,) * len(ev.N)), alpha) > -MARGIN_STABLE:
+            return R
+    return None
 
 
 def combine(verdicts) -> str:
@@ -195,7 +238,8 @@ DIVERGENCE_TREND = Rule(
     name="divergence-trend",
     summary=f"The stability-trend decision on the per-seed diverged share of the lr grid, softmax minus arm: HOLDS if "
             f"Δ − t_{{{1 - ALPHA_HOLDS:g}}}·se > −{MARGIN_STABLE}; FAILS if Δ + t_{{{1 - ALPHA_FAILS:g}}}·se < "
-            f"−{MARGIN_STABLE}; else UNDETERMINED (also when no member varies: se = 0)",
+            f"−{MARGIN_STABLE}; else UNDETERMINED; when nothing diverged anywhere, HOLDS if the zero-event bound "
+            f"(seeds as units, 1 − (α/K)^(1/R) per cell) allows no rise beyond {MARGIN_STABLE}",
     thresholds={"margin": MARGIN_STABLE, "alpha_holds_one_sided": ALPHA_HOLDS, "alpha_fails_one_sided": ALPHA_FAILS},
     decide=decide_divergence,
     simulate=simulate_divergence,

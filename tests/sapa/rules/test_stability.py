@@ -102,3 +102,47 @@ def _flat(rng):
     from empirics.training.study_analysis import gap_trend
 
     return gap_trend((32, 64, 128, 256, 512), [0.02 * rng.standard_normal(3) for _ in range(5)])
+
+
+def _zeros(Ns, seeds, diverged=None, gaps=None):
+    from empirics.training.study_analysis import gap_trend
+
+    gaps = gaps if gaps is not None else [[0.0] * seeds for _ in Ns]
+    return gap_trend(Ns, gaps, quantity="stable_fraction", diverged=diverged if diverged is not None else [0] * len(Ns))
+
+
+def test_nothing_diverged_is_decided_by_the_zero_event_bound():
+    """All-zero cells: HOLDS once the seeds make the bound tighter than the margin, UNDETERMINED before; for two cells
+    the floor is −2·(1 − (α/2)^(1/R)) exactly."""
+    R = S.zero_event_seeds(_zeros((64, 128), 3))
+    assert R == math.ceil(math.log(S.ALPHA_HOLDS / 2) / math.log(1 - S.MARGIN_STABLE / 2))  # 72
+    assert S.decide_divergence(_zeros((64, 128), R)) == "HOLDS"
+    assert S.decide_divergence(_zeros((64, 128), R - 1)) == "UNDETERMINED"
+    assert S.decide_divergence(_zeros((64, 128), 3)) == "UNDETERMINED"
+    assert S.zero_event_floor(_zeros((64, 128), 3)) == pytest.approx(-2 * (1 - (S.ALPHA_HOLDS / 2) ** (1 / 3)))
+    assert S.decide_accuracy(_zeros((64, 128), R)) == "UNDETERMINED"  # the accuracy reading has no such path
+
+
+def test_the_zero_event_bound_is_only_for_zero_events():
+    """Equal, non-zero shares (gaps 0 but the arm diverged) or an accuracy quantity take the t path."""
+    assert not S.no_events(_zeros((64, 128), 80, diverged=[1, 0]))
+    assert S.decide_divergence(_zeros((64, 128), 80, diverged=[1, 0])) == "UNDETERMINED"  # se = 0: no t bound
+    assert S.no_events(_zeros((16, 32, 64), 5)) and not S.no_events(_zeros((16,), 5))
+
+
+def test_the_zero_share_bound_holds_its_level_by_monte_carlo():
+    """A seed's share is 0 with probability 1 − μ at worst (all-or-nothing seeds): R zeros happen with probability
+    (1 − μ)^R, so at μ = the bound exactly, all-zero cells occur at rate α (4 000 draws, within 4 binomial sd)."""
+    R, alpha = 6, 0.05
+    mu = S.zero_share_bound(R, alpha)
+    rng = np.random.default_rng(7)
+    zero = (rng.random((4000, R)) >= mu).all(axis=1).mean()  # each seed diverges entirely with probability μ
+    assert abs(zero - alpha) <= 4 * math.sqrt(alpha * (1 - alpha) / 4000)
+
+
+def test_the_why_of_zero_events_names_the_seeds_that_would_decide():
+    from sapa.prose.scale_keeps_training_stable_words import trend_why
+
+    why = trend_why(_zeros((64, 128), 3))
+    assert "no member of the arm or of softmax diverged" in why and "72 seeds per cell" in why
+    assert f"Δ = {S.zero_event_floor(_zeros((64, 128), 3)):.2f}" in why
