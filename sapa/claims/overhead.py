@@ -84,6 +84,7 @@ def crossover_table(crossover: list[dict]) -> dict:
 
 
 RERUN_CAP_S = 30.0  # a cell is timed again only when one run of it (best form + softmax blocks) predicts ≤ this
+COMPILE_S = 40.0    # torch.compile's cold start in a fresh process (20–40 s per configuration on 2 cores)
 
 
 def second_look(grid, cells: dict, prov: dict) -> dict:
@@ -109,10 +110,12 @@ def second_look(grid, cells: dict, prov: dict) -> dict:
 
 def rerun_seconds(cell: dict, grid) -> float:
     """Predicted seconds of one more run of a cell: per form (its best form, softmax) a warm-up and two sizing calls,
-    then ``repeats`` blocks of at least ``block_s`` and 3 calls (the interpreter's start not counted)."""
+    then ``repeats`` blocks of at least ``block_s`` and 3 calls, and a compiled form's cold start (the interpreter's
+    start not counted)."""
     t = cell.get("seconds") or 0.0
     u = t / cell["ratio"] if cell.get("ratio") else t
-    return sum(grid.repeats * max(grid.block_s, 3 * x) + 3 * x for x in (t, u))
+    return (sum(grid.repeats * max(grid.block_s, 3 * x) + 3 * x for x in (t, u))
+            + (COMPILE_S if cell.get("method") == "compiled" else 0.0))
 
 
 def add_reruns(cells: dict, reruns: dict) -> None:

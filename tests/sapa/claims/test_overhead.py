@@ -236,3 +236,17 @@ def test_rerun_seconds_counts_both_forms_and_the_cap_leaves_a_costly_cell_alone(
     assert overhead.rerun_seconds(cheap, g) == pytest.approx(2 * (5 * 0.04) + 3 * 0.001 + 3 * 0.001 / 1.4)
     costly = {"seconds": 10.0, "ratio": 1.4}  # 3 calls a block of 10 s: far beyond the cap
     assert overhead.rerun_seconds(costly, g) > overhead.RERUN_CAP_S
+    compiled = {**cheap, "method": "compiled"}  # a fresh process compiles again
+    assert overhead.rerun_seconds(compiled, g) == pytest.approx(overhead.rerun_seconds(cheap, g) + overhead.COMPILE_S)
+    assert overhead.rerun_seconds(compiled, g) > overhead.RERUN_CAP_S
+
+
+def test_a_marginal_compiled_cell_is_named_not_timed_again(monkeypatch):
+    """A cell whose best form is torch.compile would compile again in each fresh process: past the cap, the second
+    look names it in not_rerun with its predicted seconds and starts no process."""
+    monkeypatch.setattr(ov, "rerun_cells", lambda *a, **k: pytest.fail("no process for a capped cell"))
+    cell = {"p": 1, "mask": "none", "pass": "fwd", "N": 128, "method": "compiled", "seconds": 0.001, "ratio": 1.5,
+            "rounds": (1.45, 1.55, 1.50, 1.40, 1.60)}
+    got = overhead.second_look(OverheadGrid(), {"p1/none/fwd@N=128": cell}, {"clock": "process"})
+    assert got["cells"] == {} and list(got["not_rerun"]) == ["p1/none/fwd@N=128"]
+    assert got["not_rerun"]["p1/none/fwd@N=128"].startswith("one run predicts 4")
