@@ -44,8 +44,8 @@ from empirics.kernels.norms import default_device
 from common.seeds import rng_for, torch_gen_for
 from common.validate import InputError, choice, positive_float, positive_int
 
-__all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "rerun_cells", "time_cells", "measured_crossover", "crossover_table", "flat_summary",
-           "summary_lines", "COMPLEXITY", "METHODS"]
+__all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "rerun_cells", "time_cells", "measured_crossover",
+           "crossover_table", "flat_summary", "summary_lines", "COMPLEXITY", "METHODS"]
 
 METHODS = ("naive", "causal_blocked", "compiled", "linearised")
 CLOCKS = ("process", "thread", "wall")  # the clock of a timed block: process / thread CPU time, or wall time
@@ -456,7 +456,7 @@ def rerun_cells(g: OverheadGrid, cells: list[dict], runs: int, *, threads: int =
             "print(json.dumps(_rerun_worker(json.loads(sys.argv[1]))))")
     out: dict[str, list[dict]] = {}
     for k in range(1, runs + 1):
-        spec = {"grid": {**asdict(replace(_validated(g), replicate=k))}, "cells": cells, "threads": threads}
+        spec = {"grid": asdict(replace(_validated(g), replicate=k)), "cells": cells, "threads": threads}
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
                               timeout=timeout_s, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
