@@ -283,9 +283,8 @@ def timing_evidence(cells: dict[str, dict], p: int, factor: float, prov: dict, m
     the run's clock (``wall``: the same blocks' wall-clock ratios, judged as wall-clock evidence), the factor and
     the machine state."""
     load, cores = machine_load(prov)
-    key = ("wall_runs" if wall else "runs") if "runs" in next(iter(cells.values()), {}) else \
-        ("wall_rounds" if wall else "rounds")
-    mine = tuple((k, tuple(c.get(key) or ())) for k, c in sorted(cells.items()) if c["p"] == p
+    runs, rounds = ("wall_runs", "wall_rounds") if wall else ("runs", "rounds")  # runs: after the second look
+    mine = tuple((k, tuple(c.get(runs) or c.get(rounds) or ())) for k, c in sorted(cells.items()) if c["p"] == p
                  and (mask is None or c["mask"] == mask) and (pas is None or c["pass"] == pas))
     return TimingEvidence(mine, factor, load=load, cores=cores, clock="wall" if wall else prov.get("clock", "wall"),
                           drift=drift)

@@ -90,7 +90,7 @@ def decide_divergence(ev) -> str:
 def no_events(ev) -> bool:
     """True when nothing diverged anywhere: the arm's diverged counts are 0 in every cell and every cell-mean gap
     f_softmax − f_arm is 0 (so softmax's shares are 0 too: they are ≥ 0)."""
-    return (getattr(ev, "quantity", "") == "stable_fraction" and len(ev.N) >= 2 and len(ev.diverged) == len(ev.N)
+    return (ev.quantity == "stable_fraction" and len(ev.N) >= 2 and len(ev.diverged) == len(ev.N)
             and not any(ev.diverged) and not any(ev.cell_mean))
 
 
@@ -117,13 +117,13 @@ def zero_event_floor(ev, alpha: float = ALPHA_HOLDS) -> float:
 
 
 def zero_event_seeds(ev, alpha: float = ALPHA_HOLDS, most: int = 10_000) -> int | None:
-    """The fewest seeds per cell with which all-zero cells would read HOLDS (None beyond ``most``)."""
+    """The fewest seeds per cell with which all-zero cells would read HOLDS (None beyond ``most``): the floor rises
+    with the seeds (:func:`empirics.training.censored_trend.smallest_count`)."""
     from dataclasses import replace
 
-    for R in range(1, most + 1):
-        if zero_event_floor(replace(ev, n=(R,) * len(ev.N)), alpha) > -MARGIN_STABLE:
-            return R
-    return None
+    from empirics.training.censored_trend import smallest_count
+
+    return smallest_count(lambda R: zero_event_floor(replace(ev, n=(R,) * len(ev.N)), alpha) > -MARGIN_STABLE, most)
 
 
 def combine(verdicts) -> str:

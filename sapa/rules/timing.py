@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+from empirics.training.censored_trend import holm, smallest_count
 from sapa.rules.base import Rule
 
 FACTOR = 1.5          # the ledger's default factor (a reading may ask for another: TimingEvidence.factor)
@@ -151,21 +152,12 @@ def cell_test(rounds, factor: float = FACTOR, drift: float = DRIFT["process"]) -
                     p_outside=min(1.0, LOOKS * po), s2=s2, drift=drift)
 
 
-def holm_rejects(ps: dict[str, float], alpha: float) -> set[str]:
-    """The names whose p-values Holm's step-down rejects at family-wise ``alpha``."""
-    out: set[str] = set()
-    for j, (name, p) in enumerate(sorted(ps.items(), key=lambda kv: kv[1])):
-        if p > alpha / (len(ps) - j):
-            break
-        out.add(name)
-    return out
-
-
 def classes(ev: TimingEvidence, factor: float | None = None) -> dict[str, str]:
     """{cell: 'within' | 'outside' | 'marginal' | 'short' | 'unmeasured'} (module docstring)."""
     f = ev.factor if factor is None else factor
     tests = tests_of(ev, f)
-    outside = holm_rejects({n: t.p_outside for n, t in tests.items() if t is not None}, ALPHA_FAILS)
+    tested = [n for n, t in tests.items() if t is not None]
+    outside = {n for n, p in zip(tested, holm([tests[n].p_outside for n in tested])) if p <= ALPHA_FAILS}
     out = {}
     for name, rounds in ev.cells:
         first = runs_of(rounds)[0] if runs_of(rounds) else ()
@@ -231,13 +223,9 @@ def power(t: CellTest, factor: float, runs: int, n_cells: int = 1) -> float:
 def runs_to_decide(t: CellTest, factor: float, n_cells: int = 1, target: float = POWER_TARGET) -> int | None:
     """The fewest runs (of the first run's rounds) with ``target`` power at the observed ratio; None beyond MAX_RUNS
     (or at the factor itself, where no number of runs decides)."""
-    if math.log(factor) == t.m or power(t, factor, MAX_RUNS, n_cells) < target:
+    if math.log(factor) == t.m:
         return None
-    lo, hi = 0, MAX_RUNS  # power rises with the runs: power(lo) < target ≤ power(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if power(t, factor, mid, n_cells) >= target else (mid, hi)
-    return hi
+    return smallest_count(lambda k: power(t, factor, k, n_cells) >= target, MAX_RUNS)  # power rises with the runs
 
 
 def why(ev: TimingEvidence, factor: float | None = None) -> str:

@@ -79,12 +79,6 @@ def test_outside_is_holm_over_the_readings_cells():
     assert timing.classes(crowd)["a"] == "marginal"
 
 
-def test_holm_rejects_step_down():
-    assert timing.holm_rejects({"a": 0.001, "b": 0.03, "c": 0.04}, 0.05) == {"a"}  # 0.03 > 0.05/2 stops it
-    assert timing.holm_rejects({"a": 0.001, "b": 0.02, "c": 0.04}, 0.09) == {"a", "b", "c"}
-    assert timing.holm_rejects({}, 0.05) == set()
-
-
 def test_the_reading():
     within, outside, edge = rounds_about(0.5), rounds_about(5.0), rounds_about(F)
     assert timing.decide(T((("a", within), ("b", within)))) == "HOLDS"
