@@ -5,8 +5,9 @@ module returns is a certified lower bound of the Lipschitz constant on the ball,
 ascent (all restarts batched on a leading axis) alternates ``power_iters`` warm-started power iterations
 v ← JᵀJv/‖JᵀJv‖ with one step along ∇_X ⟨u, J(X) v⟩, u = Jv/‖Jv‖ (the gradient of σ₁ at a simple top singular
 value, by the envelope theorem), normalised per restart to ``lr·R·√n`` (``lr`` decaying like 1/√(1 + k/10)),
-then projects each token back into its ball. The best iterate of each restart is polished by
-``polish_iters`` more power iterations. Starts: every token R·u₁ (u₁ the top eigenvector of (W + Wᵀ)/2),
+then projects each token back into its ball. The best iterate of each restart is polished by up to
+``polish_iters`` more power iterations, stopping once every restart's residual is below ``polish_tol``.
+Starts: every token R·u₁ (u₁ the top eigenvector of (W + Wᵀ)/2),
 "one key" (token 0 at R·a, the others at R·b, (b, a) the top singular pair of W: every query's largest logit
 is the key's, the mechanism of softmax's √n growth), the same with token 0 at −R·a, then seeded random tokens.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from common.validate import positive_float, positive_int
-from empirics.kernels.head_jacobian import Head, jvp, vjp
+from empirics.kernels.head_jacobian import Head, at, jvp, vjp
 
 __all__ = ["AscentConfig", "AscentResult", "project_ball", "power_lower", "starts", "tiled", "maximise_sigma"]
 
@@ -33,6 +34,7 @@ class AscentConfig:
     power_iters: int = 3
     lr: float = 0.08
     polish_iters: int = 300
+    polish_tol: float = 1e-14  # the polish stops once every restart's ‖JᵀJv − θv‖/θ is at most this (0: never early)
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,25 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
     return v / torch.linalg.vector_norm(v.flatten(1), dim=1).clamp_min(1e-300).reshape(-1, *([1] * (v.dim() - 1)))
 
 
-def power_lower(h: Head, X: torch.Tensor, v: torch.Tensor, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``iters`` power iterations on JᵀJ from v, then ‖Jv‖ (unit v): (lower (B,), v (B, n, D))."""
-    v = _unit(v)
+def power_lower(h: Head, X: torch.Tensor, v: torch.Tensor, iters: int, tol: float = 0.0
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """At most ``iters`` power iterations on JᵀJ from v, then ‖Jv‖ (unit v): (lower (B,), v (B, n, D)).
+
+    With ``tol`` > 0 the iteration stops as soon as every batch member's residual ‖JᵀJv − θv‖/θ (θ = vᵀJᵀJv, from
+    the product the step computes anyway) is at most ``tol``: v is then an eigenvector to that accuracy and θ has
+    converged to about tol² (the Rayleigh quotient's error is quadratic in the residual). Any unit v gives a
+    certified lower bound ‖Jv‖ ≤ σ₁, so stopping early never makes the bound invalid.
+    """
+    v, a = _unit(v), at(h, X)  # S, P, XW, XW_V once for every product at X
     for _ in range(iters):
-        v = _unit(vjp(h, X, jvp(h, X, v)))
-    return torch.linalg.vector_norm(jvp(h, X, v).flatten(1), dim=1), v
+        w = vjp(h, a, jvp(h, a, v))  # JᵀJv
+        if tol > 0:
+            theta = (v * w).flatten(1).sum(1)  # (B,)
+            res = torch.linalg.vector_norm((w - theta.reshape(-1, *([1] * (w.dim() - 1))) * v).flatten(1), dim=1)
+            if bool((res <= tol * theta).all()):
+                break
+        v = _unit(w)
+    return torch.linalg.vector_norm(jvp(h, a, v).flatten(1), dim=1), v
 
 
 def starts(h: Head, n: int, R: float, restarts: int, gen: torch.Generator) -> torch.Tensor:
@@ -116,7 +131,7 @@ def maximise_sigma(h: Head, n: int, R: float, cfg: AscentConfig, gen: torch.Gene
         (G,) = torch.autograd.grad((u * jvp(h, Xg, v)).sum(), Xg)  # ∇_X ⟨u, J(X) v⟩ per restart
         step = cfg.lr / math.sqrt(1 + k / 10) * R * math.sqrt(n)
         X = project_ball(X + step * _unit(G), R).detach()
-    lower, vb = power_lower(h, best_X, v, cfg.polish_iters)
+    lower, vb = power_lower(h, best_X, v, cfg.polish_iters, cfg.polish_tol)
     final = torch.maximum(lower, best_val)
     i = int(torch.argmax(final))
     Jv = jvp(h, best_X[i : i + 1], vb[i : i + 1])

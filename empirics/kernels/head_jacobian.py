@@ -21,7 +21,7 @@ import torch
 
 from common.validate import InputError
 
-__all__ = ["Head", "ACTIVATIONS", "power_of", "logits", "attention", "forward", "jvp", "vjp"]
+__all__ = ["Head", "At", "ACTIVATIONS", "power_of", "logits", "attention", "forward", "at", "jvp", "vjp"]
 
 ACTIVATIONS = ("softmax", "poly1", "poly3")
 
@@ -77,17 +77,36 @@ def forward(h: Head, X: torch.Tensor) -> torch.Tensor:
     return attention(h, logits(h, X)) @ (X @ h.W_V)
 
 
-def jvp(h: Head, X: torch.Tensor, dX: torch.Tensor) -> torch.Tensor:
-    """J(X)·dX = dP X W_V + P dX W_V; (B, n, D), (B, n, D) -> (B, n, d_v)."""
-    S = logits(h, X)
-    P = attention(h, S)
-    dS = h.c * (dX @ h.W @ X.transpose(-1, -2) + X @ h.W @ dX.transpose(-1, -2))  # (B, n, n)
-    return _dphi(h, S, P, dS) @ (X @ h.W_V) + P @ (dX @ h.W_V)
+@dataclass(frozen=True)
+class At:
+    """What J(X) reuses at one X: S = c·X W Xᵀ, P = φ(S) (B, n, n); X W (B, n, D); X W_V (B, n, d_v).
+
+    Each product keeps the association order of the uncached formulas, so J·dX and Jᵀ·G are bit-for-bit the same.
+    """
+
+    X: torch.Tensor
+    S: torch.Tensor
+    P: torch.Tensor
+    XW: torch.Tensor
+    XWV: torch.Tensor
 
 
-def vjp(h: Head, X: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """J(X)ᵀ·G = c(G_S X Wᵀ + G_Sᵀ X W) + Pᵀ G W_Vᵀ; (B, n, D), (B, n, d_v) -> (B, n, D)."""
-    S = logits(h, X)
-    P = attention(h, S)
-    G_S = _dphi(h, S, P, G @ (X @ h.W_V).transpose(-1, -2))  # (B, n, n)
-    return h.c * (G_S @ X @ h.W.T + G_S.transpose(-1, -2) @ X @ h.W) + P.transpose(-1, -2) @ G @ h.W_V.T
+def at(h: Head, X: torch.Tensor) -> At:
+    """The products J(X) needs at X, computed once (power iterations apply J and Jᵀ many times at one X)."""
+    XW = X @ h.W
+    S = h.c * (XW @ X.transpose(-1, -2))
+    return At(X, S, attention(h, S), XW, X @ h.W_V)
+
+
+def jvp(h: Head, X: torch.Tensor | At, dX: torch.Tensor) -> torch.Tensor:
+    """J(X)·dX = dP X W_V + P dX W_V; X (B, n, D) or its :func:`at`, dX (B, n, D) -> (B, n, d_v)."""
+    a = X if isinstance(X, At) else at(h, X)
+    dS = h.c * (dX @ h.W @ a.X.transpose(-1, -2) + a.XW @ dX.transpose(-1, -2))  # (B, n, n)
+    return _dphi(h, a.S, a.P, dS) @ a.XWV + a.P @ (dX @ h.W_V)
+
+
+def vjp(h: Head, X: torch.Tensor | At, G: torch.Tensor) -> torch.Tensor:
+    """J(X)ᵀ·G = c(G_S X Wᵀ + G_Sᵀ X W) + Pᵀ G W_Vᵀ; X (B, n, D) or its :func:`at`, G (B, n, d_v) -> (B, n, D)."""
+    a = X if isinstance(X, At) else at(h, X)
+    G_S = _dphi(h, a.S, a.P, G @ a.XWV.transpose(-1, -2))  # (B, n, n)
+    return h.c * (G_S @ a.X @ h.W.T + G_S.transpose(-1, -2) @ a.X @ h.W) + a.P.transpose(-1, -2) @ G @ h.W_V.T

@@ -148,6 +148,7 @@ def spectral_norm(
     positive_float("tol", tol)
     positive_int("max_iter", max_iter)
     _, pullback = vjp(f, x)
+    jv = _jv_columns(f, x)  # v ↦ J v with its reverse passes set up once, not at every iteration
     if v0 is None:
         g = torch_gen_for(int(seed), "spectral_norm", *key)
         v = torch.randn(x.shape, generator=g, dtype=torch.float64).to(x.dtype)
@@ -157,7 +158,7 @@ def spectral_norm(
     sigma = lower = 0.0
     rel = math.inf
     for it in range(1, max_iter + 1):
-        Jv = jvp(f, (x,), (v,))[1]
+        Jv = jv(v)
         w = pullback(Jv)[0]  # JᵀJv
         lower = float(torch.linalg.vector_norm(Jv))
         wn = float(torch.linalg.vector_norm(w))

@@ -63,6 +63,7 @@ __all__ = [
     "attention_norms_batched",
     "jacobian_s_autograd",
     "paper_model_norms",
+    "paper_model_norms_batched",
     "linear_fro_gram",
     "jacobian_autograd",
     "paper_jacobian_autograd",
@@ -568,6 +569,11 @@ def attention_norms_batched(
     for t0 in range(0, T, G):
         sc = _scaled_shared(Xt[t0 : t0 + G], Wt[t0 : t0 + G], dt)
         parts.append(_norms_core(sc, act, mask, None if lrs is None else lrs[t0 : t0 + G], True, ch))
+    return _batched_out(parts, act, N, D, with_rows)
+
+
+def _batched_out(parts: list, act: Activation, N: int, D: int, with_rows: bool) -> dict[str, torch.Tensor]:
+    """The per-trial norms from :func:`_norms_core`'s per-row log₂ values of consecutive trial groups."""
     lf2, lj2, ls2, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
     out = {"fro": _norm_from_log2(_log2_sum(lf2), act, N, D, "‖φ(S)‖_F"),
            "jac_fro": _norm_from_log2(_log2_sum(lj2), act, N, D, "‖∂φ/∂X‖_F"),
@@ -605,6 +611,33 @@ def paper_model_norms(
     lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64))[None]
     rows = _norms_core(_scaled_paper(At[None], Bt[None], dt), act, mask, lrs, tied=False, chunk=ch)
     return _finish(rows, with_rows, dt, act, d)
+
+
+def paper_model_norms_batched(
+    A,  # (T, N, d)
+    B,  # (T, N, d)
+    activation: Activation,
+    mask: str = "none",
+    row_scale=None,  # (N,)
+    *,
+    chunk: int | None = None,
+    device=None,
+    dtype: torch.dtype = torch.float64,
+    with_rows: bool = False,
+) -> dict[str, torch.Tensor]:
+    """Per trial t: ‖φ(A_t B_tᵀ)‖_F, ‖∂φ/∂(A_t, B_t)‖_F, max |φ| as :func:`paper_model_norms`, vectorised over
+    trials (each trial scaled by its own powers of two); the keys and shapes of :func:`attention_norms_batched`."""
+    act = _check_activation(activation)
+    mask = choice("mask", mask, MASKS)
+    dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
+    At = _tensor("A", A, (None, None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
+    T, N, d = At.shape
+    Bt = _tensor("B", B, (T, N, d), dev, torch.float64)
+    lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64)).expand(T, N)
+    G = _trials_per_group(T, N, dt)
+    parts = [_norms_core(_scaled_paper(At[t0 : t0 + G], Bt[t0 : t0 + G], dt), act, mask,
+                         None if lrs is None else lrs[t0 : t0 + G], tied=False, chunk=ch) for t0 in range(0, T, G)]
+    return _batched_out(parts, act, N, d, with_rows)
 
 
 def linear_fro_gram(X, W, c: float = 1.0, *, device=None) -> float:

@@ -34,8 +34,8 @@ def _seeds(k: float) -> str:
 
 def dose_why(t, fam: str, ev, m: int) -> str:
     """Per lr: the slope with its se, Spearman's ρ and the adjusted p-values; the design's power and, undecided, the
-    seeds per dose that would decide it."""
-    from sapa.rules.association import DELTA, decide_dose, power_at_null, seeds_to_decide
+    seeds per dose and the doses that would decide it, with the span of the final norm over the doses."""
+    from sapa.rules.association import DELTA, decide_dose, doses_to_decide, power_at_null, seeds_to_decide
 
     parts = [f"lr {s.lr:g}: b = {s.b:+.3f} (se {s.se:.3f}, {s.n} doses, ρ = {s.rho:+.2f}); adjusted p(b ≤ −{DELTA:g}) "
              f"= {_p(pf)}, p(b ≥ −{DELTA:g}) = {_p(ph)}" for s, pf, ph in zip(ev.strata, ev.p_fails, ev.p_holds)]
@@ -47,7 +47,22 @@ def dose_why(t, fam: str, ev, m: int) -> str:
     if decide_dose(ev) == "UNDETERMINED":
         need = [f"lr {s.lr:g}: {_seeds(seeds_to_decide(s, m))}" for s in ev.strata]
         out += f"; seeds per dose for 80 % power to decide at the observed slope: {', '.join(need)}"
+        doses = [f"lr {s.lr:g}: {_count(doses_to_decide(s, m))} (norm span {_span(d, s.lr)} decades)"
+                 for s in ev.strata]
+        out += (f"; or, the dose being the unit, doses at {min(s.seeds for s in ev.strata)} seeds each over the same "
+                f"norm span: {', '.join(doses)}")
     return out
+
+
+def _count(k: float) -> str:
+    return "undefined" if math.isnan(k) else "more than 1000" if math.isinf(k) else f"{k:g}"
+
+
+def _span(d, lr: float) -> str:
+    """max − min of the doses' mean log10 ‖φ(S)‖_F at one lr: how far the dose moved the final norm."""
+    x = d.loc[d["lr"] == lr, "log10_attn_fro"]
+    x = x[x.notna()]
+    return f"{float(x.max() - x.min()):.2f}" if len(x) else "undefined"
 
 
 def matched_why(m) -> str:

@@ -46,6 +46,7 @@ EQUIVALENCE = 0.02  # accuracy: "the family does not matter" within ±2 points a
 DELTA = 0.02  # accuracy per decade of norm: the smallest dose-response the thesis needs (the same 2 points)
 POWER_TARGET = 0.8
 MAX_SEEDS = 1000  # seeds_to_decide answers "more than" beyond this
+MAX_DOSES = 1000  # doses_to_decide likewise
 
 SIM_DOSES = 8
 SIM_STRATA = (2, 3)  # learning rates per family (text: 2, digits: 3)
@@ -124,6 +125,24 @@ def seeds_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = AL
         return math.nan
     side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
     k = smallest_count(lambda k: _power(s.b, _se_at(s, k), s.df, level, side) >= POWER_TARGET, MAX_SEEDS)
+    return math.inf if k is None else float(k)
+
+
+def doses_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = ALPHA_HOLDS) -> float:
+    """Doses at which the stratum's test, at its observed slope, decides with POWER_TARGET (sides and levels as
+    :func:`seeds_to_decide`): the dose is the unit, so D doses at the stratum's seeds per dose, spread over the norm
+    like its own (Σ(x − x̄)² grows like D − 1) and scattered like its own about the line, give
+    se_D = se·√((n − 1)/(D − 1)) on D − 2 df — the lever that also shrinks the doses' scatter, which seeds cannot.
+    inf beyond MAX_DOSES; nan if undefined."""
+    from empirics.training.censored_trend import smallest_count
+
+    if not (math.isfinite(s.b) and math.isfinite(s.se) and s.df >= 1 and s.sxx > 0):
+        return math.nan
+    side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
+    if s.se == 0:
+        return float(s.n)
+    ok = lambda d: d >= 3 and _power(s.b, s.se * math.sqrt((s.n - 1) / (d - 1)), d - 2, level, side) >= POWER_TARGET  # noqa: E731
+    k = smallest_count(ok, MAX_DOSES)
     return math.inf if k is None else float(k)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ def _clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in PINNED}
 
 
+@pytest.mark.slow  # two fresh interpreters (~4 s)
 def test_importing_sapa_or_empirics_pins_dispatch_before_torch():
     env = _clean_env()
     assert _capability("import sapa.cli", env) == "AVX2"

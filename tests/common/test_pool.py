@@ -10,6 +10,7 @@ import pytest
 from common.collector import THRESHOLDS
 
 
+@pytest.mark.slow  # fresh interpreters (~2 s)
 def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_worker_takes_its_niceness():
     code = (
         "import sys, torch\n"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from empirics.timing.overhead import OverheadGrid, bench_overhead
 from figures import overhead
 
 
+@pytest.mark.slow  # times a grid (~5 s); test_main_small draws the figure by default
 def test_draw_from_stored_data_with_gaps_and_every_crossover_status(tmp_path):
     g = OverheadGrid(Ns=(16, 32, 64), d=8, ps=(1, 2, 3), repeats=1, methods=("naive", "linearised"),
                      crossover_ds=(4, 8), crossover_masks=("none", "causal"), time_cap_s=5.0, block_s=0.002)

@@ -137,6 +137,7 @@ def test_notebook_executes_at_the_small_budget_and_agrees(book, small_kernel):
     assert "version" not in nb.metadata.language_info and str(ROOT) not in nbformat.writes(nb)
 
 
+@pytest.mark.slow  # the notebook tooling (~3 s)
 def test_a_shared_kernel_resets_between_notebooks_and_raises_on_a_failing_cell(tmp_path):
     first, second, failing, elsewhere = (Notebook(tmp_path / f"0{k}_nb.py") for k in range(1, 5))
     first.py.write_text("# %%\nimport os\nleftover = 41\nprint(os.environ['SAPA_SMALL'], leftover + 1)\n")
@@ -181,6 +182,7 @@ plt.show()
 """
 
 
+@pytest.mark.slow  # the notebook tooling (~3 s); the shipped notebooks' freshness is checked by default
 def test_rendering_is_reproducible_byte_for_byte(tmp_path):
     book = Notebook(tmp_path / "01_tiny.py")
     book.py.write_text(TINY, encoding="utf-8")
@@ -210,6 +212,7 @@ def test_full_budget_prints_what_the_shipped_notebook_shows(book):
     assert texts(fresh) == texts(shipped), f"{book.ipynb.name} is out of date: run `{book.fix}`"
 
 
+@pytest.mark.slow  # the notebook tooling (~5 s); every notebook itself runs in the default suite
 def test_regenerating_says_which_notebook_and_which_cell_runs(tmp_path, capsys, monkeypatch):
     import functools
 

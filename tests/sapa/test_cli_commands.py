@@ -111,6 +111,7 @@ def test_sweep_seed_override_changes_numbers(tmp_path, capsys):
     assert a.shape == b.shape and not np.allclose(a, b)
 
 
+@pytest.mark.slow  # times real kernels (~2 s); test_bench_quick_overhead_json[tiny] runs `sapa bench` by default
 def test_bench_quick_json(tmp_path, capsys):
     code, out, err = _run(["bench", "--quick", "--part", "kernels", "--json", "--out", str(tmp_path / "bench.json")],
                           capsys)
@@ -141,6 +142,7 @@ def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
     assert got["overhead"]["provenance"]["dtype"] == "float32" and not got["vs_autograd"]
 
 
+@pytest.mark.slow  # waits 2 s of silence
 def test_a_command_silent_for_longer_than_the_fallback_says_it_runs(monkeypatch, capsys):
     import time
 

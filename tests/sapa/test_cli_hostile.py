@@ -407,6 +407,7 @@ def test_messages_name_what_is_wrong_in_one_short_line(tmp_path, capsys):
         assert code == 2 and needle in err and err.count("\n") == 1 and len(err) < 400, (argv, err)
 
 
+@pytest.mark.slow  # a fresh interpreter drawing a figure (~3 s)
 def test_matplotlib_writes_no_cache_into_home(tmp_path):
     import subprocess
     import sys

@@ -83,26 +83,23 @@ def _run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
     opts = {"chunk": None, "device": config.device, "dtype": dtype, "with_rows": config.with_rows}
     per_q: dict[str, list[np.ndarray]] = {q: [] for q in QUANTITIES}
     rows: list[np.ndarray] = []
-    if cell.weight_model == "paper":
-        for t in range(T):
-            A, B = sample_paper_ab(model, 1, N, d, [trial_generator(config.seed, skey, t)])  # (1, N, d) each
-            r = norms.paper_model_norms(A[0], B[0], act, mask, row_scale, **opts)
-            for q in QUANTITIES:
-                per_q[q].append(_to_np(getattr(r, q)).reshape(1))
-            if config.with_rows:
-                rows.append(_to_np(r.row_fro).reshape(1, N))
-    else:
-        pop = None
-        if model.inputs != "iso" or model.mean_norm > 0:
-            pop = make_population(model, D, trial_generator(config.seed, model.population_key(D)))
-        for start in range(0, T, batch):
-            idx = range(start, min(T, start + batch))
-            X, W = sample_trials(model, N, D, d, len(idx), trial_generators(config.seed, skey, idx), population=pop)
+    paper = cell.weight_model == "paper"
+    pop = None
+    if not paper and (model.inputs != "iso" or model.mean_norm > 0):
+        pop = make_population(model, D, trial_generator(config.seed, model.population_key(D)))
+    for start in range(0, T, batch):
+        idx = range(start, min(T, start + batch))
+        gens = trial_generators(config.seed, skey, idx)  # trial t's draws from its own stream, whatever the batch
+        if paper:
+            A, B = sample_paper_ab(model, len(idx), N, d, gens)  # (t, N, d) each
+            out = norms.paper_model_norms_batched(A, B, act, mask, row_scale, **opts)
+        else:
+            X, W = sample_trials(model, N, D, d, len(idx), gens, population=pop)
             out = norms.attention_norms_batched(X, W, act, mask, row_scale, **opts)  # X (t, N, D), W (t, D, D)
-            for q in QUANTITIES:
-                per_q[q].append(_to_np(out[q]).reshape(len(idx)))
-            if config.with_rows:
-                rows.append(_to_np(out["row_fro"]).reshape(len(idx), N))
+        for q in QUANTITIES:
+            per_q[q].append(_to_np(out[q]).reshape(len(idx)))
+        if config.with_rows:
+            rows.append(_to_np(out["row_fro"]).reshape(len(idx), N))
     quantity = np.repeat(np.array(QUANTITIES, dtype=object), T)  # (3T,)
     trial = np.tile(np.arange(T), len(QUANTITIES))
     row = np.full(len(quantity), -1)

@@ -35,6 +35,31 @@ def test_power_lower_converges_to_the_dense_sigma_from_below():
         assert many[b] >= s * (1 - 1e-6)
 
 
+def test_power_lower_stops_once_every_residual_is_below_tol_at_the_converged_value(monkeypatch):
+    """The early stop saves iterations, not accuracy: the bound equals 500 iterations' to about tol² and stays
+    below the dense σ₁; tol = 0 never stops early."""
+    import empirics.kernels.ball_ascent as ba
+
+    calls = []
+    real_vjp = ba.vjp
+    monkeypatch.setattr(ba, "vjp", lambda *a: calls.append(1) or real_vjp(*a))
+    h = _head("poly3")
+    X = torch.randn(3, 5, 4, generator=torch_gen_for(3, "test_ball_ascent"), dtype=torch.float64)
+    v0 = torch.randn(X.shape, generator=torch_gen_for(4, "test_ball_ascent"), dtype=torch.float64)
+    full, _ = power_lower(h, X, v0, 500)
+    assert len(calls) == 500
+    calls.clear()
+    early, v = power_lower(h, X, v0, 500, tol=1e-12)
+    assert 0 < len(calls) < 500
+    torch.testing.assert_close(early, full, rtol=1e-14, atol=0)
+    w = real_vjp(h, X, ba.jvp(h, X, v))
+    theta = (v * w).flatten(1).sum(1)
+    res = torch.linalg.vector_norm((w - theta[:, None, None] * v).flatten(1), dim=1) / theta
+    assert bool((res <= 1e-12).all())  # the returned v is the one whose residual stopped the iteration
+    for b in range(3):
+        assert early[b] <= _sigma_dense(h, X[b]) * (1 + 1e-12)
+
+
 def test_projection_keeps_inner_tokens_and_clips_outer_ones():
     X = torch.tensor([[[0.3, 0.4], [3.0, 4.0]]], dtype=torch.float64)
     Y = project_ball(X, 1.0)

@@ -9,7 +9,7 @@ import torch
 
 from common.seeds import torch_gen_for
 from common.validate import InputError
-from empirics.kernels.head_jacobian import Head, attention, forward, jvp, power_of, vjp
+from empirics.kernels.head_jacobian import Head, at, attention, forward, jvp, power_of, vjp
 
 
 def _head(act: str, D: int = 5, d: int = 3, dv: int = 4) -> Head:
@@ -36,6 +36,19 @@ def test_jvp_and_vjp_are_the_dense_jacobian_and_its_transpose(act):
         J = _dense(h, X[b])
         torch.testing.assert_close(jvp(h, X, dX)[b].reshape(-1), J @ dX[b].reshape(-1), rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(vjp(h, X, G)[b].reshape(-1), J.T @ G[b].reshape(-1), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3"])
+def test_products_at_a_cached_point_are_those_at_the_point(act):
+    """``at(h, X)`` only saves recomputing S, P, XW, XW_V: the products are the same bits, after any use of it."""
+    h = _head(act)
+    g = torch_gen_for(2, "test_head_jacobian", act)
+    X, dX = (torch.randn(3, 7, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    G = torch.randn(3, 7, 4, generator=g, dtype=torch.float64)
+    a = at(h, X)
+    for _ in range(2):
+        assert torch.equal(jvp(h, a, dX), jvp(h, X, dX)) and torch.equal(vjp(h, a, G), vjp(h, X, G))
+    assert torch.equal(a.P, attention(h, a.S)) and torch.equal(a.XWV, X @ h.W_V)
 
 
 def test_attention_is_row_softmax_and_scaled_power():

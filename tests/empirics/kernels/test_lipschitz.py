@@ -72,6 +72,7 @@ def test_jvp_is_the_jacobian_times_v(act, mask, rows, value):
     torch.testing.assert_close(Jv.reshape(-1), J @ v.reshape(-1), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow  # a fresh interpreter (~3 s)
 def test_no_forward_mode_ad_so_no_torch_jit_script_deprecation():
     """Forward-mode AD would import torch's JVP decompositions (scripted with the deprecated torch.jit.script)."""
     import subprocess

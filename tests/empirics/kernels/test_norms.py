@@ -28,6 +28,7 @@ from empirics.kernels.norms import (
     linear_fro_gram,
     paper_jacobian_autograd,
     paper_model_norms,
+    paper_model_norms_batched,
 )
 from common.validate import InputError
 from tests.tolerances import RTOL as TOLERANCES
@@ -190,6 +191,35 @@ def test_batched_equals_unbatched(act, mask):
             assert _rel(float(out["jac_s_fro"][t]), one.jac_s_fro) <= 1e-13
             assert _rel(float(out["max_abs"][t]), one.max_abs) <= 1e-13
             np.testing.assert_allclose(out["row_fro"][t].numpy(), one.row_fro, rtol=1e-13)
+
+
+@pytest.mark.parametrize("act", [Activation("softmax", scale=0.8), Activation("poly", 3, 1.0)], ids=lambda a: a.label)
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
+    """The sweep's paper-model cells run batched: each trial as :func:`paper_model_norms` gives it alone (its own
+    powers of two even when the trials' scales differ by 2^±40), whatever the trial grouping."""
+    import empirics.kernels.norms as norms
+
+    rng = np.random.default_rng(9)
+    T, N, d = 5, 7, 3
+    scale = 2.0 ** rng.integers(-40, 41, (T, 1, 1))  # trials far apart in size: per-trial scaling must hold
+    A, B, r = rng.standard_normal((T, N, d)) * scale, rng.standard_normal((T, N, d)), rng.uniform(0.5, 2, N)
+    if act.kind == "poly":
+        A = A / scale  # x³ of 2^40-sized logits overflows float64 (refused, tested elsewhere)
+    for rs in (None, r):
+        out = paper_model_norms_batched(A, B, act, mask, rs, chunk=3, with_rows=True)
+        assert set(out) == {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro"} and out["row_fro"].shape == (T, N)
+        for t in range(T):
+            one = paper_model_norms(A[t], B[t], act, mask, rs, with_rows=True)
+            for q in ("fro", "jac_fro", "jac_s_fro", "max_abs"):
+                assert _rel(float(out[q][t]), getattr(one, q)) <= 1e-13, (q, t)
+            np.testing.assert_allclose(out["row_fro"][t].numpy(), one.row_fro, rtol=1e-13)
+    whole = paper_model_norms_batched(A, B, act, mask)
+    monkeypatch.setattr(norms, "CHUNK_BYTES", 8 * N * 2)  # two trials per group
+    grouped = paper_model_norms_batched(A, B, act, mask)
+    torch.testing.assert_close(grouped["jac_fro"], whole["jac_fro"], rtol=1e-13, atol=0)
+    with pytest.raises(InputError):
+        paper_model_norms_batched(A, B[:, :-1], act)
 
 
 def test_batched_trial_groups(monkeypatch):

@@ -133,6 +133,7 @@ def test_bad_arguments_are_one_line(kw, needle):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow  # waits out a 2 s timeout
 def test_unreachable_scheduler_is_one_line_and_bounded(tmp_path):
     port = free_port()  # nothing listens here
     t0 = time.monotonic()

@@ -108,6 +108,7 @@ def test_timeout_needs_scheduler(tmp_path, capsys):
     assert rc == 2
 
 
+@pytest.mark.slow  # waits out a 2 s timeout
 def test_scheduler_without_workers_times_out(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:

@@ -27,6 +27,7 @@ def test_quick_bench_vs_autograd():
     json.dumps(rows)
 
 
+@pytest.mark.slow  # a fresh interpreter timing GEMMs (~2 s)
 def test_quick_bench_vs_gemm_in_subprocess():
     rows = bench_vs_gemm(quick=True)
     assert [(r["N"], r["kernel"]) for r in rows] == [(256, "gemm"), (256, "softmax(τ=1)"), (256, "x^3")]

@@ -31,7 +31,8 @@ def _line(text, start):
     return next(ln for ln in text.splitlines() if ln.strip().startswith(start))
 
 
-@pytest.mark.parametrize("n_min,verdict", [(None, "HOLDS"), (2, "HOLDS_IN_REGIME")])
+@pytest.mark.parametrize("n_min,verdict", [pytest.param(None, "HOLDS", marks=pytest.mark.slow),  # ~5 s; the n_min
+                                           (2, "HOLDS_IN_REGIME")])  # case runs the same comparison by default
 def test_same_peak_below_n_min_same_verdict_with_or_without_j(audit, n_min, verdict):
     outs = [audit(e, n_min)[0] for e in PEAK_BELOW_N_MIN]
     assert [o["verdict"] for o in outs] == [verdict, verdict]

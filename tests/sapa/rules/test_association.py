@@ -13,7 +13,8 @@ from scipy import stats
 from empirics.training.dose_response import Contrast, DoseSlope, dose_slope
 from sapa.rules import calibrate, rule_named
 from sapa.rules.association import (ALPHA_FAILS, DELTA, EQUIVALENCE, DoseEvidence, _power, decide_dose,
-                                    decide_matched, matched_evidence, power_at_null, raw_p, seeds_to_decide)
+                                    decide_matched, doses_to_decide, matched_evidence, power_at_null, raw_p,
+                                    seeds_to_decide)
 
 
 def _slope(b, se, seed_var=0.0, seeds=3, sxx=1.0, lr=0.01):
@@ -64,6 +65,33 @@ def test_seeds_to_decide_is_the_smallest_count_reaching_80_percent():
     assert math.isinf(seeds_to_decide(lof, m=1)) and math.isnan(seeds_to_decide(_slope(math.nan, 0.1), m=1))
     below = _slope(-0.1, 0.02, seed_var=3 * 0.02 ** 2)  # far below the margin: the HOLDS side
     assert seeds_to_decide(below, m=1) <= 3
+
+
+def test_doses_to_decide_is_where_a_simulated_dose_design_first_reaches_80_percent():
+    """Monte Carlo of the design the count assumes: D doses spread over the norm like the stratum's 8, each dose mean
+    scattered about the line with the stratum's residual sd, the OLS slope's one-sided t test at the level."""
+    s = DoseSlope(0.01, 0.04, 0.027, 6, 3 * 0.02 ** 2, 3, 0.146, math.nan, 8)  # the text x³/c stratum's shape
+    D = int(doses_to_decide(s, m=4))
+    resid_sd = s.se * math.sqrt(s.sxx)  # the residual sd of one dose mean
+    sd_x = math.sqrt(s.sxx / (s.n - 1))
+    rng = np.random.default_rng(7)
+    trials = 4000
+
+    def rate(d: int) -> float:
+        x = np.linspace(-1.0, 1.0, d)
+        x = x / x.std(ddof=1) * sd_x  # the same spread per dose
+        y = s.b * x + rng.normal(0.0, resid_sd, (trials, d))  # (trials, d)
+        xc = x - x.mean()
+        b = (y - y.mean(1, keepdims=True)) @ xc / (xc @ xc)
+        r = y - y.mean(1, keepdims=True) - b[:, None] * xc
+        se = np.sqrt((r ** 2).sum(1) / (d - 2) / (xc @ xc))
+        return float(((b + DELTA) / se > stats.t.ppf(1 - ALPHA_FAILS / 4, d - 2)).mean())
+
+    tol = 3.5 * math.sqrt(0.8 * 0.2 / trials)
+    assert 20 <= D <= 40 and rate(D) >= 0.8 - tol and rate(D - 2) < 0.8 + tol
+    assert doses_to_decide(_slope(-DELTA, 0.01), m=1) == math.inf  # at the margin no count decides
+    assert math.isnan(doses_to_decide(_slope(math.nan, 0.1), m=1))
+    assert doses_to_decide(_slope(-0.5, 0.01), m=1) <= 8  # far below the margin: the HOLDS side, already decided
 
 
 def test_a_real_dose_table_decides_through_dose_slope():

@@ -100,7 +100,8 @@ def test_final_gap_reason_is_power_where_fails_was_out_of_reach():
     assert tr.delta - stats.t.ppf(1 - ALPHA_HOLDS, 2 * seeds - 2) * se_then > -0.05
 
 
-@pytest.mark.parametrize("name", ["slowdown-growth", "slowdown-doubling", "final-gap-trend"])
+@pytest.mark.parametrize("name", ["slowdown-growth", pytest.param("slowdown-doubling", marks=pytest.mark.slow),
+                                  "final-gap-trend"])  # slowdown-doubling shares slowdown-growth's fit (~4 s)
 def test_calibration_meets_targets_on_a_short_run(name):
     n = 100
     c = calibrate(rule_named(name), trials=n, seed=1)

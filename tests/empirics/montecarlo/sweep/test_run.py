@@ -98,6 +98,7 @@ def test_executor_path_matches_serial(tmp_path):
     pd.testing.assert_frame_equal(ref, got)
 
 
+@pytest.mark.slow  # a fresh interpreter (~2 s); import-linter checks the same contract statically
 def test_sweep_knows_no_dask():
     """Importing the sweep loads neither ``empirics.montecarlo.distributed`` nor dask (the contract in pyproject.toml checks the graph)."""
     code = ("import sys, empirics.montecarlo.sweep; "
