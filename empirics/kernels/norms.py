@@ -633,7 +633,9 @@ def paper_model_norms_batched(
     At = _tensor("A", A, (None, None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     T, N, d = At.shape
     Bt = _tensor("B", B, (T, N, d), dev, torch.float64)
-    lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64)).expand(T, N)
+    lrs = None
+    if row_scale is not None:
+        lrs = _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64)).expand(T, N)
     G = _trials_per_group(T, N, dt)
     parts = [_norms_core(_scaled_paper(At[t0 : t0 + G], Bt[t0 : t0 + G], dt), act, mask,
                          None if lrs is None else lrs[t0 : t0 + G], tied=False, chunk=ch) for t0 in range(0, T, G)]

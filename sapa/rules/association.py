@@ -141,7 +141,10 @@ def doses_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = AL
     side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
     if s.se == 0:
         return float(s.n)
-    ok = lambda d: d >= 3 and _power(s.b, s.se * math.sqrt((s.n - 1) / (d - 1)), d - 2, level, side) >= POWER_TARGET  # noqa: E731
+
+    def ok(d: int) -> bool:
+        return d >= 3 and _power(s.b, s.se * math.sqrt((s.n - 1) / (d - 1)), d - 2, level, side) >= POWER_TARGET
+
     k = smallest_count(ok, MAX_DOSES)
     return math.inf if k is None else float(k)
 
