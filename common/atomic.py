@@ -28,16 +28,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         raise IsADirectoryError(errno.EISDIR, "a directory is in the way of a result file", str(path))
     _refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _create_sibling(path)
+    made: list[str] = []  # the temporary file, named here as soon as it exists: an interrupt at any point removes it
     try:
+        tmp = _create_sibling(path, made)
         _keep_mode(path, tmp)
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         _replace(tmp, path)
     except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for t in made:
+            if os.path.exists(t):
+                os.unlink(t)
         if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:  # disk full: name the file
             raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
@@ -63,13 +65,16 @@ def file_kind(mode: int) -> str:
     return "a special file"
 
 
-def _create_sibling(path: Path) -> str:
-    """Create ``.<name>.<random>.tmp<suffix>`` beside ``path`` with mode 0o666 (the kernel applies the umask)."""
+def _create_sibling(path: Path, made: list[str]) -> str:
+    """Create ``.<name>.<random>.tmp<suffix>`` beside ``path`` with mode 0o666 (the kernel applies the umask); its
+    name is in ``made`` from just before it is created (O_EXCL: a name that exists already is never ours)."""
     while True:
         tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
+        made.append(tmp)
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666))
         except FileExistsError:
+            made.remove(tmp)
             continue
         return tmp
 

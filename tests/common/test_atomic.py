@@ -57,6 +57,24 @@ def test_no_temporary_file_is_left(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
 
 
+def test_an_interrupt_right_after_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C can land between creating the temporary file and the write (here: in the close after the O_EXCL open);
+    an interrupted `sapa sweep` once left such a file beside its part files."""
+    import common.atomic as atomic
+
+    real_close = os.close
+
+    def interrupted(fd: int) -> None:
+        real_close(fd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_text(tmp_path / "a.txt", "x")
+    monkeypatch.setattr(atomic.os, "close", real_close)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_directory_in_the_way_is_named(tmp_path):
     """A result file replaced by a directory: the error names that path, never a temporary file."""
     target = tmp_path / "cells" / "abc.parquet"
