@@ -28,7 +28,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         raise IsADirectoryError(errno.EISDIR, "a directory is in the way of a result file", str(path))
     _refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    made: list[str] = []  # the temporary file, named here as soon as it exists: an interrupt at any point removes it
+    made: list[str] = []  # the temporary file's name, recorded just before it is created: any interrupt removes it
     try:
         tmp = _create_sibling(path, made)
         _keep_mode(path, tmp)
