@@ -65,6 +65,9 @@ def test_seeds_to_decide_is_the_smallest_count_reaching_80_percent():
     assert math.isinf(seeds_to_decide(lof, m=1)) and math.isnan(seeds_to_decide(_slope(math.nan, 0.1), m=1))
     below = _slope(-0.1, 0.02, seed_var=3 * 0.02 ** 2)  # far below the margin: the HOLDS side
     assert seeds_to_decide(below, m=1) <= 3
+    assert seeds_to_decide(s, m=4) > k  # the family-wise level a_fails/m: more readings, more seeds
+    near = _slope(-0.04, 0.02, seed_var=3 * 0.02 ** 2)  # the HOLDS side near the margin: a_holds/m likewise
+    assert seeds_to_decide(near, m=16) > seeds_to_decide(near, m=1)
 
 
 def test_doses_to_decide_is_where_a_simulated_dose_design_first_reaches_80_percent():
@@ -91,7 +94,10 @@ def test_doses_to_decide_is_where_a_simulated_dose_design_first_reaches_80_perce
     assert 20 <= D <= 40 and rate(D) >= 0.8 - tol and rate(D - 2) < 0.8 + tol
     assert doses_to_decide(_slope(-DELTA, 0.01), m=1) == math.inf  # at the margin no count decides
     assert math.isnan(doses_to_decide(_slope(math.nan, 0.1), m=1))
-    assert doses_to_decide(_slope(-0.5, 0.01), m=1) <= 8  # far below the margin: the HOLDS side, already decided
+    assert doses_to_decide(_slope(-0.5, 0.001), m=1) == 3  # far below the margin: the fewest doses a slope has
+    assert doses_to_decide(s, m=16) > D  # a stricter family-wise level needs more doses
+    near = _slope(-0.045, 0.01)  # the HOLDS side near the margin likewise
+    assert doses_to_decide(near, m=16) > doses_to_decide(near, m=1)
 
 
 def test_a_real_dose_table_decides_through_dose_slope():
