@@ -100,7 +100,7 @@ def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(rg, "JOBS", [])
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
-                     crossover_masks=("none",), time_cap_s=1.0)
+                     crossover_masks=("none",), time_cap_s=1.0, block_s=0.002)  # short blocks: only the data is drawn
     figdata.write(tmp_path / "data" / "overhead.json", bench_overhead(grid=g, device="cpu", threads=1), "ov_tiny")
     code, out, err = _run(["figures", "--results", tmp_path], capsys)
     assert code == 0, err
