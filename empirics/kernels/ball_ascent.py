@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from common.validate import positive_float, positive_int
-from empirics.kernels.head_jacobian import Head, at, jvp, vjp
+from empirics.kernels.head_jacobian import At, Head, at, jvp, vjp
 
 __all__ = ["AscentConfig", "AscentResult", "project_ball", "power_lower", "starts", "tiled", "maximise_sigma"]
 
@@ -59,16 +59,17 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
     return v / torch.linalg.vector_norm(v.flatten(1), dim=1).clamp_min(1e-300).reshape(-1, *([1] * (v.dim() - 1)))
 
 
-def power_lower(h: Head, X: torch.Tensor, v: torch.Tensor, iters: int, tol: float = 0.0
+def power_lower(h: Head, X: torch.Tensor | At, v: torch.Tensor, iters: int, tol: float = 0.0
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """At most ``iters`` power iterations on JᵀJ from v, then ‖Jv‖ (unit v): (lower (B,), v (B, n, D)).
+    """At most ``iters`` power iterations on JᵀJ from v, then ‖Jv‖ (unit v): (lower (B,), v (B, n, D)); X (B, n, D)
+    or its :func:`~empirics.kernels.head_jacobian.at`.
 
     With ``tol`` > 0 the iteration stops as soon as every batch member's residual ‖JᵀJv − θv‖/θ (θ = vᵀJᵀJv, from
     the product the step computes anyway) is at most ``tol``: v is then an eigenvector to that accuracy and θ has
     converged to about tol² (the Rayleigh quotient's error is quadratic in the residual). Any unit v gives a
     certified lower bound ‖Jv‖ ≤ σ₁, so stopping early never makes the bound invalid.
     """
-    v, a = _unit(v), at(h, X)  # S, P, XW, XW_V once for every product at X
+    v, a = _unit(v), X if isinstance(X, At) else at(h, X)  # S, P, XW, XW_V once for every product at X
     for _ in range(iters):
         w = vjp(h, a, jvp(h, a, v))  # JᵀJv
         if tol > 0:
@@ -120,13 +121,14 @@ def maximise_sigma(h: Head, n: int, R: float, cfg: AscentConfig, gen: torch.Gene
     best_val = torch.full((X.shape[0],), -math.inf, dtype=X.dtype)
     best_X = X.clone()
     for k in range(cfg.steps + 1):
-        lower, v = power_lower(h, X, v, cfg.power_iters)
+        a = at(h, X)  # shared by the power iterations and the step direction u
+        lower, v = power_lower(h, a, v, cfg.power_iters)
         better = lower > best_val
         best_val = torch.where(better, lower, best_val)
         best_X[better] = X[better]
         if k == cfg.steps:
             break
-        u = _unit(jvp(h, X, v))
+        u = _unit(jvp(h, a, v))
         Xg = X.detach().requires_grad_(True)
         (G,) = torch.autograd.grad((u * jvp(h, Xg, v)).sum(), Xg)  # ∇_X ⟨u, J(X) v⟩ per restart
         step = cfg.lr / math.sqrt(1 + k / 10) * R * math.sqrt(n)

@@ -115,15 +115,25 @@ def power_at_null(ev: DoseEvidence, m: int, a_fails: float = ALPHA_FAILS) -> flo
     return 1 - float(np.prod([1 - p for p in ps])) if ps else math.nan
 
 
+def _defined(s) -> bool:
+    """A stratum whose slope, se and spread allow a power calculation."""
+    return math.isfinite(s.b) and math.isfinite(s.se) and s.df >= 1 and s.sxx > 0
+
+
+def _side(s, m: int, a_fails: float, a_holds: float) -> tuple[str, float]:
+    """The test a count is sized for: FAILS at a_fails/m when b > −DELTA, else HOLDS at a_holds/m."""
+    return ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
+
+
 def seeds_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = ALPHA_HOLDS) -> float:
     """Seeds per dose at which the stratum's test, at its observed slope, decides with POWER_TARGET (FAILS side at
     a_fails/m if b > −DELTA, else HOLDS at a_holds/m); inf beyond MAX_SEEDS — in particular when the doses' scatter
     alone keeps it out of reach, which no seed count shrinks; nan if undefined."""
     from empirics.training.censored_trend import smallest_count
 
-    if not (math.isfinite(s.b) and math.isfinite(s.se) and s.df >= 1 and s.sxx > 0):
+    if not _defined(s):
         return math.nan
-    side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
+    side, level = _side(s, m, a_fails, a_holds)
     k = smallest_count(lambda k: _power(s.b, _se_at(s, k), s.df, level, side) >= POWER_TARGET, MAX_SEEDS)
     return math.inf if k is None else float(k)
 
@@ -136,9 +146,9 @@ def doses_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = AL
     inf beyond MAX_DOSES; nan if undefined."""
     from empirics.training.censored_trend import smallest_count
 
-    if not (math.isfinite(s.b) and math.isfinite(s.se) and s.df >= 1 and s.sxx > 0):
+    if not _defined(s):
         return math.nan
-    side, level = ("fails", a_fails / m) if s.b > -DELTA else ("holds", a_holds / m)
+    side, level = _side(s, m, a_fails, a_holds)
     if s.se == 0:
         return float(s.n)
 
