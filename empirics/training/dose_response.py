@@ -47,7 +47,9 @@ def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFr
 
     Columns: family, p, arm, dose (c, or τ for softmax), lr, seeds, log10_attn_fro, log10_jac_x_fro, test_acc (seed
     means), and per-seed lists ``*_seeds``. A diverged member enters at chance accuracy and is left out of the norm
-    means (its norm is infinite). Rows with no grid arm of a family are absent.
+    means (its norm is infinite). Rows with no grid arm of a family are absent. A family's grid arms are one model at
+    the same (c, lr, seed) — x³/c trained as ``x3_alpha`` on the grid and as ``x3_dose`` between its values (the
+    second look) —, so their doses are pooled; a (c, lr, seed) two arms share counts once, as the first arm's.
     """
     r = runs[runs["task"] == task]
     if r.empty:
@@ -56,15 +58,18 @@ def dose_table(runs: pd.DataFrame, task: str, N: int | None = None) -> pd.DataFr
     r = r[r["N"] == N]
     out = []
     for fam, p, arms in FAMILIES:
-        arm = next((a for a in arms if (r["arm"] == a).any()), None)
-        if arm is None:
+        present = [a for a in arms if (r["arm"] == a).any()]
+        if not present:
             continue
-        g = r[r["arm"] == arm].copy()
+        g = r[r["arm"].isin(present)].copy()
+        g["_order"] = g["arm"].map({a: i for i, a in enumerate(present)})
+        g = g.sort_values("_order", kind="stable").drop_duplicates(["lr", "alpha", "seed"]).drop(columns="_order")
         g.loc[g["diverged"].astype(bool), "test_acc"] = g.loc[g["diverged"].astype(bool), "chance_acc"]
         for (lr, dose), b in g.groupby(["lr", "alpha"], sort=True):
             b = b.sort_values("seed")
             ln = {q: np.log10(b[q].to_numpy(float)) for q in ("attn_fro", "jac_x_fro")}
-            row = {"family": fam, "p": p, "arm": arm, "dose": float(dose), "lr": float(lr), "seeds": int(len(b)),
+            row = {"family": fam, "p": p, "arm": str(b["arm"].iloc[0]), "dose": float(dose), "lr": float(lr),
+                   "seeds": int(len(b)),
                    "test_acc": float(b["test_acc"].mean()), "test_acc_seeds": b["test_acc"].round(6).tolist()}
             for q, v in ln.items():
                 fin = v[np.isfinite(v)]

@@ -20,7 +20,7 @@ from empirics.training.tiny_models import TinyModelConfig
 
 __all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "GRID_SCALES", "aliases", "grid_value", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
            "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
-           "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES"]
+           "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES", "DOSE_ARMS", "look2_doses", "look2_chunks"]
 
 SCHEMA = 3  # bump when the meaning of stored chunks changes (3: dose / temperature grids, aliased arms)
 TASKS = ("digits", "text")
@@ -138,9 +138,14 @@ class StudyConfig:
     split_seed: int = 0  # the fixed digits train / validation / test split
     seed: int = 0
     tasks: tuple[str, ...] = TASKS
+    # The dose-response's second look (norm-vs-accuracy): each factor between neighbouring grid values of c split into
+    # this many log-equal steps for the strata the first look left open (0: no second look; 5 turns 8 doses into 36).
+    look2_refine: int = 0
 
     def __post_init__(self) -> None:
         positive_int("seeds", self.seeds)
+        if isinstance(self.look2_refine, bool) or not isinstance(self.look2_refine, int) or self.look2_refine < 0:
+            raise InputError(f"look2_refine must be a non-negative integer, got {self.look2_refine!r}")
         positive_int("probe", self.probe)
         for a in self.arms:
             choice("arm", a, tuple(ARMS))
@@ -169,8 +174,14 @@ class StudyConfig:
         return asdict(self)
 
     def hash(self) -> str:
-        """sha256 of the config and the schema: a chunk file is reused only under the same hash."""
-        return stable_hash({"schema": SCHEMA, **self.as_dict()})
+        """sha256 of the config and the schema: a chunk file is reused only under the same hash.
+
+        ``look2_refine`` is left out: no first-look chunk depends on it, and a second-look chunk records its members
+        (the doses it adds), which a changed refinement changes — so it is trained again (study_store.chunk_ok).
+        """
+        d = self.as_dict()
+        d.pop("look2_refine")
+        return stable_hash({"schema": SCHEMA, **d})
 
 
 # Quick (with the mechanism tasks, ≤ 90 s of `sapa train` on 2 cores): digits only, softmax and the arms without a
@@ -208,6 +219,7 @@ FULL = StudyConfig(
     arms=("softmax", "x_sqrtN", "x3_sqrtN", "x3_alpha", "x", "x3", "x3_sqrti", "x_dose", "softmax_tau"),
     alphas=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0),
     temperatures=(0.125, 1.0, 8.0),
+    look2_refine=5,
 )
 # A handful of steps, for tests.
 TINY = StudyConfig(
@@ -259,10 +271,12 @@ class Chunk:
     family: str  # "softmax" | "p1" | "p3"
     index: int  # chunk k of the family at this N
     members: tuple[Member, ...]
+    look: int = 1  # 2: the dose-response's second look (look2_chunks)
 
     @property
     def file_name(self) -> str:
-        return f"{self.task}_N{self.N}_{self.family}_{self.index}.json"
+        tag = "" if self.look == 1 else f"look{self.look}_"
+        return f"{self.task}_N{self.N}_{self.family}_{tag}{self.index}.json"
 
 
 def _family_id(arm: StudyArm) -> str:
@@ -334,6 +348,41 @@ def plan_chunks(cfg: StudyConfig, task: str, N: int, alpha_star: dict[int, float
         k = math.ceil(len(ms) / cap)
         size = math.ceil(len(ms) / k)  # equal chunks
         chunks += [Chunk(task, N, fam, i, tuple(ms[i * size:(i + 1) * size])) for i in range(k)]
+    return chunks
+
+
+DOSE_ARMS = {1: "x_dose", 3: "x3_dose"}  # the arm a second-look dose of x^p/c trains as (never the α grid's x3_alpha)
+
+
+def look2_doses(cfg: StudyConfig) -> tuple[float, ...]:
+    """c_k·(c_{k+1}/c_k)^(j/R), j = 1 … R − 1, between neighbouring values of the sorted grid ``cfg.alphas``: the doses
+    the second look adds (R = ``cfg.look2_refine``; none when R < 2). 1 … 128 by factors of 2 and R = 5: 28 doses."""
+    grid, R = sorted(cfg.alphas), cfg.look2_refine
+    return tuple(a * (b / a) ** (j / R) for a, b in zip(grid, grid[1:]) for j in range(1, R))
+
+
+def look2_chunks(cfg: StudyConfig, strata) -> list[Chunk]:
+    """The second look's chunks: for each (task, p, lr) of ``strata``, x^p/c at every dose of :func:`look2_doses` ×
+    every replicate, at the task's smallest N, as arm ``DOSE_ARMS[p]`` (replicate r: the grid's initial weights and
+    minibatches). Per (task, p): members ordered (lr, c, replicate), split into ``2·cfg.seeds`` equal chunks (more if
+    the memory budget asks), so that a pool of 2 or 3 workers finishes them together."""
+    by: dict[tuple[str, int], list[Member]] = {}
+    for task, p, lr in sorted({(str(t), int(p), float(lr)) for t, p, lr in strata}):
+        choice("task", task, cfg.tasks)
+        if p not in DOSE_ARMS or float(lr) not in cfg.plan(task).lrs:
+            raise InputError(f"no dose grid of p = {p} at lr {lr:g} on {task} to look at again")
+        by.setdefault((task, p), []).extend(Member(DOSE_ARMS[p], c, lr, r) for c in look2_doses(cfg)
+                                            for r in range(cfg.seeds))
+    chunks = []
+    for (task, p), ms in by.items():
+        N0 = cfg.plan(task).Ns[0]
+        if not ms:
+            continue
+        cap = max(1, int(MEMORY_BYTES // bytes_per_member(cfg, task, N0)))
+        replicates = cfg.seeds
+        k = min(len(ms), max(2 * replicates, math.ceil(len(ms) / cap)))
+        cuts = [len(ms) * i // k for i in range(k + 1)]  # sizes differ by at most one
+        chunks += [Chunk(task, N0, f"p{p}", i, tuple(ms[cuts[i]:cuts[i + 1]]), look=2) for i in range(k)]
     return chunks
 
 

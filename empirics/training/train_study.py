@@ -56,7 +56,7 @@ from common.pool import process_pool, terminate_workers
 from empirics.training.study_chunk import train_chunk
 from empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
                                    SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
-                                   bytes_per_member, member_count, plan_chunks, study_config)
+                                   bytes_per_member, look2_chunks, member_count, plan_chunks, study_config)
 from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
 
 __all__ = ["StudyArm", "ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
@@ -166,6 +166,12 @@ class StudyProgress:
     def _postfix(self) -> None:
         self.bar.set_postfix_str(f"{self.members}/{self.members_total} members")
 
+    def grow(self, chunks) -> None:
+        """Add chunks planned after the run began (the dose-response's second look) to the bar's total."""
+        self.members_total += sum(len(c.members) for c in chunks)
+        self.bar.total += sum(self.work(c) for c in chunks)
+        self._postfix()
+
     def done(self, c) -> None:
         self.members += len(c.members)
         self._postfix()
@@ -247,11 +253,15 @@ def _mechanism_config(budget, seed: int, mechanism):
 
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
               progress: bool | str | Callable = True, executor: cf.Executor | None = None, mechanism="budget",
-              device: str = "cpu", niceness: int = 0) -> StudyResult:
+              device: str = "cpu", niceness: int = 0,
+              second_look: Callable[[pd.DataFrame, StudyConfig], list] | None = None) -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
-    Phase 1 trains every task's smallest N (the α grid included) and selects α*; phase 2 trains the
-    other N with α* held fixed; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
+    Phase 1 trains every task's smallest N (the α grid and the dose grids included) and selects α*; phase 2 trains
+    the other N with α* held fixed; beside it, when the config has ``look2_refine`` ≥ 2 and ``second_look`` is given,
+    the dose-response's second look: ``second_look(phase-1 runs, cfg)`` names the (task, p, lr) strata to look at
+    again (the ledger's rule: ``sapa.claims.norm_vs_accuracy.second_look``) and :func:`look2_chunks` trains their
+    finer dose grid; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
     "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
     ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
     executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
@@ -291,7 +301,10 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         runs1, _ = assemble(phase1, out)
         alpha_star = {t: {p: select_alpha(runs1, t, p) for p in alpha_ps(cfg, t)} for t in cfg.tasks}
         phase2 = [c for t in cfg.tasks for N in cfg.plan(t).Ns[1:] for c in plan_chunks(cfg, t, N, alpha_star[t])]
-        finish2 = _start_chunks(phase2, cfg, out, ex, bar)
+        strata = sorted(second_look(runs1, cfg)) if second_look is not None and cfg.look2_refine >= 2 else []
+        look2 = look2_chunks(cfg, strata)
+        bar.grow(look2)
+        finish2 = _start_chunks(phase2 + look2, cfg, out, ex, bar)
         mech_done = None if mcfg is None else start_mechanisms(
             mcfg, out, ex, device, on_chunk=bar.done, on_stored=bar.stored)
         ran2, ran_chunks2 = finish2()
@@ -306,7 +319,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         bar.close()
         if own:
             ex.shutdown(wait=True, cancel_futures=True)
-    runs, hist = assemble(phase1 + phase2, out)
+    runs, hist = assemble(phase1 + phase2 + look2, out)
     for t, by_p in alpha_star.items():
         for p, a in by_p.items():
             grid = (runs["task"] == t) & (runs["p"] == p) & (runs["scale"] == "alpha")
@@ -315,7 +328,8 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     runs, hist = add_aliases(cfg, runs, hist)
     prov = {"config": cfg.as_dict(), "config_hash": cfg.hash(), "schema": SCHEMA,
             "alpha_star": {t: {str(p): a for p, a in v.items()} for t, v in alpha_star.items()},
-            "members": int(len(runs)), "chunks": len(phase1) + len(phase2), "members_trained_now": ran,
+            "second_look": [{"task": t, "p": p, "lr": lr} for t, p, lr in strata],
+            "members": int(len(runs)), "chunks": len(phase1) + len(phase2) + len(look2), "members_trained_now": ran,
             "chunks_trained_now": ran_chunks,
             "wall_s": round(time.perf_counter() - t0, 3), "workers": workers,
             "cpu_s_total": round(float(runs["cpu_s"].sum()), 2),

@@ -8,7 +8,8 @@ the norm and nothing else: a **dose-response**. The training study trains x/c an
 task's smallest N (c from 1 to beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of τ, at
 every learning rate of its grid, with the same seeds and minibatches (:mod:`empirics.training.dose_response`).
 
-Readings (Holm over every p-value of the entry, family-wise levels 1 % / 5 %):
+Readings (Holm over every p-value of the entry, family-wise levels 1 % / 5 %; a design with a second look — the full
+budget's — reads each look at half of them):
 
 * ``dose-association`` per (task, family x/c or x³/c): at every lr, does a 10× lower final ‖φ(S)‖_F go with at
   least 0.02 more test accuracy (the slope b of accuracy on log10 norm over the doses, against −0.02 per decade)?
@@ -16,91 +17,51 @@ Readings (Holm over every p-value of the entry, family-wise levels 1 % / 5 %):
   irrelevant) and the seeds per dose that would decide it.
 * ``matched-norm`` per task: at matched final ‖φ(S)‖_F and the same lr, is x³/c as accurate as x/c (within ±0.02)?
 
+**Two looks.** The dose is the unit, so an open stratum is decided by more doses, not more seeds. When the study's
+config has ``look2_refine`` (the full budget), :func:`sapa.evidence.dose_looks.second_look` names, after the grid has
+trained, every (task, family, lr) stratum of a dose reading the grid leaves open whose test at its observed slope
+would decide with 80 % power on the finer grid (each factor of c split in ``look2_refine`` log-equal steps: 8 doses → 36); the study trains
+those doses (:func:`empirics.training.study_config.look2_chunks`) and the reading is judged again on all of them. The
+finer grid's size is fixed in advance, and each look runs at half the family-wise levels (Bonferroni over the two
+looks), so whichever look decides, the entry's chance of a false FAILS stays ≤ 1 % (of a false HOLDS ≤ 5 %).
+
 The answer states the reviewer's comparison, x³/1 against x/16 at each lr, with its norms and accuracies.
 """
 
 from __future__ import annotations
 
+from sapa.evidence.dose_looks import (decide, first_look, gather, judge, judged, looks, n_strata,  # noqa: F401
+                                      second_look)
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 
 from sapa.prose import norm_vs_accuracy_words as words
 from sapa.prose.norm_vs_accuracy_words import POLY
 
 
-def gather(study) -> dict:
-    """{task: dose table at the task's smallest N} of the study's runs (tasks without a dose grid left out)."""
-    from empirics.training.dose_response import dose_table
-
-    out = {}
-    for task in ("digits", "text"):
-        t = dose_table(study.runs, task)
-        if len(t) and set(POLY) <= set(t["family"]):
-            out[task] = t
-    return out
-
-
-def judged(tables: dict, norm: str = "log10_attn_fro", delta: float | None = None) -> list[tuple[tuple, object]]:
-    """[(key, evidence)]: every dose-association (one stratum per lr) and matched-norm evidence, the FAILS p-values of
-    every stratum and matched reading Holm-adjusted together, the HOLDS p-values of the strata together (``norm`` and
-    ``delta`` are varied only for robustness)."""
-    from dataclasses import replace
-
-    from empirics.training.censored_trend import holm
-    from empirics.training.dose_response import dose_slope, matched_norm_contrast
-    from sapa.rules import association as RA
-
-    delta = RA.DELTA if delta is None else delta
-    dose = [(("dose", task, fam), tuple(dose_slope(g, norm) for _, g in t[t["family"] == fam].groupby("lr")))
-            for task, t in tables.items() for fam in POLY]
-    raw = [[RA.raw_p(s, delta) for s in strata] for _, strata in dose]
-    matched = [(("matched", task), RA.matched_evidence(matched_norm_contrast(t))) for task, t in tables.items()]
-    pf = holm([p[0] for r in raw for p in r] + [m.p_fails for _, m in matched])
-    ph = holm([p[1] for r in raw for p in r])
-    out, k = [], 0
-    for (key, strata), r in zip(dose, raw):
-        out.append((key, RA.DoseEvidence(strata, tuple(pf[k:k + len(r)]), tuple(ph[k:k + len(r)]))))
-        k += len(r)
-    return out + [(key, replace(m, p_fails=f)) for (key, m), f in zip(matched, pf[k:])]
-
-
-def decide(key: tuple, ev, a_fails: float | None = None, a_holds: float | None = None) -> str:
-    """The reading's verdict (the rules' levels, or others for robustness)."""
-    from sapa.rules import association as RA
-
-    f = RA.ALPHA_FAILS if a_fails is None else a_fails
-    if key[0] == "dose":
-        return RA.decide_dose(ev, f, RA.ALPHA_HOLDS if a_holds is None else a_holds)
-    return RA.decide_matched(ev, f)
-
-
-def n_strata(evs: list) -> int:
-    """How many p-values the entry's FAILS family holds (the Holm m of the power and seeds statements)."""
-    return sum(len(ev.strata) if k[0] == "dose" else 1 for k, ev in evs)
-
-
-def readings(tables: dict, evs: list | None = None) -> tuple[Reading, ...]:
-    """One Reading per judged evidence (:func:`judged`), keyed ("dose", task, family) or ("matched", task)."""
-    evs = judged(tables) if evs is None else evs
-    m = n_strata(evs)
+def readings(tables: dict, n_looks: int = 1) -> tuple[Reading, ...]:
+    """One Reading per judged evidence (:func:`judge`), keyed ("dose", task, family) or ("matched", task)."""
+    verdicts = judge(tables, n_looks)
+    m = n_strata([(k, ev) for k, ev, _, _ in verdicts])
     out = []
-    for key, ev in evs:
+    for key, ev, verdict, look in verdicts:
         if key[0] == "dose":
             _, task, fam = key
+            t = tables[task] if look == 2 else first_look(tables)[task]
             out.append(Reading(
                 name=f"{task}: {fam}, ‖φ(S)‖_F against accuracy over the doses",
                 statement=f"{task}: within {fam}, at every learning rate, a 10× lower final ‖φ(S)‖_F goes with at least "
-                          f"0.02 higher test accuracy", verdict=decide(key, ev), rule="dose-association", key=key,
-                why=words.dose_why(tables[task], fam, ev, m)))
+                          f"0.02 higher test accuracy", verdict=verdict, rule="dose-association", key=key,
+                why=words.dose_why(t, fam, ev, m, verdict, n_looks, look)))
         else:
             task = key[1]
             out.append(Reading(name=f"{task}: x³/c against x/c at matched ‖φ(S)‖_F",
                                statement=f"{task}: at matched final ‖φ(S)‖_F and the same lr, x³/c reaches the accuracy "
-                                         f"of x/c within ±0.02", verdict=decide(key, ev), rule="matched-norm", key=key,
+                                         f"of x/c within ±0.02", verdict=verdict, rule="matched-norm", key=key,
                                why=words.matched_why(ev)))
     return tuple(out)
 
 
-def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict, dict]:
+def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str, n_looks: int = 1) -> tuple[dict, dict]:
     """Falsifiability: one family's doses with accuracy replaced by their own log10 norm (+1 per decade: a higher
     norm, a higher accuracy, deliberately against the premise) through the same slope and rule. Robustness: the
     family-wise levels halved and doubled, the margin halved and doubled, and ‖∂φ(S)/∂X‖_F for ‖φ(S)‖_F."""
@@ -125,18 +86,19 @@ def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dic
                          f"(Holm over the strata)")
     names, base = [r.name for r in rs], [r.verdict for r in rs]
     rows = [not_applicable("logit convention", "the trained models compute S/√d; another convention is another study")]
-    evs = dict(judged(tables))
+
+    def varied(**kw) -> list[str]:
+        got = {k: v for k, _, v, _ in judge(tables, n_looks, **kw)}
+        return [got[r.key] for r in rs]
+
     for k in (0.5, 2.0):
-        vs = [decide(r.key, evs[r.key], RA.ALPHA_FAILS * k, RA.ALPHA_HOLDS * k) for r in rs]
         rows.append(question_row(f"family-wise levels ×{k:g} (FAILS {RA.ALPHA_FAILS * k:g}, HOLDS "
-                                 f"{RA.ALPHA_HOLDS * k:g})", names, base, vs))
+                                 f"{RA.ALPHA_HOLDS * k:g})", names, base,
+                                 varied(a_fails=RA.ALPHA_FAILS * k, a_holds=RA.ALPHA_HOLDS * k)))
     for k in (0.5, 2.0):
-        other = dict(judged(tables, delta=RA.DELTA * k))
         rows.append(question_row(f"margin ×{k:g} ({RA.DELTA * k:g} accuracy per decade of norm)", names, base,
-                                 [decide(r.key, other[r.key]) for r in rs]))
-    other = dict(judged(tables, norm="log10_jac_x_fro"))
-    rows.append(question_row("‖∂φ(S)/∂X‖_F in place of ‖φ(S)‖_F", names, base,
-                             [decide(r.key, other[r.key]) for r in rs]))
+                                 varied(delta=RA.DELTA * k)))
+    rows.append(question_row("‖∂φ(S)/∂X‖_F in place of ‖φ(S)‖_F", names, base, varied(norm="log10_jac_x_fro")))
     rows.append(not_run("seed", "a second training study costs the budget again"))
     rows.append(not_run("more steps", "the runs stop at the budget's step cap; at the smallest lr a large c also slows "
                                       "learning, so a longer cap could narrow the accuracy gaps the slope reads"))
@@ -158,16 +120,18 @@ def check(ctx: Context) -> Outcome:
     from sapa.labels import question_verdict
 
     try:
-        tables = gather(get_study(ctx))
+        study = get_study(ctx)
+        tables = gather(study)
     except Exception as exc:  # runs that cannot complete are evidence of nothing: say why
         return Outcome(verdict="UNDETERMINED", tested_statement=words.TESTED, headline=f"training runs failed: "
                        f"{error_text(exc)}", evidence={"error": error_text(exc)}, rule="dose-association")
     if not tables:
         return Outcome(verdict="UNDETERMINED", tested_statement=words.TESTED, rule="dose-association",
                        headline="no dose grid of x/c and x³/c in this budget's study", evidence={"status": "not run"})
-    rs = readings(tables)
+    n_looks = looks(study.config)
+    rs = readings(tables, n_looks)
     verdict = question_verdict(rs)
-    fal, robust = conditions(tables, rs, verdict)
+    fal, robust = conditions(tables, rs, verdict, n_looks)
     return Outcome(verdict=verdict, readings=rs, rule="dose-association", tested_statement=words.TESTED,
                    headline="; ".join(f"{r.key[1]} {r.key[2]}: {r.verdict}" for r in rs if r.key[0] == "dose"),
                    answer=words.answer(tables, rs) if verdict == "ANSWERED" else None, findings=words.findings(tables),

@@ -30,8 +30,23 @@ def summary(res, out: Path, seconds: float) -> str:
               "test acc: median over seeds at the arm's best learning rate (chosen on validation accuracy; a diverged "
               "member counts at chance); diverged: members whose training loss went non-finite or ended above its "
               "start; ‖φ(S)‖_F: median final attention norm (float64, exact kernels).",
-              alpha_line(prov), flattening_line(flattening(res.history, best)), reuse_line(prov, out, seconds)]
+              alpha_line(prov), flattening_line(flattening(res.history, best)), look2_line(prov),
+              reuse_line(prov, out, seconds)]
     return "\n".join(lines)
+
+
+def look2_line(prov: dict) -> str:
+    """Which dose-response strata the second look trained again on the finer grid of c (norm-vs-accuracy)."""
+    cfg = (prov or {}).get("config") or {}
+    if int(cfg.get("look2_refine") or 0) < 2:
+        return "dose-response: one look (this budget's design has no second look)"
+    got = (prov or {}).get("second_look") or []
+    if not got:
+        return "dose-response second look: none needed (every open stratum was out of its reach, or none was open)"
+    fam = {1: "x/c", 3: "x³/c"}
+    return ("dose-response second look (the strata the grid left open that its finer grid can decide): "
+            + "; ".join(f"{s['task']} {fam.get(s['p'], s['p'])} at lr {s['lr']:g}" for s in got)
+            + f", each with {(len(cfg.get('alphas') or ()) - 1) * (int(cfg['look2_refine']) - 1)} more doses of c")
 
 
 def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,
@@ -50,6 +65,7 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
     from empirics.training.activation_train import print_mechanism
     from empirics.training.study_analysis import best_lr
     from empirics.training.train_study import print_learning, run_study
+    from sapa.evidence.dose_looks import second_look
     from sapa.rules.learning import verdicts_line
 
     t0 = time.perf_counter()
@@ -63,7 +79,8 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
 
             study = replace(study_config(budget, seed), seeds=seeds)
         res = run_study(study, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
-                        device=device, mechanism="budget" if seeds is None else mech_config(budget, seed))
+                        device=device, mechanism="budget" if seeds is None else mech_config(budget, seed),
+                        second_look=second_look)
     print(summary(res, out, time.perf_counter() - t0))
     print_learning(res, best_lr(res.runs))
     if res.mechanism is not None:

@@ -35,10 +35,12 @@ class _Prefetch:
 
     def _run(self, ctx: Context) -> None:
         from empirics.training.train_study import run_study
+        from sapa.evidence.dose_looks import second_look
 
         try:
             self.result = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed,
-                                    workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS, progress=self._tally)
+                                    workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS, progress=self._tally,
+                                    second_look=second_look)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, who raises it
             self.result = exc
 
@@ -102,8 +104,9 @@ def get_study(ctx: Context):
         return got
     try:
         from empirics.training.train_study import run_study
+        from sapa.evidence.dose_looks import second_look
 
-        study = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed)
+        study = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed, second_look=second_look)
     except Exception as exc:  # keep the failure: the second reader must not retrain
         ctx.cache[CACHE_KEY] = exc
         raise

@@ -32,22 +32,30 @@ def _seeds(k: float) -> str:
         else f"{k:g}"
 
 
-def dose_why(t, fam: str, ev, m: int) -> str:
-    """Per lr: the slope with its se, Spearman's ρ and the adjusted p-values; the design's power and, undecided, the
-    seeds per dose and the doses that would decide it, with the span of the final norm over the doses."""
-    from sapa.rules.association import DELTA, decide_dose, doses_to_decide, power_at_null, seeds_to_decide
+def dose_why(t, fam: str, ev, m: int, verdict: str, n_looks: int = 1, look: int = 1) -> str:
+    """Per lr: the slope with its se, Spearman's ρ and the adjusted p-values; which look decided (a design with two
+    looks reads each at half the levels); the design's power and, undecided, the seeds per dose and the doses that
+    would decide it, with the span of the final norm over the doses."""
+    from sapa.rules.association import ALPHA_FAILS, ALPHA_HOLDS, DELTA, doses_to_decide, power_at_null, seeds_to_decide
 
+    af, ah = ALPHA_FAILS / n_looks, ALPHA_HOLDS / n_looks
     parts = [f"lr {s.lr:g}: b = {s.b:+.3f} (se {s.se:.3f}, {s.n} doses, ρ = {s.rho:+.2f}); adjusted p(b ≤ −{DELTA:g}) "
              f"= {_p(pf)}, p(b ≥ −{DELTA:g}) = {_p(ph)}" for s, pf, ph in zip(ev.strata, ev.p_fails, ev.p_holds)]
     d = t[t["family"] == fam]
     best = d.loc[d["test_acc"].idxmax()]
-    out = (f"accuracy per decade of ‖φ(S)‖_F over the doses — {'; '.join(parts)}; the most accurate dose c = "
-           f"{best['dose']:g} at lr {best['lr']:g} ({best['test_acc']:.3f}); power {100 * power_at_null(ev, m):.0f} % "
-           f"to say FAILS were the norm irrelevant (b = 0)")
-    if decide_dose(ev) == "UNDETERMINED":
-        need = [f"lr {s.lr:g}: {_seeds(seeds_to_decide(s, m))}" for s in ev.strata]
+    out = f"accuracy per decade of ‖φ(S)‖_F over the doses — {'; '.join(parts)}"
+    if n_looks > 1:
+        added = d[d["look"] == 2] if "look" in d else d.iloc[:0]
+        where = ", ".join(f"lr {lr:g}" for lr in sorted(added["lr"].unique()))
+        out += (f"; second look (each look at FAILS {af:g}, HOLDS {ah:g}): "
+                + (f"{len(added)} doses added between the grid's at {where}, read with the grid's" if len(added)
+                   else "none taken" if look == 1 and verdict == "UNDETERMINED" else "not needed"))
+    out += (f"; the most accurate dose c = {best['dose']:.3g} at lr {best['lr']:g} ({best['test_acc']:.3f}); power "
+            f"{100 * power_at_null(ev, m, af):.0f} % to say FAILS were the norm irrelevant (b = 0)")
+    if verdict == "UNDETERMINED":
+        need = [f"lr {s.lr:g}: {_seeds(seeds_to_decide(s, m, af, ah))}" for s in ev.strata]
         out += f"; seeds per dose for 80 % power to decide at the observed slope: {', '.join(need)}"
-        doses = [f"lr {s.lr:g}: {_count(doses_to_decide(s, m))} (norm span {_span(d, s.lr)} decades)"
+        doses = [f"lr {s.lr:g}: {_count(doses_to_decide(s, m, af, ah))} (norm span {_span(d, s.lr)} decades)"
                  for s in ev.strata]
         out += (f"; or, the dose being the unit, doses at {min(s.seeds for s in ev.strata)} seeds each over the same "
                 f"norm span: {', '.join(doses)}")

@@ -300,3 +300,32 @@ def test_progress_weighs_members_by_their_flops_and_counts_a_resumed_run_as_done
     ts.run_study(MICRO, out, workers=1, progress=tally)  # everything stored: counted as done, none of it as speed
     assert bars[1].n == pytest.approx(work, rel=1e-12) and bars[1]._start_n == bars[1].n
     assert bars[1].postfix == f"{len(trained)}/{len(trained)} members"
+
+
+def test_the_second_look_trains_the_strata_the_planner_names_and_resumes(tmp_path):
+    """``second_look`` sees the phase-1 runs (the grid's doses only) and the config; the strata it names get the finer
+    grid's doses as their own chunks, in runs.parquet beside the grid's; a rerun trains nothing; without a planner
+    (or with look2_refine 0) there is no second look."""
+    cfg = replace(MICRO, name="look2", arms=("x_dose",), alphas=(2.0, 8.0), look2_refine=2,
+                  text=replace(MICRO.text, Ns=(8,)))
+    seen = []
+
+    def planner(runs, c):
+        seen.append((sorted(set(runs["alpha"])), c.look2_refine))
+        return [("text", 1, 1e-2)]
+
+    res = ts.run_study(cfg, tmp_path, workers=1, progress=False, mechanism=None, second_look=planner)
+    assert seen == [([2.0, 8.0], 2)]
+    r = res.runs
+    added = r[np.isclose(r["alpha"], 4.0)]
+    assert sorted(zip(added["lr"], added["seed"])) == [(1e-2, 0), (1e-2, 1)] and set(added["arm"]) == {"x_dose"}
+    assert not added["in_study"].any() and res.provenance["second_look"] == [{"task": "text", "p": 1, "lr": 1e-2}]
+    assert sorted(p.name for p in (tmp_path / "chunks").glob("*look2*")) == [f"text_N8_p1_look2_{i}.json"
+                                                                            for i in range(2)]
+    again = ts.run_study(cfg, tmp_path, workers=1, progress=False, mechanism=None, second_look=planner)
+    assert again.provenance["members_trained_now"] == 0 and len(again.runs) == len(r)
+    pd.testing.assert_frame_equal(again.runs.drop(columns="cpu_s"), r.drop(columns="cpu_s"))
+    for off in ({"second_look": None}, {"second_look": planner, "cfg": replace(cfg, look2_refine=0)}):
+        res = ts.run_study(off.get("cfg", cfg), tmp_path / "off", workers=1, progress=False, mechanism=None,
+                           second_look=off["second_look"])
+        assert not np.isclose(res.runs["alpha"], 4.0).any() and res.provenance["second_look"] == []

@@ -122,3 +122,4 @@ def test_check_is_undetermined_when_the_study_fails_or_has_no_dose_grid(tmp_path
     assert out.verdict == "UNDETERMINED" and "out of memory" in out.headline
     ctx.cache[scale_keeps_training_stable.CACHE_KEY] = _Study(_runs("pos").query("arm == 'softmax_tau'"))
     assert CLAIM.check(ctx).evidence == {"status": "not run"}
+

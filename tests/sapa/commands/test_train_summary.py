@@ -46,3 +46,16 @@ def test_summary_table_prints_display_names_not_keys():
         if a not in ("softmax", "x", "x3"):
             assert not re.search(rf"(?<![\w/]){re.escape(a)}(?![\w/])", text), a
     assert "α*" in text and not re.search(r"α\*[^\n]*:\s*\w*\s*$", text, re.M)
+
+
+@pytest.mark.parametrize("prov, want", [
+    ({"config": {"look2_refine": 0}}, "dose-response: one look"),
+    ({"config": {"look2_refine": 5, "alphas": [1, 2, 4, 8]}, "second_look": []}, "second look: none needed"),
+    ({"config": {"look2_refine": 5, "alphas": [1, 2, 4, 8, 16, 32, 64, 128]},
+      "second_look": [{"task": "text", "p": 3, "lr": 0.01}]},
+     "text x³/c at lr 0.01, each with 28 more doses of c"),
+])
+def test_look2_line_says_what_the_second_look_trained(prov, want):
+    from sapa.commands.train_summary import look2_line
+
+    assert want in look2_line(prov)
