@@ -2,8 +2,9 @@
 
 Drawn only from the dose tables ``norm-vs-accuracy`` stores (``OUT/data/dose_response.json``;
 :func:`empirics.training.dose_response.dose_table`): one panel per (norm, task), one curve per (family, learning
-rate) through its doses in the order of c (τ for softmax) — colour and marker the family, line style the lr — the
-doses labelled on the smallest lr's curve; the reviewers' pair — x³/1 and x/16 at the same lr — ringed.
+rate) through its grid's doses in the order of c (τ for softmax) — colour and marker the family, line style the lr —
+the doses labelled on the smallest lr's curve; the doses of the second look (``look`` 2, between the grid's) as hollow
+markers off the curve; the reviewers' pair — x³/1 and x/16 at the same lr — ringed.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def draw(tables: dict, out_dir: str | Path, stem: str = "dose_response") -> list
                     for k, lr in enumerate(lrs or [None]):
                         pts = sorted((r for r in rows if r["family"] == fam and r.get(q) is not None
                                       and r.get("lr") == lr), key=lambda r: r["dose"])
+                        later = [r for r in pts if r.get("look", 1) == 2]
+                        pts = [r for r in pts if r.get("look", 1) != 2]
+                        if later:
+                            ax.plot([r[q] for r in later], [r["test_acc"] for r in later], ls="none", ms=3.5,
+                                    mfc="none", mew=0.8, alpha=0.8, **st)
                         if not pts:
                             continue
                         xs, ys = [r[q] for r in pts], [r["test_acc"] for r in pts]
@@ -64,9 +70,11 @@ def draw(tables: dict, out_dir: str | Path, stem: str = "dose_response") -> list
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(lab, h)
         labels = list(handles)
+        second = any(r.get("look", 1) == 2 for rows in tables.values() for r in rows)
         fig.tight_layout(rect=(0, 0.09, 1, 1))  # titles clear the row above's axis labels; the legend below
         fig.legend([handles[k] for k in labels], labels, loc="lower center", ncol=min(3, max(1, len(labels))),
-                   fontsize=7, title="family, learning rate — ringed: x³/1 and x/16 at the same lr", title_fontsize=7,
+                   fontsize=7, title="family, learning rate — ringed: x³/1 and x/16 at the same lr"
+                   + ("; hollow: the second look's doses, between the grid's" if second else ""), title_fontsize=7,
                    frameon=False)
         paths = style.save(fig, out_dir, stem)
         plt.close(fig)

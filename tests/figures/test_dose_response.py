@@ -51,3 +51,19 @@ def test_one_curve_per_family_and_lr_styled_by_lr_with_one_shared_legend(tmp_pat
     assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 6  # 3 families × 2 lrs, once
     labelled = [t.get_text() for t in fig.axes[1].texts]
     assert labelled.count("4") == 2  # text: doses labelled on each family's smallest lr there (0.01)
+
+
+def test_the_second_looks_doses_are_hollow_and_off_the_curve(tmp_path, monkeypatch):
+    """Doses marked look 2 are drawn as unconnected hollow markers of their family's colour, unlabelled; the curve
+    runs through the grid's doses only, and the legend says what hollow means."""
+    saved = {}
+    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
+    extra = [{"family": "x³/c", "dose": c, "test_acc": 0.8, "log10_attn_fro": 0.2, "log10_jac_x_fro": 0.7, "look": 2}
+             for c in (2.0, 8.0)]
+    F.draw({"digits": _rows() + extra}, tmp_path, "d")
+    ax = saved["d"].axes[0]
+    hollow = [ln for ln in ax.lines if ln.get_marker() == "s" and ln.get_markerfacecolor() == "none"]
+    assert len(hollow) == 1 and hollow[0].get_linestyle() == "None" and list(hollow[0].get_xdata()) == [0.2, 0.2]
+    curve = next(ln for ln in ax.lines if ln.get_label() == "x³/c")
+    assert list(curve.get_xdata()) == [1.0, 0.7, 0.4]  # the grid's three doses, in the order of c
+    assert "8" not in [t.get_text() for t in ax.texts] and "hollow" in saved["d"].legends[0].get_title().get_text()
