@@ -18,19 +18,36 @@ mpmath.mp.dps = 60
 SOFTMAX = parse_activation("exp(x)", "row")
 
 
+def _dyadic(A: np.ndarray):
+    """(ints, e): A = ints · 2^e exactly, ints an object array of Python integers (a float64 is an integer mantissa
+    of 53 bits times a power of two; one common power for the whole array)."""
+    m, ex = np.frexp(A)
+    man = (m * 2.0**53).astype(np.int64)  # exact: |m| < 1
+    e = int(ex.min()) - 53
+    shift = ex - 53 - e
+    ints = np.empty(A.shape, dtype=object)
+    for idx in np.ndindex(A.shape):
+        ints[idx] = int(man[idx]) << int(shift[idx])
+    return ints, e
+
+
 def _mp_reference(X: np.ndarray, W: np.ndarray):
     """(‖P‖_F, ‖∂P/∂S‖_F, ‖∂P/∂X‖_F, the dense ∂P/∂X as a float matrix (N·N, N·D)) at 60 digits.
 
-    Every sum is an ``mpmath.fdot`` over lists of mpf (one product list per entry): S_ij = (Wᵀx_i)·x_j reuses the
-    column Wᵀx_i, so the D² work is W x_l and Wᵀ x_i alone."""
+    W x_l, Wᵀ x_i and S_ij = x_iᵀ W x_j are sums of products of floats, so they are computed exactly in integers
+    (``_dyadic``) and rounded once to 60 digits; every later sum is an ``mpmath.fdot`` or ``fsum``. Each entry of
+    ∂P/∂X is the chain rule with its two Kronecker deltas taken out, ∂P_ik/∂X_ac = δ_ia Σ_l R_kl (W x_l)_c +
+    R_ka (Wᵀ x_i)_c, rather than an N-long fdot over l of which all but one term are zero. Both together make the
+    reference 5× faster than fdots over lists of mpf throughout (the 300-case test: ~80 → ~16 CPU-s), with the same
+    floats on the 12 cases of the default tests and 100 of the 300 slow ones."""
     N, D = X.shape
     mpf, fdot = mpmath.mpf, mpmath.fdot
-    Xr = [[mpf(v) for v in row] for row in X.tolist()]               # x_i, rows of X
-    Wr = [[mpf(v) for v in row] for row in W.tolist()]               # rows of W
-    Wc = [list(col) for col in zip(*Wr)]                             # columns of W
-    WX = [[fdot(Wr[c], Xr[l]) for l in range(N)] for c in range(D)]   # (D, N): column l is W x_l
-    WtX = [[fdot(Wc[c], Xr[i]) for i in range(N)] for c in range(D)]  # (D, N): column i is Wᵀ x_i
-    S = [[fdot([WtX[c][i] for c in range(D)], Xr[j]) for j in range(N)] for i in range(N)]  # x_iᵀ W x_j
+    Xi, ex = _dyadic(X)
+    Wi, ew = _dyadic(W)
+    WXi = Wi @ Xi.T  # (D, N) exact integers: column l is W x_l
+    WX = [[mpf((int(v), ew + ex)) for v in row] for row in WXi]
+    WtX = [[mpf((int(v), ew + ex)) for v in row] for row in Wi.T @ Xi.T]  # (D, N): column i is Wᵀ x_i
+    S = [[mpf((int(v), ew + 2 * ex)) for v in row] for row in Xi @ WXi]  # x_iᵀ W x_j
     P = []
     for i in range(N):
         mx = max(S[i])
@@ -38,18 +55,20 @@ def _mp_reference(X: np.ndarray, W: np.ndarray):
         t = mpmath.fsum(e)
         P.append([v / t for v in e])
     fro2 = mpmath.fsum(P[i][k] ** 2 for i in range(N) for k in range(N))
-    js2, jx2 = mpf(0), mpf(0)
+    js2, squares = mpf(0), []
     J = np.zeros((N * N, N * D))
     for i in range(N):
         R = [[(P[i][k] if k == l else 0) - P[i][k] * P[i][l] for l in range(N)] for k in range(N)]
         js2 += mpmath.fsum(R[k][l] ** 2 for k in range(N) for l in range(N))
-        for a in range(N):
-            for c in range(D):
-                dS = [(WX[c][l] if i == a else 0) + (WtX[c][i] if l == a else 0) for l in range(N)]
-                for k in range(N):
-                    v = fdot(R[k], dS)
-                    jx2 += v ** 2
-                    J[i * N + k, a * D + c] = float(v)
+        for k in range(N):
+            own = [fdot(R[k], WX[c]) for c in range(D)]  # Σ_l R_kl (W x_l)_c: the a = i term
+            for a in range(N):
+                row = [R[k][a] * WtX[c][i] for c in range(D)]
+                if a == i:
+                    row = [u + v for u, v in zip(own, row)]
+                squares.append(fdot(row, row))
+                J[i * N + k, a * D : (a + 1) * D] = [float(v) for v in row]
+    jx2 = mpmath.fsum(squares)
     return float(mpmath.sqrt(fro2)), float(mpmath.sqrt(js2)), float(mpmath.sqrt(jx2)), J
 
 
