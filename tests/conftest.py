@@ -34,6 +34,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
+@pytest.hookimpl(tryfirst=True)  # after every collection_modifyitems (xdist's included), before xdist sends the ids
+def pytest_collection_finish(session):
+    """Put each test's xdist group into its node id where xdist did not manage to.
+
+    The loadgroup scheduler reads a test's group from a "@group" suffix of its node id, which pytest-xdist (3.8)
+    appends by writing ``item._nodeid``. pytest 9.2 keeps the id in ``item._id`` and no longer reads ``_nodeid``, so
+    the suffix was silently lost and every group's tests were spread over both workers, each computing the module's
+    fixture for itself (pytest-xdist issue #1386): 2 × 6 s for the alibi-scaling entry, and so on. Only a test whose
+    id lacks its suffix is changed, so this does nothing where xdist's own write takes effect."""
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
+        return
+    for item in session.items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            from _pytest.nodeid import NodeId  # pytest ≥ 9.2 only; there the structured id is what nodeid reads
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.hookimpl(trylast=True)  # after the session fixtures' teardown (pytest's runner), before xdist's workerfinished
 def pytest_sessionfinish(session):
     """Collect once, then freeze the surviving heap, so that the collections after the session are cheap.

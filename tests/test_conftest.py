@@ -1,8 +1,9 @@
-"""Tests for `tests/conftest.py`'s session end: a finished xdist run ends without a KeyboardInterrupt traceback.
+"""Tests for `tests/conftest.py`: a finished xdist run ends without a KeyboardInterrupt traceback (its session end),
+and the tests that share a module fixture run on one worker (its xdist groups).
 
-The cause (see ``pytest_sessionfinish`` there): execnet sends a worker SIGINT when its main thread runs on for 5 s
-after the controller closed the gateway, and pytest's unconfigure then runs gc.collect() 5 times over the whole heap;
-the signal landed inside a collection, in hypothesis's gc callback.
+The first one's cause (see ``pytest_sessionfinish`` there): execnet sends a worker SIGINT when its main thread runs
+on for 5 s after the controller closed the gateway, and pytest's unconfigure then runs gc.collect() 5 times over the
+whole heap; the signal landed inside a collection, in hypothesis's gc callback.
 """
 
 from __future__ import annotations
@@ -87,3 +88,39 @@ def test_an_xdist_run_ends_without_a_keyboard_interrupt(tmp_path, fixed):
         assert code == 0 and "KeyboardInterrupt" not in out and "gc_callback" not in out, out
     else:
         assert "KeyboardInterrupt" in out, out
+
+
+GROUPED_TESTS = """
+    import os, pytest
+
+    @pytest.fixture(scope="module")
+    def shared(tmp_path_factory):
+        with open({log!r}, "a") as f:
+            f.write("computed\\n")
+
+    @pytest.mark.parametrize("k", range(6))
+    def test_reads_the_module_fixture(shared, k):
+        with open({log!r}, "a") as f:
+            f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+    @pytest.mark.parametrize("k", range(6))
+    def test_alone(k):
+        pass
+"""
+
+
+@pytest.mark.slow  # an inner xdist run: three fresh interpreters importing the conftest (~5 s)
+def test_an_xdist_run_computes_a_module_fixture_once_on_one_worker(tmp_path):
+    """The tests reading a module-scoped fixture run on one worker, so it is computed once (pytest_collection_finish
+    writes the group into the node id where pytest-xdist's own write is lost, under pytest ≥ 9.2)."""
+    log = tmp_path / "log.txt"
+    (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                                          "from tests.conftest import pytest_collection_modifyitems, "
+                                          "pytest_collection_finish  # noqa: F401  (the hooks under test)\n")
+    (tmp_path / "test_grouped.py").write_text(textwrap.dedent(GROUPED_TESTS.format(log=str(log))))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-n", "2", "--dist", "loadgroup",
+                        "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", "--rootdir", str(tmp_path),
+                        str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "12 passed" in r.stdout, r.stdout + r.stderr
+    lines = log.read_text().split()
+    assert lines.count("computed") == 1 and len(set(lines) - {"computed"}) == 1, lines
