@@ -260,7 +260,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     Phase 1 trains every task's smallest N (the α grid and the dose grids included) and selects α*; phase 2 trains
     the other N with α* held fixed; beside it, when the config has ``look2_refine`` ≥ 2 and ``second_look`` is given,
     the dose-response's second look: ``second_look(phase-1 runs, cfg)`` names the (task, p, lr) strata to look at
-    again (the ledger's rule: ``sapa.claims.norm_vs_accuracy.second_look``) and :func:`look2_chunks` trains their
+    again (the ledger's rule: ``sapa.evidence.dose_looks.second_look``) and :func:`look2_chunks` trains their
     finer dose grid; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
     "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
     ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
