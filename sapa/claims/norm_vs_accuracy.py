@@ -20,10 +20,11 @@ budget's — reads each look at half of them):
 **Two looks.** The dose is the unit, so an open stratum is decided by more doses, not more seeds. When the study's
 config has ``look2_refine`` (the full budget), :func:`sapa.evidence.dose_looks.second_look` names, after the grid has
 trained, every (task, family, lr) stratum of a dose reading the grid leaves open whose test at its observed slope
-would decide with 80 % power on the finer grid (each factor of c split in ``look2_refine`` log-equal steps: 8 doses → 36); the study trains
-those doses (:func:`empirics.training.study_config.look2_chunks`) and the reading is judged again on all of them. The
-finer grid's size is fixed in advance, and each look runs at half the family-wise levels (Bonferroni over the two
-looks), so whichever look decides, the entry's chance of a false FAILS stays ≤ 1 % (of a false HOLDS ≤ 5 %).
+would decide with 80 % power on the finer grid (each factor of c split in ``look2_refine`` log-equal steps: 8 doses
+→ 36); the study trains those doses (:func:`empirics.training.study_config.look2_chunks`) and the reading is judged
+again on all of them. The finer grid's size is fixed in advance, and each look runs at half the family-wise levels
+(Bonferroni over the two looks), so whichever look decides, the entry's chance of a false FAILS stays ≤ 1 % (of a
+false HOLDS ≤ 5 %).
 
 The answer states the reviewer's comparison, x³/1 against x/16 at each lr, with its norms and accuracies.
 """
