@@ -43,10 +43,15 @@ def look2_line(prov: dict) -> str:
     got = (prov or {}).get("second_look") or []
     if not got:
         return "dose-response second look: none needed (every open stratum was out of its reach, or none was open)"
+    from types import SimpleNamespace
+
+    from empirics.training.study_config import look2_doses
+
+    added = len(look2_doses(SimpleNamespace(alphas=cfg.get("alphas") or (), look2_refine=int(cfg["look2_refine"]))))
     fam = {1: "x/c", 3: "x³/c"}
     return ("dose-response second look (the strata the grid left open that its finer grid can decide): "
             + "; ".join(f"{s['task']} {fam.get(s['p'], s['p'])} at lr {s['lr']:g}" for s in got)
-            + f", each with {(len(cfg.get('alphas') or ()) - 1) * (int(cfg['look2_refine']) - 1)} more doses of c")
+            + f", each with {added} more doses of c")
 
 
 def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress: bool = True,

@@ -103,6 +103,7 @@ def second_look(runs, cfg) -> list[tuple[str, int, float]]:
     study's phase-1 rows; ``cfg``: its StudyConfig."""
     from types import SimpleNamespace
 
+    from empirics.training.study_config import look2_doses
     from sapa.rules import association as RA
 
     tables = gather(SimpleNamespace(runs=runs, config=cfg.as_dict()))
@@ -110,7 +111,7 @@ def second_look(runs, cfg) -> list[tuple[str, int, float]]:
         return []
     verdicts = judge(tables, n_looks=2)
     m = n_strata([(k, ev) for k, ev, _, _ in verdicts])
-    most = (len(cfg.alphas) - 1) * cfg.look2_refine + 1
+    most = len(cfg.alphas) + len(look2_doses(cfg))  # the finer grid: the grid's doses and those between them
     p_of = {"x/c": 1, "x³/c": 3}
     return [(key[1], p_of[key[2]], float(s.lr)) for key, ev, v, _ in verdicts if key[0] == "dose" and v ==
             "UNDETERMINED" for s in ev.strata
