@@ -6,7 +6,7 @@ import argparse
 import json
 
 from common.validate import InputError
-from sapa.commands.shared import finite_or_none, load_npy, readable
+from sapa.commands.shared import below_reasons, finite_or_none, load_npy, mark_below_range, readable
 
 
 def add_parser(sub) -> None:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(readable(out, {}))
+            print(readable(out, below_reasons(out)))
         return 0
     from sapa.npyfile import load_square_matrix
 
@@ -100,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
         "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(τ·S), c·S^p (τ = 1/√d or c = d^(-p/2) "
                  "gives the S/√d convention)",
     }
+    below = mark_below_range(out, ("fro_norm", "jac_fro_norm", "jac_s_fro_norm"))
     if args.json:
         print(json.dumps(out))
     else:
         print(readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
-                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0", **below}))
     return 0
