@@ -26,7 +26,10 @@ Masked entries (causal: k > i) are 0 and carry no derivative. Then
   six kinds of traces with the Gram matrices W_O^h W_O^{h'}ᵀ, W_Q^{h'}ᵀW_Q^h, … (:func:`layer_jac_fro2`).
 
 Range: the per-head norms are scaled before squaring (φ, g and Y, Z divided by powers of two,
-squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. The layer's cross-head sum
+squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. A row-normalised exp-type φ
+(softmax) carries each row whose logit gap exceeds ROW_SCALE_GAP divided by t_i = e^{−gap} (:class:`RowScale`,
+from log φ, so nothing underflows at any gap), per-row sums combined by a log-sum-exp; :class:`LayerOperator`
+applies the same rows, optionally as 2^{−e}·J (``log2_scale``). The layer's cross-head sum
 has signed terms and is summed in float64 as it is (NormOverflowError if it is not finite).
 """
 
@@ -41,7 +44,7 @@ import numpy as np
 from common.validate import InputError
 from empirics.kernels.norms import NormOverflowError
 
-__all__ = ["Layer", "HeadNorms", "ExprNorms", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
+__all__ = ["Layer", "HeadNorms", "ExprNorms", "RowScale", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
            "expr_norms", "layer_jac_fro2", "dominant", "LayerOperator", "MAX_BYTES", "MAX_HEADS_WITH_VALUES",
            "request_bytes"]
 

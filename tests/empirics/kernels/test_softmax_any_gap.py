@@ -27,20 +27,30 @@ LOG_ATOL = 1e-10
 
 def gap_case(seed: int, gap: float, mask: str = "none"):
     """(X, W): N, D ∈ [2, 4], X with unit rows, W scaled so that the smallest row logit gap of S = X W Xᵀ is ``gap``
-    (gap 0: two tied logits in every row)."""
+    (gap 0: two tied logits in every row).
+
+    Drawn again until max (|X||W||X|ᵀ) ≤ CONDITION·gap: float64 forms S with errors ≤ γ_{2D}·|X||W||X|ᵀ, and
+    e^{−gap} moves by that much relative (at gap 5 000: ≤ 1e−11), which no kernel working from the float64 inputs
+    can avoid; a draw with near-tied rows scaled up to the gap would make it 1e−9 (the reference is exact)."""
     rng = np.random.default_rng([52, seed, int(gap), mask == "causal"])
-    N, D = int(rng.integers(2, 5)), int(rng.integers(2, 5))
-    X = rng.standard_normal((N, D))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    W = rng.standard_normal((D, D))
-    if gap == 0.0:  # X = [e_1, e_1, ...]: every row of S = X W Xᵀ is constant (ties), J ≠ 0 through W
-        X = np.zeros((N, D))
-        X[:, 0] = 1.0
-        return X, W
-    S = X @ W @ X.T
-    gaps = [np.subtract(*np.sort(S[i, : (i + 1 if mask == "causal" else N)])[::-1][:2]) for i in range(N)
-            if mask == "none" or i >= 1]
-    return X, W * (gap / min(gaps))
+    while True:
+        N, D = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        X = rng.standard_normal((N, D))
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        W = rng.standard_normal((D, D))
+        if gap == 0.0:  # X = [e_1, e_1, ...]: every row of S = X W Xᵀ is constant (ties), J ≠ 0 through W
+            X = np.zeros((N, D))
+            X[:, 0] = 1.0
+            return X, W
+        S = X @ W @ X.T
+        gaps = [np.subtract(*np.sort(S[i, : (i + 1 if mask == "causal" else N)])[::-1][:2]) for i in range(N)
+                if mask == "none" or i >= 1]
+        W = W * (gap / min(gaps))
+        if np.max(np.abs(X) @ np.abs(W) @ np.abs(X).T) <= CONDITION * gap:
+            return X, W
+
+
+CONDITION = 8.0
 
 
 def check(value, log10_value, ref_log10, what: str) -> None:
@@ -98,3 +108,39 @@ def test_batched_and_paper_model_keep_the_log_at_large_gaps():
     assert abs(one.log10_jac_fro - float(ref["jac_fro"])) <= LOG_ATOL
     p = paper_model_norms(X, X @ W.T, Activation("softmax"))  # S = A Bᵀ = X W Xᵀ, A and B independent
     assert math.isfinite(p.log10_jac_fro) and p.log10_jac_fro < -800
+
+
+@pytest.mark.parametrize("g,scaled", [(300.0, False), (400.0, True), (2000.0, True), (1e4, True)])
+def test_the_library_bracket_holds_sigma_1(g, scaled):
+    """certified_spectral_norm on LayerOperator products (the library path of `sapa norms --spectral` and the real-model
+    Lipschitz bracket): at g = 300 RRᵀ (of order ‖J‖⁴ ≈ 1e−510) underflowed and the "converged" bracket excluded σ₁;
+    beyond the double range the operator is applied as 2^{−e}·J (``log2_scale``)."""
+    from empirics.kernels.expr_norms import LayerOperator
+    from empirics.kernels.spectral import certified_spectral_norm
+
+    X, W = np.eye(2), np.array([[0.0, -g], [-g, 0.0]])
+    ref = softmax_reference(X, W)
+    act = parse_activation("exp(x)", "row")
+    r = expr_norms(X, layer_from_w(W), act)
+    e = round(r.log10_jac_fro[0] / math.log10(2)) if scaled else 0
+    op = LayerOperator(X, layer_from_w(W), act, head=0, log2_scale=e)
+    b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, 10 ** (2 * (r.log10_jac_fro[0] - e * math.log10(2))),
+                                gram=op.gram)
+    lo, up = math.log10(b.lower) + e * math.log10(2), math.log10(b.upper) + e * math.log10(2)
+    s1 = float(ref["sigma1"])
+    assert b.converged and lo - 8 * np.finfo(float).eps * abs(s1) <= s1 <= up + 8 * np.finfo(float).eps * abs(s1)
+    assert abs(math.log10(b.estimate) + e * math.log10(2) - s1) <= LOG_ATOL
+
+
+def test_an_underflowed_frobenius_norm_is_refused_not_called_converged():
+    """‖J‖²_F ≈ 1e−342 reads 0 in float64: the bracket was [0, 0] "converged"; now an error names the remedy."""
+    from common.validate import InputError
+    from empirics.kernels.expr_norms import LayerOperator
+    from empirics.kernels.spectral import certified_spectral_norm
+
+    W = np.array([[0.0, -400.0], [-400.0, 0.0]])
+    op = LayerOperator(np.eye(2), layer_from_w(W), parse_activation("exp(x)", "row"), head=0)
+    with pytest.raises(InputError, match="underflowed"):
+        certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, 0.0)
+    zero = certified_spectral_norm(lambda v: 0 * v, lambda u: 0 * u, (2, 2), 0.0)  # a true 0 stays [0, 0]
+    assert (zero.lower, zero.upper, zero.converged) == (0.0, 0.0, True)
