@@ -195,7 +195,7 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
                                        dense=DENSE[certificate], e2=e2 or 0)
             per_head.append(_widened(_rescaled(b.as_dict(), e2 or 0), _logit_rounding(X, layer, act, k)))
             mark_below_range(per_head[-1], SIGMA_KEYS + ("residual", "trace_rest"))
-            advice += [] if b.converged else [unconverged_advice(what, b, max_steps, e2 or 0)]
+            advice += [] if per_head[-1]["converged"] else [unconverged_advice(what, b, max_steps, e2 or 0)]
         if layer.H == 1:
             below = out.pop("below_double_range") + per_head[0].pop("below_double_range")
             out.update({f"{k}": v for k, v in per_head[0].items()})
@@ -255,6 +255,8 @@ def _logit_rounding(X: np.ndarray, layer, act, k: int) -> float:
     and log φ moves by |(log φ)'|·|δS|; each P_ik then moves by a factor e^{±2 max|δ log φ|}, each entry of R_i (a
     product of two) by ±4 max|δ log φ| relative, and y, z by γ_m. At a logit gap of 10⁴ this is ~1e−11 — far below
     --tol, but above the bracket's own width, so the bracket is widened by it: it then holds σ₁ of the exact inputs.
+    First order and entrywise: where the sums Σ_l R_kl y_l of an entry of J cancel (Σ_l R_kl = 0), and when
+    W x_l itself cancels, the change can exceed ρ by that cancellation's factor (not bounded here).
     """
     from empirics.kernels.activation_fns import activation_functions
 
