@@ -238,8 +238,10 @@ def _softmax_rows(
     tmax, a = t.max(dim=-1, keepdim=True)  # (T, B, 1) value and arg-max a_i
     t.sub_(tmax).scatter_(-1, a, -math.inf)  # t_j − t_a ≤ 0 off the arg-max (masked: −inf)
     second = t.amax(-1, keepdim=True)  # (T, B, 1) −(the row's logit gap); −inf when a is the only visible entry
-    lt = torch.where((second < -ROW_SCALE_GAP) & torch.isfinite(second), second, torch.zeros_like(second))  # ln t_i
-    e = t.sub_(lt).exp_()  # (T, B, M) e_j / t_i, the non-maximal mass (column a: 0); t_i = 1 on ordinary rows
+    far = (second < -ROW_SCALE_GAP) & torch.isfinite(second)
+    scaled = bool(far.any())  # else every t_i = 1 and the arithmetic below is that of unscaled rows, op for op
+    lt = torch.where(far, second, torch.zeros_like(second))  # ln t_i
+    e = (t.sub_(lt) if scaled else t).exp_()  # (T, B, M) e_j / t_i, the non-maximal mass (column a: 0)
     tt = lt.squeeze(-1).exp()  # (T, B) t_i (0 where it underflows: it then multiplies only negligible terms)
     s_other = e.sum(-1)  # (T, B)  Σ_{j≠a} e_j / t
     denom = 1.0 + tt * s_other
@@ -251,7 +253,10 @@ def _softmax_rows(
     p2 = tt * tt * p2o + Pa * Pa  # (T, B) ‖P_i‖²
 
     # ‖J_i‖²_F = Σ_j P_j²(1 − P_j)² + Σ_j P_j² Σ_{k≠j} P_k², with the j = a terms split off (all over t²)
-    tmp = torch.sub(1.0, Po * tt.unsqueeze(-1)).square_().add_(p2.unsqueeze(-1)).sub_(Qo * (tt * tt).unsqueeze(-1))
+    if scaled:
+        tmp = torch.sub(1.0, Po * tt.unsqueeze(-1)).square_().add_(p2.unsqueeze(-1)).sub_(Qo * (tt * tt).unsqueeze(-1))
+    else:
+        tmp = torch.sub(1.0, Po).square_().add_(p2.unsqueeze(-1)).sub_(Qo)
     tmp.mul_(Qo)  # P²[(1 − P)² + p2 − P²] / t²
     J2 = tmp.sum(-1) + Pa * Pa * (om_a * om_a + p2o)
     del tmp
