@@ -311,8 +311,9 @@ CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the
                "λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), and ≤ ‖J‖_F. Where spectral_method is "
                "dense-cholesky (N·D ≤ 16 384, when the Lanczos bracket stays open), JᵀJ is formed from products, "
                "lower = ‖Jx‖ of ARPACK's top eigenvector and upper = √(μ + δ) with λ₁ < μ proven by a floating-point "
-               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. "
-               "converged: (upper − lower) ≤ tol·upper")
+               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. For a "
+               "row-normalised exp-type φ (softmax) both ends are then widened by logit_rounding, a first-order bound "
+               "on what the float64 rounding of S moves σ₁ by. converged: (upper − lower) ≤ tol·upper")
 
 
 def bracket_text(b, e2: int = 0) -> str:
