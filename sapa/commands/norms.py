@@ -6,7 +6,7 @@ import argparse
 import json
 
 from common.validate import InputError
-from sapa.commands.shared import finite_or_none, load_npy, readable
+from sapa.commands.shared import below_reasons, finite_or_none, load_npy, mark_below_range, readable
 
 
 def add_parser(sub) -> None:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(readable(out, {}))
+            print(readable(out, below_reasons(out)))
         return 0
     from sapa.npyfile import load_square_matrix
 
@@ -101,9 +101,10 @@ def run(args: argparse.Namespace) -> int:
         "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(S/τ) with 1/τ = --scale, c·S^p "
                  "(--scale 1/√d, i.e. τ = √d, or c = d^(-p/2) gives the S/√d convention)",
     }
+    below = mark_below_range(out, ("fro_norm", "jac_fro_norm", "jac_s_fro_norm"))
     if args.json:
         print(json.dumps(out))
     else:
         print(readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
-                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0", **below}))
     return 0
