@@ -75,3 +75,185 @@ def test_interrupted_before_anything_finished_writes_nothing(tmp_path, monkeypat
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"sapa: interrupted; no ledger entry had finished, so no ledger was written; finished results below {tmp_path} "
         "(sweep cells, training chunks) were kept, and a rerun resumes from them")
+
+
+# --------------------------------------------------------------------------- every way a run ends (issue 52, 2-4)
+# The entries are stand-ins (the mechanism under test is the keeping, not the checks): each "finishes" at once with a
+# verdict derived from its id, or fails as told. The training study and the figures are not started.
+
+
+def _stand_ins(monkeypatch, fail: dict | None = None) -> None:
+    """``run_claim`` returns a small well-formed entry per claim; ``fail[id]`` (an exception) is raised instead."""
+    import sapa.evidence.training_study as study
+    import sapa.ledger as L
+    from sapa.commands import verify
+
+    def run(claim, ctx):
+        if fail and claim.id in fail:
+            raise fail[claim.id]
+        return L.Entry(id=claim.id, statement=claim.statement, verdict="UNDETERMINED", evidence={"stand_in": True},
+                       headline=f"stand-in for {claim.id}", kind=claim.kind)
+
+    monkeypatch.setattr(L, "run_claim", run)
+    monkeypatch.setattr(study, "prefetch_study", lambda ctx: None)
+    monkeypatch.setattr(verify, "_attach_figures", lambda entries, out_dir, only: None)
+
+
+def _printed(err: str) -> dict:
+    """The verdicts a run printed: {id: verdict} from its ``[i/n] id: VERDICT (s)`` lines."""
+    import re
+
+    return {m[1]: m[2] for m in re.finditer(r"^\[\d+/\d+\] (\S+): (\S+) \(", err, re.M)}
+
+
+def _kept(out) -> dict:
+    doc = json.loads((out / "ledger.json").read_text())
+    return {c["id"]: c["verdict"] for c in doc["claims"]}, doc["provenance"]
+
+
+THREE = ["thm4.1-norm", "thm4.1-jacobian", "other-powers"]
+
+
+def test_an_exception_raised_in_an_entry_keeps_the_verdicts_before_it(tmp_path, monkeypatch, capsys):
+    _stand_ins(monkeypatch, {"other-powers": ValueError("a bug in the check")})
+    with pytest.raises(ValueError) as raised:
+        main(["verify", "--only", *THREE, "--out", str(tmp_path)])
+    printed = _printed(capsys.readouterr().err)
+    kept, prov = _kept(tmp_path)
+    assert printed == kept == {"thm4.1-norm": "UNDETERMINED", "thm4.1-jacobian": "UNDETERMINED"}
+    assert prov["interrupted"] == {"finished": THREE[:2], "not_run": ["other-powers"]}
+    assert "other-powers" in prov["partial"]["not_run"] and len(prov["partial"]["not_run"]) == 17
+    assert raised.value.__notes__[-1].startswith("2 of 3 entries finished; their verdicts are in ")
+    assert "Partial ledger: 17 of the 19 entries never ran" in (tmp_path / "report.md").read_text()
+
+
+def test_a_full_disk_in_an_entry_after_two_verdicts_keeps_both_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "data" / "x.json"))
+    _stand_ins(monkeypatch, {"other-powers": full})
+    assert main(["verify", "--only", *THREE, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert _printed(err) == _kept(tmp_path)[0] and len(_kept(tmp_path)[0]) == 2
+    assert err.splitlines()[-1] == (
+        f"sapa: error: No space left on device: {tmp_path / 'data' / 'x.json'}; 2 of 3 entries finished; their verdicts "
+        f"are in {tmp_path / 'ledger.json'} and {tmp_path / 'report'}.md (not run: other-powers); the ledger says it is "
+        "partial until a run completes it")
+
+
+def _disk_full_after(monkeypatch, k: int) -> None:
+    """Every atomic write after the first ``k`` fails as a full disk does (the file named, nothing replaced)."""
+    import errno
+
+    import common.atomic as atomic
+
+    real, done = atomic.atomic_write, []
+
+    def write(path, fn):
+        if len(done) >= k:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        done.append(path)
+        return real(path, fn)
+
+    monkeypatch.setattr(atomic, "atomic_write", write)
+
+
+@pytest.mark.parametrize("k", range(13))  # 3 writes per verdict (ledger, report.md, report.html), then the last 3
+def test_a_disk_that_fills_at_any_write_keeps_every_printed_verdict(tmp_path, monkeypatch, capsys, k):
+    _stand_ins(monkeypatch)
+    _disk_full_after(monkeypatch, k)
+    code = main(["verify", "--only", *THREE, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    printed = _printed(err)
+    assert len(printed) == min((k + 2) // 3, 3)  # printed once its ledger is on disk (a report that fails: noted)
+    if not printed:
+        assert not (tmp_path / "ledger.json").exists() and code == 2
+        return
+    kept, prov = _kept(tmp_path)
+    assert kept == printed and set(prov["partial"]["not_run"]) == set(ORDER) - set(kept)
+    assert code == (0 if k >= 12 else 2) and "Traceback" not in err
+    if code == 2:
+        assert err.splitlines()[-1].startswith("sapa: error: No space left on device: ")
+        assert f"{len(printed)} of 3 entries finished; their verdicts are in {tmp_path / 'ledger.json'}" in err
+        assert ("could not be updated" in err) == (k % 3 != 0 and k < 9)
+
+
+def test_a_stop_signal_that_surfaces_as_another_exception_is_one_line(tmp_path, monkeypatch, capsys):
+    """numpy turned a SIGINT inside its product of exact fractions into a SystemError (168 chained, 1 903 lines)."""
+    import os
+    import signal
+    import time
+
+    def numpy_like():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises KeyboardInterrupt here
+        except KeyboardInterrupt:
+            pass
+        raise SystemError("<built-in method reduce> returned a result with an exception set")  # no chain left
+
+    class Surfaces(Exception):
+        pass
+
+    _stand_ins(monkeypatch, {"other-powers": Surfaces()})
+    import sapa.ledger as L
+
+    stand_in = L.run_claim
+
+    def run(claim, ctx):
+        if claim.id == "thm4.1-jacobian":
+            numpy_like()
+        return stand_in(claim, ctx)
+
+    monkeypatch.setattr(L, "run_claim", run)
+    assert main(["verify", "--only", *THREE, "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1] == (
+        f"sapa: interrupted; 1 of 3 entries finished; their verdicts are in {tmp_path / 'ledger.json'} and "
+        f"{tmp_path / 'report'}.md (not run: thm4.1-jacobian, other-powers); the ledger says it is partial until a run "
+        "completes it")
+    assert _kept(tmp_path)[0] == _printed(err) == {"thm4.1-norm": "UNDETERMINED"}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_two_interrupted_runs_beside_another_budget_merge_their_verdicts(tmp_path, monkeypatch, capsys):
+    """The second run used to replace ledger.interrupted.json (two verdicts, then one: only thm4.1-norm left)."""
+    from dataclasses import asdict
+
+    from sapa.budget import budget_named
+
+    other = {"claims": [], "provenance": {"budget": asdict(budget_named("quick", 7)), "seed": 7}}
+    (tmp_path / "ledger.json").write_text(json.dumps(other))
+    before = (tmp_path / "ledger.json").read_bytes()
+    _stand_ins(monkeypatch, {"thm4.2-linear": KeyboardInterrupt()})
+    assert main(["verify", "--out", str(tmp_path)]) == 130
+    _stand_ins(monkeypatch, {"thm4.1-jacobian": KeyboardInterrupt()})
+    assert main(["verify", "--out", str(tmp_path)]) == 130
+    part = json.loads((tmp_path / "ledger.interrupted.json").read_text())
+    assert [c["id"] for c in part["claims"]] == ["thm4.1-norm", "thm4.1-jacobian"]  # both runs' verdicts
+    assert part["provenance"]["partial"]["not_run"] == ORDER[2:]
+    assert "17 of the 19 entries never ran" in (tmp_path / "report.interrupted.md").read_text()
+    assert (tmp_path / "ledger.json").read_bytes() == before  # another budget's ledger: never replaced by a part
+    _stand_ins(monkeypatch)
+    assert main(["verify", "--out", str(tmp_path)]) == 0  # a whole run supersedes the part
+    assert not (tmp_path / "ledger.interrupted.json").exists() and "partial" not in _kept(tmp_path)[1]
+
+
+def test_a_partial_ledger_says_so_until_it_is_whole(tmp_path, monkeypatch, capsys):
+    """After an interrupted run (2 of 19), `verify --only thm4.1-norm` moved the marker into earlier_runs."""
+    _stand_ins(monkeypatch, {"thm4.2-linear": KeyboardInterrupt()})
+    assert main(["verify", "--out", str(tmp_path)]) == 130
+    _stand_ins(monkeypatch)
+    for only, missing in ((["thm4.1-norm"], ORDER[2:]), (ORDER[2:-1], ORDER[-1:]), (ORDER[-1:], [])):
+        assert main(["verify", "--only", *only, "--out", str(tmp_path)]) == 0
+        kept, prov = _kept(tmp_path)
+        shown = [capsys.readouterr().out, (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()]
+        if missing:
+            line = f"Partial ledger: {len(missing)} of the 19 entries never ran ({', '.join(missing)})"
+            assert prov["partial"] == {"not_run": missing} and all(line in text for text in shown)
+        else:
+            assert "partial" not in prov and list(kept) == ORDER
+            assert not any("Partial ledger" in text for text in shown)
+
+
+from sapa.claim_ids import ORDER  # noqa: E402
