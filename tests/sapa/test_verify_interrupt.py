@@ -257,3 +257,79 @@ def test_a_partial_ledger_says_so_until_it_is_whole(tmp_path, monkeypatch, capsy
 
 
 from sapa.claim_ids import ORDER  # noqa: E402
+
+
+# --------------------------------------------------------------------------- fresh interpreters, real signals (slow)
+
+
+def _sapa(out, *extra) -> "subprocess.Popen":
+    """``sapa verify`` on the three cheap entries in a fresh interpreter (this checkout first on the path), in its own
+    process group, so a signal reaches it and its workers as Ctrl-C in a terminal does."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-m", "sapa.cli", "verify", "--only", *THREE, "--budget", "quick",
+                             "--out", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=root, start_new_session=True)
+
+
+def _check_run(out, code: int, err: str, latest: dict) -> None:
+    """One run of the sequence: every verdict printed so far (the latest of each id) is in the ledger, which says it
+    is partial; a stopped run ends in one line."""
+    latest.update(_printed(err))
+    if not latest:
+        assert not (out / "ledger.json").exists()
+    else:
+        kept, prov = _kept(out)
+        assert {i: kept.get(i) for i in latest} == latest
+        assert prov["partial"]["not_run"] == [i for i in ORDER if i not in kept]
+        assert "Partial ledger:" in (out / "report.md").read_text()
+    if code == 0:
+        assert set(_printed(err)) == set(THREE)
+    elif "sapa:" in err or _printed(err):  # sapa's main had started: one clear line, no traceback
+        assert code == 130 and "Traceback" not in err and err.strip().splitlines()[-1].startswith("sapa: interrupted; ")
+    else:  # stopped while the interpreter was still importing sapa's entry point: Python's own ending, nothing kept
+        assert code in (-2, 130, 1) and not _printed(err)
+
+
+@pytest.mark.slow  # 20 fresh interpreters, each stopped at a seeded random moment of up to 30 s: ~8 min on 2 cores
+def test_sigint_at_twenty_random_moments_keeps_every_printed_verdict_across_runs(tmp_path):
+    import os
+    import random
+    import signal
+    import time
+
+    rng = random.Random(2052)
+    latest: dict = {}
+    for moment in [rng.uniform(0.0, 30.0) for _ in range(20)]:
+        p = _sapa(tmp_path)
+        t0 = time.monotonic()
+        while p.poll() is None and time.monotonic() - t0 < moment:
+            time.sleep(0.05)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=300)
+        _check_run(tmp_path, p.returncode, err, latest)
+    assert latest  # some runs got past their first verdict
+
+
+@pytest.mark.slow  # a fresh interpreter stopped by SIGTERM right after its first verdict: ~30 s
+def test_sigterm_keeps_every_printed_verdict(tmp_path):
+    import os
+    import signal
+
+    p = _sapa(tmp_path)
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if line.startswith("[1/3] thm4.1-norm: "):
+            os.killpg(p.pid, signal.SIGTERM)
+            break
+    _, rest = p.communicate(timeout=300)
+    err = "".join(lines) + rest
+    assert p.returncode == 130 and "thm4.1-norm" in _printed(err)
+    _check_run(tmp_path, p.returncode, err, {})
