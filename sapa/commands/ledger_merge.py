@@ -20,8 +20,9 @@ from common.validate import InputError
 def prior_ledger(out_dir: Path, budget: Budget, rerun=frozenset()) -> dict | None:
     """The ledger already in ``out_dir`` (None if none) when it can take a rerun of ``budget``; else InputError.
 
-    The document must fit :mod:`sapa.commands.ledger_schema` and every entry it keeps (those not in ``rerun``, the ids
-    about to be replaced) the entry schema: checked here, before any work and before ``ledger.json`` is rewritten.
+    The document must fit :mod:`sapa.commands.ledger_schema` and every entry it keeps the entry schema: checked here,
+    before any work and before ``ledger.json`` is rewritten. A malformed entry in ``rerun`` (the ids about to be
+    replaced) is dropped instead: its rerun replaces it.
     """
     return read_ledger(Path(out_dir) / "ledger.json", budget, rerun, "--only",
                        "rerun without --only or choose another --out")
@@ -45,8 +46,11 @@ def read_ledger(path: Path, budget: Budget, rerun, who: str, instead: str) -> di
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise InputError(f"{who} would merge into {path}, which cannot be read ({why}); {instead}") from None
+    # a malformed entry this run reruns is dropped now (replaced when its rerun finishes, else listed as never run):
+    # a ledger kept mid-run never shows it
+    prior["claims"] = [c for c in prior["claims"] if c["id"] not in rerun or entry_problem(c) is None]
     for c in prior["claims"]:
-        why = entry_problem(c) if c["id"] not in rerun else None
+        why = entry_problem(c)
         if why is not None:
             raise InputError(f"{who} would merge into {path}, whose entry {c['id']!r} is malformed ({why}); "
                              "rerun that entry too (add it to --only), or move the ledger away")

@@ -259,6 +259,19 @@ def test_a_partial_ledger_says_so_until_it_is_whole(tmp_path, monkeypatch, capsy
 from sapa.claim_ids import ORDER  # noqa: E402
 
 
+def test_a_malformed_entry_being_rerun_is_never_shown_even_if_the_run_stops_first(tmp_path, monkeypatch, capsys):
+    _stand_ins(monkeypatch)
+    assert main(["verify", "--only", *THREE, "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "ledger.json").read_text())
+    doc["claims"][2]["readings"] = [{"name": "r", "verdict": "HOLDS", "rule": "bound", "calibration": "zzz"}]
+    (tmp_path / "ledger.json").write_text(json.dumps(doc))
+    _stand_ins(monkeypatch, {"other-powers": KeyboardInterrupt()})
+    assert main(["verify", "--only", *THREE, "--out", str(tmp_path)]) == 130  # stopped before other-powers reran
+    kept, prov = _kept(tmp_path)
+    assert list(kept) == THREE[:2] and "other-powers" in prov["partial"]["not_run"]
+    assert "Traceback" not in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- fresh interpreters, real signals (slow)
 
 
