@@ -79,6 +79,7 @@ class Keeper:
     prov: dict        # this run's provenance (wall_seconds refreshed at each write)
     started: float
     kept: list[str] = field(default_factory=list)  # ids whose verdicts are in the target ledger
+    missing: list[str] = field(default_factory=list)  # the registry's ids that ledger lacks (its partial marker)
     report_error: str | None = None                # why the reports beside it could not be written (None: they were)
 
     def keep(self, entries: list, mc: dict) -> None:
@@ -88,6 +89,7 @@ class Keeper:
                                                 "not_run": [i for i in self.order if i not in done]}}
         ledger = self._write(self.target, entries, prov, mc, merge=True)
         self.kept = list(prov["interrupted"]["finished"])
+        self.missing = list(ledger["provenance"].get("partial", {}).get("not_run", []))
         self._reports(self.target, ledger)
 
     def finish(self, entries: list, mc: dict, merge: bool) -> dict:
@@ -113,8 +115,10 @@ class Keeper:
         where = (f"{self.out_dir / self.target.name} and {stem}.md" if self.report_error is None else
                  f"{self.out_dir / self.target.name} ({stem}.md and .html could not be updated: {self.report_error})")
         not_run = [i for i in self.order if i not in self.kept]
+        partial = (f"; it says it is partial ({len(self.missing)} entries never ran) until a run completes it"
+                   if self.missing else "")
         return (f"{len(self.kept)} of {len(self.order)} entries finished; their verdicts are in {where} "
-                f"(not run: {', '.join(not_run) or 'none'}); the ledger says it is partial until a run completes it")
+                f"(not run: {', '.join(not_run) or 'none'}){partial}")
 
     def _prov(self) -> dict:
         import time

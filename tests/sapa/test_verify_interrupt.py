@@ -137,8 +137,8 @@ def test_a_full_disk_in_an_entry_after_two_verdicts_keeps_both_and_says_so_in_on
     assert _printed(err) == _kept(tmp_path)[0] and len(_kept(tmp_path)[0]) == 2
     assert err.splitlines()[-1] == (
         f"sapa: error: No space left on device: {tmp_path / 'data' / 'x.json'}; 2 of 3 entries finished; their verdicts "
-        f"are in {tmp_path / 'ledger.json'} and {tmp_path / 'report'}.md (not run: other-powers); the ledger says it is "
-        "partial until a run completes it")
+        f"are in {tmp_path / 'ledger.json'} and {tmp_path / 'report'}.md (not run: other-powers); it says it is partial "
+        "(17 entries never ran) until a run completes it")
 
 
 def _disk_full_after(monkeypatch, k: int) -> None:
@@ -210,8 +210,8 @@ def test_a_stop_signal_that_surfaces_as_another_exception_is_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.splitlines()[-1] == (
         f"sapa: interrupted; 1 of 3 entries finished; their verdicts are in {tmp_path / 'ledger.json'} and "
-        f"{tmp_path / 'report'}.md (not run: thm4.1-jacobian, other-powers); the ledger says it is partial until a run "
-        "completes it")
+        f"{tmp_path / 'report'}.md (not run: thm4.1-jacobian, other-powers); it says it is partial (18 entries never "
+        "ran) until a run completes it")
     assert _kept(tmp_path)[0] == _printed(err) == {"thm4.1-norm": "UNDETERMINED"}
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
