@@ -142,20 +142,32 @@ def test_a_full_disk_in_an_entry_after_two_verdicts_keeps_both_and_says_so_in_on
 
 
 def _disk_full_after(monkeypatch, k: int) -> None:
-    """Every atomic write after the first ``k`` fails as a full disk does (the file named, nothing replaced)."""
+    """Every result file written after the first ``k`` fails as a full disk does (the file named, nothing replaced).
+
+    The public writers of common.atomic are wrapped (a JSON write that goes through the text writer counts once).
+    """
     import errno
 
     import common.atomic as atomic
 
-    real, done = atomic.atomic_write, []
+    done, inside = [], []
 
-    def write(path, fn):
-        if len(done) >= k:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        done.append(path)
-        return real(path, fn)
+    def failing(real):
+        def write(path, *a, **kw):
+            if inside:
+                return real(path, *a, **kw)
+            if len(done) >= k:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            done.append(path)
+            inside.append(path)
+            try:
+                return real(path, *a, **kw)
+            finally:
+                inside.pop()
+        return write
 
-    monkeypatch.setattr(atomic, "atomic_write", write)
+    for name in ("atomic_write_text", "atomic_write_json"):
+        monkeypatch.setattr(atomic, name, failing(getattr(atomic, name)))
 
 
 @pytest.mark.parametrize("k", range(13))  # 3 writes per verdict (ledger, report.md, report.html), then the last 3
