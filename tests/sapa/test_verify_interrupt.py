@@ -321,7 +321,7 @@ def _check_run(out, code: int, err: str, latest: dict) -> None:
         assert code in (-2, 130, 1) and not _printed(err)
 
 
-@pytest.mark.slow  # 20 fresh interpreters, each stopped at a seeded random moment of up to 30 s: ~8 min on 2 cores
+@pytest.mark.slow  # 20 fresh interpreters, each stopped at a seeded random moment of up to 30 s: 324 s on 2 busy cores
 def test_sigint_at_twenty_random_moments_keeps_every_printed_verdict_across_runs(tmp_path):
     import os
     import random
