@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sapa.claim_ids import ORDER
 from sapa.cli import main
 
 
@@ -268,7 +269,6 @@ def test_a_partial_ledger_says_so_until_it_is_whole(tmp_path, monkeypatch, capsy
             assert not any("Partial ledger" in text for text in shown)
 
 
-from sapa.claim_ids import ORDER  # noqa: E402
 
 
 def test_a_malformed_entry_being_rerun_is_never_shown_even_if_the_run_stops_first(tmp_path, monkeypatch, capsys):
