@@ -7,7 +7,9 @@ or the nearest existing ancestor of one still to be made, by creating and removi
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
 (non-blocking: a second run is refused, it does not wait). A results folder that holds a symbolic link
 is refused too (:func:`refuse_foreign`), and so is a named pipe or device in it: sapa writes only inside the folder it was given, and a link there
-(``OUT/data`` → elsewhere) would carry its writes out.
+(``OUT/data`` → elsewhere) would carry its writes out. That check is made once, at the start; a link planted later,
+while the run writes, is refused at the moment of each write: :func:`exclusive` holds the folder as the run's
+(:func:`common.atomic.confined`), so every write below it walks from it without following links.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.atomic import confined
 from common.validate import InputError
 
 LOCK_NAME = ".sapa.lock"
@@ -77,7 +80,8 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        yield path
+        with confined(path):  # every write below path, from now on: never through a link (common.atomic)
+            yield path
     finally:
         with contextlib.suppress(OSError):
             (path / LOCK_NAME).unlink()  # still holding the lock: a waiter re-checks the inode
@@ -125,7 +129,7 @@ def _lock(lock: Path, path: Path, flag: str, tries: int = 5) -> int:
     """An fd of ``lock`` holding its exclusive flock, the file still at ``lock`` (InputError when another holds it)."""
     for _ in range(tries):
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
         except OSError as exc:
             raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
         try:

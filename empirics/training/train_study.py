@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.atomic import atomic_write, atomic_write_json
+from common.atomic import atomic_write, atomic_write_json, make_dirs
 from common.progress import skip
 from common.validate import InputError, positive_int
 from common.numerics import PINNED
@@ -236,7 +236,7 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     from common.integrity import seal_table
 
     table = seal_table(pa.Table.from_pandas(df, preserve_index=False))
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda fh: pq.write_table(table, fh))
 
 
 def _mechanism_config(budget, seed: int, mechanism):
@@ -281,7 +281,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     mcfg = _mechanism_config(budget, seed, mechanism)
     out = Path(out_dir)
     try:
-        (out / "chunks").mkdir(parents=True, exist_ok=True)
+        make_dirs(out / "chunks")  # never through a link planted below --out
     except OSError as exc:
         raise InputError(f"cannot create the results directory {out / 'chunks'}: {exc.strerror or exc}") from None
     t0 = time.perf_counter()

@@ -62,7 +62,7 @@ def _write_parquet(path: Path, df: pd.DataFrame, meta: dict) -> None:
     table = pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"sapa": json.dumps(meta, sort_keys=True).encode()})
     table = seal_table(table)  # content checksum, verified when the file is read back
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda fh: pq.write_table(table, fh))
 
 
 def read_metadata(path: str | Path) -> dict:
