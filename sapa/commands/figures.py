@@ -51,5 +51,5 @@ def output_guard(args: argparse.Namespace):
         out = args.out or args.results / "figures"
         check_dir(out, "--out" if args.out else "figure directory")
         refuse_foreign(out, "--out" if args.out else "figure directory")
-        guard.enter_context(confined(out))
+        guard.enter_context(confined(args.out or args.results))  # RESULTS/figures: its own name is guarded too
     return guard

@@ -434,3 +434,23 @@ def test_a_link_planted_in_a_running_verify_sends_nothing_elsewhere(tmp_path):
     lines = err.strip().splitlines()
     assert proc.returncode == 2 and lines[-1].startswith("sapa: error: ") and "is a symbolic link" in lines[-1], err
     assert "Traceback" not in err
+
+
+def test_sapa_figures_holds_its_folder_while_it_draws(tmp_path, monkeypatch, capsys):
+    """`sapa figures` writes below RESULTS (or --out) only through folders, never a link planted once it started."""
+    import figures.regenerate as regenerate
+    from common.atomic import atomic_write_text
+
+    results, elsewhere = tmp_path / "R", tmp_path / "elsewhere"
+    results.mkdir()
+    elsewhere.mkdir()
+
+    def draw_after_a_link_is_planted(results_dir, out, **kw):
+        (results / "figures").symlink_to(elsewhere)  # mid-run, at the default figure folder's own name
+        atomic_write_text(results / "figures" / "f.png", "x")
+        return {}
+
+    monkeypatch.setattr(regenerate, "run_jobs", draw_after_a_link_is_planted)
+    code, _, err = _run(["figures", "--results", results], capsys)
+    _one_error_line(code, "", err, f"{results / 'figures'} is a symbolic link")
+    assert list(elsewhere.iterdir()) == []
