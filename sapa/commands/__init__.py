@@ -5,7 +5,7 @@ A command module ``sapa/commands/NAME.py`` defines ``add_parser(subparsers)`` (i
 interrupt leaves behind) and ``output_guard(args)`` (check, and hold, where it writes before any work starts).
 :func:`sapa.cli_parser.build_parser` builds the parser from this list and :func:`sapa.cli.main` dispatches to
 ``run``; helpers a command alone uses live beside it (``verify_progress``, ``ledger_merge``, ``norms_expr``,
-``audit_relpos``, ``train_summary``), helpers several share in :mod:`sapa.commands.shared`. Importing a command
+``audit_relpos``, ``train_summary``, ``norms_layerfile``), helpers several share in :mod:`sapa.commands.shared`. Importing a command
 module is light: heavy imports happen inside ``run``.
 """
 

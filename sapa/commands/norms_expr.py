@@ -35,8 +35,8 @@ def activation_from_args(args):
 
 
 def load_layer_file(path: Path, prefix: str = "", D: int | None = None, heads: int = 1) -> dict:
-    """{wq, wk[, wv, wo]} of a .safetensors layer, every shape and size checked from its header (:mod:`sapa.layerfile`)."""
-    from sapa.layerfile import load_layer_file as load
+    """{wq, wk[, wv, wo]} of a .safetensors layer, every shape and size checked from its header (:mod:`sapa.commands.norms_layerfile`)."""
+    from sapa.commands.norms_layerfile import load_layer_file as load
 
     return load(path, prefix, D, heads)
 
@@ -60,7 +60,7 @@ def layer_from_args(args, D: int):
     if args.wq is not None:
         if args.wk is None:
             raise InputError("--wq needs --wk")
-        from sapa.layerfile import check_npy_layer
+        from sapa.commands.norms_layerfile import check_npy_layer
 
         given = {n: getattr(args, n) for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
         shapes = check_npy_layer(given, args.heads)  # the headers, across the files, before any is loaded

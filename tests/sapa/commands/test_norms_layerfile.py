@@ -1,4 +1,4 @@
-"""Tests for `sapa/layerfile.py`: a layer's shapes and size are checked across its tensors from the headers, before
+"""Tests for `sapa/commands/norms_layerfile.py`: a layer's shapes and size are checked across its tensors from the headers, before
 any data is read (issue 52, case 9: a sparse file with W_Q of 8·10⁸ float32 and a mismatched W_K reached 6.4 GB)."""
 
 from __future__ import annotations
