@@ -37,8 +37,18 @@ def table_sha256(table) -> str:
             vals = np.ascontiguousarray(col.to_numpy())
             h.update(vals.astype(vals.dtype.newbyteorder("<")).tobytes())
         else:
-            h.update(json.dumps(col.to_pylist(), default=str).encode())
+            _update_json_list(h, col)
     return h.hexdigest()
+
+
+def _update_json_list(h, col, batch: int = 1 << 16) -> None:
+    """``h.update(json.dumps(col.to_pylist(), default=str).encode())``, one batch of rows at a time (the same bytes:
+    ``[`` items joined by ``, `` ``]``), so that hashing a column never holds more than a batch of Python values."""
+    h.update(b"[")
+    for start in range(0, len(col), batch):
+        text = json.dumps(col.slice(start, batch).to_pylist(), default=str)[1:-1]
+        h.update((", " if start else "").encode() + text.encode())
+    h.update(b"]")
 
 
 def seal_table(table):
@@ -57,7 +67,12 @@ def check_table(table, path: str | Path) -> None:
 
 
 def read_parquet_verified(path: str | Path):
-    """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`)."""
+    """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`).
+
+    What the table decodes to is bounded before anything is decoded, the checksum included
+    (:func:`common.readfile.read_parquet_table`: a dictionary column of one long string shared by every row is
+    refused from its indices, not hashed row by row); the checksum is computed a batch of rows at a time.
+    """
     from common.readfile import read_parquet_table
 
     table = read_parquet_table(path, "stored results")  # a regular file, every size bounded before decoding

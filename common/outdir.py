@@ -7,7 +7,9 @@ or the nearest existing ancestor of one still to be made, by creating and removi
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
 (non-blocking: a second run is refused, it does not wait). A results folder that holds a symbolic link
 is refused too (:func:`refuse_foreign`), and so is a named pipe or device in it: sapa writes only inside the folder it was given, and a link there
-(``OUT/data`` → elsewhere) would carry its writes out.
+(``OUT/data`` → elsewhere) would carry its writes out. That check is made once, at the start; a link planted later,
+while the run writes, is refused at the moment of each write: :func:`exclusive` holds the folder as the run's
+(:func:`common.atomic.confined`), so every write below it walks from it without following links.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.atomic import confined, open_dir
 from common.validate import InputError
 
 LOCK_NAME = ".sapa.lock"
@@ -69,19 +72,23 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
     path = check_dir(path, flag)
     refuse_foreign(path, flag)
     created = not path.exists()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
+    try:  # made, and held by a handle (inside a folder held already, as verify's sweep/ and train/: no link followed)
+        dfd = open_dir(path, create=True)
     except OSError as exc:
         raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
-    fd = _lock(path / LOCK_NAME, path, flag)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield path
+        fd = _lock(dfd, path, flag)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            with confined(path):  # every write below path, from now on: never through a link (common.atomic)
+                yield path
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(LOCK_NAME, dir_fd=dfd)  # still holding the lock: a waiter re-checks the inode
+            os.close(fd)  # releases the lock
     finally:
-        with contextlib.suppress(OSError):
-            (path / LOCK_NAME).unlink()  # still holding the lock: a waiter re-checks the inode
-        os.close(fd)  # releases the lock
+        os.close(dfd)
         if created:
             _remove_if_empty(path)
 
@@ -121,11 +128,13 @@ def refuse_foreign(path: str | os.PathLike, flag: str = "--out", limit: int = 1_
                 return
 
 
-def _lock(lock: Path, path: Path, flag: str, tries: int = 5) -> int:
-    """An fd of ``lock`` holding its exclusive flock, the file still at ``lock`` (InputError when another holds it)."""
+def _lock(dfd: int, path: Path, flag: str, tries: int = 5) -> int:
+    """An fd of ``LOCK_NAME`` in the folder ``dfd`` (``path``) holding its exclusive flock, the file still there
+    (InputError when another holds it); never a link (``O_NOFOLLOW``)."""
+    lock = path / LOCK_NAME
     for _ in range(tries):
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666, dir_fd=dfd)
         except OSError as exc:
             raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
         try:
@@ -136,7 +145,7 @@ def _lock(lock: Path, path: Path, flag: str, tries: int = 5) -> int:
             raise InputError(f"{flag} {path} is in use by another sapa run{holder}; wait for it to finish "
                              f"or choose another {flag}") from None
         try:
-            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+            same = os.stat(LOCK_NAME, dir_fd=dfd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
             same = False
         if same:

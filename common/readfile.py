@@ -113,41 +113,79 @@ def check_parquet(source, what: str = "input", limit: int | None = None, max_row
 def read_parquet_table(source, what: str = "input", limit: int | None = None, max_rows: int | None = None):
     """The Parquet ``source`` as a pyarrow Table, every size bounded by ``limit`` bytes before it is allocated.
 
-    :func:`check_parquet` first; text and binary columns are then read as dictionaries (indices and the distinct
-    values only), the size they decode to (Σ over rows of the length of the value each row points at) is
-    checked, and only then are they decoded.
+    :func:`check_parquet` first (the footer's declared sizes); then every variable-length leaf (Parquet's
+    BYTE_ARRAY: text and binary, top-level or inside a list or struct) is read as a dictionary — indices and the
+    distinct values only —, and so is any column the file itself declares dictionary-typed. The size the table
+    decodes to (Σ over rows of the length of the value each row points at, for every column) is checked, and only
+    then is anything decoded (dictionaries to their plain value types).
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     limit = MAX_READ_BYTES if limit is None else limit
     check_parquet(source, what, limit, max_rows)
     try:
-        schema = pq.ParquetFile(source).schema_arrow
+        pf = pq.ParquetFile(source)
+        leaves = [pf.schema.column(i).path for i in range(len(pf.schema)) if pf.schema.column(i).physical_type
+                  == "BYTE_ARRAY"]
+        schema = pf.schema_arrow
+    except Exception as exc:  # noqa: BLE001 - a schema pyarrow cannot map
+        raise InputError(f"{what}: not a Parquet table ({type(exc).__name__})") from None
     finally:
         if hasattr(source, "seek"):
             source.seek(0)
-    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
     try:
-        table = pq.read_table(source, read_dictionary=text or None)
+        table = pq.read_table(source, read_dictionary=leaves or None)
     except Exception as exc:  # noqa: BLE001 - a damaged page
         raise InputError(f"{what}: cannot read the Parquet table ({type(exc).__name__})") from None
     decoded = 0
-    for name in text:
-        for chunk in table.column(name).chunks:
-            if isinstance(chunk, pa.DictionaryArray) and len(chunk):
-                lengths = pc.binary_length(chunk.dictionary)
-                decoded += int(pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0)
-            else:
-                decoded += chunk.nbytes
+    for name, col in zip(table.column_names, table.columns):
+        decoded += sum(_decoded_bytes(chunk, what, name) for chunk in col.chunks)
         if decoded > limit:
-            raise InputError(f"{what}: the Parquet table's text columns decode to more than the limit of {limit:,} "
-                             f"bytes (column {name!r})")
-    for name in text:
-        i = table.schema.get_field_index(name)
-        col = table.column(i)
-        if pa.types.is_dictionary(col.type):
-            table = table.set_column(i, schema.field(name), pc.cast(col, col.type.value_type).cast(schema.field(name).type))
+            raise InputError(f"{what}: the Parquet table's columns decode to more than the limit of {limit:,} bytes "
+                             f"(column {name!r}; dictionaries counted from their indices, nothing decoded)")
+    for i, field in enumerate(table.schema):
+        plain = _plain_type(schema.field(i).type if len(schema) == table.num_columns else field.type)
+        if plain != field.type:  # the file's own types (list item names included), without dictionaries
+            table = table.set_column(i, field.with_type(plain), table.column(i).cast(plain))
     return table
+
+
+def _decoded_bytes(arr, what: str, name: str) -> int:
+    """Bytes ``arr`` takes once every dictionary in it is decoded, computed from indices and values (nothing decoded)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        vt, n = t.value_type, len(arr)
+        if pa.types.is_binary(vt) or pa.types.is_string(vt) or pa.types.is_large_binary(vt) or \
+                pa.types.is_large_string(vt):
+            if not n or not len(arr.dictionary):
+                return 0
+            return int(pc.sum(pc.take(pc.binary_length(arr.dictionary), arr.indices)).as_py() or 0)
+        if getattr(vt, "bit_width", 0) > 0:
+            return n * max(1, vt.bit_width // 8)
+        raise InputError(f"{what}: column {name!r} holds a dictionary of {vt}, which sapa never stores")
+    if isinstance(arr, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):  # maps are lists of structs
+        return _decoded_bytes(arr.values, what, name)
+    if isinstance(arr, pa.StructArray):
+        return sum(_decoded_bytes(arr.field(k), what, name) for k in range(t.num_fields))
+    return arr.nbytes
+
+
+def _plain_type(t):
+    """``t`` with every dictionary type replaced by its value type (inside lists and structs too)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        return _plain_type(t.value_type)
+    if pa.types.is_map(t):
+        return pa.map_(_plain_type(t.key_type), _plain_type(t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        make = pa.list_ if pa.types.is_list(t) else pa.large_list
+        return make(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)), t.list_size)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(k).with_type(_plain_type(t.field(k).type)) for k in range(t.num_fields)])
+    return t

@@ -125,7 +125,7 @@ def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[
         bbox = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
     for ext in ("png", "pdf"):
         target = inside(out_dir / f"{file_stem}.{ext}", out_dir, "figure")
-        atomic_write(target, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches=bbox))
+        atomic_write(target, lambda fh, ext=ext: fig.savefig(fh, format=ext, bbox_inches=bbox))
         paths.append(target)
     plt.close(fig)
     return paths

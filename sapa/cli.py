@@ -25,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     if "MPLCONFIGDIR" not in os.environ:  # matplotlib's font cache: in the temporary folder, never in $HOME
         import tempfile
 
-        os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), f"sapa-matplotlib-{os.getuid()}")
+        from common.privatedir import private_dir  # a folder of this user's alone, never a planted link
+
+        os.environ["MPLCONFIGDIR"] = str(private_dir(os.path.join(tempfile.gettempdir(),
+                                                                  f"sapa-matplotlib-{os.getuid()}")))
     from common.allocator import keep_freed_memory
     from common.collector import collect_less_often
 

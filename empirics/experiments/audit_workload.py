@@ -12,25 +12,13 @@ unless ``--force``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from common.validate import InputError
-from empirics.montecarlo.workload import MAX_FLOPS, _cell_flops, _sci, available_memory
+from empirics.montecarlo.workload import MEMORY_IF_UNKNOWN, Cost, _cell_flops, check_cost  # noqa: F401
 
 __all__ = ["AuditWork", "NN_ARRAYS", "ROW_ARRAYS", "audit_work", "check_audit_work"]
 
 NN_ARRAYS = 16
 ROW_ARRAYS = 8
-MEMORY_IF_UNKNOWN = 8 * 2**30
-
-
-@dataclass(frozen=True)
-class AuditWork:
-    """flops (exact integer) and peak bytes of one audit; ``how`` names the path."""
-
-    flops: int
-    bytes: int
-    how: str
+AuditWork = Cost  # flops (exact integer) and peak bytes of one audit; ``how`` names the path
 
 
 def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, uses_i: bool) -> AuditWork:
@@ -50,15 +38,6 @@ def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, u
 
 
 def check_audit_work(work: AuditWork, force: bool = False, memory: int | None = -1) -> AuditWork:
-    """``work``; InputError beyond MAX_FLOPS or the available memory unless ``force`` (``memory=-1``: MemAvailable)."""
-    if force:
-        return work
-    memory = available_memory() if memory == -1 else memory
-    memory = MEMORY_IF_UNKNOWN if memory is None else memory
-    if work.flops > MAX_FLOPS:
-        raise InputError(f"the audit needs ≈{_sci(work.flops)} flops ({work.how}), more than the limit of "
-                         f"{MAX_FLOPS:.0e} (as sapa sweep); reduce --N or --trials, or pass --force")
-    if work.bytes > memory:
-        raise InputError(f"the audit needs ≈{work.bytes / 2**30:.3g} GiB of memory ({work.how}), more than the "
-                         f"{memory / 2**30:.3g} GiB available; reduce --N, or pass --force")
-    return work
+    """``work``; InputError beyond MAX_FLOPS or the available memory unless ``force`` (``memory=-1``: MemAvailable):
+    :func:`empirics.montecarlo.workload.check_cost`, the check every command's up-front estimate goes through."""
+    return check_cost(work, "the audit", "reduce --N or --trials", "reduce --N", force, memory)

@@ -46,7 +46,7 @@ from empirics.kernels.norms import NormOverflowError
 
 __all__ = ["Layer", "HeadNorms", "ExprNorms", "RowScale", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
            "expr_norms", "layer_jac_fro2", "dominant", "LayerOperator", "MAX_BYTES", "MAX_HEADS_WITH_VALUES",
-           "request_bytes"]
+           "request_bytes", "check_qk_shapes"]
 
 MAX_BYTES = 4 * 2**30          # the largest peak memory a norms request may need (estimated up front, request_bytes)
 MAX_HEADS_WITH_VALUES = 256    # the layer's cross-head sum is a Python loop over H² head pairs
@@ -99,34 +99,42 @@ def layer_from_qk(Wq, Wk, Wv=None, Wo=None, heads: int = 1) -> Layer:
     W_V without W_O: the heads' outputs are concatenated (W_O = I). W_O without W_V is refused.
     """
     Wq, Wk = _f64("W_Q", Wq, 2), _f64("W_K", Wk, 2)
-    if Wq.shape != Wk.shape:
-        raise InputError(f"W_Q {Wq.shape} and W_K {Wk.shape} must have the same shape (D, H·d)")
-    if not isinstance(heads, (int, np.integer)) or heads < 1:
-        raise InputError(f"heads must be a positive integer, got {heads!r}")
-    D, Hd = Wq.shape
-    if Hd % heads:
-        raise InputError(f"W_Q has {Hd} columns, not divisible by {heads} heads")
-    d = Hd // heads
+    if Wo is not None and Wv is None:
+        raise InputError("W_O needs W_V (the output projection acts on the values)")
+    Wv = None if Wv is None else _f64("W_V", Wv, 2)
+    Wo = None if Wo is None else _f64("W_O", Wo, 2)
+    check_qk_shapes(Wq.shape, Wk.shape, None if Wv is None else Wv.shape, None if Wo is None else Wo.shape, heads)
+    d = Wq.shape[1] // heads
 
     def split(M, w):  # (D, H·w) -> (H, D, w)
         return np.ascontiguousarray(M.reshape(M.shape[0], heads, w).transpose(1, 0, 2))
 
     wv = wo = None
-    if Wo is not None and Wv is None:
-        raise InputError("W_O needs W_V (the output projection acts on the values)")
     if Wv is not None:
-        Wv = _f64("W_V", Wv, 2)
-        if Wv.shape[0] != D or Wv.shape[1] % heads:
-            raise InputError(f"W_V must be (D, H·d_v) = ({D}, multiple of {heads}), got {Wv.shape}")
         dv = Wv.shape[1] // heads
         wv = split(Wv, dv)
-        if Wo is None:
-            Wo = np.eye(heads * dv)
-        Wo = _f64("W_O", Wo, 2)
-        if Wo.shape[0] != heads * dv:
-            raise InputError(f"W_O must have H·d_v = {heads * dv} rows, got {Wo.shape}")
+        Wo = np.eye(heads * dv) if Wo is None else Wo
         wo = np.ascontiguousarray(Wo.reshape(heads, dv, Wo.shape[1]))
     return Layer(split(Wq, d), split(Wk, d), wv, wo)
+
+
+def check_qk_shapes(q: tuple, k: tuple, v: tuple | None = None, o: tuple | None = None, heads: int = 1) -> None:
+    """InputError unless W_Q, W_K (D, H·d), W_V (D, H·d_v) and W_O (H·d_v, D_out) of these shapes make ``heads``
+    heads: the shapes alone, so that a file's header is checked before its tensors are read."""
+    if tuple(q) != tuple(k):
+        raise InputError(f"W_Q {tuple(q)} and W_K {tuple(k)} must have the same shape (D, H·d)")
+    if not isinstance(heads, (int, np.integer)) or heads < 1:
+        raise InputError(f"heads must be a positive integer, got {heads!r}")
+    D, Hd = q
+    if Hd % heads:
+        raise InputError(f"W_Q has {Hd} columns, not divisible by {heads} heads")
+    if o is not None and v is None:
+        raise InputError("W_O needs W_V (the output projection acts on the values)")
+    if v is not None:
+        if v[0] != D or v[1] % heads:
+            raise InputError(f"W_V must be (D, H·d_v) = ({D}, multiple of {heads}), got {tuple(v)}")
+        if o is not None and o[0] != v[1]:
+            raise InputError(f"W_O must have H·d_v = {v[1]} rows, got {tuple(o)}")
 
 
 # ----------------------------------------------------------------------------- one head

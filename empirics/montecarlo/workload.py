@@ -13,6 +13,11 @@ and refuses beyond :data:`MAX_CELLS` cells or :data:`MAX_FLOPS` flops unless ``-
 
 Parallel workers are capped by usable cores, by the pending tasks and by available memory
 (``MemAvailable`` / per-worker footprint); :func:`cap_workers` returns the cap and a note to print.
+
+Every other command that could be asked for absurd work (``sapa audit``, ``sapa train --seeds``, ``sapa calibrate
+--trials``, a ``--safetensors`` layer) estimates it up front as a :class:`Cost` (flops, peak bytes, and seconds when
+only a timed pilot can tell) and :func:`check_cost` refuses it, in one line, beyond :data:`MAX_FLOPS`,
+:data:`MAX_SECONDS` or the memory available, unless ``--force``.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from pathlib import Path
 
 from common.validate import InputError
 
-__all__ = ["MAX_CELLS", "MAX_FLOPS", "Work", "sweep_work", "check_sweep_work", "cap_workers",
-           "usable_cores", "available_memory", "SWEEP_WORKER_BYTES", "TRAIN_WORKER_BYTES"]
+__all__ = ["MAX_CELLS", "MAX_FLOPS", "MAX_SECONDS", "MEMORY_IF_UNKNOWN", "Work", "Cost", "sweep_work",
+           "check_sweep_work", "check_cost", "cap_workers", "usable_cores", "available_memory", "SWEEP_WORKER_BYTES",
+           "TRAIN_WORKER_BYTES"]
 
 MAX_CELLS = 100_000  # the built-in full sweep has 700 cells
 MAX_FLOPS = 1e16  # ≈ 20× the built-in full sweep (≈ 5e14 flops)
+MAX_SECONDS = 2 * 86_400  # about what MAX_FLOPS takes on 2 cores: the limit of work measured by a timed pilot
+MEMORY_IF_UNKNOWN = 8 * 2**30  # what check_cost assumes is available where MemAvailable cannot be read
 SWEEP_WORKER_BYTES = 400 * 2**20  # one Dask worker with torch imported (measured ≈ 350 MB) ...
 TRAIN_WORKER_BYTES = 1900 * 2**20  # ... and one training-study worker: torch (≈ 420 MB) + one chunk (1.5 GB cap)
 
@@ -86,6 +94,46 @@ def check_sweep_work(config, force: bool = False) -> Work:
         raise InputError(f"the sweep needs ≈{_sci(w.flops)} flops ({cells_txt}, trials={config.trials:,}), more than "
                          f"the limit of {MAX_FLOPS:.0e}; reduce trials or N, D, or pass --force")
     return w
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a request will take, estimated before it starts: flops (exact integer, may be huge), peak bytes, CPU
+    seconds where a timed pilot is the only estimate (None otherwise), and ``how`` (the request, in words)."""
+
+    flops: int
+    bytes: int
+    how: str
+    seconds: float | None = None
+
+
+def check_cost(cost: Cost, what: str, advice: str, memory_advice: str | None = None, force: bool = False,
+               memory: int | None = -1) -> Cost:
+    """``cost``; InputError (one line: ``what`` needs …, ``advice``, or pass --force) beyond :data:`MAX_FLOPS`,
+    :data:`MAX_SECONDS` or the memory available (``memory=-1``: MemAvailable; None: :data:`MEMORY_IF_UNKNOWN`),
+    unless ``force``. ``memory_advice``: what to reduce when memory is the limit (default ``advice``)."""
+    if force:
+        return cost
+    memory = available_memory() if memory == -1 else memory
+    memory = MEMORY_IF_UNKNOWN if memory is None else memory
+    if cost.flops > MAX_FLOPS:
+        raise InputError(f"{what} needs ≈{_sci(cost.flops)} flops ({cost.how}), more than the limit of "
+                         f"{MAX_FLOPS:.0e} (as sapa sweep); {advice}, or pass --force")
+    if cost.seconds is not None and cost.seconds > MAX_SECONDS:
+        raise InputError(f"{what} needs ≈{_duration(cost.seconds)} of CPU time ({cost.how}), more than the limit of "
+                         f"{_duration(MAX_SECONDS)}; {advice}, or pass --force")
+    if cost.bytes > memory:
+        raise InputError(f"{what} needs ≈{cost.bytes / 2**30:.3g} GiB of memory ({cost.how}), more than the "
+                         f"{memory / 2**30:.3g} GiB available; {memory_advice or advice}, or pass --force")
+    return cost
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as ``3.2 h``, ``2 days`` or ``1.1e+09 years``."""
+    if seconds < 86_400:
+        return f"{seconds / 3600:.2g} h"
+    days = seconds / 86_400
+    return f"{days:.3g} days" if days < 1000 else f"{days / 365.25:.2g} years"
 
 
 def usable_cores() -> int:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.atomic import atomic_write_json
+from common.atomic import atomic_write_json, make_dirs
 from common.integrity import seal_record
 from common.pool import one_thread
 from common.validate import InputError, choice, positive_int
@@ -481,7 +481,7 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     """
     d = Path(out) / "mechanism"
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        make_dirs(d)  # never through a link planted below --out
     except OSError as exc:
         raise InputError(f"cannot create the results directory {d}: {exc.strerror or exc}") from None
     chunks = plan_mech_chunks(cfg)

@@ -6,8 +6,8 @@ interrupt leaves behind; ``run`` may say it more precisely in ``KeyboardInterrup
 exception it raises) and ``output_guard(args)`` (check, and hold, where it writes before any work starts).
 :func:`sapa.cli_parser.build_parser` builds the parser from this list and :func:`sapa.cli.main` dispatches to
 ``run``; helpers a command alone uses live beside it (``verify_progress``, ``verify_keep``, ``ledger_merge``,
-``ledger_schema``, ``norms_expr``, ``audit_relpos``, ``train_summary``), helpers several share in
-:mod:`sapa.commands.shared`. Importing a command module is light: heavy imports happen inside ``run``.
+``ledger_schema``, ``norms_expr``, ``norms_layerfile``, ``audit_relpos``, ``train_summary``), helpers several share
+in :mod:`sapa.commands.shared`. Importing a command module is light: heavy imports happen inside ``run``.
 """
 
 from __future__ import annotations

@@ -21,9 +21,38 @@ def add_parser(sub) -> None:
     c.add_argument("--trials", type=positive_int, help="synthetic evidences per truth (default: each rule's own)")
     c.add_argument("--seed", type=nonneg_int, default=0)
     c.add_argument("--json", action="store_true", help="print one JSON object {\"rules\": [...]}")
+    c.add_argument("--force", action="store_true",
+                   help="with --trials: run even beyond the work limit of sapa sweep or the available memory "
+                        "(estimated up front from a timed pilot)")
     c.add_argument("--store", action="store_true",
                    help="also store the calibrations the ledger cites (sapa/rules/calibrations.json; default trials, "
                         "seed 0 only)")
+
+
+PILOT_TRIALS = 4  # synthetic evidences per truth a rule's pilot times (after one untimed, for imports and caches)
+VERDICT_BYTES = 16  # calibrate keeps every verdict (two list slots of 8 bytes per trial) until it counts them
+
+
+def calibration_cost(rules, trials: int, seed: int = 0):
+    """The :class:`empirics.montecarlo.workload.Cost` of calibrating ``rules`` at ``trials`` per truth: memory from
+    the verdicts kept, CPU seconds from a timed pilot of :data:`PILOT_TRIALS` per rule (skipped when memory alone
+    already rules the request out, as ``--trials 9007199254740992`` does)."""
+    import time
+
+    from empirics.montecarlo.workload import Cost, available_memory
+    from sapa.rules import calibrate
+
+    how = f"{len(rules)} rule{'s' if len(rules) != 1 else ''} × 2 truths × {trials:,} trials"
+    nbytes = VERDICT_BYTES * trials
+    if nbytes > (available_memory() or 0):
+        return Cost(flops=0, bytes=nbytes, how=how)
+    seconds = 0.0
+    for rule in rules:
+        calibrate(rule, trials=1, seed=seed)
+        t0 = time.process_time()
+        calibrate(rule, trials=PILOT_TRIALS, seed=seed)
+        seconds += (time.process_time() - t0) / PILOT_TRIALS * trials
+    return Cost(flops=0, bytes=nbytes, how=how, seconds=seconds)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate
 
     rules = select(all_rules(), args.rule, lambda r: r.name, "rule")
+    if args.trials is not None and not args.force:  # each rule's own default is its designed calibration
+        from empirics.montecarlo.workload import check_cost
+
+        check_cost(calibration_cost(rules, args.trials, args.seed), "the calibration", "reduce --trials")
     results = []
     for i, rule in enumerate(rules, 1):
         say(f"[{i}/{len(rules)}] calibrating {rule.name} ...")  # notes the log's clock: no stage line right after

@@ -39,12 +39,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def output_guard(args: argparse.Namespace):
-    """The figure directory is a writable folder sapa owns (else ``run`` says what ``--results`` lacks)."""
+    """The figure directory is a writable folder sapa owns (else ``run`` says what ``--results`` lacks), held for
+    the run so that no write below it follows a link planted meanwhile (:func:`common.atomic.confined`)."""
     import contextlib
 
+    from common.atomic import confined
     from common.outdir import check_dir, refuse_foreign
 
+    guard = contextlib.ExitStack()
     if args.results.is_dir():
-        check_dir(args.out or args.results / "figures", "--out" if args.out else "figure directory")
-        refuse_foreign(args.out or args.results / "figures", "--out" if args.out else "figure directory")
-    return contextlib.ExitStack()
+        out = args.out or args.results / "figures"
+        check_dir(out, "--out" if args.out else "figure directory")
+        refuse_foreign(out, "--out" if args.out else "figure directory")
+        guard.enter_context(confined(args.out or args.results))  # RESULTS/figures: its own name is guarded too
+    return guard

@@ -19,16 +19,6 @@ from sapa.commands.shared import LOG10_MIN_NORMAL
 
 __all__ = ["activation_from_args", "layer_from_args", "run_norms", "load_layer_file"]
 
-# suffixes of a layer's tensors in a .safetensors file: (our name, transpose?) — plain names are (D, H·d) as
-# sapa takes them, BERT's nn.Linear weights are (out, in)
-_SUFFIXES = {
-    "wq": (("wq", False), ("attention.self.query.weight", True)),
-    "wk": (("wk", False), ("attention.self.key.weight", True)),
-    "wv": (("wv", False), ("attention.self.value.weight", True)),
-    "wo": (("wo", False), ("attention.output.dense.weight", True)),
-}
-
-
 def activation_from_args(args):
     """The parsed :class:`theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
     from common.validate import positive_float
@@ -45,60 +35,11 @@ def activation_from_args(args):
     return parse_activation(*resolve(args.activation, args.normalize, args.mask))  # a family id: its row
 
 
-REAL_DTYPES = ("F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8")  # safetensors' names
-_DTYPE_WORDS = {"BOOL": "boolean", "C64": "complex", "C128": "complex", "BF16": "bfloat16, which numpy cannot hold"}
+def load_layer_file(path: Path, prefix: str = "", D: int | None = None, heads: int = 1) -> dict:
+    """{wq, wk[, wv, wo]} of a .safetensors layer, every shape and size checked from its header (:mod:`sapa.commands.norms_layerfile`)."""
+    from sapa.commands.norms_layerfile import load_layer_file as load
 
-
-def _check_tensor(sl, key: str, path: Path, transpose: bool, name: str, D: int | None) -> None:
-    """A weight's dtype (real numbers only, as ``.npy`` inputs), rank (a matrix) and, for W_Q/W_K, its D rows,
-    from the file's header alone: nothing is loaded before it passes."""
-    dtype, shape = sl.get_dtype(), list(sl.get_shape())
-    if dtype not in REAL_DTYPES:
-        word = _DTYPE_WORDS.get(dtype, "not a real number type")
-        raise InputError(f"--safetensors {path}: tensor {key} has dtype {dtype} ({word}); give integer or floating-point "
-                         "weights (float32 or float64)")
-    if len(shape) != 2:
-        raise InputError(f"--safetensors {path}: tensor {key} has shape {tuple(shape)}; a weight is a matrix")
-    rows = shape[1] if transpose else shape[0]
-    if D is not None and name in ("wq", "wk", "wv") and rows != D:
-        raise InputError(f"--safetensors {path}: tensor {key} ({name}) has D = {rows} rows in the (D, ·) layout but X "
-                         f"has D = {D} columns")
-
-
-def load_layer_file(path: Path, prefix: str = "", D: int | None = None) -> dict:
-    """{wq, wk[, wv, wo]} (float64, (D, ·) layout) from a .safetensors file, by name suffix under ``prefix``; with
-    ``D``, W_Q, W_K and W_V must have D rows (checked in the header, before a tensor is loaded)."""
-    try:
-        from safetensors import safe_open
-    except ImportError:
-        raise InputError("--safetensors needs the package 'safetensors' (pip install safetensors)") from None
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"--safetensors: file not found: {path}")
-    try:
-        with safe_open(str(path), framework="np") as fh:
-            keys = [k for k in fh.keys() if k.startswith(prefix)]
-            out = {}
-            for name, options in _SUFFIXES.items():
-                for suffix, transpose in options:
-                    hits = [k for k in keys if k == prefix + suffix or k.endswith("." + suffix) or k == suffix]
-                    if len(hits) > 1:
-                        raise InputError(f"--safetensors: {len(hits)} tensors end in {suffix!r} ({hits[0]}, {hits[1]}, ...): "
-                                         "give --prefix (e.g. encoder.layer.0.)")
-                    if hits:
-                        _check_tensor(fh.get_slice(hits[0]), hits[0], path, transpose, name, D)  # before loading it
-                        a = np.asarray(fh.get_tensor(hits[0]), dtype=np.float64)
-                        out[name] = a.T.copy() if transpose else a
-                        break
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a corrupt header, an unsupported dtype (bf16 in numpy), ...
-        raise InputError(f"--safetensors {path}: cannot read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
-                         ) from None
-    if "wq" not in out or "wk" not in out:
-        raise InputError(f"--safetensors {path}: no query/key weights (names ending in wq/wk or "
-                         "attention.self.query.weight/key.weight" + (f" under prefix {prefix!r}" if prefix else "") + ")")
-    return out
+    return load(path, prefix, D, heads)
 
 
 def layer_from_args(args, D: int):
@@ -120,17 +61,20 @@ def layer_from_args(args, D: int):
     if args.wq is not None:
         if args.wk is None:
             raise InputError("--wq needs --wk")
-        m = {n: finite_matrix(f"--{n}", _load_npy(getattr(args, n), f"--{n}"), (None, None))
-             for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
+        from sapa.commands.norms_layerfile import check_npy_layer
+
+        given = {n: getattr(args, n) for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
+        shapes = check_npy_layer(given, args.heads)  # the headers, across the files, before any is loaded
         for n in ("wq", "wk", "wv"):
-            if n in m and m[n].shape[0] != D:
+            if n in shapes and shapes[n][0] != D:
                 raise InputError(f"--x and --{n} do not match: --x has D = {D} columns but --{n} has shape "
-                                 f"{m[n].shape}; it must have D = {D} rows (x_i W_{n[1].upper()} is a (1, D) @ (D, d) "
+                                 f"{shapes[n]}; it must have D = {D} rows (x_i W_{n[1].upper()} is a (1, D) @ (D, d) "
                                  "product)")
+        m = {n: finite_matrix(f"--{n}", _load_npy(path, f"--{n}"), (None, None)) for n, path in given.items()}
     else:
         if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
             raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")
-        m = load_layer_file(args.safetensors, args.prefix or "", D)
+        m = load_layer_file(args.safetensors, args.prefix or "", D, args.heads)
         if m["wq"].shape[0] != D:
             raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
     return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=args.heads)

@@ -270,10 +270,10 @@ def problems(book: Notebook, budget: str = "full") -> list[str]:
     """Why ``book.ipynb`` is not the up-to-date, executed form of ``book.py`` (empty when it is)."""
     jupytext, nbformat = _jupyter()
     name, fix = book.ipynb.name, book.fix
-    if not book.ipynb.is_file():
+    shipped = read_ipynb(book.ipynb, nbformat)
+    if shipped is None:
         return [f"{name} is missing: run `{fix}`"]
-    raw = book.ipynb.read_text(encoding="utf-8")
-    nb = nbformat.reads(raw, as_version=4)
+    raw, nb = shipped
     src = jupytext.read(book.py)
     out: list[str] = []
     a = [(c.cell_type, c.source) for c in src.cells]
@@ -304,6 +304,33 @@ def problems(book: Notebook, budget: str = "full") -> list[str]:
                    f"({leaks[0] if leaks else _ADDRESS.search(raw).group().strip()}): end the cell with `;` or "
                    f"plt.show(), then run `{fix}`")
     return out
+
+
+def read_ipynb(path: Path, nbformat) -> tuple[str, object] | None:
+    """(text, notebook) of a shipped .ipynb, None when there is none; InputError (one line, saying which) when it is
+    not a regular file (a FIFO, ``/dev/zero``: read without blocking, never in full), not JSON, or not nbformat 4."""
+    import json
+
+    from common.readfile import read_regular_text
+
+    if not os.path.exists(path):  # nothing there, or a link to nothing
+        return None
+    raw = read_regular_text(path, "notebook")  # a regular file, bounded; says what else it is
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"notebook {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                         "regenerate it with `sapa notebooks`") from None
+    version = doc.get("nbformat") if isinstance(doc, dict) else None
+    if type(version) is not int or version != 4:
+        what = f"nbformat {version!r}" if isinstance(doc, dict) else f"a JSON {type(doc).__name__}, not a notebook"
+        raise InputError(f"notebook {path} has {what}; sapa reads nbformat 4 notebooks: regenerate it with "
+                         "`sapa notebooks`")
+    try:
+        return raw, nbformat.reads(raw, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat's validation and reader errors
+        raise InputError(f"notebook {path} is not a valid nbformat 4 notebook ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:120]})") from None
 
 
 def small_png(path: str | os.PathLike, width: int) -> bytes:

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     t.add_argument("--activation", metavar="EXPR",
                    help="train φ(x, N, i) (any expression `sapa audit` accepts) beside softmax on the mechanism tasks "
                         "across N and print its learning-curve statistics")
+    t.add_argument("--force", action="store_true",
+                   help="train even beyond the work limit of sapa sweep or the available memory (estimated up front)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -55,6 +57,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = study_config(args.budget, args.seed)
     if args.seeds is not None and args.activation is not None:
         raise InputError("--seeds sets the study's replicates; --activation trains the mechanism probes (their own seeds)")
+    if args.seeds is not None:  # estimated before anything of the study's size is planned (as sapa audit)
+        from dataclasses import replace
+
+        from empirics.montecarlo.workload import check_cost
+        from empirics.training.train_study import study_cost
+
+        check_cost(study_cost(replace(cfg, seeds=args.seeds)), "the study", "reduce --seeds", force=args.force)
     workers = args.workers
     if args.scheduler is None:
         chunks = sum(len(plan_chunks(cfg, t, N, {1: 1.0, 3: 1.0})) for t in cfg.tasks for N in cfg.plan(t).Ns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -49,7 +50,7 @@ def test_replacing_a_file_keeps_its_mode(tmp_path, umask):
 def test_no_temporary_file_is_left(tmp_path):
     atomic_write_text(tmp_path / "a.txt", "x")
 
-    def boom(tmp: str) -> None:
+    def boom(fh) -> None:
         raise RuntimeError("writer failed")
 
     with pytest.raises(RuntimeError):
@@ -81,7 +82,7 @@ def test_a_directory_in_the_way_is_named(tmp_path):
     target.mkdir(parents=True)
     called = []
     with pytest.raises(IsADirectoryError) as info:
-        atomic_write(target, lambda tmp: called.append(tmp))
+        atomic_write(target, lambda fh: called.append(fh))
     assert info.value.filename == str(target) and ".tmp" not in str(info.value)
     assert (info.value.errno, info.value.strerror) == (21, "a directory is in the way of a result file")
     assert not called and [p.name for p in target.parent.iterdir()] == ["abc.parquet"]
@@ -90,7 +91,7 @@ def test_a_directory_in_the_way_is_named(tmp_path):
 def test_a_failed_replace_names_the_target(tmp_path, monkeypatch):
     """If os.replace itself fails (e.g. a directory appears meanwhile), the error names the target."""
 
-    def fail(src, dst):
+    def fail(src, dst, **dir_fds):
         raise IsADirectoryError(21, "Is a directory", src, None, dst)
 
     monkeypatch.setattr(os, "replace", fail)
@@ -100,7 +101,7 @@ def test_a_failed_replace_names_the_target(tmp_path, monkeypatch):
     assert (info.value.errno, info.value.strerror) == (21, "Is a directory")
     assert not list(tmp_path.iterdir())
 
-    def fail_plain(src, dst):  # an OSError without errno/strerror keeps its text
+    def fail_plain(src, dst, **dir_fds):  # an OSError without errno/strerror keeps its text
         raise OSError("replace failed")
 
     monkeypatch.setattr(os, "replace", fail_plain)
@@ -113,12 +114,12 @@ def test_the_temporary_file_is_a_hidden_sibling(tmp_path):
     """Written beside the target (same directory, so same file system: os.replace is atomic), never elsewhere."""
     seen = []
 
-    def write(tmp: str) -> None:
-        seen.append(tmp)
-        Path(tmp).write_text("x")
+    def write(fh) -> None:
+        seen.extend(p for p in tmp_path.rglob("*") if p.is_file())  # what exists while the writer writes
+        fh.write(b"x")
 
     atomic_write(tmp_path / "cells" / "abc.parquet", write)
-    tmp = Path(seen[0])
+    [tmp] = seen
     assert tmp.parent == tmp_path / "cells" and tmp.name.startswith(".abc.parquet.") and tmp.name.endswith(".tmp.parquet")
     assert [p.name for p in (tmp_path / "cells").iterdir()] == ["abc.parquet"]
 
@@ -130,10 +131,10 @@ def test_an_existing_temporary_name_is_never_reused(tmp_path, monkeypatch):
     names = iter(["aaaa", "aaaa", "bbbb"])
     monkeypatch.setattr(secrets, "token_hex", lambda n: next(names))
     first = []
-    atomic_write(tmp_path / "a.txt", lambda tmp: (first.append(tmp), Path(tmp).write_text("1")))
+    atomic_write(tmp_path / "a.txt", lambda fh: (first.append(fh), fh.write(b"1")))
     other = tmp_path / ".b.txt.aaaa.tmp.txt"  # another writer's temporary file, by chance the next name drawn
     other.write_text("theirs")
-    atomic_write(tmp_path / "b.txt", lambda tmp: Path(tmp).write_text("mine"))
+    atomic_write(tmp_path / "b.txt", lambda fh: fh.write(b"mine"))
     assert other.read_text() == "theirs" and (tmp_path / "b.txt").read_text() == "mine"
 
 
@@ -154,3 +155,140 @@ def test_json_is_indented_in_insertion_order_and_takes_numpy_values(tmp_path):
 def test_missing_parent_directories_are_created(tmp_path):
     atomic_write_text(tmp_path / "a" / "b" / "c.txt", "x")
     assert (tmp_path / "a" / "b" / "c.txt").read_text() == "x"
+
+
+# --------------------------------------------------------------------------- writes confined to a results folder
+# Issue 52, case 5: the link check ran at start-up only, and `ln -s elsewhere R1/data` three seconds into a run sent
+# causal_masking.json elsewhere. Every write below a held folder now walks from it without following links.
+
+
+@pytest.fixture
+def held(tmp_path):
+    """(OUT held as a run's results folder, a folder outside it that must stay empty)."""
+    from common.atomic import confined
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    with confined(out):
+        yield out, elsewhere
+
+
+def test_a_link_as_an_intermediate_folder_is_refused(held):
+    from common.atomic import LinkRefused, make_dirs
+
+    out, elsewhere = held
+    (out / "data").symlink_to(elsewhere)
+    with pytest.raises(LinkRefused, match=r"data is a symbolic link \(to .*elsewhere\)"):
+        atomic_write_text(out / "data" / "causal_masking.json", "{}")
+    (out / "a").mkdir()
+    (out / "a" / "b").symlink_to(elsewhere)
+    with pytest.raises(LinkRefused, match="b is a symbolic link"):
+        atomic_write_text(out / "a" / "b" / "c" / "x.json", "{}")
+    with pytest.raises(LinkRefused):
+        make_dirs(out / "data" / "cells")
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in out.rglob("*")) == ["a", "b", "data"]  # no temporary, no folder made
+
+
+def test_a_link_as_the_final_name_is_replaced_never_written_through(held):
+    out, elsewhere = held
+    victim = elsewhere / "victim.json"
+    victim.write_text("theirs")
+    (out / "ledger.json").symlink_to(victim)
+    atomic_write_json(out / "ledger.json", {"a": 1})
+    assert victim.read_text() == "theirs" and not (out / "ledger.json").is_symlink()
+    assert json.loads((out / "ledger.json").read_text()) == {"a": 1}
+
+
+def test_a_link_swapped_in_between_the_walk_and_the_rename_changes_nothing_outside(held):
+    """While the writer writes (after the folders were opened, before the rename), the folder is moved away and a
+    link put in its place, and a link is planted at the final name: the file lands in the folder that was opened."""
+    out, elsewhere = held
+    (out / "data").mkdir()
+
+    def write(fh) -> None:
+        (out / "data").rename(out / "moved")
+        (out / "data").symlink_to(elsewhere)
+        (out / "moved" / "x.json").symlink_to(elsewhere / "victim.json")
+        fh.write(b"mine")
+
+    atomic_write(out / "data" / "x.json", write)
+    assert list(elsewhere.iterdir()) == []
+    assert (out / "moved" / "x.json").read_text() == "mine" and not (out / "moved" / "x.json").is_symlink()
+    assert sorted(p.name for p in (out / "moved").iterdir()) == ["x.json"]
+
+
+def test_a_link_planted_between_two_steps_of_the_walk_is_refused(held, monkeypatch):
+    """The check is the open itself (O_NOFOLLOW): a link planted just before a folder is opened is refused."""
+    import common.atomic as atomic
+    from common.atomic import LinkRefused
+
+    out, elsewhere = held
+    (out / "train").mkdir()
+    real_open = os.open
+
+    def plant_then_open(name, flags, *args, dir_fd=None, **kw):
+        if name == "train" and dir_fd is not None and not (out / "train").is_symlink():
+            (out / "train").rename(out / "train.old")
+            (out / "train").symlink_to(elsewhere)
+        return real_open(name, flags, *args, dir_fd=dir_fd, **kw)
+
+    monkeypatch.setattr(atomic.os, "open", plant_then_open)
+    with pytest.raises(LinkRefused, match="train is a symbolic link"):
+        atomic_write_text(out / "train" / "chunks" / "c.json", "{}")
+    monkeypatch.setattr(atomic.os, "open", real_open)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_file_where_a_folder_belongs_is_named(held):
+    from common.atomic import LinkRefused
+
+    out, _ = held
+    (out / "data").write_text("x")
+    with pytest.raises(LinkRefused, match="data is a file where a folder belongs"):
+        atomic_write_text(out / "data" / "x.json", "{}")
+
+
+def test_the_held_folder_guards_writes_from_every_thread(held):
+    """The training study writes its chunks from a background thread: the guard holds there too."""
+    import threading
+
+    from common.atomic import LinkRefused
+
+    out, elsewhere = held
+    (out / "train").symlink_to(elsewhere)
+    caught = []
+
+    def write() -> None:
+        try:
+            atomic_write_text(out / "train" / "study.json", "{}")
+        except LinkRefused as exc:
+            caught.append(exc)
+
+    t = threading.Thread(target=write)
+    t.start()
+    t.join()
+    assert len(caught) == 1 and list(elsewhere.iterdir()) == []
+
+
+def test_the_folder_a_user_names_may_itself_be_a_link(tmp_path):
+    """--out is the user's choice (it may be a link); only what is below it is guarded."""
+    from common.atomic import confined
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "out").symlink_to(real)
+    with confined(tmp_path / "out"):
+        atomic_write_text(tmp_path / "out" / "data" / "x.json", "{}")
+    assert (real / "data" / "x.json").read_text() == "{}"
+
+
+def test_outside_a_held_folder_only_the_named_folder_is_trusted(tmp_path):
+    from common.atomic import LinkRefused, confined
+
+    with pytest.raises(LinkRefused, match="not inside"):  # an explicit root: nothing outside it
+        atomic_write(tmp_path / "x.json", lambda fh: fh.write(b"{}"), root=tmp_path / "out")
+    with confined(tmp_path / "out"):
+        atomic_write_text(tmp_path / "y.json", "{}")  # not below the held folder: written as before
+    assert (tmp_path / "y.json").read_text() == "{}" and not (tmp_path / "x.json").exists()

@@ -222,3 +222,19 @@ def test_the_results_folder_itself_may_be_a_link(tmp_path):
     (tmp_path / "results").symlink_to(real)
     with exclusive(tmp_path / "results") as p:
         assert (p / LOCK_NAME).exists()
+
+
+def test_a_subfolder_locked_inside_a_held_folder_is_never_reached_through_a_link(tmp_path):
+    """verify holds OUT, then OUT/sweep and OUT/train: a link planted at OUT/train meanwhile gets no lock file, no
+    folder, nothing (issue 52, case 5)."""
+    from common.atomic import LinkRefused
+    from common.outdir import exclusive
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with exclusive(out):
+        (out / "train").symlink_to(elsewhere)
+        with pytest.raises(LinkRefused, match="train is a symbolic link"):
+            with exclusive(out / "train"):
+                pass
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == ["train"]

@@ -167,7 +167,7 @@ def test_decoded_text_at_the_limit(tmp_path):
     t = read_parquet_table(io.BytesIO(raw), limit=1200)
     assert t.column("s").to_pylist() == ["a" * 300] * 4 and t.column("e").to_pylist() == [""] * 4
     assert t.schema.field("s").type == pa.string()
-    with pytest.raises(InputError, match="text columns decode to more than the limit of 1,199"):
+    with pytest.raises(InputError, match="columns decode to more than the limit of 1,199"):
         read_parquet_table(io.BytesIO(raw), limit=1199)
 
 

@@ -383,3 +383,85 @@ def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tm
         prior_ledger(tmp_path, quick, {"some-other-entry"})
     assert prior_ledger(tmp_path, quick, {A}) is not None  # rerunning the entry replaces it
     assert (tmp_path / "ledger.json").read_bytes() == before
+
+
+
+@pytest.mark.parametrize("planted", ["cells", "results.parquet"])
+def test_a_link_planted_in_out_mid_run_takes_no_write_outside(tmp_path, capsys, monkeypatch, planted):
+    """Issue 52, case 5: the link check ran at start-up only. Between the sweep's first and second part file a link
+    is planted inside --out (the part files' folder, or the final result's name); no file lands outside --out."""
+    import empirics.montecarlo.sweep.run as sweep_run
+    from tests.sapa.test_cli_commands import TINY
+
+    cfg, out, elsewhere = tmp_path / "tiny.toml", tmp_path / "out", tmp_path / "elsewhere"
+    cfg.write_text(TINY)
+    elsewhere.mkdir()
+    victim = elsewhere / "victim"
+    victim.write_text("theirs")
+    real_write, writes = sweep_run._write_parquet, []
+
+    def write_then_plant(path, df, meta):
+        real_write(path, df, meta)
+        writes.append(path)
+        if len(writes) == 1:  # mid-run: one part file written, three to go
+            if planted == "cells":
+                (out / "cells").rename(out / "cells.old")
+                (out / "cells").symlink_to(elsewhere)
+            else:
+                (out / planted).symlink_to(victim)
+
+    monkeypatch.setattr(sweep_run, "_write_parquet", write_then_plant)
+    code, _, err = _run(["sweep", cfg, "--out", out, "--no-progress"], capsys)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["victim"] and victim.read_text() == "theirs"
+    if planted == "cells":  # refused at the next write, in one line
+        _one_error_line(code, "", err, f"{out / 'cells'} is a symbolic link")
+        assert len(writes) == 1
+    else:  # the final name is replaced by the result, never written through
+        assert code == 0, err
+        assert not (out / planted).is_symlink() and (out / planted).stat().st_size > 0
+
+
+@pytest.mark.slow  # a real verify run in a fresh interpreter (~40 s on 2 cores)
+def test_a_link_planted_in_a_running_verify_sends_nothing_elsewhere(tmp_path):
+    """Issue 52, case 5 as reported: `ln -s elsewhere R1/data` while `verify --only causal-masking --out R1` runs sent
+    causal_masking.json (4 MB) elsewhere. The link is planted as soon as the run holds R1; nothing lands outside."""
+    import time
+
+    out, elsewhere = tmp_path / "R1", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "sapa.cli", "verify", "--only", B, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t0 = time.monotonic()
+        while not (out / ".sapa.lock").exists() and proc.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before the link could be planted"
+        (out / "data").symlink_to(elsewhere)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert list(elsewhere.iterdir()) == []
+    lines = err.strip().splitlines()
+    assert proc.returncode == 2 and lines[-1].startswith("sapa: error: ") and "is a symbolic link" in lines[-1], err
+    assert "Traceback" not in err
+
+
+def test_sapa_figures_holds_its_folder_while_it_draws(tmp_path, monkeypatch, capsys):
+    """`sapa figures` writes below RESULTS (or --out) only through folders, never a link planted once it started."""
+    import figures.regenerate as regenerate
+    from common.atomic import atomic_write_text
+
+    results, elsewhere = tmp_path / "R", tmp_path / "elsewhere"
+    results.mkdir()
+    elsewhere.mkdir()
+
+    def draw_after_a_link_is_planted(results_dir, out, **kw):
+        (results / "figures").symlink_to(elsewhere)  # mid-run, at the default figure folder's own name
+        atomic_write_text(results / "figures" / "f.png", "x")
+        return {}
+
+    monkeypatch.setattr(regenerate, "run_jobs", draw_after_a_link_is_planted)
+    code, _, err = _run(["figures", "--results", results], capsys)
+    _one_error_line(code, "", err, f"{results / 'figures'} is a symbolic link")
+    assert list(elsewhere.iterdir()) == []

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.atomic import atomic_write_json
+from common.atomic import atomic_write_json, make_dirs
 from common.validate import InputError
 from empirics.montecarlo.samplers import make_population, sample_paper_ab, sample_trials
 from common.seeds import trial_generator, trial_generators
@@ -221,7 +221,7 @@ def run_sweep(
     check_memory(config, all_cells)
     prov = provenance(config)
     try:
-        parts.mkdir(parents=True, exist_ok=True)
+        make_dirs(parts)  # never through a link planted below --out
     except OSError as exc:
         raise InputError(f"cannot create the results directory {parts}: {exc.strerror or exc}") from None
     _remove_stale_tmp(parts)

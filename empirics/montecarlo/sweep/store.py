@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ def _write_parquet(path: Path, df: pd.DataFrame, meta: dict) -> None:
     table = pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"sapa": json.dumps(meta, sort_keys=True).encode()})
     table = seal_table(table)  # content checksum, verified when the file is read back
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda fh: pq.write_table(table, fh))
 
 
 def read_metadata(path: str | Path) -> dict:
@@ -115,14 +116,25 @@ def _remove_stale_tmp(parts: Path) -> None:
     """Delete temporary part files (``.<name>.*.tmp.parquet``) left by a process killed mid-write.
 
     Only files untouched for :data:`STALE_TMP_S` go, so a concurrent writer is never hit.
-    Readers never see them anyway: part files are found by exact name.
+    Readers never see them anyway: part files are found by exact name. The folder is listed and its files removed
+    through a directory handle (:func:`common.atomic.open_dir`): a link planted at ``parts`` removes nothing elsewhere.
     """
+    import fnmatch
+    import stat
     import time
 
-    if not parts.is_dir():
+    from common.atomic import open_dir
+
+    try:
+        dfd = open_dir(parts, create=False)
+    except FileNotFoundError:
         return
-    now = time.time()
-    for tmp in parts.glob(".*.tmp.parquet"):
-        with contextlib.suppress(OSError):
-            if now - tmp.stat().st_mtime > STALE_TMP_S:
-                tmp.unlink()
+    try:
+        now = time.time()
+        for name in fnmatch.filter(os.listdir(dfd), ".*.tmp.parquet"):
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TMP_S:
+                    os.unlink(name, dir_fd=dfd)
+    finally:
+        os.close(dfd)

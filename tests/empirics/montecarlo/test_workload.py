@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -201,3 +202,24 @@ def test_available_memory_reads_proc_meminfo_by_default(monkeypatch):
     line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemAvailable:"))
     got = available_memory()
     assert got is not None and abs(got - int(line.split()[1]) * 1024) < 2**30
+
+
+# --------------------------------------------------------------------------- check_cost: every command's estimate
+
+
+def test_check_cost_refuses_flops_seconds_and_memory_in_one_line_each():
+    from empirics.montecarlo.workload import MAX_FLOPS, MAX_SECONDS, Cost, check_cost
+
+    ok = Cost(flops=int(MAX_FLOPS), bytes=2**30, how="h", seconds=MAX_SECONDS)
+    assert check_cost(ok, "it", "reduce --x", memory=2**30) is ok  # at every limit: allowed
+    for bad, needle in ((Cost(int(MAX_FLOPS) + 1, 0, "h"), "flops (h), more than the limit of 1e+16"),
+                        (Cost(0, 0, "h", seconds=MAX_SECONDS * 1.01), "2.02 days of CPU time (h), more than the limit "
+                                                                        "of 2 days"),
+                        (Cost(0, 2**30 + 1, "h"), "GiB of memory (h), more than the 1 GiB available; reduce --y")):
+        with pytest.raises(InputError, match=re.escape(needle)) as info:
+            check_cost(bad, "it", "reduce --x", "reduce --y", memory=2**30)
+        assert str(info.value).startswith("it needs ≈") and str(info.value).endswith(", or pass --force")
+        assert "\n" not in str(info.value)
+        assert check_cost(bad, "it", "reduce --x", force=True, memory=2**30) is bad
+    with pytest.raises(InputError, match=r"≈1\.2e\+12 years of CPU time"):
+        check_cost(Cost(0, 0, "h", seconds=3.8e19), "it", "a", memory=2**30)

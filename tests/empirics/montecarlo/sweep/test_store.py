@@ -35,3 +35,30 @@ def test_damaged_or_foreign_part_file_is_recomputed(tmp_path):
     parts[0].write_bytes(b"not parquet")
     parts[1].write_bytes(parts[2].read_bytes())  # another cell's rows under this name
     pd.testing.assert_frame_equal(run_sweep(cfg, tmp_path, progress=False), ref)
+
+
+def test_stale_temporary_parts_go_and_nothing_is_removed_through_a_link(tmp_path):
+    """A killed writer's old `.x.tmp.parquet` is removed (a fresh one kept); a link at the parts folder removes
+    nothing where it points (issue 52, case 5: every write, and every removal, stays inside --out)."""
+    import os
+    import time
+
+    import pytest
+
+    from common.atomic import LinkRefused, confined
+    from empirics.montecarlo.sweep.store import STALE_TMP_S, _remove_stale_tmp
+
+    parts, elsewhere = tmp_path / "cells", tmp_path / "elsewhere"
+    for d in (parts, elsewhere):
+        d.mkdir()
+        for name, age in ((".old.tmp.parquet", STALE_TMP_S + 60), (".new.tmp.parquet", 0)):
+            (d / name).write_text("x")
+            t = time.time() - age
+            os.utime(d / name, (t, t))
+    _remove_stale_tmp(parts)
+    assert sorted(p.name for p in parts.iterdir()) == [".new.tmp.parquet"]
+    link = tmp_path / "linked"
+    link.symlink_to(elsewhere)
+    with confined(tmp_path), pytest.raises(LinkRefused):  # tmp_path held as the sweep's --out
+        _remove_stale_tmp(link)
+    assert sorted(p.name for p in elsewhere.iterdir()) == [".new.tmp.parquet", ".old.tmp.parquet"]
