@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         entries, prov = ledger_entries(ledger), ledger["provenance"]
     atomic_write_json(out_dir / "ledger.json", ledger)
     mc_all = ledger.get("monte_carlo") or mc_summary  # after --only: the merged ledger's, as ledger.json says
-    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_all))
+    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_all, out_dir))
     atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_all))
     print(report.table(entries, mc=mc_all))
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
@@ -151,7 +151,7 @@ def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, 
     shown = ledger_entries(ledger)
     mc = ledger.get("monte_carlo")
     atomic_write_json(out_dir / name, ledger)
-    atomic_write_text(out_dir / f"{report_name}.md", report.markdown(shown, ledger["provenance"], mc))
+    atomic_write_text(out_dir / f"{report_name}.md", report.markdown(shown, ledger["provenance"], mc, out_dir))
     atomic_write_text(out_dir / f"{report_name}.html", report.html(shown, ledger["provenance"], out_dir, mc))
     return (f"{len(entries)} of {len(order)} entries finished; their verdicts are in {out_dir / name} and "
             f"{out_dir / (report_name + '.md')} (not run: {', '.join(prov['interrupted']['not_run']) or 'none'})")
