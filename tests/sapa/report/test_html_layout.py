@@ -163,6 +163,8 @@ def test_a_grid_of_readings_is_a_table():
     assert rows[0] == "<th>p</th><th>mask</th><th>pass fwd</th><th>pass fwd+bwd</th>"
     assert len(rows) == 1 + 6 and rows[1].startswith("<th>1</th><th>none</th><td class=\"v v-HOLDS\" title=\"ratio 1.4\"")
     assert rows[-1].count("v-FAILS") == 2
+    md = report.markdown([e], PROV, MC)
+    assert "| p | mask | pass fwd | pass fwd+bwd |\n|---|---|---|---|\n| 1 | none | HOLDS | HOLDS |" in md
 
 
 QUICK_FIGURES = 27  # the figures of a quick ledger
