@@ -22,6 +22,7 @@ from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
 from sapa.report.summary import bottom_line, clauses, sentences, short_numbers
 
+ROW_CHARS = 110  # key numbers in a row of report.html's verdict table: about one line at 1 400 px
 _LEGEND = VERDICTS  # = sapa.labels.DEFINITIONS: one meaning per label, the same sentences as docs/verdicts.md
 _GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
 
@@ -187,6 +188,7 @@ def _context(entries: list[Entry], prov: dict, mc: dict | None, base_dir=None) -
         "bottom": bottom_line(entries, mc),
         "groups": groups(entries),
         "short": {e.id: short_numbers(e.headline) for e in entries},
+        "row_numbers": {e.id: short_numbers(e.headline, ROW_CHARS) for e in entries},
         "mc_line": mc_line(mc) if mc else None,
         "legend": _LEGEND,
         "terms": TERMS,
