@@ -1,4 +1,5 @@
-"""Figure plan of the reports: each figure (PNG + PDF of one stem) shown once, in the first entry citing it.
+"""Figure plan of the reports: each figure (PNG + PDF of one stem) shown once, each entry showing one of its own
+where the figures allow (:func:`owners_of`).
 
 Each figure carries the caption of its kind (:mod:`figures.captions`): sentences that say what is drawn, what to
 look at and what the reader should see; the file stem, which encodes the configuration, is its file name.
@@ -51,10 +52,11 @@ def plan(entries, base_dir=None) -> list[Figure]:
                 rec["files"].append(path)
             if e.id not in rec["cited"]:
                 rec["cited"].append(e.id)
+    owners = owners_of(entries, {k: rec["cited"] for k, rec in stems.items() if rec["png"]})
     anchors: set[str] = set()
     first_of_kind: dict[Caption, tuple[int, str]] = {}
     out = []
-    for k, rec in enumerate(stems.values(), 1):
+    for k, (key, rec) in enumerate(stems.items(), 1):
         anchor = _unique("fig-" + _slug(rec["name"]), anchors)
         cap = caption_for(rec["name"])
         if cap is None:
@@ -69,9 +71,41 @@ def plan(entries, base_dir=None) -> list[Figure]:
             else:
                 first_of_kind[cap] = (k, setup)
         out.append(Figure(number=k, name=rec["name"], anchor=anchor, png=rec["png"], files=tuple(rec["files"]),
-                          owner=rec["cited"][0], cited_by=tuple(rec["cited"]),
+                          owner=owners.get(key, rec["cited"][0]), cited_by=tuple(rec["cited"]),
                           title=cap.title if cap else rec["name"], caption=text))
     return out
+
+
+def owners_of(entries, cited: dict[str, list[str]]) -> dict[str, str]:
+    """{figure: the entry that shows it}: as many entries as possible show a figure of their own, each figure shown
+    once (a maximum bipartite matching: augmenting paths tried in ledger order, each entry's figures in the report's
+    order of first citation); a figure left over is shown by the first entry citing it.
+
+    >>> from types import SimpleNamespace as E
+    >>> owners_of([E(id="a"), E(id="b")], {"shared": ["a", "b"], "own": ["a"]})
+    {'shared': 'b', 'own': 'a'}
+    """
+    wants: dict[str, list[str]] = {e.id: [] for e in entries}
+    for fig, ids in cited.items():
+        for i in ids:
+            wants.setdefault(i, []).append(fig)
+    order = {fig: k for k, fig in enumerate(cited)}
+    for i in wants:
+        wants[i].sort(key=order.get)
+    shown_by: dict[str, str] = {}
+
+    def place(entry: str, seen: set[str]) -> bool:
+        for fig in wants[entry]:
+            if fig not in seen:
+                seen.add(fig)
+                if fig not in shown_by or place(shown_by[fig], seen):
+                    shown_by[fig] = entry
+                    return True
+        return False
+
+    for e in entries:
+        place(e.id, set())
+    return {fig: shown_by.get(fig, ids[0]) for fig, ids in cited.items()}
 
 
 # the configuration keys of figure file stems (figures.style.stem: name, then key+value parts), in words

@@ -249,3 +249,22 @@ def test_every_figure_kind_a_ledger_can_produce_has_a_real_caption():
     assert "No caption is registered" not in text and UNKNOWN_KIND not in text
     foreign = plan([Entry(id="e", statement="s", verdict="HOLDS", evidence={}, figures=["figures/not_sapas.png"])])
     assert foreign[0].caption.startswith(UNKNOWN_KIND)  # negative control: a stem of no known kind
+
+
+def test_every_entry_shows_a_figure_of_its_own_where_the_figures_allow():
+    """The four growth entries cite the same five figures (two of them also the regime map): each shows one of its
+    own, each figure is shown once, and an entry citing only figures others need links to them."""
+    from sapa.report.figure_plan import plan
+
+    growth = ["norm_vs_n_D16", "norm_vs_n_D64", "jac_norm_vs_n_D16", "jac_norm_vs_n_D64", "worst_case_D6"]
+    cites = {"thm4.2-linear": growth, "cor4.3-linear-scaled": growth + ["regime_map_p1-3"], "thm4.4-cubic": growth,
+             "cor4.5-cubic-scaled": growth + ["regime_map_p1-3"], "other-powers": ["regime_map_p1-3"],
+             "overhead": ["norm_vs_n_D16"]}
+    entries = [Entry(id=i, statement="s", verdict="HOLDS", evidence={}, figures=[f"figures/{f}.png" for f in fs])
+               for i, fs in cites.items()]
+    figs = plan(entries)
+    owners = [f.owner for f in figs]
+    assert len(figs) == 6 and sorted(owners) == sorted(cites)  # six figures for six entries: one each
+    assert {f.name: f.owner for f in figs}["norm_vs_n_D16"] == "overhead"  # the first citer gave it up
+    assert all(f.owner in f.cited_by for f in figs)
+    assert {f.name: f.owner for f in figs}["regime_map_p1-3"] == "other-powers"  # its only figure
