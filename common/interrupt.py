@@ -1,10 +1,57 @@
-"""SIGTERM takes Ctrl-C's path: a terminated run stops cleanly and keeps every finished result."""
+"""SIGINT and SIGTERM take one path: a stopped run ends cleanly, keeps every finished result and says so in one line.
+
+A signal that lands inside C code running Python callbacks (numpy's product of exact fractions) can surface as
+another exception (a ``SystemError`` chained around the ``KeyboardInterrupt``); :func:`stop_signals` records every
+signal it turned into a ``KeyboardInterrupt``, so the caller knows a run was stopped whichever exception surfaced.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import signal
 import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Stops:
+    """The stop signals received within :func:`stop_signals`, by name, in order (empty: none)."""
+
+    received: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """Within: SIGINT and SIGTERM raise KeyboardInterrupt and are recorded in the yielded :class:`Stops` (main thread
+    only); the previous handlers are restored after."""
+    stops = Stops()
+    if threading.current_thread() is not threading.main_thread():
+        yield stops
+        return
+
+    def on_stop(signum, frame):  # noqa: ARG001 (signal handler signature)
+        stops.received.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt
+
+    # a SIGINT ignored by whoever started the process (a background job) stays ignored
+    which = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
+    old = {s: signal.signal(s, on_stop) for s in which}
+    try:
+        yield stops
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def stopped_by_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt or was raised while handling one (its context or cause chain)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 @contextlib.contextmanager

@@ -22,7 +22,8 @@ from common.allocator import keep_freed_memory
 from common.collector import collect_less_often
 from common.numerics import pin_kernel_dispatch
 
-__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool"]
+__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool",
+           "DeafProcess", "DeafSpawn"]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 WATCHDOG_S = 1.0  # how often a worker checks that its parent is alive
@@ -98,7 +99,30 @@ def terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
             proc.terminate()
 
 
+class DeafProcess(mp.context.SpawnProcess):
+    """A spawned process that never sees SIGINT: it starts with SIGINT blocked (the mask is inherited through fork
+    and exec), so a Ctrl-C sent to the terminal's process group reaches the parent alone, which stops its workers
+    (:func:`terminate_workers`) and says in one line what it kept — no worker prints a traceback, even while it is
+    still importing."""
+
+    def start(self) -> None:
+        import signal
+
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread only, for the fork
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class DeafSpawn(type(mp.get_context("spawn"))):
+    """The spawn context whose processes are :class:`DeafProcess`."""
+
+    Process = DeafProcess
+
+
 def process_pool(workers: int, niceness: int = 0) -> cf.ProcessPoolExecutor:
-    """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one)."""
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
+    """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one, deaf to
+    SIGINT: :class:`DeafProcess`)."""
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=DeafSpawn(), initializer=worker_init,
                                   initargs=(os.getpid(), niceness))

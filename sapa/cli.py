@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     keep_freed_memory()  # freed tensors' pages are reused instead of faulted in again (numbers unchanged)
     collect_less_often()  # fewer full passes of the cyclic collector over a heap of ~10⁶ objects (numbers unchanged)
-    from common.interrupt import sigterm_as_interrupt
+    from common.interrupt import stop_signals, stopped_by_interrupt
 
     command = None
     try:
@@ -42,12 +42,17 @@ def main(argv: list[str] | None = None) -> int:
 
         # SIGTERM: the same clean path as Ctrl-C; a command silent for FALLBACK_S seconds (no bar or inner stage of
         # its own speaking) still gets a line saying it runs
-        with sigterm_as_interrupt(), _output_guard(args), stage(f"sapa {args.command}", every_s=FALLBACK_S), \
+        with stop_signals() as stops, _output_guard(args), stage(f"sapa {args.command}", every_s=FALLBACK_S), \
                 warnings.catch_warnings():
             # numpy's "divide by zero" from generated code (56 lines on an x/(N − 1000) audit): sapa reports
             # every non-finite value it meets in words, so the command's output is its own lines only
             warnings.simplefilter("ignore", RuntimeWarning)
-            return command_module(args.command).run(args)
+            try:
+                return command_module(args.command).run(args)
+            except Exception as exc:  # a stop signal that surfaced as another exception (numpy's SystemError)
+                if not (stops.received or stopped_by_interrupt(exc)):
+                    raise
+                raise KeyboardInterrupt(_kept(exc) or "") from None
     except InputError as exc:
         print(f"sapa: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -56,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except OSError as exc:  # permission denied, not a directory, disk full, ...
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}", file=sys.stderr)
+        kept = f"; {_kept(exc)}" if _kept(exc) else ""  # a command may say what it kept (sapa verify's verdicts)
+        print(f"sapa: error: {exc.strerror or _one_line(exc)}{where}{kept}", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError as exc:  # numpy's _ArrayMemoryError too: a request past --force's own judgement
         print(f"sapa: error: out of memory ({_one_line(exc)[:200] or 'an allocation failed'}); ask for less "
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
               "heads)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:  # a command may say what it kept (sapa verify: which verdicts, where)
-        kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) else getattr(
+        kept = exc.args[0] if exc.args and isinstance(exc.args[0], str) and exc.args[0] else _kept(exc) or getattr(
             command_module(command), "KEPT", "nothing was written") if command else "nothing was written"
         print(f"sapa: interrupted; {kept}", file=sys.stderr)
         return 130
@@ -94,6 +100,18 @@ def _check_input_files(args: argparse.Namespace) -> None:
         path = getattr(args, name, None)
         if path is not None:
             require_regular(path, "--" + name.replace("_", "-"), limit=2**62)
+
+
+def _kept(exc: BaseException) -> str | None:
+    """What a command kept, as it noted on the exception (``add_note``) or on one it was handling; None: no note."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        notes = getattr(exc, "__notes__", None)
+        if notes:
+            return _one_line(notes[-1])
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

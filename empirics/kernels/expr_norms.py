@@ -26,7 +26,10 @@ Masked entries (causal: k > i) are 0 and carry no derivative. Then
   six kinds of traces with the Gram matrices W_O^h W_O^{h'}ᵀ, W_Q^{h'}ᵀW_Q^h, … (:func:`layer_jac_fro2`).
 
 Range: the per-head norms are scaled before squaring (φ, g and Y, Z divided by powers of two,
-squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. The layer's cross-head sum
+squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. A row-normalised exp-type φ
+(softmax) carries each row whose logit gap exceeds ROW_SCALE_GAP divided by t_i = e^{−gap} (:class:`RowScale`,
+from log φ, so nothing underflows at any gap), per-row sums combined by a log-sum-exp; :class:`LayerOperator`
+applies the same rows, optionally as 2^{−e}·J (``log2_scale``). The layer's cross-head sum
 has signed terms and is summed in float64 as it is (NormOverflowError if it is not finite).
 """
 
@@ -41,7 +44,7 @@ import numpy as np
 from common.validate import InputError
 from empirics.kernels.norms import NormOverflowError
 
-__all__ = ["Layer", "HeadNorms", "ExprNorms", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
+__all__ = ["Layer", "HeadNorms", "ExprNorms", "RowScale", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
            "expr_norms", "layer_jac_fro2", "dominant", "LayerOperator", "MAX_BYTES", "MAX_HEADS_WITH_VALUES",
            "request_bytes"]
 
@@ -143,6 +146,29 @@ class _Head:
     eP: int = 0     # the true φ(S) is P·2^eP, φ' is g·2^eg and y, z are Y·2^eY, Z·2^eY (exact powers of two:
     eg: int = 0     # :func:`_scaled_head`, for φ homogeneous in x, so that tiny or huge X keep their norms)
     eY: int = 0
+    rs: "RowScale | None" = None  # row-normalised: near-one-hot rows divided by t_i (:func:`row_scale`)
+
+
+@dataclass(frozen=True)
+class RowScale:
+    """Row i's Jacobian R_i carried as t_i·(R_i/t_i): the non-maximal P_ik, g_ik and q_i = 1 − P_im divided by t_i.
+
+    For an exp-type row-normalised φ whose row has logit gap log φ_im − max_{k≠m} log φ_ik > ROW_SCALE_GAP,
+    t_i = e^{−gap}; then P_ik/t_i = e^{ℓ_ik − ℓ_i,2nd}/(1 + t_i Σ_{l≠m} e^{ℓ_il − ℓ_i,2nd}) (ℓ = log φ) cannot underflow
+    however large the gap. Elsewhere t_i = 1 and the arrays are the head's own. R_i/t_i has columns
+    (g_ik/t_i)(e_k − P_i), k ≠ m, and g_im (q_i/t_i · e_m − P_i^(−m)/t_i): every entry of order 1 where R_i is of order t_i.
+    """
+
+    lt: np.ndarray    # (N,) ln t_i (0 on ordinary rows)
+    P: np.ndarray     # (N, N) P_ik/t_i off the dominant column m_i, P_im at it
+    g: np.ndarray     # (N, N) g_ik/t_i off m_i, g_im at it
+    m: np.ndarray     # (N,) dominant column
+    has: np.ndarray   # (N,) P_im > ½
+    q: np.ndarray     # (N,) (1 − P_im)/t_i
+
+    @property
+    def scaled(self) -> bool:
+        return bool(np.any(self.lt != 0.0))
 
 
 def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray]:
@@ -173,13 +199,52 @@ def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray
     return P, g
 
 
+ROW_SCALE_GAP = 64.0  # rows with a larger logit gap are carried divided by t_i = e^{−gap} (RowScale)
+
+
+def row_scale(S: np.ndarray, act, fns, P: np.ndarray, g: np.ndarray) -> RowScale:
+    """The :class:`RowScale` of row-normalised (P, g) at logits S (N, N): near-one-hot rows of an exp-type φ scaled."""
+    m, has, q = dominant(P)
+    N = S.shape[0]
+    lt = np.zeros(N)
+    plain = RowScale(lt, P, g, m, has, q)
+    if fns.logf is None:
+        return plain
+    i = np.arange(1, N + 1, dtype=np.float64)[:, None]
+    j = np.arange(1, N + 1, dtype=np.float64)[None, :]
+    vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
+    rows = np.arange(N)
+    with np.errstate(all="ignore"):
+        L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)  # ℓ_ik = log φ(S_ik), −inf where masked
+        gap = L - L[rows, m][:, None]
+        gap[rows, m] = -np.inf
+        second = gap.max(axis=1)  # −(the logit gap); −inf for a row with one visible entry
+        sc = np.isfinite(second) & (second < -ROW_SCALE_GAP)  # here P_im > ½, so m is the arg-max of ℓ
+        if not sc.any():
+            return plain
+        E = np.exp(gap[sc] - second[sc][:, None])  # (n, N) e^{ℓ_ik − ℓ_i,2nd} ≤ 1, 0 at m and where masked
+        s = E.sum(axis=1)
+        denom = 1.0 + np.exp(second[sc]) * s
+        dl = np.broadcast_to(np.where(vis, fns.dlogf(S, float(N), i, j), 0.0), (N, N))[sc]
+    Ps, gs, qs = P.copy(), g.copy(), q.copy()
+    Ps[sc] = E / denom[:, None]
+    Ps[rows[sc], m[sc]] = 1.0 / denom  # P_im itself
+    gs[sc] = dl * Ps[sc]  # g = (log φ)'·P
+    qs[sc] = s / denom
+    lt[sc] = second[sc]
+    if not (np.all(np.isfinite(Ps)) and np.all(np.isfinite(gs))):
+        raise NormOverflowError(f"(log φ)' is not finite in float64 for {act.text!r} at N = {N}")
+    return RowScale(lt, Ps, gs, m, has | sc, qs)
+
+
 def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, bq=None, bk=None) -> _Head:
     A, B = X @ Wq, X @ Wk          # (N, D) @ (D, d) -> (N, d)
     if bq is not None:
         A, B = A + bq[None, :], B + bk[None, :]
     S = A @ B.T                    # (N, d) @ (d, N) -> (N, N)
     P, g = attention_rows(S, act, fns)
-    return _Head(A, B, B @ Wq.T, A @ Wk.T, P, g, act.normalize == "row")
+    row = act.normalize == "row"
+    return _Head(A, B, B @ Wq.T, A @ Wk.T, P, g, row, rs=row_scale(S, act, fns, P, g) if row else None)
 
 
 def homogeneous_degree(act) -> int | None:
@@ -253,6 +318,14 @@ class HeadNorms:
     log2_jac2: float
 
 
+def _log2_rows(v: np.ndarray, l2t: np.ndarray) -> float:
+    """log₂ Σ_i v_i·2^{l2t_i} for v_i ≥ 0 (round-off below 0 counts as 0), by a log-sum-exp; −inf for all 0."""
+    with np.errstate(divide="ignore"):
+        L = np.log2(np.maximum(v, 0.0)) + l2t
+    top = float(np.max(L))
+    return top + math.log2(float(np.sum(np.exp2(L - top)))) if math.isfinite(top) else -math.inf
+
+
 def _log2(v: float, e2: int) -> float:
     """log₂(v · 2^e2) for v ≥ 0 (−inf for 0)."""
     return math.log2(v) + e2 if v > 0 else -math.inf
@@ -274,18 +347,21 @@ def dominant(P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return m, has, np.where(has, P0.sum(axis=1), 1.0 - P[rows, m])
 
 
-def _row_col_norms2(P: np.ndarray, m, has, q) -> np.ndarray:
-    """c_ik = ‖e_k − P_i‖² = 1 − 2P_ik + ‖P_i‖², at k = m_i as q_i² + Σ_{l≠m} P_il² (no cancellation), (N, N)."""
+def _row_col_norms2(P: np.ndarray, m, has, q, Ps: np.ndarray | None = None) -> np.ndarray:
+    """c_ik = ‖e_k − P_i‖² = 1 − 2P_ik + ‖P_i‖², at k = m_i as q_i² + Σ_{l≠m} P_il² (no cancellation), (N, N).
+
+    With ``Ps`` and q of a :class:`RowScale`, the entry at m_i is ‖e_m − P_i‖²/t_i² (the others are not scaled).
+    """
     rows = np.arange(P.shape[0])
     p2 = np.sum(P * P, axis=1)
     c = 1.0 - 2.0 * P + p2[:, None]
-    P0 = P.copy()
+    P0 = (P if Ps is None else Ps).copy()
     P0[rows, m] = 0.0
     c[rows[has], m[has]] = q[has] ** 2 + np.sum(P0 * P0, axis=1)[has]
     return c
 
 
-def _row_jac2(P, g, Y, Z, m, has, q, c) -> float:
+def _row_jac2(P, g, Y, Z, m, has, q, c, Ps=None, gs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Σ_i ‖∂P_i/∂X‖²_F for row-normalised P, with the two entries that cancel written out.
 
     Row i: ∂P_i/∂x_k = R_i e_k z_iᵀ (k ≠ i) and M_i = R_iY + R_i e_i z_iᵀ (k = i), whose row k is
@@ -294,45 +370,62 @@ def _row_jac2(P, g, Y, Z, m, has, q, c) -> float:
     the rows k = i and k = m_i as vectors: at the dominant k = m_i (P_im > ½) g_im y_m − P_im w_i is
     g_im q_i y_m − P_im(u_i^(−m) + g_ii z_i), u_i^(−m) = Σ_{l≠m} g_il y_l, and at m_i = i g_ii q_i(y_i + z_i) − P_ii u_i^(−i).
     O(N² D) in matrix products.
+
+    With ``Ps``, ``gs`` and q of a :class:`RowScale` (t_i ≠ 1 on near-one-hot rows), row i is computed for R_i/t_i:
+    the rows k ≠ m_i are (g_ik y_k − P_ik w_i)/t_i with w_i the true one, and the dominant row's terms use the scaled
+    u_i^(−m), q_i and g_ii. Returns per row (Σ_{k≠i} ‖R_i e_k‖²‖z_i‖², the rows k ∉ {i, m_i} of M_i, the rows i and
+    m_i), each (N,), all divided by t_i².
     """
     N = Y.shape[0]
     rows = np.arange(N)
-    G2c = g * g * c  # c = _row_col_norms2(P, m, has, q), (N, N)
+    Ps = P if Ps is None else Ps
+    gs = g if gs is None else gs
+    G2c = gs * gs * c  # c = _row_col_norms2(P, m, has, q), (N, N)
     G2c[rows, rows] = 0.0
     off = G2c.sum(axis=1)  # Σ_{k≠i} ‖R_i e_k‖²; the block k = i is M_i
-    gii, pii = np.diagonal(g).copy(), np.diagonal(P).copy()
+    gii, pii = np.diagonal(gs).copy(), np.diagonal(Ps).copy()
     keep = np.ones((N, N))
     keep[rows, rows] = 0.0
     keep[rows[has], m[has]] = 0.0
-    g0 = g.copy()
+    g0 = gs.copy()
     g0[rows[has], m[has]] = 0.0
     u, um = g @ Y, g0 @ Y  # (N, N) @ (N, D): u_i and u_i^(−m) (= u_i where no entry exceeds ½)
-    w = u + gii[:, None] * Z
-    gk, pk = g * keep, P * keep
+    w = u + np.diagonal(g)[:, None] * Z
+    gk, pk = gs * keep, Ps * keep
     rest = (gk * gk) @ np.sum(Y * Y, axis=1) - 2 * np.sum(w * ((pk * gk) @ Y), axis=1) \
         + np.sum(pk * pk, axis=1) * np.sum(w * w, axis=1)
     self_dom = has & (m == rows)
     Ed = gii[:, None] * (Y + Z) - pii[:, None] * w  # row k = i of M_i (not dominant)
-    gm, pm = g[rows, m], P[rows, m]
+    gm, pm = gs[rows, m], Ps[rows, m]
     Em = np.where(self_dom[:, None], (gii * q)[:, None] * (Y + Z) - pii[:, None] * um,
                   (gm * q)[:, None] * Y[m] - pm[:, None] * (um + gii[:, None] * Z))  # row k = m_i
     diag = np.where(self_dom, 0.0, np.sum(Ed * Ed, axis=1)) + np.where(has, np.sum(Em * Em, axis=1), 0.0)
-    return float(np.sum(off * np.sum(Z * Z, axis=1)) + np.sum(rest) + np.sum(diag))
+    return off * np.sum(Z * Z, axis=1), rest, diag
 
 
 def head_norms(h: _Head) -> HeadNorms:
     """‖φ(S)‖²_F, ‖∂φ/∂S‖²_F, ‖∂φ/∂X‖²_F of one head, each scaled before squaring (log₂)."""
-    eP, eg = _pow2(h.P), _pow2(h.g)
+    rs = h.rs if h.row else None
+    scaled = rs is not None and rs.scaled
+    eP, eg = _pow2(h.P), max(_pow2(h.g), _pow2(rs.g) if scaled else 0)
     P, g = np.ldexp(h.P, -eP), np.ldexp(h.g, -eg)  # exact
     fro2 = float(np.sum(P * P))
-    G2 = g * g
+    gs = np.ldexp(rs.g, -eg) if scaled else g  # exact
+    G2 = gs * gs
     ey = max(_pow2(h.Y), _pow2(h.Z))
     Y, Z = np.ldexp(h.Y, -ey), np.ldexp(h.Z, -ey)
+    oP, og, oY = 2 * h.eP, 2 * h.eg, 2 * h.eY  # the head's own exact scale (_scaled_head), 0 otherwise
+    if scaled:  # near-one-hot rows: per-row sums of R_i/t_i, the t_i² added back in log₂ (any gap, no underflow)
+        c = _row_col_norms2(h.P, rs.m, rs.has, rs.q, rs.P)
+        parts = _row_jac2(h.P, g, Y, Z, rs.m, rs.has, rs.q, c, rs.P, gs)
+        l2t = 2.0 * rs.lt / math.log(2.0)  # log₂ t_i²
+        return HeadNorms(_log2(fro2, 2 * eP + oP), _log2_rows(np.sum(G2 * c, axis=1), l2t) + 2 * eg + og,
+                         _log2_rows(parts[0] + parts[1] + parts[2], l2t) + 2 * eg + 2 * ey + og + oY)
     if h.row:
         m, has, q = dominant(h.P)  # the true P (≤ 1) enters the row Jacobian's e_k − P_i
         c = _row_col_norms2(h.P, m, has, q)
         jac_s2 = float(np.sum(G2 * c))  # Σ_i ‖R_i‖²_F / 2^(2eg)
-        jac2 = _row_jac2(h.P, g, Y, Z, m, has, q, c)
+        jac2 = float(sum(np.sum(part) for part in _row_jac2(h.P, g, Y, Z, m, has, q, c)))
     else:
         jac_s2 = float(G2.sum())
         ny2, nz2 = np.sum(Y * Y, axis=1), np.sum(Z * Z, axis=1)
@@ -340,7 +433,6 @@ def head_norms(h: _Head) -> HeadNorms:
         np.fill_diagonal(off, 0.0)
         diagR = np.sum((Y + Z) ** 2, axis=1)  # ‖y_i + z_i‖²
         jac2 = float((off @ ny2).sum() + (off.sum(axis=1) * nz2).sum() + (np.diagonal(G2) * diagR).sum())
-    oP, og, oY = 2 * h.eP, 2 * h.eg, 2 * h.eY  # the head's own exact scale (_scaled_head), 0 otherwise
     return HeadNorms(_log2(fro2, 2 * eP + oP), _log2(jac_s2, 2 * eg + og), _log2(max(jac2, 0.0), 2 * eg + 2 * ey + og + oY))
 
 
@@ -490,9 +582,13 @@ class LayerOperator:
 
     F is the layer Σ_h P_h X W_V^h W_O^h when the layer has values, else the attention matrix of head
     ``head`` (X ↦ φ(S_h), (N, D) -> (N, N)). Shapes: v (N, D), Jv (N, D_out) or (N, N).
+
+    ``log2_scale`` e (attention matrix of one head only): the operator is 2^{−e}·J, its row i computed as
+    (2^{−e} t_i)·(R_i/t_i) from the head's :class:`RowScale`, so that J of any size (a near-one-hot softmax at a
+    logit gap of 10⁴: ~10^{−4343}) is applied as a matrix of norm ~1 without underflow.
     """
 
-    def __init__(self, X, layer: Layer, act, head: int | None = None):
+    def __init__(self, X, layer: Layer, act, head: int | None = None, log2_scale: int = 0):
         from empirics.kernels.activation_fns import activation_functions
 
         self.X = _f64("X", X, 2)
@@ -505,6 +601,17 @@ class LayerOperator:
         self.heads = {k: _head(self.X, layer.Wq[k], layer.Wk[k], act, fns, *_bias(layer, k)) for k in self.idx}
         self._dom = {id(h): dominant(h.P) for h in self.heads.values() if h.row}
         self.values = layer.has_values and head is None
+        if log2_scale and self.values:
+            raise InputError("log2_scale applies to one head's attention matrix, not to a layer with values")
+        self._w = {}  # id(head) -> (N, 1) weights 2^{−e}·t_i of the rows of R_i/t_i (absent: no scaling)
+        for h in self.heads.values():
+            rs = h.rs if h.row else None
+            if (rs is not None and rs.scaled) or log2_scale:
+                lt = rs.lt if rs is not None else np.zeros(self.X.shape[0])
+                w = np.exp2(lt / math.log(2.0) - float(log2_scale))
+                if rs is not None:  # a row with one visible entry (q = 0) has R_i = 0: its weight is immaterial
+                    w = np.where(rs.q > 0, w, 1.0)
+                self._w[id(h)] = w[:, None]
         self.in_shape = self.X.shape
         N = self.X.shape[0]
         self.out_shape = (N, layer.Wo.shape[2]) if self.values else (N, N)
@@ -514,28 +621,37 @@ class LayerOperator:
 
         dS (..., N, N): leading axes are a batch of directions.
         """
+        wr = self._w.get(id(h))
         if not h.row:
-            return h.g * dS
-        m, has, q = self._dom[id(h)]
+            return h.g * dS if wr is None else (h.g * dS) * wr
+        rs = h.rs if wr is not None else None
+        m, has, q = (rs.m, rs.has, rs.q) if rs is not None else self._dom[id(h)]
+        Ps, gs = (rs.P, rs.g) if rs is not None else (h.P, h.g)
         rows = np.arange(dS.shape[-2])
-        gd = h.g * dS
-        out = gd - h.P * gd.sum(axis=-1, keepdims=True)
+        gd = gs * dS  # g_ik dS_ik (/t_i off m_i)
+        total = gd if gs is h.g else h.g * dS  # the true g inside Σ_l g_il dS_il
+        out = gd - Ps * total.sum(axis=-1, keepdims=True)
         gd0 = gd.copy()
         gd0[..., rows, m] = 0.0
-        out[..., rows[has], m[has]] = (gd[..., rows, m] * q - h.P[rows, m] * gd0.sum(axis=-1))[..., has]
-        return out
+        out[..., rows[has], m[has]] = (gd[..., rows, m] * q - Ps[rows, m] * gd0.sum(axis=-1))[..., has]
+        return out if wr is None else out * wr
 
     def _dS_adj(self, h: _Head, Pbar: np.ndarray) -> np.ndarray:
         """R_iᵀ P̄_i per row; at l = m_i as g_im (q_i P̄_im − Σ_{k≠m} P_ik P̄_ik); P̄ (..., N, N)."""
+        wr = self._w.get(id(h))
+        if wr is not None:
+            Pbar = Pbar * wr
         if not h.row:
             return h.g * Pbar
-        m, has, q = self._dom[id(h)]
+        rs = h.rs if wr is not None else None
+        m, has, q = (rs.m, rs.has, rs.q) if rs is not None else self._dom[id(h)]
+        Ps, gs = (rs.P, rs.g) if rs is not None else (h.P, h.g)
         rows = np.arange(Pbar.shape[-2])
-        pp = h.P * Pbar
-        out = h.g * (Pbar - pp.sum(axis=-1, keepdims=True))
-        pp0 = pp.copy()
+        pp = h.P * Pbar  # the true P in P_i·P̄_i; column k ≠ m of R_i/t_i is (g_ik/t_i)(e_k − P_i)
+        out = gs * (Pbar - pp.sum(axis=-1, keepdims=True))
+        pp0 = (pp if Ps is h.P else Ps * Pbar).copy()
         pp0[..., rows, m] = 0.0
-        out[..., rows[has], m[has]] = (h.g[rows, m] * (q * Pbar[..., rows, m] - pp0.sum(axis=-1)))[..., has]
+        out[..., rows[has], m[has]] = (gs[rows, m] * (q * Pbar[..., rows, m] - pp0.sum(axis=-1)))[..., has]
         return out
 
     def matvec(self, E: np.ndarray) -> np.ndarray:

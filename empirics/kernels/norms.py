@@ -39,9 +39,11 @@ Range (no underflow, no false overflow): X and W (or A and B) are first divided 
 every per-row sum of squares is carried as its base-2 logarithm, with the scales (c or τ, 2^k,
 the row maximum, the row scale) added back in log space; the rows are combined by a log-sum-exp.
 So ‖φ(S)‖_F is right to relative round-off for X ≈ 1e-100 or c = 1e-200 (as LAPACK's nrm2 scales
-before squaring), and NormOverflowError means that the true norm exceeds float64. One limit
-remains: softmax terms of size e^{−τΔ} below float64's range (τ·gap ≳ 745) count as 0, so a
-Jacobian that small on every row reads 0 (log₁₀ −inf).
+before squaring), and NormOverflowError means that the true norm exceeds float64. A softmax row
+whose logit gap τ·Δ (largest minus second largest) exceeds ROW_SCALE_GAP carries its non-maximal
+probabilities divided by t = e^{−τΔ} (computed as e^{τ(S_ij − S_i,2nd)}, no underflow) and log₂ t
+is added back, so the Jacobian norms, of order t, keep their log₁₀ at any gap (τ·Δ = 10⁴: 10^{−4343});
+the plain ``jac_fro`` underflows to 0 (or a subnormal) there, ``log10_jac_fro`` does not.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ CHUNK_BYTES = 16 * 2**20  # one (T, B, N) buffer of the row chunk: below glibc's
 # common.allocator), so a freed block is reused, not faulted in again (64 MiB: 3.2 M minor faults and 4.2 s in the
 # kernel over the quick sweep; 16 MiB: 83 k and 0.4 s)
 P_MAX = 2**62  # torch.pow needs an int64 exponent; x^p over/underflows long before
+ROW_SCALE_GAP = 64.0  # softmax rows whose second logit lies more than this below the largest carry the factor t_i
+# = e^{−gap} in log₂ (ordinary rows: t_i = 1, computed exactly as without it)
 AUTOGRAD_MAX_ENTRIES = 2**27  # jacobian_autograd refuses Jacobians above ~1 GiB in float64
 
 
@@ -221,25 +225,39 @@ def _softmax_rows(
     r0: int,
     tied: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row (‖P_i‖², ‖∂P_i/∂X‖²/τ², max_j P_ij, ‖J_i‖²_F) for P_i = softmax(t_i); all (T, B)."""
+    """Per-row (‖P_i‖², ‖∂P_i/∂X‖²/(τ t_i)², max_j P_ij, ‖J_i‖²_F/t_i², log₂ t_i) for P_i = softmax(t_i); all (T, B).
+
+    t_i = e^{−gap_i} on rows whose logit gap exceeds ROW_SCALE_GAP (else 1): every non-maximal P_ij and 1 − P_ia is
+    carried divided by t_i (from e^{t_ij − t_ia + gap_i}, which cannot underflow), and both Jacobian norms, of order
+    t_i, are returned divided by t_i², so a row at any gap keeps its relative accuracy.
+    """
     T, B, M = t.shape
     # the only (T, B, M) buffers below: t (becomes Po), Qo and one temporary
     if vis is not None:
         t.masked_fill_(~vis, -math.inf)
     tmax, a = t.max(dim=-1, keepdim=True)  # (T, B, 1) value and arg-max a_i
-    e = t.sub_(tmax).exp_()  # (T, B, M); e_a = exp(0) = 1 exactly, masked -> 0
-    e.scatter_(-1, a, 0.0)  # non-maximal mass only
-    s_other = e.sum(-1)  # (T, B)  Σ_{j≠a} e_j
-    denom = 1.0 + s_other
-    Po = e.div_(denom.unsqueeze(-1))  # (T, B, M) P with column a zeroed
+    t.sub_(tmax).scatter_(-1, a, -math.inf)  # t_j − t_a ≤ 0 off the arg-max (masked: −inf)
+    second = t.amax(-1, keepdim=True)  # (T, B, 1) −(the row's logit gap); −inf when a is the only visible entry
+    far = (second < -ROW_SCALE_GAP) & torch.isfinite(second)
+    scaled = bool(far.any())  # else every t_i = 1 and the arithmetic below is that of unscaled rows, op for op
+    lt = torch.where(far, second, torch.zeros_like(second))  # ln t_i
+    e = (t.sub_(lt) if scaled else t).exp_()  # (T, B, M) e_j / t_i, the non-maximal mass (column a: 0)
+    tt = lt.squeeze(-1).exp()  # (T, B) t_i (0 where it underflows: it then multiplies only negligible terms)
+    s_other = e.sum(-1)  # (T, B)  Σ_{j≠a} e_j / t
+    denom = 1.0 + tt * s_other
+    Po = e.div_(denom.unsqueeze(-1))  # (T, B, M) P/t with column a zeroed
     Pa = 1.0 / denom  # (T, B) P_ia = max_j P_ij
-    om_a = s_other / denom  # (T, B) 1 − P_ia without cancellation
-    Qo = Po * Po  # (T, B, M) P_ij², column a zeroed
-    p2o = Qo.sum(-1)  # (T, B) Σ_{j≠a} P_ij²
-    p2 = p2o + Pa * Pa  # (T, B) ‖P_i‖²
+    om_a = s_other / denom  # (T, B) (1 − P_ia)/t without cancellation
+    Qo = Po * Po  # (T, B, M) P_ij²/t², column a zeroed
+    p2o = Qo.sum(-1)  # (T, B) Σ_{j≠a} P_ij² / t²
+    p2 = tt * tt * p2o + Pa * Pa  # (T, B) ‖P_i‖²
 
-    # ‖J_i‖²_F = Σ_j P_j²(1 − P_j)² + Σ_j P_j² Σ_{k≠j} P_k², with the j = a terms split off
-    tmp = torch.sub(1.0, Po).square_().add_(p2.unsqueeze(-1)).sub_(Qo).mul_(Qo)  # P²[(1 − P)² + p2 − P²]
+    # ‖J_i‖²_F = Σ_j P_j²(1 − P_j)² + Σ_j P_j² Σ_{k≠j} P_k², with the j = a terms split off (all over t²)
+    if scaled:
+        tmp = torch.sub(1.0, Po * tt.unsqueeze(-1)).square_().add_(p2.unsqueeze(-1)).sub_(Qo * (tt * tt).unsqueeze(-1))
+    else:
+        tmp = torch.sub(1.0, Po).square_().add_(p2.unsqueeze(-1)).sub_(Qo)
+    tmp.mul_(Qo)  # P²[(1 − P)² + p2 − P²] / t²
     J2 = tmp.sum(-1) + Pa * Pa * (om_a * om_a + p2o)
     del tmp
 
@@ -247,24 +265,25 @@ def _softmax_rows(
     ya2 = ynorm2.gather(1, a.squeeze(-1))  # (T, B)
     PoY = Po @ Y  # (T, B, M) @ (T, M, D) -> (T, B, D)
     QoY = Qo @ Y  # (T, B, M) @ (T, M, D) -> (T, B, D)
-    rbar = PoY - om_a.unsqueeze(-1) * ya  # ȳ_i − y_a = Σ_j P_ij r_j, r_j = y_j − y_a
-    qr = QoY - p2o.unsqueeze(-1) * ya  # Σ_j P_ij² r_j
-    sq = (Qo @ ynorm2.unsqueeze(-1)).squeeze(-1) - 2.0 * (QoY * ya).sum(-1) + p2o * ya2  # Σ_j P_ij² ‖r_j‖²
-    # ‖J_i Y‖²_F = Σ_j P_ij² ‖r_j − r̄_i‖²
-    JY2 = sq.clamp_min(0.0) - 2.0 * (rbar * qr).sum(-1) + p2 * (rbar * rbar).sum(-1)
+    rbar = PoY - om_a.unsqueeze(-1) * ya  # (ȳ_i − y_a)/t = Σ_j P_ij r_j / t, r_j = y_j − y_a
+    qr = QoY - p2o.unsqueeze(-1) * ya  # Σ_j P_ij² r_j / t²
+    sq = (Qo @ ynorm2.unsqueeze(-1)).squeeze(-1) - 2.0 * (QoY * ya).sum(-1) + p2o * ya2  # Σ_j P_ij² ‖r_j‖² / t²
+    # ‖J_i Y‖²_F / t² = Σ_j P_ij² ‖r_j − r̄_i‖² / t²
+    JY2 = sq.clamp_min(0.0) - 2.0 * tt * (rbar * qr).sum(-1) + p2 * (rbar * rbar).sum(-1)
 
     zn2 = (Zc * Zc).sum(-1)  # (T, B) ‖z_i‖²
     jac2 = zn2 * J2 + JY2
-    if tied:  # 2 (J_i e_i)ᵀ (J_i Y z_i) = 2 P_ii [P_ii r_i·z_i + (p2 − P_ii) r̄_i·z_i − (Σ_j P_ij² r_j)·z_i]
+    if tied:  # 2 (J_i e_i)ᵀ (J_i Y z_i) = 2 P_ii [P_ii r_i·z_i + (p2 − P_ii) r̄_i·z_i − (Σ_j P_ij² r_j)·z_i], over t²
         idx = torch.arange(B, device=t.device)
         cols = idx + r0
         is_a = a.squeeze(-1) == cols  # (T, B) the diagonal is the row's maximum
-        Pii = torch.where(is_a, Pa, Po[:, idx, cols])
-        pm = torch.where(is_a, p2o - Pa * om_a, p2 - Pii)  # p2 − P_ii, cancellation-free at a
+        Pii = torch.where(is_a, Pa, Po[:, idx, cols])  # P_ii (i = a) or P_ii / t
+        pm = torch.where(is_a, tt * p2o - Pa * om_a, p2 - tt * Pii)  # (p2 − P_ii)/t at a (no cancellation), else p2 − P_ii
         ri = Y[:, cols] - ya  # (T, B, D) y_i − y_a (exactly 0 when i = a)
-        bracket = Pii * (ri * Zc).sum(-1) + pm * (rbar * Zc).sum(-1) - (qr * Zc).sum(-1)
+        qf = torch.where(is_a, torch.ones_like(tt), tt)
+        bracket = Pii * (ri * Zc).sum(-1) + pm * (rbar * Zc).sum(-1) - qf * (qr * Zc).sum(-1)
         jac2 = jac2 + 2.0 * Pii * bracket
-    return p2, jac2.clamp_min(0.0), Pa, J2.clamp_min(0.0)
+    return p2, jac2.clamp_min(0.0), Pa, J2.clamp_min(0.0), lt.squeeze(-1) / math.log(2.0)
 
 
 def _poly_rows(
@@ -401,8 +420,10 @@ def _norms_core(
         if act.kind == "softmax":
             top = (Sc if vis is None else Sc.masked_fill(~vis, -math.inf)).amax(-1, keepdim=True)  # (T, B, 1)
             logits = _mul_pow2(Sc.sub_(top).mul_(mt), sc.es.to(dev) + et)  # τ(S_ij − max_j S_ij) ≤ 0: no +inf
-            f2, j2, mx, s2 = (v.to(torch.float64) for v in _softmax_rows(logits, Y[:, :M], ynorm2[:, :M], Zc, vis, r0, tied))
-            rows = [torch.log2(f2), torch.log2(j2) + 2 * lc + 2 * ey, torch.log2(s2) + 2 * lc, torch.log2(mx)]
+            f2, j2, mx, s2, lt = (v.to(torch.float64) for v in _softmax_rows(logits, Y[:, :M], ynorm2[:, :M], Zc, vis,
+                                                                              r0, tied))
+            rows = [torch.log2(f2), torch.log2(j2) + 2 * lc + 2 * ey + 2 * lt, torch.log2(s2) + 2 * lc + 2 * lt,
+                    torch.log2(mx)]
         else:
             f2, j2, s2, mx = _poly_rows(Sc, Y[:, :M], ynorm2[:, :M], Zc, vis, act.p, r0, tied)
             p = float(act.p)
@@ -547,7 +568,8 @@ def attention_norms_batched(
     groups of trials.
 
     Returns:
-      {"fro": (T,), "jac_fro": (T,), "jac_s_fro": (T,), "max_abs": (T,)} float64 CPU tensors, plus
+      {"fro": (T,), "jac_fro": (T,), "jac_s_fro": (T,), "max_abs": (T,)} float64 CPU tensors, their log₁₀
+      "log10_fro", "log10_jac_fro", "log10_jac_s_fro" (T,) (finite where a norm is below float64's range), plus
       "row_fro": (T, N) when ``with_rows``.
     """
     act = _check_activation(activation)
@@ -577,9 +599,11 @@ def attention_norms_batched(
 def _batched_out(parts: list, act: Activation, N: int, D: int, with_rows: bool) -> dict[str, torch.Tensor]:
     """The per-trial norms from :func:`_norms_core`'s per-row log₂ values of consecutive trial groups."""
     lf2, lj2, ls2, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
-    out = {"fro": _norm_from_log2(_log2_sum(lf2), act, N, D, "‖φ(S)‖_F"),
-           "jac_fro": _norm_from_log2(_log2_sum(lj2), act, N, D, "‖∂φ/∂X‖_F"),
-           "jac_s_fro": _norm_from_log2(_log2_sum(ls2), act, N, D, "‖∂φ/∂S‖_F"), "max_abs": _exp2(lmx.amax(-1))}
+    tot = {"fro": _log2_sum(lf2), "jac_fro": _log2_sum(lj2), "jac_s_fro": _log2_sum(ls2)}
+    out = {"fro": _norm_from_log2(tot["fro"], act, N, D, "‖φ(S)‖_F"),
+           "jac_fro": _norm_from_log2(tot["jac_fro"], act, N, D, "‖∂φ/∂X‖_F"),
+           "jac_s_fro": _norm_from_log2(tot["jac_s_fro"], act, N, D, "‖∂φ/∂S‖_F"), "max_abs": _exp2(lmx.amax(-1))}
+    out.update({f"log10_{k}": v * (math.log10(2) / 2) for k, v in tot.items()})  # finite below float64's range too
     if with_rows:
         out["row_fro"] = _exp2(lf2 / 2)
     return out

@@ -45,6 +45,12 @@ arithmetic's up to these round-off allowances, not interval arithmetic.
 
 ``converged`` is (upper − lower) ≤ tol·upper: the bracket's relative width, not a gap between two
 lower bounds.
+
+Range: where ‖J‖²_F lies outside 2^{±200}, the bracket is found for 2^{−e}J (e = round(log₂‖J‖_F); products
+scaled by exact powers of two) and scaled back, so T, the residual block R and RRᵀ (of order ‖J‖⁴) neither
+underflow nor overflow (issue 52: at ‖J‖ ≈ 1e−128, RRᵀ underflowed and an upper bound fell below σ₁). The
+products themselves must be representable: :class:`empirics.kernels.expr_norms.LayerOperator` takes
+``log2_scale`` for that.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ ORTHO_TOL = 1e-10            # a basis departing further from orthonormality giv
 EPS = np.finfo(np.float64).eps
 ROUND = float(64 * EPS)  # per Lanczos vector or summed term: relative widening of the bracket for float64 round-off
 DENSE_MODES = ("auto", "never", "always")
+FRO2_RANGE = (2.0**-200, 2.0**200)  # ‖J‖²_F outside: the bracket is found for 2^{−e}J (exact), then scaled back
 
 
 @dataclass(frozen=True)
@@ -186,8 +193,28 @@ def certified_spectral_norm(
     if dense == "always" and n > DENSE_MAX_N:
         raise InputError(f"the dense certificate needs n = {n} ≤ {DENSE_MAX_N} input entries")
     can_dense = dense != "never" and n <= DENSE_MAX_N
-    if fro2 == 0.0:
+    if fro2 == 0.0:  # J = 0, unless ‖J‖²_F underflowed: then a random direction says so
+        probe = rng_for(int(seed), "certified_spectral_norm zero", n).standard_normal(shape)
+        if np.any(np.asarray(matvec(probe)) != 0):
+            raise InputError("‖J‖²_F is 0 but J is not (it underflowed float64): pass 2^{−e}·J and ‖2^{−e}J‖²_F "
+                             "(LayerOperator's log2_scale) and scale the bracket back")
         return SpectralBracket(0.0, 0.0, 0.0, 0.0, 0.0, True, 0, 0.0, 0.0, tol, np.zeros(shape))
+    if not FRO2_RANGE[0] <= fro2 <= FRO2_RANGE[1]:  # bracket 2^{−e}J: the residuals' squares (‖J‖⁴) stay in range
+        e = round(math.log2(fro2) / 2)
+
+        def back(b: SpectralBracket | None) -> SpectralBracket | None:
+            return b if b is None else replace(
+                b, lower=math.ldexp(b.lower, e), upper=math.ldexp(b.upper, e), estimate=math.ldexp(b.estimate, e),
+                upper_frobenius=math.ldexp(b.upper_frobenius, e), residual=math.ldexp(b.residual, 2 * e),
+                trace_rest=math.ldexp(b.trace_rest, 2 * e))
+
+        return back(certified_spectral_norm(
+            lambda v: np.ldexp(np.asarray(matvec(v), dtype=np.float64), -e),
+            lambda u: np.ldexp(np.asarray(rmatvec(u), dtype=np.float64), -e), shape, math.ldexp(fro2, -2 * e),
+            tol=tol, max_steps=max_steps, seed=seed, check_every=check_every, dense=dense,
+            on_step=None if on_step is None else (lambda k, k_max, b: on_step(k, k_max, back(b))),
+            gram=None if gram is None else (lambda E: np.ldexp(np.asarray(gram(E), dtype=np.float64), -2 * e)),
+            on_dense=on_dense))
     rng = rng_for(int(seed), "certified_spectral_norm", n)
 
     def apply(q):

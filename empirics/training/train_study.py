@@ -325,11 +325,13 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
             grid = (runs["task"] == t) & (runs["p"] == p) & (runs["scale"] == "alpha")
             runs.loc[grid, "in_study"] = runs.loc[grid, "alpha"] == a  # α* is one of the grid's values
     runs.loc[runs["scale"].isin(("dose", "temperature")), "in_study"] = False  # the dose-response only
+    trained_rows = len(runs)
     runs, hist = add_aliases(cfg, runs, hist)
     prov = {"config": cfg.as_dict(), "config_hash": cfg.hash(), "schema": SCHEMA,
             "alpha_star": {t: {str(p): a for p, a in v.items()} for t, v in alpha_star.items()},
             "second_look": [{"task": t, "p": p, "lr": lr} for t, p, lr in strata],
             "members": int(len(runs)), "chunks": len(phase1) + len(phase2) + len(look2), "members_trained_now": ran,
+            "members_aliased": int(len(runs) - trained_rows),  # rows read under a second arm's name, never trained
             "chunks_trained_now": ran_chunks,
             "wall_s": round(time.perf_counter() - t0, 3), "workers": workers,
             "cpu_s_total": round(float(runs["cpu_s"].sum()), 2),

@@ -2,11 +2,12 @@
 
 A command module ``sapa/commands/NAME.py`` defines ``add_parser(subparsers)`` (its arguments, with the types of
 :mod:`sapa.commands.arguments`) and ``run(args) -> int`` (the exit code); it may define ``KEPT`` (one line: what an
-interrupt leaves behind) and ``output_guard(args)`` (check, and hold, where it writes before any work starts).
+interrupt leaves behind; ``run`` may say it more precisely in ``KeyboardInterrupt(line)`` or in a note on any
+exception it raises) and ``output_guard(args)`` (check, and hold, where it writes before any work starts).
 :func:`sapa.cli_parser.build_parser` builds the parser from this list and :func:`sapa.cli.main` dispatches to
-``run``; helpers a command alone uses live beside it (``verify_progress``, ``ledger_merge``, ``norms_expr``,
-``audit_relpos``, ``train_summary``), helpers several share in :mod:`sapa.commands.shared`. Importing a command
-module is light: heavy imports happen inside ``run``.
+``run``; helpers a command alone uses live beside it (``verify_progress``, ``verify_keep``, ``ledger_merge``,
+``ledger_schema``, ``norms_expr``, ``audit_relpos``, ``train_summary``), helpers several share in
+:mod:`sapa.commands.shared`. Importing a command module is light: heavy imports happen inside ``run``.
 """
 
 from __future__ import annotations

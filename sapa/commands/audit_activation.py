@@ -289,7 +289,7 @@ def _infinite_result(act: Activation, N: int, statement: str | None = None, why:
         "growth_exponent": None, "growth_exponent_jac_s": None, "growth_exponent_jac": None,
         "sup_growth_exponent": None, "asymptotic_exponent": None, "crossover_n": None,
         "constant_vs_softmax": math.inf, "constant_jac_s_vs_softmax": math.inf,
-        "matching_scale": 0.0, "matching_scale_exponent": None,
+        "matching_scale": None, "matching_scale_exponent": None,  # no c > 0 brings an infinite norm to √N
         "worst_case_exponent": None, "worst_case_exponent_is_exact": None, "worst_case_exponent_jac_s": None,
         "worst_case_exponent_jac": None, "worst_case_witness": None, "worst_case_bracket": None,
         "verdict": "FAILS", "rule": "audit-like-softmax", "verdict_by_construction": statement,

@@ -17,77 +17,48 @@ from sapa.budget import Budget
 from common.validate import InputError
 
 
-def entry_problem(c: object) -> str | None:
-    """Why a stored ledger entry cannot be shown (None when it can): the types the report and the table read.
-
-    A ledger may have been edited by hand or by a tool; an entry kept in a merge must not crash the report
-    after ``ledger.json`` was rewritten.
-    """
-    from sapa.ledger import VERDICTS
-
-    if not isinstance(c, dict):
-        return "not an object"
-    if not isinstance(c.get("id"), str):
-        return "its id is not text"
-    if c.get("verdict") not in VERDICTS:
-        return f"its verdict {c.get('verdict')!r} is none of {', '.join(VERDICTS)}"
-    for key in ("statement", "headline", "tested_statement", "kind"):
-        if not isinstance(c.get(key, ""), str):
-            return f"its {key} is not text"
-    for key in ("answer", "corrected_claim"):
-        if c.get(key) is not None and not isinstance(c[key], str):
-            return f"its {key} is not text"
-    for key in ("figures", "findings"):
-        v = c.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            return f"its {key} are not a list of text"
-    if not isinstance(c.get("evidence", {}), dict):
-        return "its evidence is not an object"
-    for key in ("contract", "rule", "falsifiability", "robustness", "regime"):
-        if c.get(key) is not None and not isinstance(c[key], dict):
-            return f"its {key} is not an object"
-    sec = c.get("seconds", 0.0)
-    if isinstance(sec, bool) or not isinstance(sec, (int, float)):
-        return "its seconds are not a number"
-    readings = c.get("readings", [])
-    if not isinstance(readings, list):
-        return "its readings are not a list"
-    for k, r in enumerate(readings):
-        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or r.get("verdict") not in VERDICTS:
-            return f"its reading {k + 1} is not an object with a name and a verdict"
-    return None
-
-
 def prior_ledger(out_dir: Path, budget: Budget, rerun=frozenset()) -> dict | None:
     """The ledger already in ``out_dir`` (None if none) when it can take a rerun of ``budget``; else InputError.
 
-    Every entry it keeps (those not in ``rerun``, the ids about to be replaced) must be well-formed
-    (:func:`entry_problem`): checked here, before any work and before ``ledger.json`` is rewritten.
+    The document must fit :mod:`sapa.commands.ledger_schema` and every entry it keeps the entry schema: checked here,
+    before any work and before ``ledger.json`` is rewritten. A malformed entry in ``rerun`` (the ids about to be
+    replaced) is dropped instead: its rerun replaces it.
+    """
+    return read_ledger(Path(out_dir) / "ledger.json", budget, rerun, "--only",
+                       "rerun without --only or choose another --out")
+
+
+def read_ledger(path: Path, budget: Budget, rerun, who: str, instead: str) -> dict | None:
+    """The ledger at ``path`` (None if there is none), checked to take a rerun of ``budget``; else InputError.
+
+    ``who`` (what would merge into it: "--only") and ``instead`` (what the user can do) word the one-line refusal.
     """
     from common.readfile import read_regular_text
+    from sapa.commands.ledger_schema import entry_problem, ledger_problem
 
-    path = Path(out_dir) / "ledger.json"
     if not path.exists():
         return None
     try:
         prior = json.loads(read_regular_text(path, "ledger"))
-        claims, prov = prior["claims"], prior["provenance"]
-        if not isinstance(claims, list) or not all(isinstance(c, dict) and "id" in c for c in claims):
-            raise ValueError("claims are not a list of entries")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        raise InputError(f"--only would merge into {path}, which cannot be read ({why}); rerun without --only "
-                         "or choose another --out") from None
-    for c in claims:
-        why = entry_problem(c) if c.get("id") not in rerun else None
+        why = ledger_problem(prior)
         if why is not None:
-            raise InputError(f"--only would merge into {path}, whose entry {c.get('id')!r} is malformed ({why}); "
+            raise ValueError(why)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"{who} would merge into {path}, which cannot be read ({why}); {instead}") from None
+    # a malformed entry this run reruns is dropped now (replaced when its rerun finishes, else listed as never run):
+    # a ledger kept mid-run never shows it
+    prior["claims"] = [c for c in prior["claims"] if c["id"] not in rerun or entry_problem(c) is None]
+    for c in prior["claims"]:
+        why = entry_problem(c)
+        if why is not None:
+            raise InputError(f"{who} would merge into {path}, whose entry {c['id']!r} is malformed ({why}); "
                              "rerun that entry too (add it to --only), or move the ledger away")
-    theirs = _budget_of(prov)
+    theirs = _budget_of(prior["provenance"])
     ours = json.loads(json.dumps(asdict(budget)))
     if theirs != ours:
-        raise InputError(f"--only would mix budgets: {path} is from {_describe(theirs, ours)}, this run is "
-                         f"{_describe(ours, None)}; rerun without --only or choose another --out")
+        raise InputError(f"{who} would mix budgets: {path} is from "
+                         f"{_describe(theirs, ours)}, this run is {_describe(ours, None)}; {instead}")
     return prior
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from common.validate import InputError
-from sapa.commands.shared import finite_or_none, load_npy, readable
+from sapa.commands.shared import below_reasons, finite_or_none, load_npy, mark_below_range, readable
 
 
 def add_parser(sub) -> None:
@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                    help="expressions: row divides each row by its sum")
     n.add_argument("--p", type=positive_int, default=1, help="polynomial degree (poly only)")
     n.add_argument("--scale", type=finite_float, default=1.0,
-                   help="softmax: temperature τ inside softmax(τS); poly: coefficient c of c·x^p")
+                   help="softmax: the factor 1/τ of softmax(S/τ), temperature τ (2 is τ = 0.5); poly: coefficient "
+                        "c of c·x^p")
     n.add_argument("--mask", choices=("none", "causal"), default="none")
     n.add_argument("--wq", type=Path, help="W_Q as .npy (D, H·d); with --wk, S_h = X W_Q^h W_K^hᵀ Xᵀ")
     n.add_argument("--wk", type=Path, help="W_K as .npy (D, H·d)")
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(readable(out, {}))
+            print(readable(out, below_reasons(out)))
         return 0
     from sapa.npyfile import load_square_matrix
 
@@ -97,12 +98,13 @@ def run(args: argparse.Namespace) -> int:
         "max_abs": r.max_abs,
         "dtype": "float64",
         "logit_scale": "S",
-        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(τ·S), c·S^p (τ = 1/√d or c = d^(-p/2) "
-                 "gives the S/√d convention)",
+        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(S/τ) with 1/τ = --scale, c·S^p "
+                 "(--scale 1/√d, i.e. τ = √d, or c = d^(-p/2) gives the S/√d convention)",
     }
+    below = mark_below_range(out, ("fro_norm", "jac_fro_norm", "jac_s_fro_norm"))
     if args.json:
         print(json.dumps(out))
     else:
         print(readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
-                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0"}))
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0", **below}))
     return 0

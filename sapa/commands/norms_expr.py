@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from common.validate import InputError
+from sapa.commands.shared import LOG10_MIN_NORMAL
 
 __all__ = ["activation_from_args", "layer_from_args", "run_norms", "load_layer_file"]
 
@@ -150,7 +151,7 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
     r = expr_norms(X, layer, act)
 
     def rss(v):
-        return math.sqrt(sum(x * x for x in v))
+        return math.hypot(*v)  # scaled: no square underflows
 
     def rss_log10(v):
         m = max(v)
@@ -159,31 +160,46 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
     def fin(v):
         return v if v is not None and math.isfinite(v) else None
 
+    from sapa.commands.shared import mark_below_range
+
     N, D = X.shape
     out = {"activation": act.text, "expression": str(act.expr), "normalize": act.normalize, "mask": act.mask,
            "n": int(N), "d_model": int(D), "heads": layer.H, "values": layer.has_values,
            "fro_norm": rss(r.fro), "jac_s_fro_norm": rss(r.jac_s_fro), "jac_fro_norm": rss(r.jac_fro),
            "log10_fro_norm": fin(rss_log10(r.log10_fro)), "log10_jac_s_fro_norm": fin(rss_log10(r.log10_jac_s_fro)),
            "log10_jac_fro_norm": fin(rss_log10(r.log10_jac_fro))}
-    if layer.H > 1:
-        out.update({"fro_norm_per_head": r.fro, "jac_s_fro_norm_per_head": r.jac_s_fro,
-                    "jac_fro_norm_per_head": r.jac_fro})
+    mark_below_range(out, ("fro_norm", "jac_s_fro_norm", "jac_fro_norm"))
+    if layer.H > 1:  # a head's norm below float64's normal range: null, its log10 in the log10_… list
+        for key, vals, logs in (("fro_norm", r.fro, r.log10_fro), ("jac_s_fro_norm", r.jac_s_fro, r.log10_jac_s_fro),
+                                ("jac_fro_norm", r.jac_fro, r.log10_jac_fro)):
+            out[f"{key}_per_head"] = [None if lg < LOG10_MIN_NORMAL else v for v, lg in zip(vals, logs)]
+            out[f"log10_{key}_per_head"] = [fin(lg) for lg in logs]
+            if any(lg < LOG10_MIN_NORMAL for lg in logs):
+                out["below_double_range"].append(f"{key}_per_head")
     if layer.has_values:
         out["layer_jac_fro_norm"] = r.layer_jac_fro
     if spectral:
         per_head, advice = [], []
         for k in range(layer.H):
             Xk, lay_k, e2 = _scaled_for_spectral(X, layer, act, k)
-            op = LayerOperator(Xk, lay_k, act, head=0 if e2 is not None else k)
+            scale = 0  # ‖J‖_F far from 1: the operator is 2^{−scale}·J (no under/overflow in JᵀJ and its residuals)
+            if e2 is None and act.normalize == "row" and math.isfinite(r.log10_jac_fro[k]) \
+                    and abs(r.log10_jac_fro[k]) > SCALE_BEYOND:
+                scale = round(r.log10_jac_fro[k] / math.log10(2))
+                e2 = scale
+            op = LayerOperator(Xk, lay_k, act, head=0 if e2 is not None and not scale else k, log2_scale=scale)
             what = "σ₁ of ∂φ/∂X" + (f", head {k + 1}/{layer.H}" if layer.H > 1 else "")
             fro2 = r.jac_fro[k] ** 2 if e2 is None else 10.0 ** (2 * (r.log10_jac_fro[k] - e2 * math.log10(2)))
             b = _bracket_with_progress(certified_spectral_norm, what, progress, op.matvec, op.rmatvec, op.in_shape,
                                        fro2, tol=tol, max_steps=max_steps, seed=seed, gram=op.gram,
                                        dense=DENSE[certificate], e2=e2 or 0)
-            per_head.append(_rescaled(b.as_dict(), e2 or 0))
-            advice += [] if b.converged else [unconverged_advice(what, b, max_steps, e2 or 0)]
+            per_head.append(_widened(_rescaled(b.as_dict(), e2 or 0), _logit_rounding(X, layer, act, k)))
+            mark_below_range(per_head[-1], SIGMA_KEYS + ("residual", "trace_rest"))
+            advice += [] if per_head[-1]["converged"] else [unconverged_advice(what, b, max_steps, e2 or 0)]
         if layer.H == 1:
+            below = out.pop("below_double_range") + per_head[0].pop("below_double_range")
             out.update({f"{k}": v for k, v in per_head[0].items()})
+            out["below_double_range"] = below
         else:
             out["spectral_per_head"] = per_head
         if layer.has_values:
@@ -207,6 +223,8 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
 
 
 DENSE = {"auto": "auto", "lanczos": "never", "dense": "always"}
+SCALE_BEYOND = 30  # |log₁₀ ‖J‖_F| beyond which the bracket is found for 2^{−e}J (JᵀJ's residuals square it again)
+SIGMA_KEYS = ("sigma_lower", "sigma_upper", "sigma_estimate", "sigma_upper_frobenius")
 
 
 def _scaled_for_spectral(X: np.ndarray, layer, act, k: int):
@@ -229,22 +247,73 @@ def _scaled_for_spectral(X: np.ndarray, layer, act, k: int):
     return np.ldexp(X, -a), one, (-a if act.normalize == "row" else p * s - a)
 
 
+def _logit_rounding(X: np.ndarray, layer, act, k: int) -> float:
+    """ρ: a first-order bound on the relative change of σ₁ that the float64 rounding of the logits causes (row-normalised
+    exp-type φ of head k; 0 otherwise).
+
+    S = (X W_Q)(X W_K)ᵀ is formed with errors |δS_ij| ≤ γ_m (|X||W_Q|)(|X||W_K|)ᵀ_ij, m = 2D + d (γ_m = mε/(1 − mε)),
+    and log φ moves by |(log φ)'|·|δS|; each P_ik then moves by a factor e^{±2 max|δ log φ|}, each entry of R_i (a
+    product of two) by ±4 max|δ log φ| relative, and y, z by γ_m. At a logit gap of 10⁴ this is ~1e−11 — far below
+    --tol, but above the bracket's own width, so the bracket is widened by it: it then holds σ₁ of the exact inputs.
+    First order and entrywise: where the sums Σ_l R_kl y_l of an entry of J cancel (Σ_l R_kl = 0), and when
+    W x_l itself cancels, the change can exceed ρ by that cancellation's factor (not bounded here).
+    """
+    from empirics.kernels.activation_fns import activation_functions
+
+    fns = activation_functions(act)
+    if act.normalize != "row" or fns.logf is None:
+        return 0.0
+    N, D = X.shape
+    Wq, Wk = layer.Wq[k], layer.Wk[k]
+    m = 2 * D + Wq.shape[1]
+    gam = m * EPS / (1 - m * EPS)
+    M = (np.abs(X) @ np.abs(Wq)) @ (np.abs(X) @ np.abs(Wk)).T  # (N, d) @ (d, N): |δS| ≤ γ_m M
+    S = (X @ Wq) @ (X @ Wk).T
+    i = np.arange(1, N + 1, dtype=np.float64)[:, None]
+    j = np.arange(1, N + 1, dtype=np.float64)[None, :]
+    with np.errstate(all="ignore"):
+        dl = np.abs(np.broadcast_to(fns.dlogf(S, float(N), i, j), (N, N)))
+    if act.mask == "causal":
+        dl = np.tril(dl)
+    move = float(np.max(dl * M)) * gam  # max |δ log φ|
+    return 4.0 * math.expm1(2.0 * move) + 4.0 * gam
+
+
+def _widened(d: dict, rho: float) -> dict:
+    """A rescaled bracket dict widened by the relative amount ``rho`` (``logit_rounding``); converged re-judged."""
+    out = dict(d)
+    out["logit_rounding"] = rho
+    if rho <= 0.0 or not d["sigma_upper"] and d["log10_sigma_upper"] is None:
+        return out
+    for key, f in (("sigma_lower", 1.0 - rho), ("sigma_upper", 1.0 + rho)):
+        out[key] = d[key] * f if d[key] is not None else None
+        if d[f"log10_{key}"] is not None:
+            out[f"log10_{key}"] = d[f"log10_{key}"] + math.log10(max(f, 0.0)) if f > 0 else None
+    lo, up = out["log10_sigma_lower"], out["log10_sigma_upper"]
+    width = 1.0 - 10 ** (lo - up) if lo is not None and up is not None else 1.0
+    out["rel_width"] = width
+    out["converged"] = bool(width <= d["tol"])
+    return out
+
+
+EPS = float(np.finfo(np.float64).eps)
+
+
 def _rescaled(d: dict, e: int) -> dict:
     """A bracket of ∂φ'/∂X' as one of ∂φ/∂X = 2^e·∂φ'/∂X', with log10 ends that survive under- and overflow."""
     out = dict(d)
-    for key in ("sigma_lower", "sigma_upper", "sigma_estimate", "sigma_upper_frobenius"):
+    for key, k in [(s, e) for s in SIGMA_KEYS] + [("residual", 2 * e), ("trace_rest", 2 * e)]:  # the last two: of JᵀJ
         v = float(d[key])
-        out[f"log10_{key}"] = math.log10(v) + e * math.log10(2) if v > 0 else None
-        out[key] = math.ldexp(v, e) if v > 0 and out[f"log10_{key}"] < 308 else (0.0 if v == 0 else math.inf)
-    for key in ("residual", "trace_rest"):  # in units of JᵀJ
-        out[key] = math.ldexp(float(d[key]), 2 * e) if float(d[key]) > 0 and abs(2 * e) < 2000 else float(d[key])
-    return out
+        out[f"log10_{key}"] = math.log10(v) + k * math.log10(2) if v > 0 else None
+        out[key] = math.ldexp(v, k) if v > 0 and out[f"log10_{key}"] < 308 else (0.0 if v == 0 else math.inf)
+    return out  # values below float64's range: sapa.commands.shared.mark_below_range
 CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the top Ritz vector; upper = "
                "λ_max[[T, UΣ], [ΣUᵀ, t_⊥I]]^½ with t_⊥ = ‖J‖²_F − tr T (JᵀJ ⪰ 0), and ≤ ‖J‖_F. Where spectral_method is "
                "dense-cholesky (N·D ≤ 16 384, when the Lanczos bracket stays open), JᵀJ is formed from products, "
                "lower = ‖Jx‖ of ARPACK's top eigenvector and upper = √(μ + δ) with λ₁ < μ proven by a floating-point "
-               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. "
-               "converged: (upper − lower) ≤ tol·upper")
+               "Cholesky factorisation of (μ − c)I − JᵀJ (Rump 2006) and δ the round-off of the formed matrix. For a "
+               "row-normalised exp-type φ (softmax) both ends are then widened by logit_rounding, a first-order bound "
+               "on what the float64 rounding of S moves σ₁ by. converged: (upper − lower) ≤ tol·upper")
 
 
 def bracket_text(b, e2: int = 0) -> str:

@@ -36,6 +36,26 @@ def finite_or_none(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
+LOG10_MIN_NORMAL = -307.6526555685888  # log₁₀ of float64's smallest normal number, 2.2250738585072014e−308
+
+
+def mark_below_range(out: dict, keys) -> dict[str, str]:
+    """Where ``out["log10_" + k]`` is below float64's normal range, ``out[k] = None`` and k joins
+    ``out["below_double_range"]`` (created, empty when none): a nonzero value never reads 0. Returns, per such key,
+    the reason the readable output shows in place of the value."""
+    below = [k for k in keys if out.get(f"log10_{k}") is not None and out[f"log10_{k}"] < LOG10_MIN_NORMAL]
+    for k in below:
+        out[k] = None
+    out["below_double_range"] = out.get("below_double_range", []) + below
+    return below_reasons(out)
+
+
+def below_reasons(out: dict) -> dict[str, str]:
+    """Per key of ``out["below_double_range"]``: what the readable output shows in place of its null value."""
+    return {k: f"below float64's range: 10^{out[f'log10_{k}']:.10g} (log10_{k})" for k in out.get("below_double_range", [])
+            if out.get(f"log10_{k}") is not None}
+
+
 def load_npy(path: Path, name: str):
     """A numeric array from a user's .npy: header, dtype and size are checked before loading (sapa.npyfile)."""
     from sapa import npyfile

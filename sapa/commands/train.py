@@ -7,7 +7,8 @@ import sys
 
 from common.validate import InputError
 
-KEPT = "finished training chunks were kept; a rerun resumes from them"  # what an interrupt leaves (sapa.cli prints it)
+# what an interrupt leaves, when run() could not count it (sapa.cli prints it); run() says how many were kept, and where
+KEPT = "every training chunk that had finished is kept; a rerun resumes from them"
 
 
 def add_parser(sub) -> None:
@@ -44,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
     from empirics.training.mechanism import resolve_device
     from empirics.training.train_study import plan_chunks, study_config
-    from sapa.rules.learning import verdicts_line
     from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
@@ -61,8 +61,35 @@ def run(args: argparse.Namespace) -> int:
         workers, note = cap_workers(args.workers, chunks, TRAIN_WORKER_BYTES)
         if note:
             print(f"sapa: note: {note}", file=sys.stderr)
+    try:
+        return _train(args, workers)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(kept_chunks(args.out)) from None
+
+
+def kept_chunks(out) -> str:
+    """What an interrupted ``sapa train`` leaves in ``out``: the finished chunk files (written atomically), counted.
+
+    >>> kept_chunks("/nonexistent")
+    'no training chunk had finished, so none was kept; a rerun starts from the beginning'
+    """
+    from pathlib import Path
+
+    out = Path(out)
+    found = [p for p in out.rglob("*.json") if p.parent.name in ("chunks", "mechanism") and not p.name.startswith(".")] \
+        if out.is_dir() else []
+    if not found:
+        return "no training chunk had finished, so none was kept; a rerun starts from the beginning"
+    where = sorted({str(p.parent.relative_to(out)) for p in found})
+    return (f"{len(found)} finished training chunk{'s are' if len(found) > 1 else ' is'} kept in {out} "
+            f"({', '.join(where)}); a rerun resumes from them")
+
+
+def _train(args: argparse.Namespace, workers: int) -> int:
+    """The study (or ``--activation``'s mechanism tasks) with ``workers`` processes."""
     if args.activation is not None:
         from empirics.training.activation_train import main_activation
+        from sapa.rules.learning import verdicts_line
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
                                scheduler=args.scheduler, device=args.device, decide=verdicts_line,

@@ -110,19 +110,30 @@ def alpha_line(prov: dict) -> str:
 
 
 def reuse_line(prov: dict, out: Path, seconds: float) -> str:
-    """How much of the study this run trained and how much it found finished in ``out/chunks``."""
+    """How much of the study this run trained and how much it found finished in ``out/chunks``.
+
+    Counted in ensemble chunks (what is trained or found on disk); the members an alias reads under a second arm's
+    name (x^p at c = 1 is the dose grid's member) were trained once and are neither trained now nor reused.
+    """
     members, chunks = int(prov["members"]), int(prov["chunks"])
     now = int(prov.get("members_trained_now", 0))
+    aliased = int(prov.get("members_aliased", 0))
     chunks_now = prov.get("chunks_trained_now")
+    if chunks_now is None:  # a study.json of before the count: all, none or some
+        chunks_now = chunks if now >= members - aliased else 0 if now == 0 else None
+    else:
+        chunks_now = int(chunks_now)
     where = Path(out) / "chunks"
-    if now == 0:
-        return (f"Nothing to train in the study: all {members} members ({chunks} ensemble chunks) were already finished "
-                f"in {where} (same budget, seed and design; `sapa verify` trains into results/train); {seconds:.1f} s "
-                f"in all, with any mechanism chunks trained now (listed below). To train again, give another --out or "
-                f"delete that folder.")
-    if now < members:
-        reused = "" if chunks_now is None else f" ({chunks - int(chunks_now)} ensemble chunks)"
-        return (f"Trained {now} of {members} members now and reused the other {members - now}{reused}, finished "
-                f"earlier in {where}; {seconds:.1f} s. Training float32, norms float64; results in {out}.")
-    return (f"Trained all {members} members ({chunks} ensemble chunks) in {seconds:.1f} s. Training float32, norms "
+    also = (f"; {aliased} more rows are members read under a second arm's name (trained once)" if aliased else "")
+    if chunks_now == 0:
+        return (f"Nothing to train in the study: all {members - aliased} members ({chunks} ensemble chunks) were "
+                f"already finished in {where} (same budget, seed and design; `sapa verify` trains into results/train)"
+                f"{also}; {seconds:.1f} s in all, with any mechanism chunks trained now (listed below). To train again, "
+                f"give another --out or delete that folder.")
+    if chunks_now is None or chunks_now < chunks:
+        reused = members - aliased - now
+        counted = "" if chunks_now is None else f" ({chunks - chunks_now} ensemble chunks)"
+        return (f"Trained {now} of {members - aliased} members now and reused the other {reused}{counted}, finished "
+                f"earlier in {where}{also}; {seconds:.1f} s. Training float32, norms float64; results in {out}.")
+    return (f"Trained all {now} members ({chunks} ensemble chunks) in {seconds:.1f} s{also}. Training float32, norms "
             f"float64; results in {out}.")

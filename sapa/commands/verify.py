@@ -43,14 +43,18 @@ def verify_order(claims: list) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``sapa verify``: run the ledger, print the table, write ledger.json and report.md atomically."""
-    from common.atomic import atomic_write_json, atomic_write_text
+    """``sapa verify``: run the ledger, print the table, write ledger.json and report.md atomically.
+
+    Each verdict is kept as it finishes (:mod:`sapa.commands.verify_keep`), before it is printed; a run that ends
+    early (any exception, an interrupt, a full disk) says in one line what was kept and where.
+    """
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
     from sapa.evidence.monte_carlo import close_run_pool, monte_carlo_summary
-    from sapa.ledger import Context, ledger_dict, provenance, run_claim
-    from sapa.commands.ledger_merge import ledger_entries, merge_into, prior_ledger
+    from sapa.ledger import Context, provenance, run_claim
+    from sapa.commands.ledger_merge import ledger_entries
+    from sapa.commands.verify_keep import Keeper, choose_target
     from sapa.commands.verify_progress import expected_seconds
     from common.progress import say, stage
 
@@ -61,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--out {out_dir} exists and is not a directory")
     expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
-    prior = prior_ledger(out_dir, budget, {c.id for c in claims}) if args.only else None  # merges: drops no verdict
+    # where the verdicts go, checked before any work: merged, never dropping one (a refusal is one line)
+    target = choose_target(out_dir, budget, {c.id for c in claims}, only=bool(args.only))
     ctx = Context(budget=budget, out_dir=out_dir)
     started = time.time()
+    keeper = Keeper(out_dir, target, [c.id for c in claims], provenance(budget, started), started)
     import torch
 
     threads = torch.get_num_threads()
@@ -85,76 +91,32 @@ def run(args: argparse.Namespace) -> int:
             say(f"{tag} ...")
             with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
                 entry = run_claim(claim, ctx)
-            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
             entries.append(entry)
-        order = [c.id for c in claims]
-        entries.sort(key=lambda e: order.index(e.id))  # the ledger keeps its own order
+            keeper.keep(entries, monte_carlo_summary(ctx))  # on disk before it is printed
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
+        if not drawn:
+            _attach_figures(entries, out_dir, only=args.only)
+        ledger = keeper.finish(entries, monte_carlo_summary(ctx), merge=bool(args.only))
     except BaseException as exc:
+        # whatever surfaced (a KeyboardInterrupt, numpy's SystemError around one, a full disk, a failing entry):
+        # the finished verdicts are on disk already; say which, first, so a second interrupt cannot lose the line
+        kept = keeper.line()
+        exc.add_note(kept)
         stop_prefetch(ctx)  # the training study's workers
         close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
         if isinstance(exc, KeyboardInterrupt):  # main prints the one line: what was kept, and where
-            raise KeyboardInterrupt(_keep_interrupted(entries, claims, ctx, budget, started, prior)) from None
+            raise KeyboardInterrupt(kept) from None
         raise
     finally:
         torch.set_num_threads(threads)
         close_run_pool(ctx)
-    if not drawn:
-        _attach_figures(entries, out_dir, only=args.only)
-    prov = provenance(budget, started)
-    mc_summary = monte_carlo_summary(ctx)
-    ledger = merge_into(prior, ledger_dict(entries, prov, mc_summary))
-    if prior is not None:  # the report and the table show the whole merged ledger
-        entries, prov = ledger_entries(ledger), ledger["provenance"]
-    atomic_write_json(out_dir / "ledger.json", ledger)
-    mc_all = ledger.get("monte_carlo") or mc_summary  # after --only: the merged ledger's, as ledger.json says
-    atomic_write_text(out_dir / "report.md", report.markdown(entries, prov, mc_all, out_dir))
-    atomic_write_text(out_dir / "report.html", report.html(entries, prov, out_dir, mc_all))
-    print(report.table(entries, mc=mc_all))
+    shown, prov = ledger_entries(ledger), ledger["provenance"]  # the table shows the whole (merged) ledger
+    print(report.table(shown, mc=ledger.get("monte_carlo")))
+    if "partial" in prov:
+        print("\n" + report.partial_line(prov["partial"]["not_run"]))
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
-
-
-def _keep_interrupted(entries: list, claims: list, ctx, budget, started: float, prior: dict | None) -> str:
-    """An interrupted ``sapa verify``: write the finished verdicts and a report of them; return what was kept, where.
-
-    Into ``ledger.json`` (merged into the ledger already there when it is of this budget, as ``--only`` merges; on
-    its own when there is none), with ``provenance["interrupted"]`` naming the entries not run; beside it as
-    ``ledger.interrupted.json`` when ``ledger.json`` holds another budget's ledger (it is never overwritten by a
-    part of another run). Nothing finished: nothing is written.
-    """
-    from common.atomic import atomic_write_json, atomic_write_text
-    from sapa import report
-    from sapa.evidence.monte_carlo import monte_carlo_summary
-    from sapa.ledger import ledger_dict, provenance
-    from sapa.commands.ledger_merge import ledger_entries, merge_into, prior_ledger
-
-    out_dir = ctx.out_dir
-    if not entries:
-        return (f"no ledger entry had finished, so no ledger was written; finished results below {out_dir} (sweep "
-                "cells, training chunks) were kept, and a rerun resumes from them")
-    done = {e.id for e in entries}
-    order = [c.id for c in claims]
-    entries = sorted(entries, key=lambda e: order.index(e.id))
-    prov = {**provenance(budget, started), "interrupted": {"finished": [e.id for e in entries],
-                                                           "not_run": [c for c in order if c not in done]}}
-    fresh = ledger_dict(entries, prov, monte_carlo_summary(ctx))
-    name, report_name = "ledger.json", "report"
-    if prior is None and (out_dir / "ledger.json").exists():
-        try:
-            prior = prior_ledger(out_dir, budget, done)  # a full ledger of this budget: the finished entries replace theirs
-        except InputError:  # another budget's, or unreadable: keep it, write beside it
-            name, report_name = "ledger.interrupted.json", "report.interrupted"
-    ledger = merge_into(prior, fresh) if name == "ledger.json" else fresh
-    if prior is not None and name == "ledger.json":
-        ledger["provenance"]["interrupted"] = prov["interrupted"]
-    shown = ledger_entries(ledger)
-    mc = ledger.get("monte_carlo")
-    atomic_write_json(out_dir / name, ledger)
-    atomic_write_text(out_dir / f"{report_name}.md", report.markdown(shown, ledger["provenance"], mc, out_dir))
-    atomic_write_text(out_dir / f"{report_name}.html", report.html(shown, ledger["provenance"], out_dir, mc))
-    return (f"{len(entries)} of {len(order)} entries finished; their verdicts are in {out_dir / name} and "
-            f"{out_dir / (report_name + '.md')} (not run: {', '.join(prov['interrupted']['not_run']) or 'none'})")
 
 
 def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> None:

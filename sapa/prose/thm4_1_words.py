@@ -47,9 +47,9 @@ def jacobian_headline(sharp, claimed: float, worst: float, attained: float) -> s
 
 
 def jacobian_corrected(sharp, claimed: float) -> str:
-    return (f"‖∂softmax(S)/∂S‖_F ≤ {sharp}·√N = √N/2 for all S (with temperature τ: τ√N/2), sharp: "
-            "approached as every row of softmax(S) tends to mass 1/2 on exactly two entries — attained for N = 2 (equal "
-            "logits), never for N ≥ 3, where every softmax row is strictly positive. Per row, "
+    return (f"‖∂softmax(S)/∂S‖_F ≤ {sharp}·√N = √N/2 for all S (softmax(S/τ) at temperature τ: √N/(2τ)), "
+            "sharp: approached as every row of softmax(S) tends to mass 1/2 on exactly two entries — attained for "
+            "N = 2 (equal logits), never for N ≥ 3, where every softmax row is strictly positive. Per row, "
             "‖diag(s) − ssᵀ‖²_F = p2 − 2p3 + p2² ≤ p2 − p2² ≤ 1/4 (Cauchy–Schwarz p2² ≤ p3). "
             f"The paper's {claimed:g}√N is true but {claimed / float(sharp):g}× loose. With respect to X (S = XWXᵀ) no "
             "input-independent bound holds.")

@@ -176,15 +176,25 @@ def first_sentence(text: str) -> str:
     return ss[0] if ss else ""
 
 
+def partial_line(not_run: list[str]) -> str:
+    """One line: the ledger is partial — which entries of the registry never ran, and how to complete it."""
+    from sapa.claim_ids import ORDER
+
+    return (f"Partial ledger: {len(not_run)} of the {len(ORDER)} entries never ran ({', '.join(not_run)}); "
+            f"`sapa verify --only {' '.join(not_run)}` with the same --out, budget and seed completes it.")
+
+
 def _context(entries: list[Entry], prov: dict, mc: dict | None, base_dir=None) -> dict:
     """What both templates render: provenance, bottom line, contents, glossary, groups, MC line, review points,
     entry sections (no evidence: it is in ledger.json)."""
     figures = figure_plan.plan(entries, base_dir)
+    partial = partial_line(prov["partial"]["not_run"]) if prov.get("partial") else None
     return {
-        "notices": [],  # one line each, shown above everything else (a partial ledger, ...)
+        "notices": [partial] if partial else [],  # report.html: one line each, above everything else
         "checked": checked(entries),
         "prov": _prov_view(prov),
         "prov_rows": _prov_rows(prov),
+        "partial": partial,
         "bottom": bottom_line(entries, mc),
         "groups": groups(entries),
         "short": {e.id: short_numbers(e.headline) for e in entries},
@@ -225,6 +235,8 @@ def _prov_rows(prov: dict) -> list[tuple[str, str]]:
             rows.append(("earlier runs merged into this ledger", str(len(v))))
         elif k == "rerun_summaries":
             continue
+        elif k == "partial":
+            rows.append(("partial: entries never run", ", ".join(v.get("not_run", []))))
         elif isinstance(v, dict):
             rows.append((k, ", ".join(f"{a} = {b}" for a, b in v.items())))
         elif isinstance(v, list):

@@ -51,3 +51,28 @@ def test_once_inductor_is_loaded_its_flag_follows_too():
         "deterministic_algorithms(False)\n"
         "assert not torch.are_deterministic_algorithms_enabled() and not cfg.deterministic\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.slow  # a fresh process group with a two-worker pool (~5 s)
+def test_a_ctrl_c_to_the_process_group_reaches_the_parent_alone():
+    """A SIGINT to the terminal's group while workers were still importing printed their tracebacks (and broke the
+    pool); workers start with SIGINT blocked, so only the parent sees it."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from common.pool import process_pool\n"
+        "def main():\n"
+        "    ex = process_pool(2)\n"
+        "    futs = [ex.submit(time.sleep, 2) for _ in range(2)]\n"
+        "    time.sleep(0.3)\n"
+        "    try:\n"
+        "        os.killpg(os.getpgrp(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('parent interrupted')\n"
+        "    print([f.result() for f in futs])\n"
+        "    ex.shutdown()\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         start_new_session=True)
+    assert out.stdout.split("\n")[:2] == ["parent interrupted", "[None, None]"] and out.stderr == "", out.stderr

@@ -358,7 +358,7 @@ def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
 
 
 @pytest.mark.parametrize("command,kept", [("audit", "nothing was written"),
-                                          ("train", "finished training chunks were kept")])
+                                          ("train", "every training chunk that had finished is kept")])
 def test_an_interrupt_says_what_was_kept_for_that_command(tmp_path, capsys, monkeypatch, command, kept):
     """'finished results were kept' was printed where nothing was (an interrupted audit)."""
     from sapa.commands import command_module

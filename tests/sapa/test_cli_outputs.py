@@ -278,9 +278,12 @@ def test_verify_only_refuses_a_ledger_of_another_budget_or_seed(tmp_path, capsys
 # --------------------------------------------------------------------------- ledger_merge edge cases (mutation testing)
 
 
+_ENTRY = {"id": A, "statement": "s", "verdict": "HOLDS", "evidence": {}}  # the least an entry kept in a merge has
+
+
 def _ledger_at(out, budget: dict, claims=None, **prov) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"claims": [{"id": A, "verdict": "HOLDS"}] if claims is None else claims,
+    doc = {"claims": [_ENTRY] if claims is None else claims,
            "provenance": {"budget": budget, **prov}}
     (out / "ledger.json").write_text(json.dumps(doc))
 
@@ -296,7 +299,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
     assert prior_ledger(tmp_path / "none", quick) is None
     theirs = json.loads(json.dumps(asdict(quick)))
     _ledger_at(tmp_path / "ok", theirs, seed=0)
-    assert prior_ledger(tmp_path / "ok", quick)["claims"] == [{"id": A, "verdict": "HOLDS"}]
+    assert prior_ledger(tmp_path / "ok", quick)["claims"] == [_ENTRY]
     _ledger_at(tmp_path / "noseed", {k: v for k, v in theirs.items() if k != "seed"} | {"seed": 0})
     assert prior_ledger(tmp_path / "noseed", quick) is not None  # the seed read from the budget when absent
     _ledger_at(tmp_path / "seed1", theirs, seed=1)
@@ -320,9 +323,14 @@ def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
     from sapa.commands.ledger_merge import prior_ledger
     from common.validate import InputError
 
-    cases = {"k": ({"claims": []}, r"\('provenance'\)"), "l": ({"claims": {}, "provenance": {}}, r"\(claims are not a"),
-             "i": ({"claims": [{"x": 1}], "provenance": {}}, r"\(claims are not a list of entries\)"),
-             "e": ({"claims": ["id"], "provenance": {}}, r"\(claims are not a list of entries\)")}
+    cases = {"k": ({"claims": []}, r"\('provenance' is a required property\)"),
+             "l": ({"claims": {}, "provenance": {}}, r"\(claims: \{\} is not of type 'array'\)"),
+             "i": ({"claims": [{"x": 1}], "provenance": {}}, r"\(claims\[0\]: 'id' is a required property\)"),
+             "e": ({"claims": ["id"], "provenance": {}}, r"\(claims\[0\]: 'id' is not of type 'object'\)"),
+             "p": ({"claims": [], "provenance": {"earlier_runs": 5}},
+                   r"\(provenance.earlier_runs: 5 is not of type 'array'\)"),
+             "m": ({"claims": [], "provenance": {}, "monte_carlo": {"checks": "garbage"}},
+                   r"\(monte_carlo.checks: 'garbage' is not of type 'array'\)")}
     for name, (doc, why) in cases.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "ledger.json").write_text(json.dumps(doc))
@@ -350,12 +358,15 @@ def test_merge_into_keeps_every_earlier_run_and_summary():
     assert [(e.id, e.verdict) for e in entries] == [("a", "HOLDS")]
 
 
-@pytest.mark.parametrize("bad,why", [({"readings": "garbage"}, "readings are not a list"),
-                                     ({"verdict": None}, "verdict None is none of"),
-                                     ({"figures": [123, None]}, "figures are not a list of text"),
-                                     ({"readings": [{"name": "r"}]}, "reading 1 is not an object"),
-                                     ({"seconds": "long"}, "seconds are not a number"),
-                                     ({"evidence": []}, "evidence is not an object")])
+@pytest.mark.parametrize("bad,why", [({"readings": "garbage"}, "readings: 'garbage' is not of type 'array'"),
+                                     ({"verdict": None}, "verdict: None is not one of"),
+                                     ({"figures": [123, None]}, r"figures\[\d\]: (123|None) is not of type 'string'"),
+                                     ({"readings": [{"name": "r"}]}, r"readings\[0\]: 'verdict' is a required"),
+                                     ({"seconds": "long"}, "seconds: 'long' is not of type 'number'"),
+                                     ({"evidence": []}, r"evidence: \[\] is not of type 'object'"),
+                                     ({"readings": [{"name": "r", "verdict": "HOLDS", "rule": "bound",
+                                                     "calibration": "zzz"}]},
+                                      r"readings\[0\].calibration: 'zzz' is not of type 'object', 'null'")])
 def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tmp_path, bad, why):
     """A tampered ledger.json used to crash `verify --only` after ledger.json was rewritten."""
     from dataclasses import asdict
@@ -366,7 +377,7 @@ def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tm
 
     quick = budget_named("quick", 0)
     theirs = json.loads(json.dumps(asdict(quick)))
-    _ledger_at(tmp_path, theirs, claims=[{"id": A, "verdict": "HOLDS", **bad}], seed=0)
+    _ledger_at(tmp_path, theirs, claims=[{**_ENTRY, **bad}], seed=0)
     before = (tmp_path / "ledger.json").read_bytes()
     with pytest.raises(InputError, match=why):
         prior_ledger(tmp_path, quick, {"some-other-entry"})

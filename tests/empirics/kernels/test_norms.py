@@ -40,6 +40,7 @@ ACTIVATIONS = [Activation("softmax", scale=t) for t in (0.5, 1.0, 2.0)] + [
     Activation("poly", p=p, scale=0.7) for p in (1, 2, 3, 4, 5)
 ]
 SIZES = [(N, D) for N in (1, 2, 5, 8) for D in (1, 3, 4)]
+BATCHED_KEYS = {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro", "log10_fro", "log10_jac_fro", "log10_jac_s_fro"}
 
 
 def _inputs(N: int, D: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,7 +182,7 @@ def test_batched_equals_unbatched(act, mask):
     X, Ws, rs = rng.standard_normal((T, N, D)), rng.standard_normal((T, D, D)) / 2, rng.uniform(0.5, 2, (T, N))
     for W, r in [(Ws, None), (Ws[0], None), (Ws, rs), (Ws, rs[0])]:
         out = attention_norms_batched(X, W, act, mask, r, chunk=4, with_rows=True)
-        assert set(out) == {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro"} and out["row_fro"].shape == (T, N)
+        assert set(out) == BATCHED_KEYS and out["row_fro"].shape == (T, N)
         for t in range(T):
             Wt = W if W.ndim == 2 else W[t]
             rt = None if r is None else (r if r.ndim == 1 else r[t])
@@ -208,7 +209,7 @@ def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
         A = A / scale  # x³ of 2^40-sized logits overflows float64 (refused, tested elsewhere)
     for rs in (None, r):
         out = paper_model_norms_batched(A, B, act, mask, rs, chunk=3, with_rows=True)
-        assert set(out) == {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro"} and out["row_fro"].shape == (T, N)
+        assert set(out) == BATCHED_KEYS and out["row_fro"].shape == (T, N)
         for t in range(T):
             one = paper_model_norms(A[t], B[t], act, mask, rs, with_rows=True)
             for q in ("fro", "jac_fro", "jac_s_fro", "max_abs"):

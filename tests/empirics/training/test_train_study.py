@@ -121,6 +121,18 @@ def test_a_diverged_member_is_recorded_as_a_failure(study):
     assert (ok["diverged_step"] == -1).all() and (d["diverged_step"] > 0).all()
 
 
+def test_a_fresh_run_trains_every_member_but_the_aliased_rows(study):
+    """A fresh `sapa train` said it "reused the other 10 … finished earlier": they were aliased rows (x^p/√N read
+    from the α grid's member), counted as members but never trained. The provenance counts them apart."""
+    from sapa.commands.train_summary import reuse_line
+
+    out, res = study
+    prov = res.provenance
+    assert prov["members_aliased"] == int((res.runs["cpu_s"] == 0).sum()) > 0
+    assert prov["members"] - prov["members_aliased"] == prov["members_trained_now"]
+    assert reuse_line(prov, out, 1.0).startswith(f"Trained all {prov['members_trained_now']} members")
+
+
 def test_a_run_resumes_and_recomputes_only_what_is_missing(study, capsys):
     out, res = study
     again = ts.run_study(MICRO, out, workers=1, progress=False)

@@ -100,7 +100,7 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
         assert _wait(lambda: not any(_alive(p) for p in family), 10), [p for p in family if _alive(p)]
         if sig == signal.SIGTERM:  # Ctrl-C's path: one line, exit 130, finished runs kept
             err = proc.stderr.read().decode()
-            kept = "finished training chunks were kept" if command == "train" else "training chunks) were kept"
+            kept = "finished training chunks are kept in" if command == "train" else "training chunks) were kept"
             assert rc == 130 and kept in err and "Traceback" not in err, (rc, err)
         files = sorted(runs.glob("*.json"))
         assert len(files) >= 2

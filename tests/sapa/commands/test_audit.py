@@ -227,6 +227,16 @@ def test_a_pole_in_n_is_reported_as_an_infinite_expectation_there(capsys):
     assert "RuntimeWarning" not in err and "lambdifygenerated" not in err  # the generated code's warnings: silent
 
 
+@pytest.mark.parametrize("expr", ["x/(N-1000)", "x/(i-5)", "1/x"])
+def test_an_infinite_expectation_has_no_matching_scale(capsys, expr):
+    """`audit "x/(N-1000)"` printed "scale c that brings it to √N : 0" where every other number was undefined: no
+    c > 0 brings an infinite E‖φ‖² to N (c = √(N / ∞) = 0 would bring it to 0·∞)."""
+    assert _json(["audit", expr], capsys)["matching_scale"] is None
+    code, out, _ = _run(["audit", expr], capsys)
+    line = next(x for x in out.splitlines() if "scale c that brings it to √N" in x)
+    assert code == 0 and line.split(":", 1)[1].strip().startswith("— (")
+
+
 @pytest.mark.parametrize("fam,expr,extra", [("x3_sqrtN", "x**3/sqrt(N)", []),
                                             ("poly4_row", "x**4", ["--normalize", "row"]),
                                             ("x3_sqrti", "x**3/sqrt(i)", ["--mask", "causal"])])

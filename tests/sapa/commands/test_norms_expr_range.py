@@ -52,5 +52,6 @@ def test_a_sigma_below_float64_keeps_its_log10():
     X = rng.standard_normal((4, 3)) * 1e-200  # σ₁ ~ 1e−997
     out = run_norms(X, layer_from_w(rng.standard_normal((3, 3))), parse_activation("x**3"), spectral=True,
                     progress=False)
-    assert out["sigma_upper"] == 0.0 and -1010 < out["log10_sigma_lower"] <= out["log10_sigma_upper"] < -990
+    assert out["sigma_upper"] is None and -1010 < out["log10_sigma_lower"] <= out["log10_sigma_upper"] < -990
+    assert {"sigma_lower", "sigma_upper", "jac_fro_norm"} <= set(out["below_double_range"])  # null, never 0
     assert out["log10_sigma_upper_frobenius"] == pytest.approx(out["log10_jac_fro_norm"], abs=1e-9)

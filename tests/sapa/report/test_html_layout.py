@@ -268,3 +268,13 @@ def test_every_entry_shows_a_figure_of_its_own_where_the_figures_allow():
     assert {f.name: f.owner for f in figs}["norm_vs_n_D16"] == "overhead"  # the first citer gave it up
     assert all(f.owner in f.cited_by for f in figs)
     assert {f.name: f.owner for f in figs}["regime_map_p1-3"] == "other-powers"  # its only figure
+
+
+def test_a_partial_ledger_says_so_above_everything_else(full_ledger):  # noqa: F811
+    """The notice slot under the title carries the partial-ledger line (sapa.report.partial_line) before the table."""
+    prov = {**PROV, "partial": {"not_run": ["overhead", "alibi-scaling"]}}
+    text = report.html(full_ledger, prov, "/nonexistent", MC)
+    notice = text.index('<p class="notice"')
+    assert text.index("<h1>") < notice < text.index("sapa checked") < text.index('<div class="verdicts"')
+    assert "Partial ledger: 2 of the" in folded(text).blocks[1]
+    assert '<p class="notice"' not in report.html(full_ledger, PROV, "/nonexistent", MC)
