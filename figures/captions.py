@@ -145,6 +145,18 @@ CAPTIONS: tuple[Caption, ...] = (
     Caption("study_learning", "steps to leave the floor against N",
             "The Kaplan–Meier median steps to leave the floor (+0.03) against N (log–log), one line per task and arm; "
             "an open marker lies beyond the step cap. Compare each arm's slope with softmax's.", suffix="_exit"),
+    Caption("study_learning", "the slowdown to leave the floor against N, seed by seed",
+            "The paired log2 slowdown of each arm of the training study, steps to leave the task's floor (+0.03) "
+            "over softmax's at the same seed, against N, one panel per task and arm: each seed is a vertical interval "
+            "(its exit is known to one evaluation step; an up-triangle: beyond the step cap, a lower bound) and the "
+            "black line is the maximum-likelihood fit whose change over the range is Δ. Read the line's rise: 1 is a "
+            "doubling of the slowdown over the range, 0 a slowdown that does not grow with N; at the quick budget the "
+            "red note on the figure says the fit is a smoke test, not a finding.", suffix="_slowdown"),
+    Caption("study_learning", "solved fraction of the training study against N",
+            "The fraction of seeds of each arm of the training study that reach validation accuracy 0.9 within the "
+            "step cap against N, one panel per task; a shaded N is one softmax itself does not solve in 90 % of its "
+            "seeds, which enters no verdict. Look for the N at which an arm stops solving a task softmax still "
+            "solves.", suffix="_solved"),
     Caption("real_heads", "a trained model's heads on the regime map",
             "The 72 heads of the trained all-MiniLM-L6-v2 on the regime map of Cor. 4.3/4.5 (rows p = 1 and 3). "
             "Left: each head at the model's training length N = 128 against the N* of its own weights (filled: the "

@@ -145,7 +145,7 @@ class Keeper:
 
         shown, prov, mc = ledger_entries(ledger), ledger["provenance"], ledger.get("monte_carlo")
         try:
-            atomic_write_text(self.out_dir / f"{target.report}.md", report.markdown(shown, prov, mc))
+            atomic_write_text(self.out_dir / f"{target.report}.md", report.markdown(shown, prov, mc, self.out_dir))
             atomic_write_text(self.out_dir / f"{target.report}.html", report.html(shown, prov, self.out_dir, mc))
         except OSError as exc:
             if strict:

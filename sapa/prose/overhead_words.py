@@ -101,7 +101,7 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
         f"the forms interleaved in shuffled order; a competing process costs wall time, not CPU time; each cell judged "
         f"by a t-test on its rounds plus the drift between runs σ_b = {DRIFT['process']:g}, and a cell one run leaves "
         f"marginal timed in {EXTRA_RUNS} more fresh runs): within {FACTOR:g}× of softmax's fused kernel — "
-        + "; ".join(f"{v}: {', '.join(n) if n else 'none'}" for v, n in by.items())
+        + tally(by)
         + f". Within {same_order:g}×: "
         + ", ".join(sorted({r.verdict for r in readings_keyed(readings, "factor", same_order)}))
         + ". Under the causal mask the materialised form pays for the full N×N products and a tril pass; the form that "
@@ -119,6 +119,20 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
         text += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: "
                  "every reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
     return text
+
+
+def tally(by: dict[str, list[str]], most: int = 3) -> str:
+    """The readings per verdict in words: a count of each, the labels of a verdict only when few readings have it
+    (the report shows the whole p × mask × pass grid as a table).
+
+    >>> tally({"HOLDS": ["a", "b", "c", "d"], "FAILS": ["e"], "UNDETERMINED": []})
+    'HOLDS in 4 of 5 (p, mask, pass) readings; FAILS in 1 (e)'
+    """
+    n = sum(len(v) for v in by.values())
+    parts = [f"{v} in {len(names)}" + (f" of {n} (p, mask, pass) readings" if k == 0 else "")
+             + (f" ({'; '.join(names)})" if len(names) <= most and len(names) < n else "")
+             for k, (v, names) in enumerate((v, x) for v, x in by.items() if x)]
+    return "; ".join(parts) or "no reading"
 
 
 def findings(split: dict) -> tuple[str, ...]:

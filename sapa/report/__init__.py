@@ -17,10 +17,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from sapa.report import figure_plan
+from sapa.report.grid import grids
 from sapa.glossary import TERMS, VERDICTS
 from sapa.ledger import Entry
 from sapa.report.summary import bottom_line, clauses, sentences, short_numbers
 
+ROW_CHARS = 110  # key numbers in a row of report.html's verdict table: about one line at 1 400 px
 _LEGEND = VERDICTS  # = sapa.labels.DEFINITIONS: one meaning per label, the same sentences as docs/verdicts.md
 _GROUPS = (("claim", "Claims of the paper"), ("question", "Questions only the reviews ask"))
 
@@ -109,14 +111,16 @@ def mc_line(mc: dict) -> str:
             f"intervals contain the exact value (no reruns)")
 
 
-def markdown(entries: list[Entry], prov: dict, mc: dict | None = None) -> str:
-    """The ``report.md`` text (figures as relative PNG paths, PDFs linked as files, never as images)."""
-    return _env().get_template("report.md.j2").render(_context(entries, prov, mc))
+def markdown(entries: list[Entry], prov: dict, mc: dict | None = None, base_dir=None) -> str:
+    """The ``report.md`` text (figures as relative PNG paths, PDFs linked as files, never as images; only paths
+    inside the results folder ``base_dir``, :func:`figure_plan.referable`)."""
+    return _env().get_template("report.md.j2").render(_context(entries, prov, mc, base_dir))
 
 
 def html(entries: list[Entry], prov: dict, base_dir, mc: dict | None = None) -> str:
-    """A self-contained ``report.html``: each PNG under ``base_dir`` embedded once (base64), linked elsewhere."""
-    ctx = _context(entries, prov, mc)
+    """A self-contained ``report.html``: each PNG under ``base_dir`` embedded once (base64, compacted), linked
+    elsewhere; every entry folded (``<details>``) under its row of the verdict table."""
+    ctx = _context(entries, prov, mc, base_dir)
     ctx["data_uri"] = {f.anchor: figure_plan.png_data_uri(base_dir, f) for f in ctx["figures"]}
     return _env().get_template("report.html.j2").render(ctx)
 
@@ -180,24 +184,47 @@ def partial_line(not_run: list[str]) -> str:
             f"`sapa verify --only {' '.join(not_run)}` with the same --out, budget and seed completes it.")
 
 
-def _context(entries: list[Entry], prov: dict, mc: dict | None) -> dict:
+def _context(entries: list[Entry], prov: dict, mc: dict | None, base_dir=None) -> dict:
     """What both templates render: provenance, bottom line, contents, glossary, groups, MC line, review points,
     entry sections (no evidence: it is in ledger.json)."""
-    figures = figure_plan.plan(entries)
+    figures = figure_plan.plan(entries, base_dir)
+    partial = partial_line(prov["partial"]["not_run"]) if prov.get("partial") else None
     return {
+        "notices": [partial] if partial else [],  # report.html: one line each, above everything else
+        "checked": checked(entries),
         "prov": _prov_view(prov),
         "prov_rows": _prov_rows(prov),
-        "partial": partial_line(prov["partial"]["not_run"]) if prov.get("partial") else None,
+        "partial": partial,
         "bottom": bottom_line(entries, mc),
         "groups": groups(entries),
         "short": {e.id: short_numbers(e.headline) for e in entries},
+        "row_numbers": {e.id: short_numbers(e.headline, ROW_CHARS) for e in entries},
         "mc_line": mc_line(mc) if mc else None,
         "legend": _LEGEND,
         "terms": TERMS,
         "points": review_points(entries),
         "figures": figures,
-        "sections": [_section(e, figures, k) for k, e in enumerate(entries)],
+        "sections": {e.id: _section(e, figures, k, base_dir) for k, e in enumerate(entries)},
     }
+
+
+def checked(entries: list[Entry]) -> str:
+    """One sentence: how many claims and questions this ledger judged, and how many got each verdict."""
+    n = {kind: sum(e.kind == kind for e in entries) for kind, _ in _GROUPS}
+    counts = {}
+    for e in entries:
+        counts[e.verdict] = counts.get(e.verdict, 0) + 1
+    what = " and ".join(x for x in (
+        f"{n['claim']} claim{'s' if n['claim'] != 1 else ''} of the paper" if n["claim"] else "",
+        f"{n['question']} question{'s' if n['question'] != 1 else ''} only its reviews ask" if n["question"] else "")
+        if x)
+    return (f"sapa checked {what or 'nothing'}, each with its own computation and one verdict from its headline "
+            "reading: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: _order(kv[0])))
+            + ".")
+
+
+def _order(verdict: str) -> int:
+    return list(_LEGEND).index(verdict) if verdict in _LEGEND else len(_LEGEND)
 
 
 def _prov_rows(prov: dict) -> list[tuple[str, str]]:
@@ -229,14 +256,23 @@ def _prov_view(prov: dict) -> dict:
             "started": prov.get("started_utc", "n/a")}
 
 
-def _section(e: Entry, figures: list, index: int) -> dict:
+def _section(e: Entry, figures: list, index: int, base_dir=None) -> dict:
+    """An entry's section: what its row opens to (headline reading, key numbers, one figure) and what folds inside."""
+    cited = [(f, f.owner == e.id) for f in figure_plan.cited_in(figures, e.id)]
+    main = next((k for k, (_, own) in enumerate(cited) if own), 0 if cited else None)  # the first it shows
+    readings = [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings]
     return {
         "e": e,
         "label": "Paper's claim" if e.kind == "claim" else "Reviewers' question",
-        "readings": [{**r, "calibration_text": _calibration_text(r.get("calibration"))} for r in e.readings],
+        "readings": readings,
+        "headline_reading": readings[0] if readings else None,
+        "grids": grids(e.readings),
         "conditions": conditions(e),
         "contract": [(k.replace("_", " "), str(v)) for k, v in (e.contract or {}).items()],
-        "figures": [(f, f.owner == e.id) for f in figure_plan.cited_in(figures, e.id)],
+        "figures": cited,
+        "main_figure": cited[main] if main is not None else None,
+        "other_figures": [c for k, c in enumerate(cited) if k != main],
+        "refused": figure_plan.refused(e, base_dir),
         "evidence_path": f"claims[{index}].evidence",
         "evidence_keys": ", ".join(list(e.evidence or {})[:8]) + (", …" if len(e.evidence or {}) > 8 else ""),
     }
@@ -270,6 +306,7 @@ def _env():
     env.filters["anchor_title"] = lambda t: _anchor(t.replace(" ", "-"))
     env.filters["cell"] = _md_cell
     env.filters["md"] = _md_text
+    env.filters["nocode"] = lambda t: " ".join(str(t).replace("`", "'").split())  # a code span: never a link
     env.filters["suffix"] = lambda p: (Path(p).suffix.lstrip(".") or "file").upper()
     return env
 

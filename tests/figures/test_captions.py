@@ -63,6 +63,32 @@ def test_every_stem_a_module_can_save_has_a_caption():
     assert not missing, missing
 
 
+def _module_suffixes(module: str) -> set[str]:
+    """The suffixes a figure module appends to the stem it is handed (``f"{stem}_slowdown"``); {""} when it saves the
+    stem as it is."""
+    tree = ast.parse((FIGURES / f"{module}.py").read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "save" and len(node.args) == 3:
+            a = node.args[2]
+            tail = a.values[-1] if isinstance(a, ast.JoinedStr) else None
+            out.add(tail.value if isinstance(tail, ast.Constant) else "")
+    return out or {""}
+
+
+def test_every_kind_a_ledger_can_show_has_a_caption_for_every_suffix_its_module_saves():
+    """The catalogue's stem prefixes (which include stems a claim hands to a module, ``study_learning``, that no
+    ``style.stem`` call names) × every suffix the module saves: each has a caption. The report of a quick ledger once
+    showed ``study_learning_slowdown`` with a placeholder caption."""
+    from figures.catalogue import FIGURES as KINDS
+
+    pairs = {(prefix, suffix) for f in KINDS for prefix in f.stems for suffix in _module_suffixes(f.module)}
+    assert ("study_learning", "_slowdown") in pairs and ("overhead", "_model") in pairs  # the scan sees them
+    missing = sorted(p + "_cfg1" + s for p, s in pairs if caption_for(p + "_cfg1" + s) is None)
+    assert not missing, missing
+    assert "study" in caption_for("study_learning_cfg1_slowdown").text  # its own kind's caption, not the mechanisms'
+
+
 @pytest.mark.parametrize("cap", CAPTIONS, ids=lambda c: c.prefix + c.suffix)
 def test_each_caption_is_sentences_that_say_what_to_look_at(cap):
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", cap.text)

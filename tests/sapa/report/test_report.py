@@ -62,11 +62,12 @@ def test_html_embeds_each_png_once_and_every_citing_entry_links_to_it(ledger):
     assert ".pdf;base64" not in text and "data:application/pdf" not in text
     anchors = {m: text.count(f'id="{m}"') for m in ("fig-shared", "fig-own", "fig-qfig", "fig-missing")}
     assert anchors == {"fig-shared": 1, "fig-own": 1, "fig-qfig": 1, "fig-missing": 1}
-    sections = text.split('<section class="entry">')[1:]
+    sections = text.split('<details class="entry"')[1:]
     assert len(sections) == 4
     norm, cor, causal, powers = sections
-    assert 'id="fig-shared"' in norm and 'id="fig-own"' in norm  # shown where first cited
-    assert 'href="#fig-shared"' in cor and 'href="#fig-shared"' in causal  # linked everywhere else
+    # each entry shows a figure of its own where the figures allow (cor4.3 cites only the shared one), once
+    assert 'id="fig-own"' in norm and 'id="fig-shared"' in cor
+    assert 'href="#fig-shared"' in norm and 'href="#fig-shared"' in causal  # linked everywhere else
     assert 'id="fig-qfig"' in causal and "data:image/png" in causal
     assert 'href="figures/shared.pdf"' in norm and 'href="figures/shared.pdf"' in cor  # PDFs as links
     assert 'id="fig-missing"' in powers and "PNG not found" in powers
@@ -80,19 +81,19 @@ def test_markdown_links_png_paths_and_never_shows_a_pdf_as_an_image(ledger):
     assert all(not p.endswith(".pdf") for p in images)
     assert "[PDF](figures/shared.pdf)" in text
     sections = text.split("\n## ")
-    cor = next(s for s in sections if s.startswith("cor4.3-linear-scaled"))
-    assert "](#fig-shared)" in cor and "![" not in cor  # linked, not shown again
+    norm = next(s for s in sections if s.startswith("thm4.1-norm"))
+    assert "](#fig-shared)" in norm and norm.count("![") == 1  # its own figure shown, the shared one linked
     assert "data:image" not in text
 
 
 def test_claims_and_questions_are_in_separate_tables(ledger):
     entries, base = ledger
     text = report.html(entries, PROV, base, MC)
-    tables = re.findall(r'<h2[^>]*>([^<]+)</h2>\s*<table class="verdicts">(.*?)</table>', text, re.DOTALL)
+    tables = re.findall(r'<h2[^>]*>([^<]+)</h2>\s*<div class="verdicts"[^>]*>(.*?)(?=<h2|<p class="mc")', text,
+                        re.DOTALL)
     assert [t for t, _ in tables] == ["Claims of the paper", "Questions only the reviews ask"]
-    (_, claims), (_, questions) = tables
-    assert "thm4.1-norm" in claims and "cor4.3-linear-scaled" in claims and "causal-masking" not in claims
-    assert "causal-masking" in questions and "other-powers" in questions and "thm4.1-norm" not in questions
+    rows = [re.findall(r'<summary class="row"[^>]*><code>([^<]+)</code>', t) for _, t in tables]
+    assert rows == [["thm4.1-norm", "cor4.3-linear-scaled"], ["causal-masking", "other-powers"]]
     md = report.markdown(entries, PROV, MC)
     c, q = md.index("## Claims of the paper"), md.index("## Questions only the reviews ask")
     assert c < md.index("[`cor4.3-linear-scaled`]", c) < q < md.index("[`causal-masking`]", q)
@@ -125,26 +126,32 @@ def test_html_parses_and_escapes_entry_text(ledger):
     p.close()
     assert "script" not in p.tags and "<script" not in text.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "tested &lt;b&gt;bold&lt;/b&gt;" in text
-    assert p.tags.count("section") == 4 and p.tags.count("details") == 0  # evidence: in ledger.json only
-    assert p.tags.count("nav") == 1  # the table of contents
+    assert text.count('<details class="entry"') == 4  # one folded row per entry
+    assert p.tags.count("nav") == 1  # the links
 
 
 def test_reader_order_and_the_monte_carlo_line(ledger):
-    """Title, provenance line, bottom line (with the Monte Carlo line), contents, verdict labels and terms BEFORE
-    the first table that uses them, the tables, the review points, the entries, the provenance."""
+    """report.md: title, provenance line, bottom line (with the Monte Carlo line), contents, verdict labels and terms
+    BEFORE the first table that uses them, the tables, the review points, the entries, the provenance. report.html:
+    title, what sapa checked, the labels, the verdict table whose rows hold the entries, the Monte Carlo line, then
+    the bottom line, the review points, the terms and the provenance (each folded)."""
     entries, base = ledger
-    for text, entry_mark, table_mark, label in (
-            (report.markdown(entries, PROV, MC), "\n## thm4.1-norm", "| id | verdict |", "**HOLDS_IN_REGIME** —"),
-            (report.html(entries, PROV, base, MC), 'id="thm41-norm"', '<table class="verdicts">',
-             '"v v-HOLDS_IN_REGIME">HOLDS_IN_REGIME</span> —')):
-        line = report.mc_line(MC)
-        assert "98.4% of 64 nominal-99%" in line
-        order = [text.index("sapa report"), text.index("Budget"), text.index("Bottom line"), text.index(line),
-                 text.index("Contents"), text.index("Verdicts and terms"), text.index(label),
-                 text.index(table_mark), text.index("Questions only the reviews ask", text.index(table_mark)),
-                 text.index("What the reviews asked", text.index(table_mark)), text.index(entry_mark),
-                 text.rindex("Provenance")]
-        assert order == sorted(order)
+    line = report.mc_line(MC)
+    assert "98.4% of 64 nominal-99%" in line
+    text = report.markdown(entries, PROV, MC)
+    order = [text.index("sapa report"), text.index("Budget"), text.index("Bottom line"), text.index(line),
+             text.index("Contents"), text.index("Verdicts and terms"), text.index("**HOLDS_IN_REGIME** —"),
+             text.index("| id | verdict |"), text.index("Questions only the reviews ask", text.index("| id | verdict |")),
+             text.index("What the reviews asked", text.index("| id | verdict |")), text.index("\n## thm4.1-norm"),
+             text.rindex("Provenance")]
+    assert order == sorted(order)
+    text = report.html(entries, PROV, base, MC)
+    order = [text.index("sapa report"), text.index("sapa checked 2 claims of the paper and 2 questions"),
+             text.index("Budget"), text.index('>HOLDS_IN_REGIME</abbr>'), text.index('<div class="verdicts"'),
+             text.index('id="thm41-norm"'), text.index("Questions only the reviews ask", text.index('id="thm41-norm"')),
+             text.index(line), text.index('id="bottom-line"'), text.index('id="review"'),
+             text.index('id="verdicts-and-terms"'), text.index('id="provenance"')]
+    assert order == sorted(order)
     assert report.mc_line({"first_pass_coverage": None}).startswith("Monte Carlo: no interval")
     assert report.mc_line(MC) not in report.markdown(entries, PROV, None)
 
@@ -168,7 +175,7 @@ def test_evidence_is_only_linked_never_dumped(ledger):
     """The raw evidence lives in ledger.json: the reports link each entry's evidence path and print none of it."""
     entries, base = ledger
     for text in (report.markdown(entries, PROV, MC), report.html(entries, PROV, base, MC)):
-        assert "zzzz" not in text and "```json" not in text and "<details" not in text and "<pre" not in text
+        assert "zzzz" not in text and "```json" not in text and "<pre" not in text
         assert text.count("claims[1].evidence") == 1 and "(big)" in text  # cor4.3's evidence: path and keys
         assert 'href="ledger.json"' in text or "](ledger.json)" in text
         assert '"budget"' not in text  # the provenance is a table, not JSON
@@ -239,10 +246,12 @@ def test_table_of_contents_links_every_section(full_ledger):
                   "what-the-reviews-asked-what-sapa-found", "provenance"):
         assert f"](#{title})" in toc
     html = report.html(full_ledger, PROV, "/nonexistent", MC)
-    nav = html[html.index('<nav class="toc"'):html.index("</nav>")]
-    targets = set(re.findall(r'href="#([^"]+)"', nav))
+    nav = html[html.index('<nav class="links"'):html.index("</nav>")]
     ids = set(re.findall(r'id="([^"]+)"', html))
-    assert targets <= ids and {report._anchor(e.id) for e in full_ledger} <= targets
+    assert set(re.findall(r'href="#([^"]+)"', nav)) >= {"bottom-line", "review", "verdicts-and-terms", "provenance"}
+    assert set(re.findall(r'href="#([^"]+)"', html)) <= ids  # every link inside the page has its target
+    rows = re.findall(r'<details class="entry" id="([^"]+)">', html)
+    assert rows == [report._anchor(e.id) for _, g in report.groups(full_ledger) for e in g]  # the table's rows
 
 
 def test_every_figure_has_a_caption_that_is_sentences(full_ledger):
@@ -273,24 +282,77 @@ def test_summary_table_cells_are_whole_clauses(full_ledger):
         assert kept == whole[:len(kept)]  # a prefix of whole clauses, never a cut inside one
 
 
-@pytest.mark.parametrize("name", ["/ABS/secret.png", "../secret.png", "figures/../../secret.png", "figures/link.png",
-                                  "figures/big.png", "figures/notpng.png"])
-def test_html_embeds_only_pngs_inside_the_results_folder(tmp_path, name):
-    """A ledger's figure list may have been edited: absolute paths, '..', links out, huge or non-PNG files stay out."""
+OUTSIDE = ["javascript:alert(document.domain)//a.png", "/ABS/secret.png", "../../secret/secret.png", "../secret.png",
+           "figures/../../secret.png", "figures/./ok.png", "figures//ok.png", "https://example.org/a.png",
+           "data:image/png;base64,AAAA", "figures/%2e%2e/%2e%2e/secret.png", "figures/a.png?x=1", "figures/a.png#x",
+           "figures\\..\\secret.png", "figures/link.png", "linkdir/ok.png", "figures/dir.png", ""]
+
+
+def _results(tmp_path):
+    """A results folder with a good PNG, a link out, a linked folder, a folder named .png, a huge and a non-PNG file."""
     from sapa.report import figure_plan as rf
 
     base = tmp_path / "results"
-    (base / "figures").mkdir(parents=True)
-    secret = tmp_path / "secret.png"
+    (base / "figures" / "dir.png").mkdir(parents=True)
+    (tmp_path / "secret").mkdir()
+    secret = tmp_path / "secret" / "secret.png"
     secret.write_bytes(rf.PNG_MAGIC + b"secret")
+    (tmp_path / "secret" / "ok.png").write_bytes(rf.PNG_MAGIC + b"secret")
     (base / "figures" / "link.png").symlink_to(secret)
+    (base / "linkdir").symlink_to(tmp_path / "secret")
     with open(base / "figures" / "big.png", "wb") as fh:
         fh.write(rf.PNG_MAGIC)
         fh.truncate(rf.MAX_EMBED + 1)
     (base / "figures" / "notpng.png").write_bytes(b"#!/bin/sh\n")
     (base / "figures" / "ok.png").write_bytes(rf.PNG_MAGIC + b"fine")
+    return base
+
+
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_a_figure_path_outside_the_results_folder_is_never_referenced(tmp_path, name):
+    """Issue 52.7: a ledger's figure list may have been edited. A path that is absolute, has '.', '..' or an empty
+    segment, a URL scheme, a percent escape, a query, a fragment or a backslash, or that reaches outside the folder
+    through a symbolic link (lstat: links never followed), is neither linked nor shown by report.html or report.md;
+    it is named as text (in a code span) once."""
+    from sapa.report import figure_plan as rf
+
+    base = _results(tmp_path)
     name = name.replace("/ABS", str(tmp_path))
-    [bad] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=[name])])
-    [good] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=["figures/ok.png"])])
+    e = Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=[name, "figures/ok.png"])
+    assert not rf.referable(base, name) and rf.referable(base, "figures/ok.png")
+    [good] = rf.plan([e], base)
+    assert good.png == "figures/ok.png" and rf.refused(e, base) == [name]
+    html, md = report.html([e], PROV, base, MC), report.markdown([e], PROV, MC, base)
+    links = re.findall(r'(?:href|src)="([^"]*)"', html)
+    assert all(x.startswith(("#", "data:image/png;base64,")) or x in ("ledger.json", "report.md", "figures/ok.png")
+               for x in links), links
+    assert html.count('src="data:image/png;base64,') == 1  # ok.png only
+    targets = re.findall(r"\]\(([^)]*)\)", md)
+    assert all(x.startswith("#") or x in ("ledger.json", "figures/ok.png") for x in targets), targets
+    if name:
+        assert "not files inside the results folder" in html and "not files inside the results folder" in md
+    assert "javascript:" not in " ".join(links + targets)
+
+
+@pytest.mark.parametrize("name", ["figures/big.png", "figures/notpng.png"])
+def test_html_embeds_only_regular_pngs_of_bounded_size(tmp_path, name):
+    """Inside the folder but huge or not a PNG: referenced as a file, never embedded."""
+    from sapa.report import figure_plan as rf
+
+    base = _results(tmp_path)
+    [bad] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=[name])], base)
+    [good] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=["figures/ok.png"])], base)
     assert rf.png_data_uri(base, bad) is None
     assert rf.png_data_uri(base, good).startswith("data:image/png;base64,")
+
+
+def test_a_link_planted_after_planning_is_not_followed(tmp_path):
+    """The check runs when the PNG is read, not only when the plan is made: a link put in place of a planned file
+    in between is refused."""
+    from sapa.report import figure_plan as rf
+
+    base = _results(tmp_path)
+    [fig] = rf.plan([Entry(id="x", statement="s", verdict="HOLDS", evidence={}, figures=["figures/ok.png"])], base)
+    (base / "figures" / "ok.png").unlink()
+    (base / "figures" / "ok.png").symlink_to(tmp_path / "secret" / "secret.png")
+    assert rf.png_data_uri(base, fig) is None
