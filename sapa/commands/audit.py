@@ -7,10 +7,12 @@ def add_parser(sub) -> None:
     """Declare ``sapa audit`` and its arguments on the subparsers ``sub``."""
     from pathlib import Path
     from sapa.commands.arguments import finite_float, nonneg_int, positive_factor, positive_int
+    from sapa.commands.audit_conventions import CONVENTIONS, DEFAULT
+    from theory.activation import symbols_words
 
     a = sub.add_parser("audit", help="N-scaling of any attention activation φ(x, N, i): exact, quadrature or Monte Carlo")
-    a.add_argument("expr", help='sympy expression in x (logit), N (tokens), i (row index), e.g. "x**3/sqrt(N)", or an '
-                                'activation family id of theory/families.py, e.g. x3_sqrtN')
+    a.add_argument("expr", help=f'sympy expression in {symbols_words()}, e.g. "x**3/sqrt(N)", or an activation '
+                                'family id of theory/families.py, e.g. x3_sqrtN')
     a.add_argument("--normalize", choices=("none", "row"), default="none", help="row: divide each row by its sum")
     a.add_argument("--mask", choices=("none", "causal"), default="none")
     a.add_argument("--model", choices=("paper", "shared", "iid", "tied", "corr"), default="iid")
@@ -25,9 +27,10 @@ def add_parser(sub) -> None:
     a.add_argument("--seed", type=nonneg_int, default=0)
     a.add_argument("--force", action="store_true",
                    help="run even beyond the work limit of sapa sweep or the available memory (estimated up front)")
-    a.add_argument("--logit-scale", choices=("S", "S/sqrt(d)"), default="S",
-                   help="what x is: an entry of S = X W_Q W_Kᵀ Xᵀ (the paper's theory) or of S/√d (as transformers "
-                        "compute it: x → x/√d is substituted)")
+    a.add_argument("--logit-scale", choices=CONVENTIONS, default=DEFAULT,
+                   help="what x is in the headline: an entry of S/√d (as transformers compute it: x → x/√d is "
+                        "substituted; the default, the ledger's convention) or of S = X W_Q W_Kᵀ Xᵀ (the paper's "
+                        "theory); the verdict under the other convention is printed beside it")
     a.add_argument("--size-factor", type=positive_factor, default=None,
                    help="the size reading's threshold K: E-RMS ‖φ‖_F within K× of softmax's √N (default: "
                         "sapa.rules.like_softmax.SIZE_FACTOR = 10)")

@@ -105,6 +105,17 @@ def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
     return combine(rate, size), out
 
 
+def judged_range_words(rate: dict) -> str:
+    """Where the rate reading was judged, from what was computed: 'for N = 16…2^20' (exact profile from N_min on),
+    'at N = 98, 196, 392 (Monte Carlo)' (the estimate's grid), or 'as N → ∞' (asymptotic exponent alone)."""
+    if "judged_range" in rate:
+        lo, hi = rate["judged_range"]
+        return f"for N = {lo:g}…{'2^20' if hi == 2**20 else f'{hi:g}'}"
+    if "estimated_at" in rate:
+        return f"at N = {', '.join(str(n) for n in rate['estimated_at'])} (Monte Carlo)"
+    return "as N → ∞"
+
+
 def logit_substituted(text: str, logit_scale: str, d: int) -> str:
     """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged)."""
     if logit_scale == "S":
@@ -204,6 +215,8 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
 
         ev_o = mc_evidence(grid, [mcs[n].fro2 for n in grid], N)
         (verdict, readings), ev = _readings(ev_o, K, None), ev_o.__dict__
+        readings["rate"]["estimated_at"] = [int(n) for n in grid]  # the only N the rate rests on
+        readings["rate"]["why"] += f"; estimated from Monte Carlo at N = {', '.join(str(int(n)) for n in grid)} only"
         fit = {}
         for q, name in (("fro2", "growth_exponent"), ("jac_s2", "growth_exponent_jac_s"), ("jac2", "growth_exponent_jac")):
             y = [float(getattr(mcs[n], q).mean()) for n in grid]
@@ -236,9 +249,9 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         "worst_case_exponent_jac_s": (wc["jac_s"] or {}).get("exponent"), "worst_case_exponent_jac": (wc["jac"] or {}).get("exponent"),
         "worst_case_witness": wc["fro"]["witness"], "worst_case_bracket": wc["fro"].get("bracket"),
         "verdict": verdict, "rule": "audit-like-softmax",
-        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} for N = "
-                             f"{n_min:g}…{'4096' if act.uses_j and act.normalize == 'none' else '2^20'}) and "
-                             f"within {K:g}× of softmax's bound √N at N = {N}",
+        "verdict_statement": f"grows like softmax: E-RMS ‖φ(S)‖_F = O(√N) (local exponent ≤ ½ + {TOL} "
+                             f"{judged_range_words(readings['rate'])}) and within {K:g}× of softmax's bound √N at "
+                             f"N = {N}",
         "readings": readings, "size_factor": K, "n_min": n_min,
         "rate_verdict": readings["rate"]["verdict"], "size_verdict": readings["size"]["verdict"],
         "verdict_why": readings["why"],
@@ -253,7 +266,9 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         for name, (D, d, n) in NAMED_SIZES.items():
             sp2 = model_spec(spec.name, D, d, rho=float(spec.rho))
             if act.normalize == "none" and act.separable and not act.uses_j:
-                r = audit(act, sp2, n)
+                at_d = act if logit_scale == "S" else parse_activation(  # x → x/√d at this size's own head width
+                    logit_substituted(expr_as_given or act.text, logit_scale, d), act.normalize, act.mask)
+                r = audit(at_d, sp2, n)
                 named[name] = {"D": D, "d": d, "n": n, "growth_exponent": r.growth_exponent, "crossover_n": r.crossover_n,
                                "constant_vs_softmax": r.constant_vs_softmax}
         out["named_sizes"] = named or None
@@ -324,12 +339,12 @@ def text_report(out: dict) -> str:
                        ("E-RMS ‖φ‖_F / √N (softmax's bound: 1)", v(out["constant_vs_softmax"], no_form)),
                        ("scale c that brings it to √N", f"{v(out['matching_scale'], no_form)} "
                                                          f"(local exponent {v(out['matching_scale_exponent'], no_form)})")])
-    sup_range = ("2…2^20" if out.get("sup_range_n", [2, 2**20])[1] == 2**20 else
-                 f"{out['sup_range_n'][0]}…{out['sup_range_n'][1]}")
+    sup_range = ("" if not out.get("sup_range_n") else " = 2…2^20" if out["sup_range_n"][1] == 2**20 else
+                 f" = {out['sup_range_n'][0]}…{out['sup_range_n'][1]}")
     growth = key_values([("of ‖φ‖_F at N (softmax: ≤ ½)", v(out["growth_exponent"], no_form)),
                          ("of ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F at N", f"{v(out['growth_exponent_jac_s'], no_form)}, "
                                                            f"{v(out['growth_exponent_jac'], no_form)}"),
-                         (f"largest over N = {sup_range}", v(out["sup_growth_exponent"], no_form)),
+                         (f"largest over N{sup_range}", v(out["sup_growth_exponent"], no_form)),
                          ("as N → ∞", v(out["asymptotic_exponent"], no_form)),
                          ("crossover N* (√N growth beyond it)", v(out["crossover_n"], no_form)),
                          ("worst case over bounded tokens", v(out["worst_case_exponent"], "not pinned: see --json")),
@@ -364,7 +379,9 @@ def text_report(out: dict) -> str:
     for name in ("rate", "size"):
         r = out["readings"][name]
         lines.append(f"  {name} reading: {r['verdict']} — rule {r['rule']}: {r['why']}")
-    return "\n".join(lines)
+    from sapa.commands.audit_conventions import conventions_text
+
+    return "\n".join(lines + conventions_text(out))
 
 
 def _decisive_exact(out: dict, v, no_form: str) -> str:
@@ -419,15 +436,21 @@ def spec_from_args(args) -> ModelSpec:
                       sigma_x=sigma_x)
 
 
-def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False) -> None:
-    """Refuse an audit beyond sapa sweep's work limit or the available memory (unless ``force``): empirics.experiments.audit_workload."""
+def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False, audits: int = 1) -> None:
+    """Refuse ``audits`` audits (one per logit convention) beyond sapa sweep's work limit or the available memory
+    (unless ``force``): empirics.experiments.audit_workload. They run one after the other: the work adds up, the
+    memory does not."""
+    from dataclasses import replace
+
     from empirics.experiments.audit_workload import audit_work, check_audit_work
 
     if "fro" in act.infinite:
         return
     mc = act.normalize == "row" or not act.separable
-    check_audit_work(audit_work(mc, spec.name, spec.D, spec.d, mc_grid(N) if mc else (N,), trials, act.uses_i),
-                     force)
+    work = audit_work(mc, spec.name, spec.D, spec.d, mc_grid(N) if mc else (N,), trials, act.uses_i)
+    if audits > 1:
+        work = replace(work, flops=audits * work.flops, how=f"{work.how}, under both logit conventions")
+    check_audit_work(work, force)
 
 
 def audit_and_print(args) -> int:
@@ -441,10 +464,12 @@ def audit_and_print(args) -> int:
     from theory.families import resolve
 
     args.expr, args.normalize, args.mask = resolve(args.expr, args.normalize, args.mask)  # a family id: its row
+    from sapa.commands.audit_conventions import DEFAULT, audit_both
+
     spec = spec_from_args(args)
-    scale = getattr(args, "logit_scale", "S")
+    scale = getattr(args, "logit_scale", DEFAULT)
     act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
-    check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False))
+    check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False), audits=2)
     from common.progress import stage
 
     how = ("sums over the pairs (i, j)" if act.normalize == "none" and act.uses_j else
@@ -452,9 +477,8 @@ def audit_and_print(args) -> int:
            f"Monte Carlo, {args.trials} trials per N")
     try:
         with stage(f"sapa audit {args.expr}", basis=how):  # a line whenever 10 s pass without output
-            out = run_audit(act, spec, args.N, trials=args.trials, seed=args.seed,
-                            size_factor=getattr(args, "size_factor", None), logit_scale=scale,
-                            expr_as_given=args.expr)
+            out = audit_both(args.expr, args.normalize, args.mask, spec, args.N, scale, spec.d or args.d, run_audit,
+                             trials=args.trials, seed=args.seed, size_factor=getattr(args, "size_factor", None))
     except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
         raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None

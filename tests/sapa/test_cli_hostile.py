@@ -254,12 +254,12 @@ def test_a_log_singularity_leaves_the_norm_finite_and_the_jacobian_infinite(caps
 
 
 def test_audit_work_beyond_the_limit_is_refused_unless_forced(capsys, monkeypatch):
-    import sapa.commands.audit_activation
+    import sapa.commands.audit_conventions
 
     code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000"], capsys)
     assert code == 2 and "flops" in err and "--force" in err and err.count("\n") == 1
     seen = []
-    monkeypatch.setattr(sapa.commands.audit_activation, "run_audit", lambda *a, **k: seen.append(k) or {"forced": True})
+    monkeypatch.setattr(sapa.commands.audit_conventions, "audit_both", lambda *a, **k: seen.append(k) or {"forced": True})
     code, out, err = _run(["audit", "exp(x/8)", "--normalize", "row", "--trials", "1000000000", "--force", "--json"],
                           capsys)
     assert code == 0 and json.loads(out) == {"forced": True} and seen[0]["trials"] == 10**9, err

@@ -8,6 +8,7 @@ difference of ``theory.moments.exact_moments`` at N = 2³⁰, 2³¹ (far beyond 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -70,3 +71,31 @@ def test_x3_over_sqrt_n_fails_on_size_with_tied_weights_not_on_rate(outcomes):
     assert math.sqrt(e / 196) * 64 ** -1.5 / 14 == pytest.approx(46.8, rel=1e-3)
     assert any("fails on size, not on rate" in f for f in o.findings)
     assert not readings_keyed(outcomes["thm4.4-cubic"].readings, "size")  # unscaled x³: no size reading
+
+
+def test_the_audit_and_the_ledger_agree_on_the_papers_cubic(outcomes, capsys):
+    """`sapa audit "x**3/sqrt(N)"` prints the verdict under both logit conventions, each the ledger's for it:
+    cor4.5-cubic-scaled's headline (the rate) with its iid size reading under that convention, by the same rule."""
+    import json
+
+    from sapa.cli import main
+    from sapa.commands.audit_conventions import CONVENTIONS, DEFAULT
+    from sapa.rules.like_softmax import combine
+
+    o = outcomes["cor4.5-cubic-scaled"]
+    assert main(["audit", "x**3/sqrt(N)", "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert a["logit_scale"] == DEFAULT and a["verdict"] == a["conventions"][DEFAULT]["verdict"] == o.verdict
+    ratios = o.evidence["constants_vs_softmax"]["ViT-Base"]["models"]["iid"]
+    for conv, key in zip(CONVENTIONS, ("ratio_exact_s_over_sqrt_d", "ratio_exact")):
+        ledger_size = reading_keyed(o.readings, "size", conv, "iid")
+        c = a["conventions"][conv]
+        assert (c["rate_verdict"], c["size_verdict"]) == (reading_keyed(o.readings, "upper").verdict, ledger_size.verdict)
+        assert c["verdict"] == combine(reading_keyed(o.readings, "upper").verdict, ledger_size.verdict)
+        assert c["constant_vs_softmax"] == pytest.approx(ratios[key], rel=1e-12)
+    assert {c["verdict"] for c in a["conventions"].values()} == {"HOLDS", "FAILS"}  # they differ, and the output says why
+    assert "the size reading HOLDS under S/√d, FAILS under S" in a["conventions_differ_because"]
+    assert main(["audit", "x**3/sqrt(N)"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("HOLDS — holds on rate and size") == 1 and text.count("FAILS — fails on size") == 1
+    assert re.search(r"^  why they differ\s+: " + re.escape(a["conventions_differ_because"]) + "$", text, re.M)

@@ -70,10 +70,13 @@ def test_x3_over_sqrt_n_against_brute_force_expectations(capsys, model, extra):
 def test_audit_and_exact_agree_on_vit_base(capsys):
     # the two commands on one model at ViT-Base size; their shared numbers are checked independently above
     size = ["--N", "196", "--d", "64", "--D", "768"]
-    a = _json(["audit", "x**3/sqrt(N)"] + size, capsys)
+    a = _json(["audit", "x**3/sqrt(N)", "--logit-scale", "S"] + size, capsys)
     e = _json(["exact", "--p", "3", "--model", "iid"] + size, capsys)
     assert a["expected_fro2"] == pytest.approx(e["expected_fro2"] / 196, rel=2e-16)
     assert a["crossover_n"] == e["crossover_n"]
+    s = _json(["audit", "x**3/sqrt(N)"] + size, capsys)  # the default S/√d: the same moments × d^(−p), p = 3
+    assert s["logit_scale"] == "S/sqrt(d)" and s["crossover_n"] == e["crossover_n"]
+    assert s["expected_fro2"] == pytest.approx(e["at_logit_scale_s_over_sqrt_d"]["expected_fro2"] / 196, rel=2e-15)
 
 
 def test_default_is_vit_base_iid(capsys):
@@ -93,10 +96,10 @@ def test_shared_model_with_w(capsys, tmp_path):
 
 
 def test_quadrature_and_monte_carlo_methods(capsys):
-    q = _json(["audit", "1/(1 + exp(-(x/8 - log(N))))", "--D", "64", "--N", "64"], capsys)
+    q = _json(["audit", "1/(1 + exp(-(x/8 - log(N))))", "--D", "64", "--N", "64", "--logit-scale", "S"], capsys)
     assert q["method"] == "quadrature" and 0 < q["error_bound"] < 1e-4 and q["worst_case_exponent"] < 1e-6
-    m = _json(["audit", "exp(x/8)", "--normalize", "row", "--D", "32", "--d", "8", "--N", "16", "--trials", "40"],
-              capsys)
+    m = _json(["audit", "exp(x/8)", "--normalize", "row", "--D", "32", "--d", "8", "--N", "16", "--trials", "40",
+               "--logit-scale", "S"], capsys)
     assert m["method"] == "monte_carlo" and m["crossover_n"] is None and m["constant_vs_softmax"] <= 1
     assert m["mc_grid"] == [8, 16, 32] and m["worst_case_exponent"] == 0.0
 
@@ -109,7 +112,7 @@ def test_text_output(capsys):
 def test_text_output_names_why_a_value_is_missing(capsys):
     """Monte Carlo has no closed form in N: the text says so where the JSON has null, never prints None."""
     code, out, _ = _run(["audit", "exp(x/8)", "--normalize", "row", "--D", "32", "--d", "8", "--N", "16",
-                         "--trials", "20"], capsys)
+                         "--trials", "20", "--logit-scale", "S"], capsys)
     assert code == 0 and "None" not in out
     assert re.search(r"^  crossover N\*.*: — \(Monte Carlo: no closed form in N\)$", out, re.M)
     assert re.search(r"^  worst case of ‖∂φ/∂X‖_F\s+: — \(no bound derived", out, re.M)
@@ -202,10 +205,10 @@ def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how)
     import time
 
     import common.progress as progress
-    import sapa.commands.audit_activation as A
+    import sapa.commands.audit_conventions as C
 
     monkeypatch.setattr(progress, "stage", functools.partial(progress.stage, every_s=0.2))
-    monkeypatch.setattr(A, "run_audit", lambda *a, **k: (time.sleep(0.7), {"activation": expr})[1])
+    monkeypatch.setattr(C, "audit_both", lambda *a, **k: (time.sleep(0.7), {"activation": expr})[1])
     assert main(["audit", expr, "--json"]) == 0
     cap = capsys.readouterr()
     assert json.loads(cap.out) == {"activation": expr}

@@ -1,0 +1,82 @@
+"""``sapa audit`` under both logit conventions: x = S_ij/√d (the ledger's, as transformers compute it) and x = S_ij.
+
+The headline is the convention ``--logit-scale`` names (default :data:`DEFAULT`, the one the ledger's size readings
+use: ``cor4.5-cubic-scaled``, the other papers' entries); the other is audited by the same code and rule and printed
+beside it, with the reason when the two verdicts differ. x → x/√d is a change of the activation, not of the rule:
+a monomial's norms scale by d^(−p/2) at every N (its exponents are unchanged), a softmax's row sharpens.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["CONVENTIONS", "DEFAULT", "audit_both", "conventions_text", "other"]
+
+CONVENTIONS = ("S/sqrt(d)", "S")
+DEFAULT = "S/sqrt(d)"  # the ledger's convention for sizes (sapa.claims.growth_check.size_readings: S/√d first)
+WORDS = {"S/sqrt(d)": ("S/√d", "as transformers compute them"), "S": ("S", "the paper's theory")}
+
+
+def other(scale: str) -> str:
+    """The convention that is not ``scale``."""
+    return next(c for c in CONVENTIONS if c != scale)
+
+
+def summary(out: dict) -> dict:
+    """The verdict of one convention's audit and the numbers it rests on (``run_audit``'s result, flattened)."""
+    rate = out["readings"]["rate"]
+    return {"logit_scale": out["logit_scale"], "expression": out["expression"], "verdict": out["verdict"],
+            "verdict_why": out["verdict_why"], "rate_verdict": out["rate_verdict"], "size_verdict": out["size_verdict"],
+            "constant_vs_softmax": out["constant_vs_softmax"], "size_why": out["readings"]["size"]["why"],
+            "rate_why": rate["why"], "judged_sup_exponent": rate.get("judged_sup")}
+
+
+def audit_both(text: str, normalize: str, mask: str, spec, N: int, scale: str, d: int, run, **kw) -> dict:
+    """``run`` (:func:`sapa.commands.audit_activation.run_audit`) under ``scale`` in full, under the other convention
+    for its verdict; the result carries ``conventions`` {scale: summary} and ``conventions_differ_because``."""
+    from sapa.commands.audit_activation import logit_substituted
+    from theory.activation_audit import parse_activation
+
+    outs = {}
+    for s in (scale, other(scale)):
+        act = parse_activation(logit_substituted(text, s, d), normalize, mask)
+        outs[s] = run(act, spec, N, logit_scale=s, expr_as_given=text, sizes=(s == scale), **kw)
+    out = outs[scale]
+    out["conventions"] = {s: summary(outs[s]) for s in CONVENTIONS}
+    out["conventions_differ_because"] = difference_words(out["conventions"], d)
+    return out
+
+
+def difference_words(conv: dict, d: int) -> str | None:
+    """Why the two conventions' verdicts differ, from their own numbers (None when they agree)."""
+    a, b = conv["S/sqrt(d)"], conv["S"]
+    if a["verdict"] == b["verdict"]:
+        return None
+    parts = [f"the logits S are √d = {math.sqrt(d):.4g}× the logits S/√d"]
+    ra, rb = a["constant_vs_softmax"], b["constant_vs_softmax"]
+    if all(isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in (ra, rb)):
+        parts.append(f"‖φ‖/√N is {ra:.4g} under S/√d and {rb:.4g} under S ({rb / ra:.4g}×)")
+    for name in ("rate", "size"):
+        if a[f"{name}_verdict"] != b[f"{name}_verdict"]:
+            parts.append(f"the {name} reading {a[f'{name}_verdict']} under S/√d, {b[f'{name}_verdict']} under S")
+    return "; ".join(parts)
+
+
+def conventions_text(out: dict) -> list[str]:
+    """The lines that print both conventions' verdicts below the headline (empty when only one was audited)."""
+    from sapa.display import key_values, sig
+
+    conv = out.get("conventions")
+    if not conv:
+        return []
+    rows = []
+    for s in CONVENTIONS:
+        c = conv[s]
+        tags = [t for t, on in (("the ledger's", s == DEFAULT), ("headline", s == out["logit_scale"])) if on]
+        rows.append((f"logits {WORDS[s][0]} ({', '.join([WORDS[s][1], *tags])})",
+                     f"{c['verdict']} — {c['verdict_why']}; ‖φ‖/√N = {sig(c['constant_vs_softmax'])} "
+                     f"(limit {out['size_factor']:g})"))
+    why = out.get("conventions_differ_because")
+    rows.append(("why they differ", why if why else "they do not: the same verdict under both"))
+    return ["", "verdict under both logit conventions (--logit-scale picks the headline)"] + [
+        "  " + x for x in key_values(rows)]
