@@ -32,7 +32,10 @@ def add_parser(sub) -> None:
     n.add_argument("--wk", type=Path, help="W_K as .npy (D, H·d)")
     n.add_argument("--wv", type=Path, help="W_V as .npy (D, H·d_v): the layer Σ_h φ(S_h) X W_V^h W_O^h")
     n.add_argument("--wo", type=Path, help="W_O as .npy (H·d_v, D_out) (default: heads concatenated)")
-    n.add_argument("--heads", type=positive_int, default=1, help="number of heads the columns are split into")
+    n.add_argument("--heads", type=positive_int, default=None,
+                   help="number of heads the columns are split into (--wq/--wk: default 1; --safetensors: default "
+                        "num_attention_heads of the config.json beside the file, which --heads must agree with; "
+                        "without either, refused)")
     n.add_argument("--safetensors", type=Path, help="a layer's weights (wq/wk/wv/wo, or BERT's attention.* names)")
     n.add_argument("--prefix", help="with --safetensors: the layer's name prefix, e.g. encoder.layer.0.")
     n.add_argument("--spectral", action="store_true",
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     X = finite_matrix("--x", load_npy(args.x, "--x"), (None, None))
     plain = (args.activation in ("softmax", "poly") and args.w is not None and not args.spectral
-             and args.normalize == "none" and args.heads == 1
+             and args.normalize == "none" and args.heads in (None, 1)
              and all(getattr(args, k) is None for k in ("wq", "wk", "wv", "wo", "safetensors")))
     if not plain:  # expressions, heads, values, --spectral: sapa.commands.norms_expr
         from sapa.commands.norms_expr import activation_from_args, layer_from_args, run_norms
@@ -68,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
         layer = layer_from_args(args, X.shape[1])
         out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed,
                         certificate=args.certificate)
+        if getattr(args, "heads_from", None):  # a layer file: where its head count came from
+            out = {**out, "heads_from": args.heads_from}
         if args.json:
             print(json.dumps(out))
         else:
-            print(readable(out, below_reasons(out)))
+            shown = {**out, "heads": f"{out['heads']} (from {out['heads_from']})"} if "heads_from" in out else out
+            print(readable({k: v for k, v in shown.items() if k != "heads_from"}, below_reasons(out)))
         return 0
     from sapa.npyfile import load_square_matrix
 

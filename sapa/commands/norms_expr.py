@@ -17,7 +17,7 @@ import numpy as np
 from common.validate import InputError
 from sapa.commands.shared import LOG10_MIN_NORMAL
 
-__all__ = ["activation_from_args", "layer_from_args", "run_norms", "load_layer_file"]
+__all__ = ["activation_from_args", "config_heads", "file_heads", "layer_from_args", "run_norms", "load_layer_file"]
 
 def activation_from_args(args):
     """The parsed :class:`theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
@@ -42,6 +42,45 @@ def load_layer_file(path: Path, prefix: str = "", D: int | None = None, heads: i
     return load(path, prefix, D, heads)
 
 
+def config_heads(path: Path) -> int | None:
+    """``num_attention_heads`` of the model's config.json beside the weights ``path`` (None: no file, or no such key);
+    an unreadable file or a value that is not a positive integer: one-line InputError."""
+    import json
+
+    cfg = Path(path).parent / "config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"--safetensors: {cfg} beside the weights cannot be read ({type(exc).__name__}); "
+                         "mend it or move it aside and give --heads H") from None
+    if not isinstance(data, dict) or "num_attention_heads" not in data:
+        return None
+    h = data["num_attention_heads"]
+    if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+        raise InputError(f"--safetensors: {cfg}: num_attention_heads = {h!r} is not a positive integer")
+    return h
+
+
+def file_heads(path: Path, given: int | None, columns: int) -> tuple[int, str]:
+    """(H, where it came from) for a layer file whose W_Q has ``columns`` = H·d columns: ``--heads`` if given (it must
+    agree with config.json beside the file), else config.json's; with neither, a one-line refusal (one head is an
+    assumption the file cannot confirm: a multi-head layer read as one head has other norms)."""
+    cfg = config_heads(path)
+    where = Path(path).parent / "config.json"
+    if given is not None and cfg is not None and given != cfg:
+        raise InputError(f"--heads {given} contradicts {where}: num_attention_heads = {cfg}; drop --heads or give "
+                         f"--heads {cfg}")
+    if given is not None:
+        return given, "--heads" if cfg is None else "--heads, as config.json"
+    if cfg is not None:
+        return cfg, "config.json"
+    raise InputError(f"--safetensors {path}: the number of heads is unknown (no config.json with num_attention_heads "
+                     f"beside it) and W_Q's {columns} columns are H·d for any H dividing {columns}: give --heads H "
+                     f"(--heads 1: one head of d = {columns})")
+
+
 def layer_from_args(args, D: int):
     """The :class:`empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
     from common.validate import finite_matrix
@@ -55,7 +94,7 @@ def layer_from_args(args, D: int):
         if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
             raise InputError("--w is the whole bilinear form W = W_Q W_Kᵀ: it does not combine with --wk/--wv/--wo "
                              "(give --wq/--wk for heads with values)")
-        if args.heads != 1:
+        if args.heads not in (None, 1):
             raise InputError("--heads needs --wq/--wk or --safetensors (--w is one head)")
         return layer_from_w(finite_matrix("--w", _load_npy(args.w, "--w"), (D, D)))
     if args.wq is not None:
@@ -77,7 +116,9 @@ def layer_from_args(args, D: int):
         m = load_layer_file(args.safetensors, args.prefix or "", D, args.heads)
         if m["wq"].shape[0] != D:
             raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
-    return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=args.heads)
+        heads, args.heads_from = file_heads(args.safetensors, args.heads, m["wq"].shape[1])
+        return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=heads)
+    return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=1 if args.heads is None else args.heads)
 
 
 def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float = 1e-8, max_steps: int = 200,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -84,7 +85,8 @@ def test_a_layer_file_gives_the_same_numbers_as_the_matrices(mats, capsys, tmp_p
     _, out1, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), *common])
     _, out2, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--wq", str(p["wq"]), "--wk", str(p["wk"]), "--wv",
                                str(p["wv"]), "--wo", str(p["wo"]), *common])
-    assert json.loads(out1) == json.loads(out2)
+    r1 = json.loads(out1)
+    assert r1.pop("heads_from") == "--heads" and r1 == json.loads(out2)
 
 
 def test_softmax_with_spectral_goes_through_the_expression_path(mats, capsys):
@@ -230,3 +232,83 @@ def test_a_family_id_gives_the_norms_of_its_expression(mats, capsys):
     by_id = json.loads(_run(capsys, base + ["relu_N"])[1])
     by_expr = json.loads(_run(capsys, base + ["Max(x, 0)/N"])[1])
     assert by_id["fro_norm"] == by_expr["fro_norm"] and by_id["jac_fro_norm"] == by_expr["jac_fro_norm"]
+
+
+def _layer_file(a: dict, folder, config: str | None):
+    """``a``'s W_Q, W_K, W_V, W_O as a BERT-layout layer file in ``folder``, with ``config`` as config.json beside it."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(exist_ok=True)
+    f = folder / "model.safetensors"
+    save_file({f"encoder.layer.0.attention.self.{n}.weight": np.ascontiguousarray(a[k].T)
+               for n, k in (("query", "wq"), ("key", "wk"), ("value", "wv"))}, str(f))
+    if config is not None:
+        (folder / "config.json").write_text(config)
+    return f
+
+
+def test_a_layer_file_takes_its_heads_from_the_config_beside_it(mats, capsys, tmp_path):
+    """num_attention_heads = 2 in config.json: the same numbers as --wq/--wk with --heads 2, and the text says so."""
+    a, p = mats
+    f = _layer_file(a, tmp_path / "m", json.dumps({"num_attention_heads": 2, "hidden_size": 4}))
+    _, out1, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), "--activation", "x**3", "--json"])
+    _, out2, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--wq", str(p["wq"]), "--wk", str(p["wk"]), "--wv",
+                               str(p["wv"]), "--heads", "2", "--activation", "x**3", "--json"])
+    r = json.loads(out1)
+    assert r.pop("heads_from") == "config.json" and r == json.loads(out2) and r["heads"] == 2
+    _, text, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), "--activation", "x**3"])
+    assert re.search(r"^heads\s+: 2 \(from config\.json\)$", text, re.M) and "heads_from" not in text
+    code, out, _ = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), "--activation", "x**3",
+                                 "--heads", "2", "--json"])
+    assert code == 0 and json.loads(out)["heads_from"] == "--heads, as config.json"
+
+
+@pytest.mark.parametrize("config, heads, msg", [
+    (None, None, "the number of heads is unknown (no config.json with num_attention_heads beside it) and W_Q's 4 "
+                 "columns are H·d for any H dividing 4: give --heads H (--heads 1: one head of d = 4)"),
+    ('{"hidden_size": 4}', None, "the number of heads is unknown"),  # a config without the count: as none
+    ('{"num_attention_heads": 2}', "1", "--heads 1 contradicts"),
+    ('{"num_attention_heads": 2}', "4", "num_attention_heads = 2; drop --heads or give --heads 2"),
+    ('{"num_attention_heads": 0}', None, "num_attention_heads = 0 is not a positive integer"),
+    ('{"num_attention_heads": "2"}', "2", "num_attention_heads = '2' is not a positive integer"),
+    ('{"num_attention_heads": true}', None, "is not a positive integer"),
+    ("{not json", "2", "cannot be read (JSONDecodeError)"),
+])
+def test_a_layer_file_without_a_known_head_count_or_against_its_config_is_refused(mats, capsys, tmp_path, config,
+                                                                                     heads, msg):
+    a, p = mats
+    f = _layer_file(a, tmp_path / "m", config)
+    extra = [] if heads is None else ["--heads", heads]
+    code, out, err = _run(capsys, ["norms", "--x", str(p["x"]), "--safetensors", str(f), "--activation", "x", *extra])
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("sapa: error: ") and msg in err, err
+
+
+def test_minilm_layer_0_is_read_as_its_twelve_heads(capsys):
+    """all-MiniLM-L6-v2 (D = 384, 12 heads of d = 32): heads from its config.json, the norm against the twelve heads
+    of empirics.realmodel (its own loader and config), and --heads 1 refused (it read 4.70e7 as one head, 1.51e7 as
+    twelve, on the issue's input)."""
+    real = pytest.importorskip("empirics.realmodel.real_model")
+    if not real.available():
+        pytest.skip("optional extra 'real' not installed")
+    folder = real.model_dir()
+    w = real.load_weights(folder)
+    X = np.random.default_rng(55).standard_normal((12, w.config.hidden))  # (N, D)
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "x.npy", X)
+        argv = ["norms", "--x", str(Path(tmp) / "x.npy"), "--safetensors", str(folder / "model.safetensors"),
+                "--prefix", "encoder.layer.0.", "--activation", "x**3/sqrt(N)"]
+        code, out, err = _run(capsys, argv + ["--json"])
+        assert code == 0, err
+        r = json.loads(out)
+        code1, out1, err1 = _run(capsys, argv + ["--heads", "1"])
+    assert (r["heads"], r["heads_from"], w.config.n_heads) == (12, "config.json", 12)
+    phi2 = 0.0
+    for h in range(12):
+        qk = real.head_qk(w, 0, h)
+        S = (X @ qk.W_Q) @ (X @ qk.W_K).T  # (N, d) @ (d, N): the layer's logits without biases, as sapa norms reads it
+        phi2 += float(np.sum((S**3 / np.sqrt(X.shape[0])) ** 2))
+    assert r["fro_norm"] == pytest.approx(np.sqrt(phi2), rel=1e-10)
+    assert code1 == 2 and out1 == "" and "--heads 1 contradicts" in err1 and "num_attention_heads = 12" in err1
