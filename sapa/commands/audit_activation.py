@@ -116,15 +116,16 @@ def judged_range_words(rate: dict) -> str:
     return "as N → ∞"
 
 
-def logit_substituted(text: str, logit_scale: str, d: int) -> str:
-    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged)."""
+def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "none") -> str:
+    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged); ``normalize`` as the
+    audit's (an exp(x) is refused unnormalised, accepted row-normalised)."""
     if logit_scale == "S":
         return text
     import sympy as sp
 
     from theory.activation_audit import parse_activation
 
-    expr = parse_activation(text).expr
+    expr = parse_activation(text, normalize).expr
     xs = [s for s in expr.free_symbols if s.name == "x"]
     return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
 
@@ -267,7 +268,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             sp2 = model_spec(spec.name, D, d, rho=float(spec.rho))
             if act.normalize == "none" and act.separable and not act.uses_j:
                 at_d = act if logit_scale == "S" else parse_activation(  # x → x/√d at this size's own head width
-                    logit_substituted(expr_as_given or act.text, logit_scale, d), act.normalize, act.mask)
+                    logit_substituted(expr_as_given or act.text, logit_scale, d, act.normalize), act.normalize, act.mask)
                 r = audit(at_d, sp2, n)
                 named[name] = {"D": D, "d": d, "n": n, "growth_exponent": r.growth_exponent, "crossover_n": r.crossover_n,
                                "constant_vs_softmax": r.constant_vs_softmax}
@@ -468,7 +469,8 @@ def audit_and_print(args) -> int:
 
     spec = spec_from_args(args)
     scale = getattr(args, "logit_scale", DEFAULT)
-    act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d), args.normalize, args.mask)
+    act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d, args.normalize), args.normalize,
+                           args.mask)
     check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False), audits=2)
     from common.progress import stage
 

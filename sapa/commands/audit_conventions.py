@@ -39,7 +39,7 @@ def audit_both(text: str, normalize: str, mask: str, spec, N: int, scale: str, d
 
     outs = {}
     for s in (scale, other(scale)):
-        act = parse_activation(logit_substituted(text, s, d), normalize, mask)
+        act = parse_activation(logit_substituted(text, s, d, normalize), normalize, mask)
         outs[s] = run(act, spec, N, logit_scale=s, expr_as_given=text, sizes=(s == scale), **kw)
     out = outs[scale]
     out["conventions"] = {s: summary(outs[s]) for s in CONVENTIONS}

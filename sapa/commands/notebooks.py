@@ -4,7 +4,8 @@ The percent-format ``.py`` files are the source (diffable, paired by jupytext); 
 generated from them and shipped *with* outputs, so that a reader on a code host sees the printed
 ``expected / measured / agree`` lines and the figures. Generation runs each ``.py`` in a fresh kernel
 (nbclient) at its full budget (``SAPA_SMALL`` unset), then normalises the result so that a rerun on the
-same code gives the same bytes: cell ids from the cell's source, execution counts 1, 2, …, no timing
+same code gives the same bytes: cell ids from the cell's position and type (an edit of a cell's text, by hand or
+by a refactoring tool, leaves them as they are), execution counts 1, 2, …, no timing
 metadata, no kernel version, figures as PNG at a fixed modest dpi (the user's matplotlibrc is not read),
 the checkout's path replaced by ``.``. The file is written atomically.
 
@@ -14,7 +15,6 @@ names a notebook, what is wrong and the command that fixes it.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import re
@@ -29,7 +29,7 @@ from typing import Callable
 
 from common.validate import InputError
 
-__all__ = ["Notebook", "execute", "find", "kernel", "main", "normalise", "problems", "render", "small_png", "write",
+__all__ = ["Notebook", "cell_id", "execute", "find", "kernel", "main", "normalise", "problems", "render", "small_png", "write",
            "add_parser", "run"]
 KEPT = "the notebooks already written were kept"  # what an interrupt leaves (sapa.cli prints it)
 
@@ -188,13 +188,14 @@ def _reset(km, timeout: int) -> None:
 
 
 def normalise(nb, root: Path | None = None):
-    """``nb`` with run-independent bytes: ids from sources, counts 1…k, merged streams, no timings or paths."""
+    """``nb`` with run-independent bytes: ids from positions, counts 1…k, merged streams, no timings or paths.
+
+    Idempotent: a shipped .ipynb normalised again is the same file (tests/notebooks)."""
     _, nbformat = _jupyter()
     root = (root or default_dir().parent).resolve()
-    seen: set[str] = set()
     count = 0
-    for cell in nb.cells:
-        cell["id"] = _cell_id(cell, seen)
+    for k, cell in enumerate(nb.cells, 1):
+        cell["id"] = cell_id(k, cell.cell_type)
         cell.metadata.pop("execution", None)
         if cell.cell_type != "code":
             continue
@@ -221,14 +222,9 @@ def normalise(nb, root: Path | None = None):
     return nb
 
 
-def _cell_id(cell, seen: set[str]) -> str:
-    """8 hex digits of the sha1 of the cell's type and source (unique within the notebook)."""
-    base = hashlib.sha1(f"{cell.cell_type}\0{cell.source}".encode()).hexdigest()
-    k = 0
-    while (cid := base[k:k + 8]) in seen:
-        k += 1
-    seen.add(cid)
-    return cid
+def cell_id(k: int, cell_type: str) -> str:
+    """The id of the k-th cell (1-based), e.g. '03-code': unique, a valid nbformat id, the same on every run."""
+    return f"{k:02d}-{cell_type}"
 
 
 def _merge_streams(outputs: list, nbformat) -> list:

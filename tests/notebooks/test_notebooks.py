@@ -24,7 +24,7 @@ import pytest
 
 from common.validate import InputError
 from sapa.cli import main as sapa_main
-from sapa.commands.notebooks import Notebook, default_dir, find, kernel, normalise, problems, render
+from sapa.commands.notebooks import Notebook, cell_id, default_dir, find, kernel, normalise, problems, render
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOKS = find(ROOT / "notebooks")
@@ -201,15 +201,40 @@ def test_rendering_is_reproducible_byte_for_byte(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
-def test_full_budget_prints_what_the_shipped_notebook_shows(book):
-    shipped = nbformat.read(book.ipynb, as_version=4)
-    fresh = nbformat.reads(render(book), as_version=4)
+def test_full_budget_rerun_leaves_the_shipped_notebook_byte_identical(book):
+    """`sapa notebooks` run again writes the same bytes: what it prints, the figures, the ids, the metadata."""
+    raw = book.ipynb.read_text(encoding="utf-8")
+    text = render(book)
+    shipped, fresh = nbformat.reads(raw, as_version=4), nbformat.reads(text, as_version=4)
 
     def texts(nb):
         return [[o.get("text") or o.get("data", {}).get("text/plain") for o in c.outputs]
                 for c in nb.cells if c.cell_type == "code"]
 
     assert texts(fresh) == texts(shipped), f"{book.ipynb.name} is out of date: run `{book.fix}`"
+    assert text == raw, f"{book.ipynb.name}: a rerun changes its bytes beyond the printed text"
+
+
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.py.stem)
+def test_the_shipped_notebook_is_already_normalised(book):
+    """Normalising a shipped .ipynb again changes no byte: its ids are those of its cells' positions (a stale id,
+    left by an edit outside `sapa notebooks`, was what a rerun changed: "479b23c5" → "c3bc1e25"), its counts,
+    streams and metadata those a rerun writes."""
+    raw = book.ipynb.read_text(encoding="utf-8")
+    nb = nbformat.reads(raw, as_version=4)
+    assert [c.id for c in nb.cells] == [cell_id(k, c.cell_type) for k, c in enumerate(nb.cells, 1)]
+    assert nbformat.writes(normalise(nbformat.reads(raw, as_version=4), ROOT)) + "\n" == raw
+
+
+def test_cell_ids_are_positions_whatever_the_sources():
+    """Two notebooks with other sources (or the same source twice) get the same, unique, valid ids."""
+    a = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("x = 1"),
+                                        nbformat.v4.new_code_cell("x = 1")])
+    b = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# other"), nbformat.v4.new_code_cell("y"),
+                                        nbformat.v4.new_code_cell("z")])
+    ids = [[c.id for c in normalise(nb, ROOT).cells] for nb in (a, b)]
+    assert ids[0] == ids[1] == ["01-markdown", "02-code", "03-code"]
+    nbformat.validate(normalise(a, ROOT))
 
 
 @pytest.mark.slow  # the notebook tooling (~5 s); every notebook itself runs in the default suite

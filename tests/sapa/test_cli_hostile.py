@@ -241,7 +241,7 @@ def _audit_json(argv, capsys) -> dict:
 @pytest.mark.parametrize("text,where", [("tan(x)", "pi/2"), ("1/(x - 1/40)", "1/40"), ("1/x", "x = 0"),
                                         ("Abs(x)**(-1)", "x = 0"), ("1/(x - 1000)", "x = 1000")])
 def test_a_pole_on_the_real_line_gives_infinite_expectations_and_a_fails(text, where, capsys):
-    a = _audit_json([text, "--D", "16", "--d", "4"], capsys)
+    a = _audit_json([text, "--D", "16", "--d", "4", "--logit-scale", "S"], capsys)  # the pole where written: x = S_ij
     assert a["infinite"] == ["fro", "jac_s", "jac"] and where in a["infinite_because"][0]
     assert a["expected_fro2"] is None and a["expected_jac_fro2"] is None  # ∞ is not JSON: null, named in "infinite"
     assert a["verdict"] == "FAILS" and "E‖φ(S)‖²_F = ∞" in a["verdict_by_construction"]

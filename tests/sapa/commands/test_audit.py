@@ -253,3 +253,31 @@ def test_a_family_id_audits_its_row_of_the_families_table(capsys, fam, expr, ext
 def test_a_family_with_a_free_parameter_asks_for_a_number(capsys):
     code, _, err = _run(["audit", "x_alpha"], capsys)
     assert code == 2 and "free parameter alpha" in err and "'x/alpha'" in err
+
+
+def test_help_lists_every_symbol_the_parser_accepts(capsys):
+    """`sapa audit --help` omitted j: the list is theory.activation.SYMBOLS, the set the parser checks against."""
+    from theory.activation import SYMBOLS, parse_activation
+
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    for sym, meaning in SYMBOLS:
+        assert f"{sym} ({meaning})" in helptext
+        parse_activation(f"x + {sym}/1000" if str(sym) != "x" else "x")  # each one is accepted
+    with pytest.raises(Exception, match="unknown symbol 'k'"):
+        parse_activation("x*k")
+
+
+def test_a_monte_carlo_verdict_names_the_n_it_estimated_the_rate_at(capsys):
+    """`exp(x)` row-normalised said "for N = 16…2^20" where it estimated the rate at N/2, N, 2N only."""
+    from sapa.commands.audit_activation import mc_grid
+
+    a = _json(["audit", "exp(x)", "--normalize", "row", "--D", "16", "--d", "4", "--N", "12", "--trials", "8"], capsys)
+    grid = a["mc_grid"]
+    assert a["method"] == "monte_carlo" and grid == list(mc_grid(12)) == [6, 12, 24]
+    assert a["readings"]["rate"]["estimated_at"] == grid
+    assert "at N = 6, 12, 24 (Monte Carlo)" in a["verdict_statement"] and "2^20" not in a["verdict_statement"]
+    assert a["readings"]["rate"]["why"].endswith("estimated from Monte Carlo at N = 6, 12, 24 only")
+    e = _json(["audit", "x**3/sqrt(N)"], capsys)  # exact: the profile from N_min to 2^20, as computed
+    assert e["readings"]["rate"]["judged_range"] == [16, 2**20] and "for N = 16…2^20" in e["verdict_statement"]
