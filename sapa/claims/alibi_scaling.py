@@ -126,7 +126,8 @@ def check(ctx: Context) -> Outcome:
                   "slopes_varied": varied, "sizes": {"closed_form": {"D": D, "d": d, "N": "2…4096"},
                                                      "monte_carlo": {"D": MC_SIZE[0], "d": MC_SIZE[1], "N": list(MC_NS),
                                                                      "trials": MC_TRIALS}},
-                  "command": "sapa audit \"sigmoid(x/8 - log(N) - 0.1*Abs(i - j))\" --model iid --N 64 --D 768 --d 64"},
+                  "command": "sapa audit \"sigmoid(x/8 - log(N) - 0.1*Abs(i - j))\" --model iid --N 64 --D 768 --d 64 "
+                             "--logit-scale S"},
     )
 
 

@@ -113,8 +113,9 @@ def tested(source: str, claimed: str, act, norm: str, vit_b: tuple) -> str:
 
 
 def command(text: str, norm: str) -> str:
-    """The ``sapa audit`` command that reproduces the entry's numbers."""
-    return f"sapa audit \"{text}\"" + (" --normalize row" if norm == "row" else "") + " --model iid --json"
+    """The ``sapa audit`` command that reproduces the entry's numbers (``text`` divides x by √d itself: logits S)."""
+    return (f"sapa audit \"{text}\"" + (" --normalize row" if norm == "row" else "")
+            + " --model iid --logit-scale S --json")
 
 
 def regime_boundary(windows: dict, n_min: float) -> str:
