@@ -19,6 +19,7 @@ import sympy as sp
 from common.deadline import deadline
 from common.validate import InputError, choice
 from theory.parse_guard import check_powers
+from theory.symbols import symbols_words
 from theory.singular import index_poles, nonintegrable, undefined_part
 
 
@@ -37,7 +38,7 @@ x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
 i_ = sp.Symbol("i", positive=True)
 j_ = sp.Symbol("j", positive=True)  # column index (relative-position logits: theory.relpos)
-SYMBOLS = ((x_, "logit"), (N_, "sequence length"), (i_, "row index"), (j_, "column index"))  # all an expression may use
+_SYMBOL = {"x": x_, "N": N_, "i": i_, "j": j_}  # every name of theory.symbols.SYMBOLS, and no other (tests/theory)
 _FUNCS = ("exp", "log", "sqrt", "Abs", "Max", "Min", "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan", "erf",
           "erfc", "sign", "Heaviside", "Piecewise", "floor", "ceiling", "cbrt", "Rational", "Integer", "Float")
 _ALIASES = {
@@ -122,7 +123,7 @@ def _parse(text: str) -> sp.Expr:
                          "(inside Piecewise) are allowed")
     glob = {name: getattr(sp, name) for name in _FUNCS}
     glob.update({"Symbol": sp.Symbol, "Function": sp.Function, "pi": sp.pi, "E": sp.E, "__builtins__": {}})
-    local = {"x": x_, "N": N_, "i": i_, "j": j_, **_ALIASES}
+    local = {**_SYMBOL, **_ALIASES}
     try:
         check_powers(text, parse_expr(text, local_dict=local, global_dict={**glob, **_UNEVALUATED},
                                       transformations=standard_transformations + (convert_xor,), evaluate=False))
@@ -141,7 +142,7 @@ def _parse(text: str) -> sp.Expr:
         hint = ("; softmax is row-wise: write exp(x) with --normalize row" if "softmax" in undef else "")
         raise InputError(f"unknown function {undef[0]}() in {text!r}: only element-wise functions of the logit "
                          f"(exp, log, sqrt, Abs, Max, Min, tanh, erf, sigmoid, relu, ...){hint}")
-    unknown = sorted(str(s) for s in expr.free_symbols - {s for s, _ in SYMBOLS})
+    unknown = sorted(str(s) for s in expr.free_symbols - set(_SYMBOL.values()))
     if unknown:
         raise InputError(f"unknown symbol {unknown[0]!r} in {text!r}: use {symbols_words()}; write numbers for "
                          "everything else (e.g. d = 64 → x/8)")
@@ -155,11 +156,6 @@ def _parse(text: str) -> sp.Expr:
         raise InputError(f"activation {text!r} jumps (∂φ/∂x = {dphi} is not a function): its Jacobian norm is "
                          "infinite; use a continuous φ (e.g. Max(x, 0) rather than Heaviside(x))")
     return expr
-
-
-def symbols_words() -> str:
-    """Every symbol an activation may use, in words: 'x (logit), N (sequence length), i (row index), j (column index)'."""
-    return ", ".join(f"{s} ({meaning})" for s, meaning in SYMBOLS)
 
 
 def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
@@ -347,10 +343,10 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = 
 def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> Activation:
     """φ(x, N, i) from ``text`` (sympy syntax, ``^`` allowed), validated: one-line InputError otherwise.
 
-    Refused: unknown symbols (anything but :data:`SYMBOLS`: x, N, i, j), unknown or non-element-wise functions,
-    complex or infinite constants, φ or ∂φ/∂x undefined or infinite on x ∈ [−60, 60] for N ∈ {1, …, 10⁶} (unless φ has
-    non-integrable singularities, found symbolically: then ``singular`` lists them, only NaN is refused, and the
-    audit reports the expectations as infinite), and —
+    Refused: unknown symbols (anything but :data:`theory.symbols.SYMBOLS`: x, N, i, j), unknown or non-element-wise
+    functions, complex or infinite constants, φ or ∂φ/∂x undefined or infinite on x ∈ [−60, 60] for N ∈ {1, …, 10⁶}
+    (unless φ has non-integrable singularities, found symbolically: then ``singular`` lists them, only NaN is refused,
+    and the audit reports the expectations as infinite), and —
     without row normalisation — φ growing faster than any power (E φ(S)² would be infinite: S has
     exponential tails); with row normalisation φ must be ≥ 0.
 

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from empirics.montecarlo.stats import loglog_slope
+from sapa.commands.audit_conventions import logit_substituted
 from theory.activation_audit import (
     N_GRID,
     Activation,
@@ -114,20 +115,6 @@ def judged_range_words(rate: dict) -> str:
     if "estimated_at" in rate:
         return f"at N = {', '.join(str(n) for n in rate['estimated_at'])} (Monte Carlo)"
     return "as N → ∞"
-
-
-def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "none") -> str:
-    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged); ``normalize`` as the
-    audit's (an exp(x) is refused unnormalised, accepted row-normalised)."""
-    if logit_scale == "S":
-        return text
-    import sympy as sp
-
-    from theory.activation_audit import parse_activation
-
-    expr = parse_activation(text, normalize).expr
-    xs = [s for s in expr.free_symbols if s.name == "x"]
-    return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
 
 
 def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIALS, seed: int = 0,

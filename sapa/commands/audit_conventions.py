@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["CONVENTIONS", "DEFAULT", "audit_both", "conventions_text", "other"]
+__all__ = ["CONVENTIONS", "DEFAULT", "audit_both", "conventions_text", "logit_substituted", "other"]
 
 CONVENTIONS = ("S/sqrt(d)", "S")
 DEFAULT = "S/sqrt(d)"  # the ledger's convention for sizes (sapa.claims.growth_check.size_readings: S/√d first)
@@ -31,10 +31,23 @@ def summary(out: dict) -> dict:
             "rate_why": rate["why"], "judged_sup_exponent": rate.get("judged_sup")}
 
 
+def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "none") -> str:
+    """The expression in x = S_ij for logits S/√d: x → x/√d substituted (``"S"``: unchanged); ``normalize`` as the
+    audit's (an exp(x) is refused unnormalised, accepted row-normalised)."""
+    if logit_scale == "S":
+        return text
+    import sympy as sp
+
+    from theory.activation_audit import parse_activation
+
+    expr = parse_activation(text, normalize).expr
+    xs = [s for s in expr.free_symbols if s.name == "x"]
+    return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
+
+
 def audit_both(text: str, normalize: str, mask: str, spec, N: int, scale: str, d: int, run, **kw) -> dict:
     """``run`` (:func:`sapa.commands.audit_activation.run_audit`) under ``scale`` in full, under the other convention
     for its verdict; the result carries ``conventions`` {scale: summary} and ``conventions_differ_because``."""
-    from sapa.commands.audit_activation import logit_substituted
     from theory.activation_audit import parse_activation
 
     outs = {}

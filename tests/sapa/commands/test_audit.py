@@ -256,8 +256,9 @@ def test_a_family_with_a_free_parameter_asks_for_a_number(capsys):
 
 
 def test_help_lists_every_symbol_the_parser_accepts(capsys):
-    """`sapa audit --help` omitted j: the list is theory.activation.SYMBOLS, the set the parser checks against."""
-    from theory.activation import SYMBOLS, parse_activation
+    """`sapa audit --help` omitted j: the list is theory.symbols.SYMBOLS, the names the parser accepts."""
+    from theory.activation import parse_activation
+    from theory.symbols import SYMBOLS
 
     with pytest.raises(SystemExit):
         main(["audit", "--help"])
