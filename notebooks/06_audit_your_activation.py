@@ -21,8 +21,8 @@
 #
 # ```bash
 # sapa audit "x**3/sqrt(N)" --json                      # the paper's cubic, ViT-Base sizes, iid weights
-# sapa audit "1/(1 + exp(-(x/8 - log(N))))" --model tied
-# sapa audit "(x/8)**4" --normalize row                 # Monte Carlo with exact kernels
+# sapa audit "1/(1 + exp(-(x - log(N))))" --model tied  # x = S_ij/√d (as transformers); --logit-scale S: x = S_ij
+# sapa audit "x**4" --normalize row                     # Monte Carlo with exact kernels
 # ```
 #
 # This notebook walks through the API under the command with an activation of our own,
