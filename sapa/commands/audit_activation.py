@@ -452,12 +452,12 @@ def audit_and_print(args) -> int:
     from theory.families import resolve
 
     args.expr, args.normalize, args.mask = resolve(args.expr, args.normalize, args.mask)  # a family id: its row
-    from sapa.commands.audit_conventions import DEFAULT, audit_both
+    from sapa.commands.audit_conventions import DEFAULT, activations, audit_both
 
     spec = spec_from_args(args)
     scale = getattr(args, "logit_scale", DEFAULT)
-    act = parse_activation(logit_substituted(args.expr, scale, spec.d or args.d, args.normalize), args.normalize,
-                           args.mask)
+    acts = activations(args.expr, args.normalize, args.mask, spec.d or args.d)
+    act = acts[scale]
     check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False), audits=2)
     from common.progress import stage
 
@@ -466,8 +466,8 @@ def audit_and_print(args) -> int:
            f"Monte Carlo, {args.trials} trials per N")
     try:
         with stage(f"sapa audit {args.expr}", basis=how):  # a line whenever 10 s pass without output
-            out = audit_both(args.expr, args.normalize, args.mask, spec, args.N, scale, spec.d or args.d, run_audit,
-                             trials=args.trials, seed=args.seed, size_factor=getattr(args, "size_factor", None))
+            out = audit_both(args.expr, acts, spec, args.N, scale, spec.d or args.d, run_audit, trials=args.trials,
+                             seed=args.seed, size_factor=getattr(args, "size_factor", None))
     except (OverflowError, ZeroDivisionError) as exc:  # a float64 limit no check above foresaw: one line, no traceback
         raise InputError(f"the audit of {act.text!r} leaves float64's range ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:100]}); rescale the activation or the weights") from None

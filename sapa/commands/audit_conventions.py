@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["CONVENTIONS", "DEFAULT", "audit_both", "conventions_text", "logit_substituted", "other"]
+__all__ = ["CONVENTIONS", "DEFAULT", "activations", "audit_both", "conventions_text", "logit_substituted", "other"]
 
 CONVENTIONS = ("S/sqrt(d)", "S")
 DEFAULT = "S/sqrt(d)"  # the ledger's convention for sizes (sapa.claims.growth_check.size_readings: S/√d first)
@@ -45,15 +45,21 @@ def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "non
     return str(expr.subs(xs[0], xs[0] / sp.sqrt(int(d)))) if xs else text
 
 
-def audit_both(text: str, normalize: str, mask: str, spec, N: int, scale: str, d: int, run, **kw) -> dict:
-    """``run`` (:func:`sapa.commands.audit_activation.run_audit`) under ``scale`` in full, under the other convention
-    for its verdict; the result carries ``conventions`` {scale: summary} and ``conventions_differ_because``."""
+def activations(text: str, normalize: str, mask: str, d: int) -> dict:
+    """{convention: the parsed activation in x = S_ij} for ``text`` read under each convention (refusals first,
+    before any audit runs)."""
     from theory.activation_audit import parse_activation
 
+    return {s: parse_activation(logit_substituted(text, s, d, normalize), normalize, mask) for s in CONVENTIONS}
+
+
+def audit_both(text: str, acts: dict, spec, N: int, scale: str, d: int, run, **kw) -> dict:
+    """``run`` (:func:`sapa.commands.audit_activation.run_audit`) on ``acts`` (:func:`activations` of ``text``): under
+    ``scale`` in full, under the other convention for its verdict; the result carries ``conventions``
+    {convention: summary} and ``conventions_differ_because``."""
     outs = {}
     for s in (scale, other(scale)):
-        act = parse_activation(logit_substituted(text, s, d, normalize), normalize, mask)
-        outs[s] = run(act, spec, N, logit_scale=s, expr_as_given=text, sizes=(s == scale), **kw)
+        outs[s] = run(acts[s], spec, N, logit_scale=s, expr_as_given=text, sizes=(s == scale), **kw)
     out = outs[scale]
     out["conventions"] = {s: summary(outs[s]) for s in CONVENTIONS}
     out["conventions_differ_because"] = difference_words(out["conventions"], d)
