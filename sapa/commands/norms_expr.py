@@ -63,10 +63,10 @@ def config_heads(path: Path) -> int | None:
     return h
 
 
-def file_heads(path: Path, given: int | None, columns: int) -> tuple[int, str]:
-    """(H, where it came from) for a layer file whose W_Q has ``columns`` = H·d columns: ``--heads`` if given (it must
-    agree with config.json beside the file), else config.json's; with neither, a one-line refusal (one head is an
-    assumption the file cannot confirm: a multi-head layer read as one head has other norms)."""
+def file_heads(path: Path, given: int | None) -> tuple[int, str]:
+    """(H, where it came from) for a layer file, before any tensor is read: ``--heads`` if given (it must agree with
+    config.json beside the file), else config.json's; with neither, a one-line refusal (one head is an assumption
+    the file cannot confirm: a multi-head layer read as one head has other norms)."""
     cfg = config_heads(path)
     where = Path(path).parent / "config.json"
     if given is not None and cfg is not None and given != cfg:
@@ -77,8 +77,8 @@ def file_heads(path: Path, given: int | None, columns: int) -> tuple[int, str]:
     if cfg is not None:
         return cfg, "config.json"
     raise InputError(f"--safetensors {path}: the number of heads is unknown (no config.json with num_attention_heads "
-                     f"beside it) and W_Q's {columns} columns are H·d for any H dividing {columns}: give --heads H "
-                     f"(--heads 1: one head of d = {columns})")
+                     "beside it), and W_Q's columns are H·d for any H that divides them: give --heads H (--heads 1 "
+                     "reads the layer as one head)")
 
 
 def layer_from_args(args, D: int):
@@ -103,7 +103,7 @@ def layer_from_args(args, D: int):
         from sapa.commands.norms_layerfile import check_npy_layer
 
         given = {n: getattr(args, n) for n in ("wq", "wk", "wv", "wo") if getattr(args, n) is not None}
-        shapes = check_npy_layer(given, args.heads)  # the headers, across the files, before any is loaded
+        shapes = check_npy_layer(given, 1 if args.heads is None else args.heads)  # the headers, before any is loaded
         for n in ("wq", "wk", "wv"):
             if n in shapes and shapes[n][0] != D:
                 raise InputError(f"--x and --{n} do not match: --x has D = {D} columns but --{n} has shape "
@@ -113,10 +113,14 @@ def layer_from_args(args, D: int):
     else:
         if any(getattr(args, n) is not None for n in ("wk", "wv", "wo")):
             raise InputError("--safetensors already holds the weights: drop --wk/--wv/--wo")
-        m = load_layer_file(args.safetensors, args.prefix or "", D, args.heads)
+        try:
+            heads, args.heads_from = file_heads(args.safetensors, args.heads)  # the file's shapes are checked with it
+        except InputError:
+            load_layer_file(args.safetensors, args.prefix or "", D, 1)  # what is wrong with the file itself comes first
+            raise
+        m = load_layer_file(args.safetensors, args.prefix or "", D, heads)
         if m["wq"].shape[0] != D:
             raise InputError(f"the layer's W_Q has D = {m['wq'].shape[0]} rows but X has D = {D}")
-        heads, args.heads_from = file_heads(args.safetensors, args.heads, m["wq"].shape[1])
         return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=heads)
     return layer_from_qk(m["wq"], m["wk"], m.get("wv"), m.get("wo"), heads=1 if args.heads is None else args.heads)
 

@@ -264,8 +264,8 @@ def test_a_layer_file_takes_its_heads_from_the_config_beside_it(mats, capsys, tm
 
 
 @pytest.mark.parametrize("config, heads, msg", [
-    (None, None, "the number of heads is unknown (no config.json with num_attention_heads beside it) and W_Q's 4 "
-                 "columns are H·d for any H dividing 4: give --heads H (--heads 1: one head of d = 4)"),
+    (None, None, "the number of heads is unknown (no config.json with num_attention_heads beside it), and W_Q's "
+                 "columns are H·d for any H that divides them: give --heads H (--heads 1 reads the layer as one head)"),
     ('{"hidden_size": 4}', None, "the number of heads is unknown"),  # a config without the count: as none
     ('{"num_attention_heads": 2}', "1", "--heads 1 contradicts"),
     ('{"num_attention_heads": 2}', "4", "num_attention_heads = 2; drop --heads or give --heads 2"),
