@@ -107,12 +107,15 @@ def timing_path(path: str | Path) -> Path:
 def write_sealed_json(path: str | Path, rec: dict, timing: dict | None = None) -> None:
     """``rec`` sealed (:func:`seal_record`) into ``path`` atomically; ``timing`` (run metadata) into its sidecar.
 
-    The sidecar is written first: a result file on disk always has the sidecar of the run that made it.
+    The sidecar is written first (with ``finished_utc``, the time now): a result file on disk always has the sidecar
+    of the run that made it.
     """
+    import time
+
     from common.atomic import atomic_write_json
 
-    if timing:
-        atomic_write_json(timing_path(path), timing)
+    atomic_write_json(timing_path(path), {**(timing or {}),
+                                          "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     atomic_write_json(path, seal_record(rec))
 
 
