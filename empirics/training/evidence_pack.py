@@ -3,7 +3,7 @@ of training.
 
 ``export(study_dir, dest)`` writes what the three training entries read — ``runs.parquet`` and ``history.parquet``
 (one row per member, and the learning curves; zstd, each sealed by its content checksum), ``study.json``,
-``mechanism.json`` and ``design.json`` — and ``evidence.json``, a sealed manifest: the sha256 of every file's bytes,
+``mechanism.json.gz`` (the probes' results; gzip without a time stamp) and ``design.json`` — and ``evidence.json``, a sealed manifest: the sha256 of every file's bytes,
 the study's budget, seed and config hash. ``load(dest)`` verifies the manifest and every file's sha256 *before*
 anything is read (a changed, missing or extra file is refused with one line) and returns the
 :class:`~empirics.training.train_study.StudyResult` the entries judge, the same as reading the study's own folder.
@@ -14,6 +14,7 @@ regenerate it).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -26,7 +27,8 @@ SHIPPED = Path(__file__).resolve().parents[1] / "data" / "training"  # empirics/
 MANIFEST = "evidence.json"
 TABLES = ("runs.parquet", "history.parquet")
 RECORDS = ("study.json", "mechanism.json", "design.json")  # mechanism.json, design.json: when the study has them
-FILES = TABLES + RECORDS
+GZIPPED = ("mechanism.json",)  # the largest record (the probes' curves): stored as NAME.gz
+FILES = TABLES + tuple(f"{n}.gz" if n in GZIPPED else n for n in RECORDS)
 
 
 def _sha(path: Path) -> str:
@@ -38,7 +40,7 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.atomic import atomic_write, atomic_write_json
+    from common.atomic import atomic_write, atomic_write_json, atomic_write_text
     from common.integrity import seal_record, seal_table
     from empirics.training.train_study import load_study
 
@@ -49,10 +51,17 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
         table = seal_table(pa.Table.from_pandas(df, preserve_index=False))
         atomic_write(dest / name, lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd"))
     for name in RECORDS:
-        if (src / name).is_file():
-            atomic_write_json(dest / name, json.loads((src / name).read_text(encoding="utf-8")))
-        elif (dest / name).exists():
-            (dest / name).unlink()  # a stale file of an earlier export
+        target = dest / (f"{name}.gz" if name in GZIPPED else name)
+        if not (src / name).is_file():
+            if target.exists():
+                target.unlink()  # a stale file of an earlier export
+            continue
+        text = json.dumps(json.loads((src / name).read_text(encoding="utf-8")), separators=(",", ":")) + "\n"
+        if name in GZIPPED:  # mtime 0: the same record gives the same bytes
+            data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+            atomic_write(target, lambda tmp, d=data: Path(tmp).write_bytes(d))
+        else:
+            atomic_write_text(target, text)
     prov = res.provenance
     files = {n: _sha(dest / n) for n in FILES if (dest / n).is_file()}
     manifest = seal_record({"budget": (res.config or {}).get("name"), "seed": (res.config or {}).get("seed"),
@@ -109,6 +118,9 @@ def load(dest: str | Path):
         raise InputError(f"shipped training evidence refused: {' '.join(str(exc).split())}") from None
 
     def rec(name: str):
+        if name in GZIPPED:
+            p = dest / f"{name}.gz"
+            return json.loads(gzip.decompress(p.read_bytes()).decode("utf-8")) if p.is_file() else None
         p = dest / name
         return json.loads(read_regular_text(p, "training evidence")) if p.is_file() else None
 

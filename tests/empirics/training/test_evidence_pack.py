@@ -36,7 +36,7 @@ def test_a_pack_reads_back_as_the_study_it_was_exported_from(packed):
     assert got.mechanism == orig.mechanism and got.config == orig.config
     assert got.provenance["design"] == orig.provenance["design"] and got.provenance["design"]["fixed_first"]
     assert got.provenance["evidence"]["manifest_sha256"] == man["sha256"]
-    assert set(man["files"]) == {"runs.parquet", "history.parquet", "study.json", "mechanism.json", "design.json"}
+    assert set(man["files"]) == {"runs.parquet", "history.parquet", "study.json", "mechanism.json.gz", "design.json"}
     assert man["seed"] == 0 and man["budget"] == "quick" and man["config_hash"] == CFG.hash()
 
 
@@ -66,7 +66,7 @@ def test_a_changed_pack_is_refused_with_one_line_before_it_is_read(packed, tmp_p
         (d / "extra.parquet").write_bytes(b"x")
     else:
         man = json.loads((d / "evidence.json").read_text())
-        man["files"].pop("mechanism.json")
+        man["files"].pop("mechanism.json.gz")
         (d / "evidence.json").write_text(json.dumps(man))
     with pytest.raises(InputError) as e:
         EP.load(d)
