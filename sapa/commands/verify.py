@@ -44,6 +44,9 @@ def verify_order(claims: list) -> list:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa verify``: run the ledger, print the table, write ledger.json and report.md atomically."""
+    from sapa.commands.verify_eta import announce
+
+    expected, basis = announce(args)  # the first line, the run's ETA: before the checks' imports (seconds when busy)
     from common.atomic import atomic_write_json, atomic_write_text
     from sapa import report
     from sapa.budget import budget_named
@@ -51,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     from sapa.evidence.monte_carlo import close_run_pool, monte_carlo_summary
     from sapa.ledger import Context, ledger_dict, provenance, run_claim
     from sapa.commands.ledger_merge import ledger_entries, merge_into, prior_ledger
-    from sapa.commands.verify_progress import expected_seconds
     from common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
@@ -59,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
-    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     prior = prior_ledger(out_dir, budget, {c.id for c in claims}) if args.only else None  # merges: drops no verdict
     ctx = Context(budget=budget, out_dir=out_dir)
