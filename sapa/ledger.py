@@ -190,6 +190,8 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
             verdict = "UNDETERMINED"
             evidence = {**evidence, "label_rule": "ANSWERED needs every reading decided; undecided: "
                         + ", ".join(undecided(outcome.readings) or ["(no readings)"])}
+    readings = [_reading_dict(r) for r in outcome.readings]  # may calibrate a rule: part of the entry's time
+    rule = _rule_dict(outcome.rule)
     return Entry(
         id=claim.id,
         statement=claim.statement,
@@ -203,8 +205,8 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         seconds=round(time.perf_counter() - t0, 3),
         cpu_seconds=round(tree_cpu_seconds() - c0, 2),
         kind=claim.kind,
-        readings=[_reading_dict(r) for r in outcome.readings],
-        rule=_rule_dict(outcome.rule),
+        readings=readings,
+        rule=rule,
         answer=outcome.answer,
         findings=list(outcome.findings),
         falsifiability=outcome.falsifiability or _not_examined_falsifiability(outcome),
