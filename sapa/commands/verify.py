@@ -44,7 +44,7 @@ def verify_order(claims: list) -> list:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa verify``: run the ledger, print the table, write ledger.json and report.md atomically."""
-    from sapa.commands.verify_eta import announce
+    from sapa.commands.verify_progress import announce
 
     expected, basis = announce(args)  # the first line, the run's ETA: before the checks' imports (seconds when busy)
     from common.atomic import atomic_write_json, atomic_write_text

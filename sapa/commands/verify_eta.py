@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["COSTS_FILE", "WORKERS", "probe_seconds", "load_costs", "scale", "expected_wall", "eta_line", "announce",
+__all__ = ["COSTS_FILE", "WORKERS", "probe_seconds", "load_costs", "scale", "expected_wall", "eta_line",
            "costs_from_ledger", "outside_fraction", "shipped_seconds"]
 
 COSTS_FILE = Path(__file__).resolve().parents[1] / "costs.json"  # sapa/costs.json (package data)
@@ -123,25 +123,6 @@ def eta_line(expected: dict[str, float], ids, basis: str, outside: float | None 
     when = f"~{total:.0f} s" if total < 90 else f"~{total / 60:.1f} min"
     extra = f"; no estimate for {', '.join(missing)}" if missing else ""
     return f"sapa verify: {len(ids)} entries, expected {when} ({basis}{extra})"
-
-
-def announce(args) -> tuple[dict[str, float], str]:
-    """Say how long ``sapa verify ARGS`` should take (its first line); return ({entry: seconds expected}, basis).
-
-    From the last ledger of the budget in ``--out``, else the shipped costs scaled by this machine's probe
-    (:func:`sapa.commands.verify_progress.expected_seconds`). Only the light registry of ids is read, so the line
-    comes before the checks are imported.
-    """
-    from common.progress import say
-    from sapa.budget import budget_named
-    from sapa.claim_ids import ORDER
-    from sapa.commands.shared import select
-    from sapa.commands.verify_progress import expected_seconds
-
-    ids = select(ORDER, args.only, lambda i: i, "claim id")
-    expected, basis = expected_seconds(args.out, budget_named(args.budget, args.seed), ids)
-    say(eta_line(expected, ids, basis))
-    return expected, basis
 
 
 def costs_from_ledger(ledger: dict, machine: str, load: str, probe_ref_s: float) -> dict:

@@ -44,3 +44,30 @@ def _last_run(out_dir: Path, budget: Budget) -> tuple[dict[str, float], str]:
     if not same or not times:
         return {}, f"the ledger in {out_dir} is of another budget or seed"
     return times, f"as long as the last {budget.name} run in {out_dir}"
+
+
+def announce(args) -> tuple[dict[str, float], str]:
+    """Say how long ``sapa verify ARGS`` should take (its first line); return ({entry: seconds expected}, basis).
+
+    From the last ledger of the budget in ``--out``, else the shipped costs scaled by this machine's probe
+    (:func:`expected_seconds`). Only the light registry of ids is read, so the line comes before the checks are
+    imported; the refusals the run would meet first (an unknown id, an --out that is a file, an --only merge into a
+    ledger of another budget) come before it.
+    """
+    from common.progress import say
+    from common.validate import InputError
+    from sapa.budget import budget_named
+    from sapa.claim_ids import ORDER
+    from sapa.commands.ledger_merge import prior_ledger
+    from sapa.commands.shared import select
+    from sapa.commands.verify_eta import eta_line
+
+    ids = select(ORDER, args.only, lambda i: i, "claim id")  # the refusals a run would meet first, before the line
+    budget = budget_named(args.budget, args.seed)
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} exists and is not a directory")
+    if args.only:
+        prior_ledger(args.out, budget, set(ids))
+    expected, basis = expected_seconds(args.out, budget, ids)
+    say(eta_line(expected, ids, basis))
+    return expected, basis

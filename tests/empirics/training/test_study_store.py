@@ -45,7 +45,8 @@ def test_the_timings_live_beside_the_sealed_chunk_so_two_runs_write_the_same_byt
     store_chunk(b, chunk, "h", {**res, "wall_s": 99.0, "cpu_s": 3.0})  # the same numbers, another run's clock
     assert a.read_bytes() == b.read_bytes()
     assert b"wall_s" not in a.read_bytes() and b"cpu_s" not in a.read_bytes()
-    assert json.loads(timing_path(b).read_text()) == {"wall_s": 99.0, "cpu_s": 3.0}
+    timing = json.loads(timing_path(b).read_text())
+    assert {k: timing[k] for k in ("wall_s", "cpu_s")} == {"wall_s": 99.0, "cpu_s": 3.0} and "finished_utc" in timing
     assert list(read_chunk(b, chunk)[0]["cpu_s"]) == [1.5, 1.5]  # the sidecar's CPU time, shared over the rows
     timing_path(b).unlink()  # a lost sidecar costs the timing, not the result
     assert chunk_ok(b, chunk, "h") and read_chunk(b, chunk)[0]["cpu_s"].isna().all()
