@@ -5,6 +5,11 @@ must never flow silently into the results. Writers seal the payload (Parquet: ke
 ``sapa_sha256``; JSON: a top-level ``"sha256"`` field); readers recompute it, and a mismatch or a
 missing checksum makes the file corrupt: the caller recomputes it, with one warning line on stderr.
 This guards against damage (disk, copies, hand edits), not against someone who rewrites the checksum.
+
+Run metadata (how long a result took: ``wall_s``, ``cpu_s``) is not part of a result: it differs between two runs
+that compute the same numbers. :func:`write_sealed_json` keeps it out of the sealed file, in a sidecar
+``timing/NAME`` beside it (:func:`timing_path`), so a resumed run leaves result files byte-identical to an
+uninterrupted one's.
 """
 
 from __future__ import annotations
@@ -97,6 +102,47 @@ def check_record(rec: object, path: str | Path) -> None:
         raise CorruptResult(f"{path}: no content checksum")
     if rec[JSON_FIELD] != record_sha256(rec):
         raise CorruptResult(f"{path}: content does not match its checksum (corrupt file)")
+
+
+RUN_FIELDS = ("wall_s", "cpu_s")  # run metadata, kept beside a result, never inside it
+
+
+def split_run_metadata(res: dict) -> tuple[dict, dict]:
+    """(``res`` without its run metadata, the run metadata {wall_s, cpu_s} it had)."""
+    return ({k: v for k, v in res.items() if k not in RUN_FIELDS},
+            {k: res[k] for k in RUN_FIELDS if k in res})
+
+
+def timing_path(path: str | Path) -> Path:
+    """The run-metadata sidecar of the result file ``path``: ``DIR/NAME`` → ``DIR/timing/NAME`` (out of its globs)."""
+    path = Path(path)
+    return path.parent / "timing" / path.name
+
+
+def write_sealed_json(path: str | Path, rec: dict, timing: dict | None = None) -> None:
+    """``rec`` sealed (:func:`seal_record`) into ``path`` atomically; ``timing`` (run metadata) into its sidecar.
+
+    The sidecar is written first (with ``finished_utc``, the time now): a result file on disk always has the sidecar
+    of the run that made it.
+    """
+    import time
+
+    from common.atomic import atomic_write_json
+
+    atomic_write_json(timing_path(path), {**(timing or {}),
+                                          "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    atomic_write_json(path, seal_record(rec))
+
+
+def read_timing(path: str | Path) -> dict:
+    """The run metadata beside the result file ``path`` ({} when its sidecar is missing or unreadable)."""
+    from common.readfile import read_regular_text
+
+    try:
+        got = json.loads(read_regular_text(timing_path(path), "run metadata"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
 
 
 def warn_recompute(exc: CorruptResult) -> None:

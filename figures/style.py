@@ -102,8 +102,13 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+# No creation date in a figure file: two renders of the same data are the same bytes (a rerun's checksums agree).
+# PNG carries no date unless asked; a PDF's /CreationDate is dropped by naming it None.
+UNDATED = {"png": {}, "pdf": {"CreationDate": None}}
+
+
 def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[Path]:
-    """Save ``fig`` as PNG and PDF atomically into ``out_dir``; return both paths.
+    """Save ``fig`` as PNG and PDF atomically into ``out_dir``, undated (:data:`UNDATED`); return both paths.
 
     ``file_stem`` may come from a stored file: it must be a plain name (common.safepath), and each
     path written must stay inside ``out_dir``.
@@ -125,7 +130,8 @@ def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[
         bbox = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
     for ext in ("png", "pdf"):
         target = inside(out_dir / f"{file_stem}.{ext}", out_dir, "figure")
-        atomic_write(target, lambda fh, ext=ext: fig.savefig(fh, format=ext, bbox_inches=bbox))
+        atomic_write(target, lambda fh, ext=ext: fig.savefig(fh, format=ext, bbox_inches=bbox,
+                                                             metadata=UNDATED[ext]))
         paths.append(target)
     plt.close(fig)
     return paths

@@ -155,6 +155,7 @@ class Entry:
     contract: dict | None = None
     corrected_claim: str | None = None
     seconds: float = 0.0
+    cpu_seconds: float | None = None  # CPU of sapa and its workers while the entry ran (common.cputime): sapa/costs.json
     kind: str = "claim"
     readings: list[dict] = field(default_factory=list)
     rule: dict | None = None
@@ -166,8 +167,10 @@ class Entry:
 
 
 def run_claim(claim: Claim, ctx: Context) -> Entry:
-    """Run one claim's check (or mark it not yet examined) and time it."""
-    t0 = time.perf_counter()
+    """Run one claim's check (or mark it not yet examined) and time it (wall and CPU seconds)."""
+    from common.cputime import tree_cpu_seconds
+
+    t0, c0 = time.perf_counter(), tree_cpu_seconds()
     if claim.check is None:
         outcome = Outcome(
             verdict="UNDETERMINED",
@@ -187,6 +190,8 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
             verdict = "UNDETERMINED"
             evidence = {**evidence, "label_rule": "ANSWERED needs every reading decided; undecided: "
                         + ", ".join(undecided(outcome.readings) or ["(no readings)"])}
+    readings = [_reading_dict(r) for r in outcome.readings]  # may calibrate a rule: part of the entry's time
+    rule = _rule_dict(outcome.rule)
     return Entry(
         id=claim.id,
         statement=claim.statement,
@@ -198,9 +203,10 @@ def run_claim(claim: Claim, ctx: Context) -> Entry:
         contract=asdict(claim.contract) if claim.contract else None,
         corrected_claim=outcome.corrected_claim,
         seconds=round(time.perf_counter() - t0, 3),
+        cpu_seconds=round(tree_cpu_seconds() - c0, 2),
         kind=claim.kind,
-        readings=[_reading_dict(r) for r in outcome.readings],
-        rule=_rule_dict(outcome.rule),
+        readings=readings,
+        rule=rule,
         answer=outcome.answer,
         findings=list(outcome.findings),
         falsifiability=outcome.falsifiability or _not_examined_falsifiability(outcome),

@@ -4,8 +4,9 @@ BEFORE and AFTER are ``ledger.json`` files (or the results directories holding t
 field; each difference is one line ``path: before → after``, sorted into three groups:
 
 * **ignored** — what changes from run to run by design: the run's clock and commit (``provenance.started_utc``,
-  ``wall_seconds``, ``git_commit``), each entry's ``seconds``, and a reading's ``key`` that only AFTER has (readings
-  gained a stable key; a key present in both must agree);
+  ``wall_seconds``, ``git_commit``), each entry's ``seconds``, a training design's ``fixed_at`` and
+  ``first_data_at`` (its ``sha256`` is compared), and a reading's ``key`` that only AFTER has (readings gained a
+  stable key; a key present in both must agree);
 * **timing** — the measurements of the ``overhead`` entry (CPU and wall seconds, their ratios and what is said
   of them: headline, answer, the readings' verdicts and why, robustness), which are one machine in one run, and
   every number whose key names seconds;
@@ -26,6 +27,7 @@ TIMED_ENTRIES = ("overhead",)  # entries whose evidence is a timing of this mach
 # what a timed entry states without measuring it: its contract and statement stay compared
 TIMED_KEEP = ("id", "statement", "contract", "kind", "tested_statement")
 SECONDS_WORDS = ("seconds", "_s", "wall")
+DESIGN_TIMES = ("fixed_at", "first_data_at")  # a training entry's evidence["design"]: its sha256 is compared
 
 
 def load(path: str | Path) -> dict:
@@ -64,6 +66,8 @@ def classify(ledger: dict, path: tuple, a, b) -> str:
     """'ignored', 'timing' or 'differs' for one difference."""
     if path[:2] in IGNORED or (len(path) == 3 and path[0] == "claims" and path[2] == "seconds"):
         return "ignored"
+    if len(path) >= 2 and path[-2] == "design" and path[-1] in DESIGN_TIMES:
+        return "ignored"  # when this run's design was fixed and its first result stored: the clock, not the design
     if len(path) >= 5 and path[2] == "readings" and path[4] == "key" and a == "<absent>":
         return "ignored"  # readings gained a stable key
     if entry_id(ledger, path) in TIMED_ENTRIES and path[2] not in TIMED_KEEP:

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.atomic import atomic_write_json, make_dirs
-from common.integrity import seal_record
+from common.atomic import make_dirs
+from common.integrity import split_run_metadata, write_sealed_json
 from common.pool import one_thread
 from common.validate import InputError, choice, positive_int
 from common.seeds import stable_hash, torch_gen_for
@@ -465,7 +465,8 @@ def _stored(path: Path, chash: str) -> dict | None:
         return None
     except ValueError:  # unreadable, truncated, a FIFO or a device (InputError): train it again
         return None
-    return d["result"] if isinstance(d, dict) and d.get("config_hash") == chash and "result" in d else None
+    ok = isinstance(d, dict) and d.get("config_hash") == chash and isinstance(d.get("result"), dict)
+    return split_run_metadata(d["result"])[0] if ok else None  # a file written before the sidecar had its timings
 
 
 def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = None, device: str = "cpu",
@@ -493,8 +494,9 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     written = threading.Condition()
 
     def store(c: MechChunk, r: dict) -> None:
-        atomic_write_json(d / c.file_name, seal_record({"config_hash": cfg.chunk_hash(c.task), "chunk": asdict(c),
-                                                        "result": r}))
+        r, timing = split_run_metadata(r)  # the timings go beside the sealed result: reruns stay byte-identical
+        write_sealed_json(d / c.file_name, {"config_hash": cfg.chunk_hash(c.task), "chunk": asdict(c), "result": r},
+                          timing)
         with written:
             res[c.file_name] = r
             if on_chunk is not None:

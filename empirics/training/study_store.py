@@ -1,6 +1,8 @@
 """The study's store: sealed chunk files (JSON + sha256), their validation, and the assembled Parquet tables.
 
-A chunk file is written atomically when its chunk finishes; a rerun reuses it only if it parses,
+A chunk file is written atomically when its chunk finishes, its run metadata (``wall_s``, ``cpu_s``) beside it in
+``chunks/timing/NAME`` (:func:`common.integrity.write_sealed_json`): a resumed run's chunk files are byte-identical to an
+uninterrupted run's. A rerun reuses it only if it parses,
 passes its checksum, belongs to the same config hash and schema, and holds a complete record
 (:func:`chunk_record_problem`); otherwise it is trained again, with one warning line.
 """
@@ -14,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.atomic import atomic_write_json
 from common.validate import InputError
-from common.integrity import CorruptResult, check_record, seal_record, warn_recompute
+from common.integrity import CorruptResult, check_record, read_timing, warn_recompute, write_sealed_json
 from common.readfile import read_regular_text
 from empirics.training.study_config import SCHEMA, Chunk
 
@@ -94,11 +95,11 @@ def _from_json_num(v):
 
 
 def store_chunk(path: Path, chunk: Chunk, chash: str, res: dict) -> None:
+    """The chunk's members, rows and history sealed into ``path``; its wall and CPU seconds in the sidecar."""
     rec = {"schema": SCHEMA, "config_hash": chash, "members": [m.as_dict() for m in chunk.members],
            "rows": [{k: _json_num(v) for k, v in r.items()} for r in res["rows"]],
-           "history": [[_json_num(v) for v in h] for h in res["history"]],
-           "wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")}
-    atomic_write_json(path, seal_record(rec))
+           "history": [[_json_num(v) for v in h] for h in res["history"]]}
+    write_sealed_json(path, rec, {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s")})
 
 
 def read_chunk(path: Path, chunk: Chunk) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -108,7 +109,9 @@ def read_chunk(path: Path, chunk: Chunk) -> tuple[pd.DataFrame, pd.DataFrame]:
     except CorruptResult as exc:
         raise InputError(f"{exc}; run again to recompute it") from None
     rows = pd.DataFrame([{k: _from_json_num(v) for k, v in r.items()} for r in rec["rows"]])
-    rows["cpu_s"] = float(rec.get("cpu_s") or math.nan) / max(1, len(rows))
+    cpu = read_timing(path).get("cpu_s", rec.get("cpu_s"))  # a chunk written before the sidecar kept it inside
+    rows["cpu_s"] = float(cpu if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else math.nan) \
+        / max(1, len(rows))
     hist = pd.DataFrame([[_from_json_num(v) for v in h] for h in rec["history"]],
                         columns=["arm", "alpha", "lr", "seed", "step", "quantity", "value"])
     hist.insert(0, "N", chunk.N)

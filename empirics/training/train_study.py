@@ -280,7 +280,8 @@ def _mechanism_config(budget, seed: int, mechanism):
 def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, workers: int = 2,
               progress: bool | str | Callable = True, executor: cf.Executor | None = None, mechanism="budget",
               device: str = "cpu", niceness: int = 0,
-              second_look: Callable[[pd.DataFrame, StudyConfig], list] | None = None) -> StudyResult:
+              second_look: Callable[[pd.DataFrame, StudyConfig], list] | None = None,
+              design: dict | None = None) -> StudyResult:
     """Run (or resume) the study of ``budget`` into ``out_dir``; return the assembled :class:`StudyResult`.
 
     Phase 1 trains every task's smallest N (the α grid and the dose grids included) and selects α*; phase 2 trains
@@ -296,7 +297,10 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     ``progress(total_work)`` returning the bar to count into (e.g. a quiet :class:`common.progress.Tally`;
     :class:`StudyProgress` weighs each member by its flops and writes the members done as the postfix). Writes
     ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
-    and ``study.json`` atomically.
+    and ``study.json`` atomically. Before any member trains, the design — the config (and the mechanism study's) with
+    ``design`` (the caller's rules, looks and levels) — is written and hashed into ``design.json``
+    (:func:`empirics.training.study_design.fix_design`); the provenance's ``design`` is
+    {sha256, fixed_at, first_data_at, fixed_first}.
     """
     from common.progress import progress_bar
     from empirics.training.mechanism import plan_mech_chunks, resolve_device, start_mechanisms
@@ -310,6 +314,12 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         make_dirs(out / "chunks")  # never through a link planted below --out
     except OSError as exc:
         raise InputError(f"cannot create the results directory {out / 'chunks'}: {exc.strerror or exc}") from None
+    from dataclasses import asdict
+
+    from empirics.training.study_design import design_record, fix_design
+
+    fix_design(out, {"config": cfg.as_dict(), "mechanism": asdict(mcfg) if mcfg is not None else None,
+                     **(design or {})})  # before the first member trains
     t0 = time.perf_counter()
     phase1 = [c for t in cfg.tasks for c in plan_chunks(cfg, t, cfg.plan(t).Ns[0], None)]
     mchunks = plan_mech_chunks(mcfg) if mcfg is not None else []
@@ -364,7 +374,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
             "dtype": "training float32; norms float64 (exact kernels)", "torch": torch.__version__,
             "numerics": {"threads_per_worker": 1, "deterministic_algorithms": True,
                          "pinned_kernel_dispatch": {k: os.environ.get(k) for k in PINNED}},
-            "text_corpus": _text_source() if "text" in cfg.tasks else None}
+            "text_corpus": _text_source() if "text" in cfg.tasks else None, "design": design_record(out)}
     write_parquet(out / "runs.parquet", runs)
     write_parquet(out / "history.parquet", hist)
     atomic_write_json(out / "study.json", prov)
@@ -403,6 +413,10 @@ def load_study(out_dir: str | Path) -> StudyResult:
         except CorruptResult as exc:
             raise InputError(f"training study: {' '.join(str(exc).split())}; rerun `sapa train --out {out}` to "
                              "assemble it again from its chunks") from None
+    if "design" not in prov:  # a study stored before the design was recorded: what its folder holds (or None)
+        from empirics.training.study_design import design_record
+
+        prov["design"] = design_record(out)
     return StudyResult(tables["runs.parquet"], tables["history.parquet"], prov.get("config", {}), prov, mech)
 
 

@@ -34,6 +34,7 @@ def check(ctx: Context) -> Outcome:
     verdict, rs, answer, ev, findings = outcome(study.mechanism, HEADLINE_ARMS)
     fal, robust = conditions(ev.pop("_slow"), rs, verdict)
     paths = _figures(ctx, ev)
+    ev["design"] = (study.provenance or {}).get("design")  # {sha256, fixed_at, first_data_at}: DESIGN.md item 10
     ev["check_wall_seconds"] = round(time.perf_counter() - t0, 1)
     return Outcome(verdict=verdict, tested_statement=words.TESTED, headline=words.headline(rs), readings=rs,
                    rule="slowdown-growth", answer=answer if verdict == "ANSWERED" else None, findings=findings,

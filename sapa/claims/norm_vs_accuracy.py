@@ -22,7 +22,9 @@ config has ``look2_refine`` (the full budget), :func:`sapa.evidence.dose_looks.s
 trained, every (task, family, lr) stratum of a dose reading the grid leaves open whose test at its observed slope
 would decide with 80 % power on the finer grid (each factor of c split in ``look2_refine`` log-equal steps: 8 doses
 → 36); the study trains those doses (:func:`empirics.training.study_config.look2_chunks`) and the reading is judged
-again on all of them. The finer grid's size is fixed in advance, and each look runs at half the family-wise levels
+again on all of them. The finer grid's size is part of the design written and hashed before the study's first member
+trains (``design.json``; the evidence's ``design``; the second look itself was added to the design after a first look
+had been read: docs/training.md, "Order of events"), and each look runs at half the family-wise levels
 (Bonferroni over the two looks), so whichever look decides, the entry's chance of a false FAILS stays ≤ 1 % (of a
 false HOLDS ≤ 5 %).
 
@@ -139,6 +141,7 @@ def check(ctx: Context) -> Outcome:
                    falsifiability=fal, robustness=robust, figures=_figures(ctx, tables),
                    evidence={"doses": {task: t.to_dict(orient="records") for task, t in tables.items()},
                              "answer_if_undecided": words.answer(tables, rs),
+                             "design": (study.provenance or {}).get("design"),  # DESIGN.md item 10
                              "dtype": "training float32; norms measured in float64 (exact kernels)",
                              "caveats": "tiny models, minutes of training, 3 seeds per dose: an association not shown "
                                         "is not an absence; within a family the dose moves the norm and nothing "

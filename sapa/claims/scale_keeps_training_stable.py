@@ -135,6 +135,8 @@ def _evidence(study, g: dict) -> dict:
         "softmax_flattening": _records(g["flat"]) if g["flat"] is not None else None,
         "config": study.config,
         "numerics": prov.get("numerics"),
+        "design": prov.get("design"),  # {sha256, fixed_at, first_data_at, fixed_first}: DESIGN.md item 10
+        "shipped_evidence": prov.get("evidence"),  # the shipped, sealed study read instead of training (else None)
         "study_wall_seconds": prov.get("wall_s"),
         "members_trained_now": prov.get("members_trained_now"),
         "interval": "[min, max] over seeds: a distribution-free interval for the median, coverage 1 − 2^(1−n)",

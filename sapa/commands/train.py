@@ -40,6 +40,10 @@ def add_parser(sub) -> None:
                         "across N and print its learning-curve statistics")
     t.add_argument("--force", action="store_true",
                    help="train even beyond the work limit of sapa sweep or the available memory (estimated up front)")
+    t.add_argument("--export-evidence", nargs="?", const="shipped", metavar="DIR",
+                   help="after training (a finished --out only assembles), seal the study's tables into DIR (default: "
+                        "the package's empirics/data/training/BUDGET, which `sapa verify` reads instead of training; "
+                        "docs/training.md)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -55,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786")
     resolve_device(args.device)
     cfg = study_config(args.budget, args.seed)
+    if getattr(args, "export_evidence", None) and (args.seeds is not None or args.activation is not None):
+        raise InputError("--export-evidence ships the budget's own study: not with --seeds or --activation")
     if args.seeds is not None and args.activation is not None:
         raise InputError("--seeds sets the study's replicates; --activation trains the mechanism probes (their own seeds)")
     if args.seeds is not None:  # estimated before anything of the study's size is planned (as sapa audit)
@@ -105,8 +111,18 @@ def _train(args: argparse.Namespace, workers: int) -> int:
                                progress=not args.no_progress)
     from sapa.commands.train_summary import main_train
 
-    return main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
-                      scheduler=args.scheduler, device=args.device, seeds=args.seeds)
+    rc = main_train(args.budget, args.out, seed=args.seed, workers=workers, progress=not args.no_progress,
+                    scheduler=args.scheduler, device=args.device, seeds=args.seeds)
+    if rc == 0 and getattr(args, "export_evidence", None):
+        from pathlib import Path
+
+        from empirics.training.evidence_pack import SHIPPED, export
+
+        dest = SHIPPED / args.budget if args.export_evidence == "shipped" else Path(args.export_evidence)
+        man = export(args.out, dest)
+        print(f"sealed the study's evidence into {dest} ({len(man['files'])} files, manifest sha256 "
+              f"{man['sha256'][:12]}…)")
+    return rc
 
 
 def output_guard(args: argparse.Namespace):

@@ -71,6 +71,7 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
     from empirics.training.study_analysis import best_lr
     from empirics.training.train_study import print_learning, run_study
     from sapa.evidence.dose_looks import second_look
+    from sapa.evidence.training_study import study_design
     from sapa.rules.learning import verdicts_line
 
     t0 = time.perf_counter()
@@ -85,7 +86,7 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
             study = replace(study_config(budget, seed), seeds=seeds)
         res = run_study(study, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,
                         device=device, mechanism="budget" if seeds is None else mech_config(budget, seed),
-                        second_look=second_look)
+                        second_look=second_look, design=study_design(budget, seed))
     print(summary(res, out, time.perf_counter() - t0))
     print_learning(res, best_lr(res.runs))
     if res.mechanism is not None:

@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     Each verdict is kept as it finishes (:mod:`sapa.commands.verify_keep`), before it is printed; a run that ends
     early (any exception, an interrupt, a full disk) says in one line what was kept and where.
     """
+    from sapa.commands.verify_progress import announce
+
+    expected, basis = announce(args)  # the first line, the run's ETA: before the checks' imports (seconds when busy)
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
@@ -55,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
     from sapa.ledger import Context, provenance, run_claim
     from sapa.commands.ledger_merge import ledger_entries
     from sapa.commands.verify_keep import Keeper, choose_target
-    from sapa.commands.verify_progress import expected_seconds
     from common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
@@ -63,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
     out_dir: Path = args.out
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a directory")
-    expected, basis = expected_seconds(out_dir, budget)  # ETAs: the last ledger of this budget in --out
     out_dir.mkdir(parents=True, exist_ok=True)
     # where the verdicts go, checked before any work: merged, never dropping one (a refusal is one line)
     target = choose_target(out_dir, budget, {c.id for c in claims}, only=bool(args.only))

@@ -22,6 +22,25 @@ PLATEAU_MARGIN = 0.02  # a text cell "left the bigram plateau": every seed's tes
 PREFETCH_NICENESS = 10
 
 
+TRAINING_RULES = ("stability-trend", "divergence-trend", "final-gap-trend", "slowdown-growth", "dose-association",
+                  "matched-norm")  # the rules the three training entries judge with
+
+
+def study_design(budget: str, seed: int = 0) -> dict:
+    """The part of the study's design that ``sapa`` decides — rules, looks, levels — fixed with the config before the
+    first member trains (:func:`empirics.training.study_design.fix_design`; DESIGN.md item 10)."""
+    from empirics.training.train_study import study_config
+    from sapa.evidence.dose_looks import looks
+    from sapa.rules import association as RA, rule_named
+
+    n = looks(study_config(budget, seed).as_dict())
+    return {"rules": {name: dict(rule_named(name).thresholds) for name in TRAINING_RULES},
+            "looks": {"dose-response": n, "second_look_planner": "sapa.evidence.dose_looks.second_look"
+                      if n == 2 else None},
+            "levels": {"dose-response per look": {"fails": RA.ALPHA_FAILS / n, "holds": RA.ALPHA_HOLDS / n},
+                       "family-wise": {"fails": RA.ALPHA_FAILS, "holds": RA.ALPHA_HOLDS}}}
+
+
 class _Prefetch:
     """The study running in a background (daemon) thread; its chunks train in worker processes."""
 
@@ -40,7 +59,7 @@ class _Prefetch:
         try:
             self.result = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed,
                                     workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS, progress=self._tally,
-                                    second_look=second_look)
+                                    second_look=second_look, design=study_design(ctx.budget.name, ctx.budget.seed))
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, who raises it
             self.result = exc
 
@@ -62,14 +81,28 @@ class _Prefetch:
         return self.result
 
 
+def shipped_study(ctx: Context):
+    """The study shipped with sapa for this budget and seed (:mod:`empirics.training.evidence_pack`), every file's
+    sha256 verified first — InputError, one line, when one fails —, unless ``OUT/train`` holds a study of its own
+    (``sapa train --out OUT/train``: a user's regeneration is read instead); None when none is shipped."""
+    from empirics.training.evidence_pack import load, shipped_for
+
+    pack = shipped_for(ctx.budget.name, ctx.budget.seed)
+    if pack is None or (ctx.out_dir / "train" / "study.json").is_file():
+        return None
+    return load(pack)
+
+
 def prefetch_study(ctx: Context) -> None:
     """Start the training study now, beside the other checks (both cores stay busy); :func:`get_study` waits for it.
 
+    A shipped study of this budget (:func:`shipped_study`) is read instead, at once: nothing trains.
     The study's numbers do not depend on when or where its chunks train (one thread per worker
     process, explicit generators), so prefetching changes the wall time only.
     """
     if CACHE_KEY not in ctx.cache:
-        ctx.cache[CACHE_KEY] = _Prefetch(ctx)
+        shipped = shipped_study(ctx)
+        ctx.cache[CACHE_KEY] = shipped if shipped is not None else _Prefetch(ctx)
 
 
 def stop_prefetch(ctx: Context) -> None:
@@ -106,7 +139,9 @@ def get_study(ctx: Context):
         from empirics.training.train_study import run_study
         from sapa.evidence.dose_looks import second_look
 
-        study = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed, second_look=second_look)
+        study = shipped_study(ctx)
+        study = study if study is not None else run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed, second_look=second_look,
+                          design=study_design(ctx.budget.name, ctx.budget.seed))
     except Exception as exc:  # keep the failure: the second reader must not retrain
         ctx.cache[CACHE_KEY] = exc
         raise

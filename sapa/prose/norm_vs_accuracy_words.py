@@ -20,7 +20,7 @@ TESTED = ("At each task's smallest N (digits 8×8 images, N = 16 patches; the ca
           "Student-t against −0.02 per decade (dose-association: HOLDS if at every lr a 10× lower norm buys at least "
           "0.02 accuracy, FAILS if at some lr it buys less or costs accuracy). Across them: x³/c minus x/c at matched "
           "‖φ(S)‖_F and the same lr (matched-norm: HOLDS if within ±0.02). Holm over the entry's p-values. In the full "
-          "budget a stratum the grid leaves open, and that a finer grid of c fixed in advance (36 doses) can decide, is "
+          "budget a stratum the grid leaves open, and that a finer grid of c fixed with the design (36 doses) can decide, is "
           "trained there and read on all its doses; each of the two looks at half the family-wise levels. ANSWERED "
           "when every reading is decided.")
 

@@ -100,3 +100,18 @@ def test_readings_are_selected_by_their_stable_key_never_by_their_text():
     assert [r.name for r in readings_keyed(rs, "wrt")] == ["w.r.t. S", "w.r.t. X"]
     with pytest.raises(KeyError, match="keys"):
         reading_keyed(rs, "w.r.t. S")
+
+
+def test_an_entry_seconds_include_its_rule_calibration_and_its_cpu_seconds_are_kept(tmp_path, monkeypatch):
+    import time
+
+    import sapa.ledger as L
+
+    def slow_rule(name):  # a rule whose calibration is not stored runs it when the entry is written
+        time.sleep(0.3)
+        return {"name": name}
+
+    monkeypatch.setattr(L, "_rule_dict", slow_rule)
+    spin = lambda c: (sum(i * i for i in range(200_000)), Outcome(verdict="HOLDS", evidence={}, tested_statement="t", rule="bound"))[1]  # noqa: E731
+    e = run_claim(Claim(id="c", statement="s", check=spin), Context(QUICK, tmp_path))
+    assert e.seconds >= 0.3 and e.cpu_seconds is not None and e.cpu_seconds >= 0

@@ -63,3 +63,13 @@ def test_main_reads_directories_and_exits_by_the_differences(tmp_path, capsys):
     (tmp_path / "b" / "ledger.json").write_text(json.dumps(changed))
     assert lc.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert lc.main([str(tmp_path / "nowhere"), str(tmp_path / "b")]) == 2
+
+
+def test_a_design_fixed_at_another_time_is_ignored_and_another_design_differs():
+    led = {"claims": [{"id": "norm-vs-accuracy", "evidence": {"design": {"sha256": "a", "fixed_at": "t0",
+                                                                         "first_data_at": "t1"}}}], "provenance": {}}
+    later = copy.deepcopy(led)
+    later["claims"][0]["evidence"]["design"].update(fixed_at="t5", first_data_at="t6")
+    assert lc.compare(led, later)["differs"] == [] and len(lc.compare(led, later)["ignored"]) == 2
+    later["claims"][0]["evidence"]["design"]["sha256"] = "b"
+    assert [p[-1] for p, _, _ in lc.compare(led, later)["differs"]] == ["sha256"]

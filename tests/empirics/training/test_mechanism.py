@@ -62,10 +62,12 @@ def test_chunks_identical_serial_and_in_a_pool(tmp_path, spawn_pool):
     cfg = replace(TINY, activation="x/N")
     a = M.run_mechanisms(cfg, tmp_path / "a")
     b = M.run_mechanisms(cfg, tmp_path / "b", spawn_pool)  # common.pool.process_pool(2), shared (tests/conftest.py)
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s")}  # noqa: E731
-    assert [strip(r) for r in a["results"]] == [strip(r) for r in b["results"]]
-    f = sorted((tmp_path / "a" / "mechanism").iterdir())
+    assert a["results"] == b["results"] and all("cpu_s" not in r and "wall_s" not in r for r in a["results"])
+    f = sorted((tmp_path / "a" / "mechanism").glob("*.json"))
     assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.chunk_hash("copy1")
+    # the timings live in mechanism/timing/: the sealed chunk files of the two runs are the same bytes
+    assert [p.read_bytes() for p in f] == [(tmp_path / "b" / "mechanism" / p.name).read_bytes() for p in f]
+    assert sorted(p.name for p in (tmp_path / "a" / "mechanism" / "timing").iterdir()) == [p.name for p in f]
 
 
 def test_resume_reuses_stored_chunks(tmp_path, monkeypatch):

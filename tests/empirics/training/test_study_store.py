@@ -3,10 +3,12 @@ history's leading (task, N) columns, infinities — and an incomplete record is 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
+from common.integrity import timing_path
 from empirics.training.study_config import SCHEMA, Chunk, Member
 from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
 
@@ -34,6 +36,20 @@ def test_a_stored_chunk_reads_back_with_its_cpu_time_shared_over_its_rows(tmp_pa
     assert list(rows["cpu_s"]) == [6.0 / k] * k  # one member's share of the chunk's CPU time
     assert math.isinf(rows["loss_start"][0]) and rows["loss_start"][0] > 0 and rows["attn_fro"][0] < 0
     assert list(hist.columns[:3]) == ["task", "N", "arm"] and set(hist["N"]) == {16} and set(hist["task"]) == {"digits"}
+
+
+def test_the_timings_live_beside_the_sealed_chunk_so_two_runs_write_the_same_bytes(tmp_path):
+    chunk, res = _chunk_and_result(2)
+    a, b = tmp_path / "a" / chunk.file_name, tmp_path / "b" / chunk.file_name
+    store_chunk(a, chunk, "h", res)
+    store_chunk(b, chunk, "h", {**res, "wall_s": 99.0, "cpu_s": 3.0})  # the same numbers, another run's clock
+    assert a.read_bytes() == b.read_bytes()
+    assert b"wall_s" not in a.read_bytes() and b"cpu_s" not in a.read_bytes()
+    timing = json.loads(timing_path(b).read_text())
+    assert {k: timing[k] for k in ("wall_s", "cpu_s")} == {"wall_s": 99.0, "cpu_s": 3.0} and "finished_utc" in timing
+    assert list(read_chunk(b, chunk)[0]["cpu_s"]) == [1.5, 1.5]  # the sidecar's CPU time, shared over the rows
+    timing_path(b).unlink()  # a lost sidecar costs the timing, not the result
+    assert chunk_ok(b, chunk, "h") and read_chunk(b, chunk)[0]["cpu_s"].isna().all()
 
 
 def test_a_chunk_without_cpu_time_reads_as_nan(tmp_path):

@@ -24,13 +24,17 @@ def test_expected_seconds_from_the_last_ledger_of_the_same_budget(tmp_path):
     assert times == {"thm4.1-norm": 0.6, "thm4.2-linear": 234.2} and basis.startswith("as long as the last quick run")
 
 
-def test_no_estimate_without_a_matching_ledger(tmp_path):
-    assert expected_seconds(tmp_path / "none", budget_named("quick"))[0] == {}
+def test_without_a_matching_ledger_the_shipped_costs_give_the_estimate(tmp_path):
+    ids, probe = ["thm4.1-norm", "thm4.2-linear"], lambda: 0.05
+    times, basis = expected_seconds(tmp_path / "none", budget_named("quick"), ids, probe=probe)
+    assert set(times) == set(ids) and basis.startswith("first quick run") and "shipped costs" in basis
     _ledger(tmp_path, name="full")
-    times, basis = expected_seconds(tmp_path, budget_named("quick"))
-    assert times == {} and "another budget or seed" in basis
+    times, basis = expected_seconds(tmp_path, budget_named("quick"), ids, probe=probe)
+    assert set(times) == set(ids) and "another budget or seed" in basis
     (tmp_path / "ledger.json").write_text("{not json")
-    assert expected_seconds(tmp_path, budget_named("quick"))[0] == {}
+    assert set(expected_seconds(tmp_path, budget_named("quick"), ids, probe=probe)[0]) == set(ids)
+    assert expected_seconds(tmp_path / "none", budget_named("full"), ids, probe=probe) == ({}, f"first full run in "
+                                                                                             f"{tmp_path / 'none'}")
 
 
 def test_verify_runs_every_entry_and_the_figures_inside_a_stage(tmp_path, capsys, monkeypatch):
