@@ -17,8 +17,9 @@ LOCK = ROOT / "requirements.lock"
 CI = ROOT / ".ci" / "run"
 INSTALL_DEV = 'python3 -m pip install -c requirements.lock -e ".[dev]"'  # the README's test command, before pytest
 OURS = ("common", "theory", "empirics", "figures", "sapa")
-# What `sapa verify` may reach only behind an option, each import inside ``try: … except ImportError`` that turns
-# a missing package into one line naming the extra: {module: extra}. --workers > 1 / --scheduler need Dask.
+# What `sapa verify` may reach only behind an option: {module: extra}. Imported only inside functions, and each
+# importing module imports it once inside ``try: … except ImportError`` (which turns a missing package into one line
+# naming the extra) before any other use. --workers > 1 / --scheduler need Dask.
 OPTIONAL = {"distributed": "dist", "dask": "dist"}
 
 
@@ -137,7 +138,7 @@ def test_the_base_install_holds_everything_verify_imports():
     dists = packages_distributions()
     missing = []
     for top, where in sorted(_reachable_third_party().items()):
-        if top in OPTIONAL:  # only inside functions, and each importing module has the guard with the message
+        if top in OPTIONAL:  # only inside functions, and each importing module imports it once under its guard
             for mod, how in where.items():
                 assert all(d for _, d in how) and any(g for g, _ in how), f"{top}: unguarded import in {mod}"
             assert any(_name(d) in extras[OPTIONAL[top]] for d in dists.get(top, [top])), top
