@@ -12,7 +12,6 @@ import gc
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -23,19 +22,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_session_end_leaves_later_collections_nothing_to_scan():
-    """After the hook, the heap is frozen: pytest's 5 collections at unconfigure take less than one full pass did."""
+    """After the hook, the heap is frozen: what a later full collection scans (the objects gc tracks outside the
+    permanent generation, gc.get_objects()) is no longer the heap. Counted, not timed: a timing of five collections
+    against one full pass depended on the machine's load."""
     junk = [[i] for i in range(200_000)]  # a heap worth scanning, as after the suite
-    t = time.perf_counter()
-    gc.collect()
-    one_pass = time.perf_counter() - t
     before = gc.get_freeze_count()
+    assert len(gc.get_objects()) >= len(junk)  # a full pass would scan all of it
     try:
         conftest.pytest_sessionfinish(None)
         assert gc.get_freeze_count() >= before + len(junk)  # the survivors sit in the permanent generation
-        t = time.perf_counter()
-        for _ in range(5):  # what _pytest.unraisableexception.cleanup does
-            gc.collect()
-        assert time.perf_counter() - t < one_pass
+        assert len(gc.get_objects()) < len(junk) // 100  # what a collection still scans: next to nothing
     finally:
         gc.unfreeze()
     del junk

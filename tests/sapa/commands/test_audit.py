@@ -202,13 +202,16 @@ def test_exact_and_norms_say_their_convention(capsys, tmp_path):
                                        ("x/(N*(1 + abs(i - j)))", "sums over the pairs (i, j)")])
 def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how):
     import functools
-    import time
+    import threading
 
     import common.progress as progress
     import sapa.commands.audit_conventions as C
 
+    said, say = threading.Event(), progress.say
+    monkeypatch.setattr(progress, "say", lambda *a, **k: (say(*a, **k), said.set()))
     monkeypatch.setattr(progress, "stage", functools.partial(progress.stage, every_s=0.2))
-    monkeypatch.setattr(C, "audit_both", lambda *a, **k: (time.sleep(0.7), {"activation": expr})[1])
+    # the audit lasts until the stage has spoken (not a fixed 0.7 s, which a loaded machine could outlast silently)
+    monkeypatch.setattr(C, "audit_both", lambda *a, **k: (said.wait(120), {"activation": expr})[1])
     assert main(["audit", expr, "--json"]) == 0
     cap = capsys.readouterr()
     assert json.loads(cap.out) == {"activation": expr}

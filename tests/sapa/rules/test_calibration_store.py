@@ -54,6 +54,42 @@ def test_the_fingerprint_follows_what_the_rule_computes_not_its_text(monkeypatch
     assert fingerprint(changed) != fingerprint(rule)
 
 
+def test_another_optimiser_path_or_library_release_keeps_the_fingerprint_current(monkeypatch):
+    """What moved between numpy 2.2.6 / scipy 1.15.3 and 2.4.6 / 1.17.1 (≤ 6·10⁻⁹ relative, the censored trend's fits
+    and numerical Hessian) is far inside the tolerance: here every L-BFGS-B fit of the slowdown rules starts 10⁻⁶
+    away (an optimiser that takes another path, as another release or BLAS build may), which moves their numbers
+    by up to ~10⁻⁸ (measured: 3.5·10⁻⁸), and the stored calibration is still current; the old 9-digit hash was not."""
+    import numpy as np
+    from scipy import optimize
+
+    from sapa.rules import calibration_store as store
+
+    rules = [r for r in all_rules() if r.name.startswith("slowdown-")]
+    before = {r.name: fingerprint(r) for r in rules}
+    minimize = optimize.minimize
+    monkeypatch.setattr(optimize, "minimize", lambda f, x0, *a, **k: minimize(f, np.asarray(x0) * (1 + 1e-6) + 1e-6,
+                                                                               *a, **k))
+    for rule in rules:
+        moved = store._fingerprint(rule)  # not the cached one
+        assert moved.numbers != before[rule.name].numbers  # the numbers did move ...
+        assert moved == before[rule.name]  # ... within the tolerance
+        e = store._read()[rule.name]
+        assert store.Fingerprint.from_json(e) == moved
+
+
+def test_the_tolerance_is_far_above_round_off_and_far_below_a_change():
+    from sapa.rules.calibration_store import ATOL, RTOL, Fingerprint
+
+    fp = fingerprint(next(r for r in all_rules() if r.name == "growth-upper"))
+    assert Fingerprint.from_json(fp.as_json()) == fp  # stored to 8 digits: within the tolerance
+    assert Fingerprint(fp.digest, tuple(x * (1 + RTOL / 30) for x in fp.numbers)) == fp  # 30× the round-off seen
+    for k in range(len(fp.numbers)):  # any one number moved by 2 tolerances is a change
+        x = fp.numbers[k]
+        moved = fp.numbers[:k] + (x + 2 * (RTOL * abs(x) + ATOL) + 1e-12,) + fp.numbers[k + 1:]
+        assert Fingerprint(fp.digest, moved) != fp
+    assert Fingerprint("0" * 64, fp.numbers) != fp
+
+
 def test_a_stale_or_foreign_entry_is_not_used(tmp_path):
     rule = all_rules()[0]
     c = calibrate(rule, trials=rule.trials, seed=SEED) if rule.trials <= 50 else dataclasses.replace(
