@@ -40,16 +40,16 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.atomic import atomic_write, atomic_write_json, atomic_write_text
+    from common.atomic import atomic_write, atomic_write_json, atomic_write_text, make_dirs
     from common.integrity import seal_record, seal_table
     from empirics.training.train_study import load_study
 
     src, dest = Path(study_dir), Path(dest)
     res = load_study(src)  # verifies the tables' checksums: only a sound study is shipped
-    dest.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest)  # never through a link planted below the destination
     for name, df in zip(TABLES, (res.runs, res.history)):
         table = seal_table(pa.Table.from_pandas(df, preserve_index=False))
-        atomic_write(dest / name, lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd"))
+        atomic_write(dest / name, lambda fh, t=table: pq.write_table(t, fh, compression="zstd"))
     for name in RECORDS:
         target = dest / (f"{name}.gz" if name in GZIPPED else name)
         if not (src / name).is_file():
@@ -59,7 +59,7 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
         text = json.dumps(json.loads((src / name).read_text(encoding="utf-8")), separators=(",", ":")) + "\n"
         if name in GZIPPED:  # mtime 0: the same record gives the same bytes
             data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
-            atomic_write(target, lambda tmp, d=data: Path(tmp).write_bytes(d))
+            atomic_write(target, lambda fh, d=data: fh.write(d))
         else:
             atomic_write_text(target, text)
     prov = res.provenance

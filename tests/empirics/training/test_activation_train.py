@@ -14,7 +14,7 @@ def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkey
     rows = [ln for ln in out.splitlines() if ln.startswith("copy1")]
     assert len(rows) == 2 * 2 and sum(" φ " in r for r in rows) == 2  # (N = 16, 32) × (softmax, φ)
     assert "slowdown copy1: softmax solves fewer than two N cells" in out  # 6 steps: nothing is solved, no trend
-    files = sorted(p.name for p in (tmp_path / "activation" / "mechanism").iterdir())
+    files = sorted(p.name for p in (tmp_path / "activation" / "mechanism").glob("*.json"))  # timing/: the sidecars
     assert files == ["copy1_N16_expr.json", "copy1_N16_softmax.json", "copy1_N32_expr.json", "copy1_N32_softmax.json"]
 
 
