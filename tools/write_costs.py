@@ -2,7 +2,8 @@
 
 LEDGER is the ``ledger.json`` of a ``sapa verify`` run of one budget (each entry's ``cpu_seconds``: the CPU of sapa
 and its workers while it ran). The probe (:func:`sapa.commands.verify_eta.probe_seconds`) is timed now by process CPU time, on the
-machine that made the ledger; ``--machine`` and ``--load`` say which machine and how busy it was. The other budgets
+machine that made the ledger, as the fewest of 40 calls (≈ 1 s: long enough to meet the machine's faster speed,
+which a first run's 5 calls may miss; verify_eta.probe_seconds); ``--machine`` and ``--load`` say which machine and how busy it was. The other budgets
 already in the file are kept when they were measured on the same ``--machine`` (one probe serves the file).
 """
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         ledger = json.loads(a.ledger.read_text(encoding="utf-8"))
-        new = costs_from_ledger(ledger, a.machine, a.load, probe_seconds(time.process_time, repeats=7))
+        new = costs_from_ledger(ledger, a.machine, a.load, probe_seconds(time.process_time, repeats=40))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"write_costs: {a.ledger}: {exc}", file=sys.stderr)
         return 2

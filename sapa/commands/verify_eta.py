@@ -23,7 +23,7 @@ __all__ = ["COSTS_FILE", "WORKERS", "probe_seconds", "load_costs", "scale", "exp
 
 COSTS_FILE = Path(__file__).resolve().parents[1] / "costs.json"  # sapa/costs.json (package data)
 WORKERS = 2  # processes ``sapa verify`` keeps busy: the checks, and the training study's or the sweep's pool beside them
-PROBE_REPEATS = 3
+PROBE_REPEATS = 5
 
 
 def _workload() -> float:
@@ -39,21 +39,24 @@ def _workload() -> float:
 
 
 def probe_seconds(clock=time.perf_counter, repeats: int = PROBE_REPEATS) -> float:
-    """Median seconds of :func:`_workload` by ``clock`` over ``repeats`` runs (≈ 0.1 s in all on a quiet core).
+    """Fewest seconds of :func:`_workload` by ``clock`` over ``repeats`` runs (≈ 0.1 s in all on a quiet core).
+
+    The fewest, not the median: on a virtual machine the same calls in one process take either ≈ 0.02 s or ≈ 0.033 s
+    (two speeds that alternate within a second or so; both seen in 3 of 5 processes here), so a median of a few calls reads
+    either speed and moved a first run's ETA by 1.6× from one start to the next; the fewest reads the faster one
+    on both machines.
 
     Here it is timed by the wall clock (a busy machine makes it slower, as it makes the run slower); on the
     reference machine by ``time.process_time``, the cost without the neighbours of that moment. numpy only: the
     first line of a run comes before torch is imported.
     """
-    import statistics
-
     _workload()  # warm: the first call pays for the ufuncs' first dispatch
     times = []
     for _ in range(repeats):
         t0 = clock()
         _workload()
         times.append(clock() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
 def load_costs(path: str | Path | None = None) -> dict | None:
