@@ -3,6 +3,13 @@
 A signal that lands inside C code running Python callbacks (numpy's product of exact fractions) can surface as
 another exception (a ``SystemError`` chained around the ``KeyboardInterrupt``); :func:`stop_signals` records every
 signal it turned into a ``KeyboardInterrupt``, so the caller knows a run was stopped whichever exception surfaced.
+
+What the handlers raise is :class:`Stopped`, a subclass: CPython 3.11 remembers an interrupt of the *exact* type
+``KeyboardInterrupt`` that passes through code run by ``exec``/``eval`` of a string (dataclasses, sympy's parser and
+lambdify all do that) and, at exit, kills itself with SIGINT whatever exit code the program chose — even after the
+program caught it. ``sapa`` caught it, kept its verdicts, printed its one line and returned 130, and the shell saw
+"killed by SIGINT" (−2) about once in ten interrupts. A subclass is caught by every ``except KeyboardInterrupt`` and
+never matches that exact-type test.
 """
 
 from __future__ import annotations
@@ -11,6 +18,10 @@ import contextlib
 import signal
 import threading
 from dataclasses import dataclass, field
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (SIGINT or SIGTERM) received within :func:`stop_signals` or :func:`sigterm_as_interrupt`."""
 
 
 @dataclass
@@ -22,8 +33,8 @@ class Stops:
 
 @contextlib.contextmanager
 def stop_signals():
-    """Within: SIGINT and SIGTERM raise KeyboardInterrupt and are recorded in the yielded :class:`Stops` (main thread
-    only); the previous handlers are restored after."""
+    """Within: SIGINT and SIGTERM raise :class:`Stopped` (a KeyboardInterrupt) and are recorded in the yielded
+    :class:`Stops` (main thread only); the previous handlers are restored after."""
     stops = Stops()
     if threading.current_thread() is not threading.main_thread():
         yield stops
@@ -31,7 +42,7 @@ def stop_signals():
 
     def on_stop(signum, frame):  # noqa: ARG001 (signal handler signature)
         stops.received.append(signal.Signals(signum).name)
-        raise KeyboardInterrupt
+        raise Stopped
 
     # a SIGINT ignored by whoever started the process (a background job) stays ignored
     which = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
@@ -56,13 +67,14 @@ def stopped_by_interrupt(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt():
-    """Within: SIGTERM raises KeyboardInterrupt (main thread only); the previous handler is restored after."""
+    """Within: SIGTERM raises :class:`Stopped` (a KeyboardInterrupt; main thread only); the previous handler is
+    restored after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def on_term(signum, frame):  # noqa: ARG001 (signal handler signature)
-        raise KeyboardInterrupt
+        raise Stopped
 
     old = signal.signal(signal.SIGTERM, on_term)
     try:

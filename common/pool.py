@@ -22,7 +22,7 @@ from common.allocator import keep_freed_memory
 from common.collector import collect_less_often
 from common.numerics import pin_kernel_dispatch
 
-__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "terminate_workers", "process_pool",
+__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "stop_pool", "process_pool",
            "DeafProcess", "DeafSpawn"]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -92,27 +92,67 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="sapa-parent-watchdog", daemon=True).start()
 
 
-def terminate_workers(ex: cf.ProcessPoolExecutor) -> None:
-    """Stop the pool's worker processes now (SIGTERM), so an interrupted run does not wait for work in flight."""
-    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+def stop_pool(ex: cf.ProcessPoolExecutor, grace_s: float = 5.0, wait_s: float = 60.0) -> None:
+    """Shut ``ex`` down now, waiting for no work in flight: queued work is cancelled, the workers get SIGTERM (SIGKILL
+    after ``grace_s``) and are reaped, and the pool's manager thread is let go even if a worker died mid-result.
+
+    A worker killed while it wrote a result leaves half a message in the result pipe; the manager thread then waits in
+    ``recv`` for the rest, for ever, because this process still holds the pipe's write end — ``shutdown(wait=True)``
+    hung, and so did the interpreter's exit, which joins that thread (an interrupted ``sapa verify`` printed its line
+    and never ended). Once every worker is dead nobody else can write, so closing that end here turns the half message
+    into end-of-file: the manager marks the pool broken, fails what was pending and ends.
+    """
+    # CPython's executor: its workers, result queue and manager thread (shutdown forgets them: taken first)
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    writer = getattr(getattr(ex, "_result_queue", None), "_writer", None)
+    thread = getattr(ex, "_executor_manager_thread", None)
+    ex.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
         with contextlib.suppress(Exception):
             proc.terminate()
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.join(grace_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
+    if thread is not None and thread.is_alive():
+        thread.join(wait_s)
 
 
 class DeafProcess(mp.context.SpawnProcess):
-    """A spawned process that never sees SIGINT: it starts with SIGINT blocked (the mask is inherited through fork
-    and exec), so a Ctrl-C sent to the terminal's process group reaches the parent alone, which stops its workers
-    (:func:`terminate_workers`) and says in one line what it kept — no worker prints a traceback, even while it is
-    still importing."""
+    """A spawned process that never sees SIGINT, and whose launch a stop signal cannot cut short.
+
+    It starts with SIGINT blocked (the mask is inherited through fork and exec), so a Ctrl-C sent to the terminal's
+    process group reaches the parent alone, which stops its workers (:func:`stop_pool`) and says in one line what it
+    kept — no worker prints a traceback, even while it is still importing. A stop signal that arrives while the parent
+    launches the child (another thread receives it; the main thread's Python handler would raise between the fork and
+    the write of the child's start-up data, and the child died printing ``EOFError: Ran out of input``) is held and
+    raised again the moment the launch has finished.
+    """
 
     def start(self) -> None:
         import signal
+        import threading
 
+        held: list[int] = []
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():  # only there can handlers be changed, or run
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if callable(signal.getsignal(sig)):  # a Python handler (SIG_DFL and SIG_IGN act in C, not mid-launch)
+                    handlers[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread only, for the fork
         try:
             super().start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            for signum in dict.fromkeys(held):  # once each, now that the child has what it needs
+                signal.raise_signal(signum)
 
 
 class DeafSpawn(type(mp.get_context("spawn"))):
@@ -123,6 +163,6 @@ class DeafSpawn(type(mp.get_context("spawn"))):
 
 def process_pool(workers: int, niceness: int = 0) -> cf.ProcessPoolExecutor:
     """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one, deaf to
-    SIGINT: :class:`DeafProcess`)."""
+    SIGINT: :class:`DeafProcess`); stop it mid-work with :func:`stop_pool`."""
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=DeafSpawn(), initializer=worker_init,
                                   initargs=(os.getpid(), niceness))

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     keep_freed_memory()  # freed tensors' pages are reused instead of faulted in again (numbers unchanged)
     collect_less_often()  # fewer full passes of the cyclic collector over a heap of ~10⁶ objects (numbers unchanged)
-    from common.interrupt import stop_signals, stopped_by_interrupt
+    from common.interrupt import Stopped, stop_signals, stopped_by_interrupt
 
     command = None
     try:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # a stop signal that surfaced as another exception (numpy's SystemError)
                 if not (stops.received or stopped_by_interrupt(exc)):
                     raise
-                raise KeyboardInterrupt(_kept(exc) or "") from None
+                raise Stopped(_kept(exc) or "") from None
     except InputError as exc:
         print(f"sapa: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE

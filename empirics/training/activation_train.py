@@ -74,7 +74,7 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
     arm = expr_arm(expr)  # parse and translate first: a bad expression is one clear line
     cfg = replace(mech_config(budget, seed, activation=expr), arms=("softmax",))
     t0 = time.perf_counter()
-    from common.pool import process_pool, terminate_workers
+    from common.pool import process_pool, stop_pool
 
     with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
         pool = process_pool(workers) if ex is None and workers > 1 else None  # dies with this process
@@ -86,7 +86,7 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
                                   on_stored=lambda cs: skip(bar, sum(len(c.members) for c in cs)))
         except BaseException:
             if pool is not None:
-                terminate_workers(pool)
+                stop_pool(pool)
             raise
         finally:
             bar.close()

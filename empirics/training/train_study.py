@@ -52,7 +52,7 @@ from common.atomic import atomic_write, atomic_write_json, make_dirs
 from common.progress import skip
 from common.validate import InputError, positive_int
 from common.numerics import PINNED
-from common.pool import process_pool, terminate_workers
+from common.pool import process_pool, stop_pool
 from empirics.training.study_chunk import train_chunk
 from empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
                                    SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
@@ -349,7 +349,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
             mech = mech_done()
     except BaseException:
         if own:
-            terminate_workers(ex)  # chunks in flight are lost; finished ones are on disk
+            stop_pool(ex)  # chunks in flight are lost; finished ones are on disk
         raise
     finally:
         bar.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common.interrupt import Stopped
 from common.validate import InputError
 
 # what an interrupt leaves, when run() could not count it (sapa.cli prints it); run() says how many were kept, and where
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _train(args, workers)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(kept_chunks(args.out)) from None
+        raise Stopped(kept_chunks(args.out)) from None
 
 
 def kept_chunks(out) -> str:

@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from common.interrupt import Stopped
 from sapa.commands.shared import select
 
 
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         stop_prefetch(ctx)  # the training study's workers
         close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
         if isinstance(exc, KeyboardInterrupt):  # main prints the one line: what was kept, and where
-            raise KeyboardInterrupt(kept) from None
+            raise Stopped(kept) from None
         raise
     finally:
         torch.set_num_threads(threads)

@@ -67,10 +67,11 @@ def close_run_pool(ctx: Context, now: bool = False) -> None:
     ex = ctx.cache.pop("pool", None)
     if ex is not None:
         if now:
-            from common.pool import terminate_workers
+            from common.pool import stop_pool
 
-            terminate_workers(ex)
-        ex.shutdown(wait=True, cancel_futures=True)
+            stop_pool(ex)
+        else:
+            ex.shutdown(wait=True, cancel_futures=True)
 
 
 def sweep_summary(ctx: Context) -> pd.DataFrame:

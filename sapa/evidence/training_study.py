@@ -42,11 +42,15 @@ def study_design(budget: str, seed: int = 0) -> dict:
 
 
 class _Prefetch:
-    """The study running in a background (daemon) thread; its chunks train in worker processes."""
+    """The study running in a background (daemon) thread; its chunks train in ``pool``'s worker processes, which an
+    interrupt stops from the main thread (:func:`stop_prefetch`)."""
 
     def __init__(self, ctx: Context) -> None:
         import threading
 
+        from common.pool import process_pool
+
+        self.pool = process_pool(max(2, ctx.workers), PREFETCH_NICENESS)  # its workers start with the first chunk
         self.result: object = None
         self.tally = None  # the study's work done (flops, members), kept quiet: the verify log gets one line per stage
         self._thread = threading.Thread(target=self._run, args=(ctx,), name="sapa-train-study", daemon=True)
@@ -58,10 +62,12 @@ class _Prefetch:
 
         try:
             self.result = run_study(ctx.budget.name, ctx.out_dir / "train", seed=ctx.budget.seed,
-                                    workers=max(2, ctx.workers), niceness=PREFETCH_NICENESS, progress=self._tally,
-                                    second_look=second_look, design=study_design(ctx.budget.name, ctx.budget.seed))
+                                    executor=self.pool, progress=self._tally, second_look=second_look,
+                                    design=study_design(ctx.budget.name, ctx.budget.seed))
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, who raises it
             self.result = exc
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)  # at once after a stop_pool
 
     def _tally(self, total: float):
         from common.progress import Tally
@@ -107,11 +113,11 @@ def prefetch_study(ctx: Context) -> None:
 
 def stop_prefetch(ctx: Context) -> None:
     """On an interrupt: stop a prefetched study's worker processes now (finished chunks are already on disk)."""
-    if isinstance(ctx.cache.get(CACHE_KEY), _Prefetch):
-        import multiprocessing
+    got = ctx.cache.get(CACHE_KEY)
+    if isinstance(got, _Prefetch):
+        from common.pool import stop_pool
 
-        for proc in multiprocessing.active_children():  # the pool's workers; exiting must not wait for their chunks
-            proc.terminate()
+        stop_pool(got.pool)  # exiting must not wait for the chunks in flight
 
 
 def wait_for_prefetch(ctx: Context) -> float:

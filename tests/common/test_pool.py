@@ -76,3 +76,71 @@ def test_a_ctrl_c_to_the_process_group_reaches_the_parent_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          start_new_session=True)
     assert out.stdout.split("\n")[:2] == ["parent interrupted", "[None, None]"] and out.stderr == "", out.stderr
+
+
+def _half_a_result(marker: str) -> None:
+    """In a pool worker: write the head of a result to the pool's result pipe (a 1 MiB message, 8 bytes of it), as a
+    worker killed while writing its result leaves it, then wait to be stopped."""
+    import os
+    import struct
+    import time
+    from pathlib import Path
+
+    frame = sys._getframe(1)
+    while "result_queue" not in frame.f_locals:  # concurrent.futures' _process_worker, which called this
+        frame = frame.f_back
+    os.write(frame.f_locals["result_queue"]._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 8)
+    Path(marker).write_text("written")
+    time.sleep(600)
+
+
+@pytest.mark.slow  # a spawned worker (~3 s)
+def test_stop_pool_ends_even_when_a_worker_died_mid_result(tmp_path):
+    """Before, the manager thread waited in recv for the rest of that message for ever: ``shutdown(wait=True)`` and the
+    interpreter's exit hung (an interrupted ``sapa verify`` printed its line and never ended)."""
+    import concurrent.futures as cf
+    import time
+
+    from common.pool import process_pool, stop_pool
+
+    ex = process_pool(1)
+    marker = tmp_path / "written"
+    fut = ex.submit(_half_a_result, str(marker))
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert time.monotonic() - t0 < 120, "the worker never wrote"
+        time.sleep(0.05)
+    time.sleep(0.2)  # the manager thread is in recv, 8 bytes into a 1 MiB message
+    thread, workers = ex._executor_manager_thread, list(ex._processes.values())  # shutdown forgets them
+    stop_pool(ex, wait_s=30)
+    assert not thread.is_alive() and not any(p.is_alive() for p in workers)
+    with pytest.raises(cf.process.BrokenProcessPool):
+        fut.result(timeout=1)
+
+
+def test_a_stop_during_a_launch_is_raised_once_the_child_has_started(monkeypatch):
+    """A stop that reached the parent between the fork and the write of the child's start-up data cut that write
+    short: the child died printing ``EOFError: Ran out of input``. It is held until the launch has finished."""
+    import multiprocessing as mp
+    import os
+    import signal
+    import time
+
+    from common.interrupt import stop_signals
+    from common.pool import DeafProcess
+
+    steps = []
+
+    def launch(self):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # as if another thread had taken the signal
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10**5):  # the handler would run here, mid-launch
+            pass
+        steps.append("launched")
+
+    monkeypatch.setattr(mp.context.SpawnProcess, "start", launch)
+    with stop_signals() as stops, pytest.raises(KeyboardInterrupt):
+        DeafProcess(target=print).start()
+        steps.append("after start")
+        time.sleep(5)
+    assert steps == ["launched"] and stops.received == ["SIGINT"]
