@@ -35,7 +35,8 @@ PUBLISHED_BOUND = ("not computed: the theorem of Castin, Ablin & Peyré (ICML 20
 
 
 def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float = 1e-6) -> dict:
-    """Certified σ₁ bracket, ‖J‖_F and R = max ‖x_i‖ of the softmax layer ``layer`` at X (N, D)."""
+    """Certified σ₁ bracket, ‖J‖_F, R = max ‖x_i‖ and the published estimator's √‖JᵀF(X)‖ of the softmax layer
+    ``layer`` at X (N, D)."""
     from empirics.kernels.expr_norms import LayerOperator, expr_norms
     from empirics.kernels.spectral import certified_spectral_norm
     from theory.activation_audit import parse_activation
@@ -48,7 +49,21 @@ def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float
                                 dense="never")
     return {"N": int(X.shape[0]), "sigma_lower": b.lower, "sigma_upper": b.upper, "sigma_estimate": b.estimate,
             "jac_fro": fro, "converged": b.converged, "steps": b.steps,
-            "R": float(np.max(np.linalg.norm(X, axis=1)))}
+            "R": float(np.max(np.linalg.norm(X, axis=1))), "published_estimator": _published(X, layer, op)}
+
+
+def _published(X: np.ndarray, layer, op) -> float | None:
+    """√‖J(X)ᵀ F(X)‖, what the published power iteration returns (:mod:`empirics.realmodel.peer_estimator`);
+    None for a layer without values (its output is not a layer's)."""
+    import torch
+
+    from empirics.realmodel.peer_estimator import layer_function, published_from_operator
+
+    if not layer.has_values:
+        return None
+    with torch.no_grad():
+        FX = layer_function(layer)(torch.as_tensor(X, dtype=torch.float64)).numpy()  # (N, D)
+    return published_from_operator(op, FX)
 
 
 def minilm_layer(weights, l: int):
@@ -79,7 +94,8 @@ def vit_layer(seed: int, D: int = 768, H: int = 12, d: int = 64):
 
 @dataclass(frozen=True)
 class LayerLipschitzResult:
-    """Rows (model, layer, N, sigma_lower, sigma_upper, sigma_estimate, jac_fro, converged, steps, R)."""
+    """Rows (model, layer, N, sigma_lower, sigma_upper, sigma_estimate, jac_fro, converged, steps, R,
+    published_estimator)."""
 
     rows: list
     max_steps: int
@@ -96,8 +112,12 @@ class LayerLipschitzResult:
 
     def series(self, model: str, layer: int) -> dict:
         rs = sorted((r for r in self.rows if r["model"] == model and r["layer"] == layer), key=lambda r: r["N"])
-        return {k: np.array([r[k] for r in rs], dtype=np.float64) for k in ("N", "sigma_lower", "sigma_upper",
-                                                                         "sigma_estimate", "jac_fro", "R")}
+        out = {k: np.array([r[k] for r in rs], dtype=np.float64) for k in ("N", "sigma_lower", "sigma_upper",
+                                                                        "sigma_estimate", "jac_fro", "R")}
+        # rows stored before the published estimator was measured lack it: NaN there
+        out["published_estimator"] = np.array([np.nan if r.get("published_estimator") is None
+                                               else r["published_estimator"] for r in rs], dtype=np.float64)
+        return out
 
 
 def run_layer_lipschitz(minilm_Ns=(8, 16, 32, 64), vit_Ns=(8, 16, 32, 64), *, minilm_layers=range(6),

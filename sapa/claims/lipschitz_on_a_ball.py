@@ -27,7 +27,7 @@ QUICK = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64), betas=(4.0, 1.
          "minilm_Ns": (8, 32), "max_steps": 20}
 FULL = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64, 90, 128, 181, 256), betas=(4.0, 1.0),
                            ascent=AscentConfig(restarts=8, steps=150)),
-        "minilm_Ns": (8, 16, 32, 64, 128), "max_steps": 150}
+        "minilm_Ns": (8, 16, 32, 64, 128, 256), "max_steps": 150}
 FIT_FROM = 8          # exponents are fitted on n ≥ 8 (below it the √n mechanism has too few queries to act)
 BIG, SMALL = 4.0, 1.0  # the balls: √n regime through the grid (e^{2β} ≈ 3 000) and mean-field from n ≈ e² ≈ 7
 NAMES = {"softmax": family("softmax").label, "poly1": family("x_sqrtN").label, "poly3": family("x3_sqrtN").label}
@@ -54,7 +54,8 @@ def _ratios(res, act: str) -> float:
 
 
 def _real_slopes(real) -> dict:
-    """Per MiniLM layer: lower-bound slope and the rigorous interval of σ₁'s secant exponent (brackets' ends)."""
+    """Per MiniLM layer: lower-bound slope, the rigorous interval of σ₁'s secant exponent (brackets' ends), and the
+    secant slope of the published estimator's √‖JᵀF(X)‖ on the same inputs (:mod:`empirics.realmodel.peer_estimator`)."""
     out = {}
     for l in sorted({r["layer"] for r in real.rows if r["model"] == "all-MiniLM-L6-v2"}):
         s = real.series("all-MiniLM-L6-v2", l)
@@ -66,6 +67,11 @@ def _real_slopes(real) -> dict:
             "lower_bound_slope": math.log(s["sigma_lower"][-1] / s["sigma_lower"][0]) / lr,
             "sigma_exponent_interval": [math.log(s["sigma_lower"][-1] / s["sigma_upper"][0]) / lr,
                                         math.log(s["sigma_upper"][-1] / s["sigma_lower"][0]) / lr]}
+        pub = s["published_estimator"]
+        if np.all(np.isfinite(pub)):
+            out[f"layer {l}"]["published_estimator"] = {
+                "values": [float(x) for x in pub], "slope": math.log(pub[-1] / pub[0]) / lr,
+                "over_sigma_lower": [float(x) for x in pub / s["sigma_lower"]]}
     return out
 
 
@@ -222,7 +228,7 @@ CONTRACT = Contract(
     norm="spectral (Lipschitz constant on B_R^n in the Frobenius norm)",
     randomness="W_Q, W_K, W_V entries N(0, 1/D), seeded; inputs adversarial (seeded ascent with restarts)",
     quantifier="for all inputs of the ball (sup), bracketed: certified lower bounds ≤ Lip ≤ sapa's proven bound",
-    n_range="quick: n = 2…64 (fit n = 8…64); full: n = 2…256; real: MiniLM prefixes 8…32 (quick), 8…128 (full)",
+    n_range="quick: n = 2…64 (fit n = 8…64); full: n = 2…256; real: MiniLM prefixes 8…32 (quick), 8…256 (full)",
     predicted_exponent="softmax ½ (Castin et al.: √n up to a constant, tight), 0 in the mean-field regime; x^p/√N: "
                        "none published",
     refuted_by="a softmax exponent interval above ½ + 0.05; any input above sapa's bound",

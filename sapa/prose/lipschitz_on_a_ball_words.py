@@ -109,7 +109,21 @@ def findings(res, fits: dict, real_sl: dict, powers: dict, names: dict, big: flo
            f"(×{bound_at[k] / best[k]:.2f})" for k in best]
         + [f"real, {k}: lower-bound slope {v['lower_bound_slope']:.3f}, σ₁ exponent within "
            f"[{v['sigma_exponent_interval'][0]:.2f}, {v['sigma_exponent_interval'][1]:.2f}]" for k, v in real_sl.items()]
+        + _published(real_sl)
         + [f"rule power (sapa calibrate): {k} {v}" for k, v in powers.items()])
+
+
+def _published(real_sl: dict) -> list[str]:
+    """One finding: the published estimator's quantity beside σ₁ on the same real inputs (empty when not measured)."""
+    pub = {k: v["published_estimator"] for k, v in real_sl.items() if "published_estimator" in v}
+    if not pub:
+        return []
+    slopes = [p["slope"] for p in pub.values()]
+    ratios = [r for p in pub.values() for r in p["over_sigma_lower"]]
+    return [f"the published estimator (Castin et al.'s loc_lipschitz) returns √‖J(X)ᵀF(X)‖, not σ₁ — its jvp keeps "
+            f"the output F(X) where J·u was meant (empirics/realmodel/peer_estimator.py); on the same MiniLM inputs its "
+            f"slope is {min(slopes):.2f}…{max(slopes):.2f} per layer and it is {min(ratios):.2f}…{max(ratios):.2f}× "
+            f"sapa's certified σ₁ lower bound: a rate read from it is not σ₁'s rate"]
 
 
 def tested(res, big: float, small: float, fit_from: int) -> str:

@@ -125,3 +125,28 @@ def test_full_budget_softmax_series_stays_below_the_bound_and_within_root_n():
     assert all(r["sigma_lower"] <= r["bound"] for r in res.rows)
     f = LB._fit(res, "softmax", LB.BIG)
     assert f.hi <= 0.5 + TOL and f.slope > 0.3
+
+
+def test_the_published_estimator_is_reported_beside_sigma_on_the_same_inputs(entry):
+    """Each MiniLM row carries √‖JᵀF(X)‖ (recomputed here by autograd on the row's own layer and input), each layer
+    its secant slope, and a finding says it is not σ₁."""
+    import torch
+
+    from empirics.realmodel import real_model as rm
+    from empirics.realmodel.layer_lipschitz import minilm_layer
+    from empirics.realmodel.peer_estimator import layer_function, published_quantity
+
+    e, _ = entry
+    rows = [r for r in e.evidence["real_rows"] if r["model"] == "all-MiniLM-L6-v2"]
+    if not rows:
+        pytest.skip("all-MiniLM-L6-v2 is not installed")
+    r = rows[0]
+    w = rm.load_weights()
+    ids = rm.prefix_ids(rm.encode(rm.load_tokenizer(), next(iter(rm.load_corpus().passages.values()))), r["N"])
+    X = rm.forward(w, ids, dtype=torch.float64)[r["layer"]]
+    assert r["published_estimator"] == pytest.approx(published_quantity(layer_function(minilm_layer(w, r["layer"])), X),
+                                                     rel=1e-9)
+    for k, v in e.evidence["real_slopes"].items():
+        s = [x["published_estimator"] for x in rows if f"layer {x['layer']}" == k]
+        assert v["published_estimator"]["slope"] == pytest.approx(math.log(s[-1] / s[0]) / math.log(12 / 8), rel=1e-12)
+    assert any("returns √‖J(X)ᵀF(X)‖, not σ₁" in f for f in e.findings)
