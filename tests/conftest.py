@@ -94,6 +94,28 @@ def freed_memory_kept():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def sigint_as_in_a_terminal():
+    """SIGINT handled as in a terminal, however the suite was started; the start's own setting is restored after.
+
+    A runner started as a background job (``cmd &`` in a script) inherits SIGINT ignored, and Python then installs no
+    handler: the Ctrl-C tests sent signals nothing received (an in-process one failed; the ``sapa`` subprocesses,
+    which inherit SIG_IGN and keep it by design, ran to the end and passed for the wrong reason). A signal this
+    process handles is reset to its default in a child at exec, so the children get Python's handler too.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def one_thread_in_subprocesses():
     """One OpenMP / BLAS thread in the processes the tests start (notebook kernels, process pools, Dask workers,
     ``sapa`` subprocesses) and for numpy's OpenBLAS here. pytest-xdist already runs one worker per core, so a

@@ -120,3 +120,32 @@ def test_an_xdist_run_computes_a_module_fixture_once_on_one_worker(tmp_path):
     assert r.returncode == 0 and "12 passed" in r.stdout, r.stdout + r.stderr
     lines = log.read_text().split()
     assert lines.count("computed") == 1 and len(set(lines) - {"computed"}) == 1, lines
+
+
+def test_the_suite_handles_sigint_however_it_was_started():
+    """tests/conftest.py's sigint_as_in_a_terminal: a suite started with SIGINT ignored (a background job) still gets
+    Python's handler, so the Ctrl-C tests test something."""
+    import signal
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.slow  # a pytest run in a fresh interpreter (~5 s)
+def test_a_suite_started_with_sigint_ignored_still_receives_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_one.py").write_text(
+        "import os, signal, time, pytest\n"
+        "def test_ctrl_c():\n"
+        "    with pytest.raises(KeyboardInterrupt):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n")
+    (tmp_path / "conftest.py").write_text("from tests.conftest import sigint_as_in_a_terminal  # noqa: F401\n")
+    ignored = lambda: __import__("signal").signal(__import__("signal").SIGINT, __import__("signal").SIG_IGN)  # noqa: E731
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "test_one.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=ignored,
+                         env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert out.returncode == 0, out.stdout[-2000:]
