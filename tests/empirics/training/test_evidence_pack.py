@@ -135,3 +135,17 @@ def test_sapa_verify_refuses_a_tampered_pack_with_one_line(packed, tmp_path, mon
     rc = main(["verify", "--only", "norm-vs-accuracy", "--out", str(tmp_path / "out")])
     err = [ln for ln in capsys.readouterr().err.splitlines() if "refused" in ln]
     assert rc == 2 and len(err) == 1 and "design.json" in err[0], err
+
+
+def test_every_pack_file_is_package_data():
+    """A wheel (a non-editable install) carries every file a pack holds: mechanism.json.gz matched no pattern."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from empirics.training.evidence_pack import FILES, MANIFEST
+
+    root = Path(__file__).resolve().parents[3]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["empirics"]
+    for name in (*FILES, MANIFEST):
+        assert any(fnmatch.fnmatch(f"data/training/full/{name}", p) for p in patterns), name
