@@ -22,7 +22,7 @@ from common.allocator import keep_freed_memory
 from common.collector import collect_less_often
 from common.numerics import pin_kernel_dispatch
 
-__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "stop_pool", "process_pool",
+__all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "stop_pool", "stopping_pool", "process_pool",
            "DeafProcess", "DeafSpawn"]
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -159,6 +159,19 @@ class DeafSpawn(type(mp.get_context("spawn"))):
     """The spawn context whose processes are :class:`DeafProcess`."""
 
     Process = DeafProcess
+
+
+@contextlib.contextmanager
+def stopping_pool(workers: int, niceness: int = 0):
+    """A :func:`process_pool` for the ``with`` block: shut down waiting for its work when the block ends, stopped at
+    once (:func:`stop_pool`) when it raises — an interrupt does not wait for the work in flight."""
+    ex = process_pool(workers, niceness)
+    try:
+        yield ex
+    except BaseException:
+        stop_pool(ex)
+        raise
+    ex.shutdown(wait=True)
 
 
 def process_pool(workers: int, niceness: int = 0) -> cf.ProcessPoolExecutor:

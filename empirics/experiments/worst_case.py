@@ -212,10 +212,10 @@ def run_worst_case(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32
         return WorstCaseResult(frames={p: worst_case_growth(p, cfg, quantities=qs) for p in ps}, config=cfg)
     import contextlib
 
-    from common.pool import process_pool
+    from common.pool import stopping_pool
 
     parts = [(p, c, q) for p in ps for c in CONSTRAINTS for q in qs]
-    with contextlib.nullcontext(executor) if executor is not None else process_pool(min(workers, len(parts))) as ex:
+    with contextlib.nullcontext(executor) if executor is not None else stopping_pool(min(workers, len(parts))) as ex:
         futures = [ex.submit(worst_case_growth, p, cfg, constraints=(c,), quantities=(q,)) for p, c, q in parts]
         done = [f.result() for f in futures]
     frames = {p: pd.concat([df for (pp, _, _), df in zip(parts, done) if pp == p], ignore_index=True) for p in ps}

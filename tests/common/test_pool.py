@@ -144,3 +144,19 @@ def test_a_stop_during_a_launch_is_raised_once_the_child_has_started(monkeypatch
         steps.append("after start")
         time.sleep(5)
     assert steps == ["launched"] and stops.received == ["SIGINT"]
+
+
+@pytest.mark.slow  # a spawned worker (~3 s)
+def test_a_stopping_pool_interrupted_does_not_wait_for_the_work_in_flight():
+    import time
+
+    from common.pool import stopping_pool
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with stopping_pool(1) as ex:
+            fut = ex.submit(time.sleep, 600)
+            while not fut.running():
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+    assert time.monotonic() - t0 < 120 and fut.done()

@@ -113,11 +113,11 @@ def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
     asked = []
 
     @contextlib.contextmanager
-    def shared(workers):  # the session's spawn pool (tests/conftest.py) for the one run_worst_case would start
+    def shared(workers, niceness=0):  # the session's spawn pool (tests/conftest.py) for the one run_worst_case starts
         asked.append(workers)
         yield spawn_pool
 
-    monkeypatch.setattr(common.pool, "process_pool", shared)
+    monkeypatch.setattr(common.pool, "stopping_pool", shared)
     kw = dict(ps=(3,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=2)
     serial, parallel = run_worst_case(**kw), run_worst_case(**kw, workers=2)
     assert asked == [2]  # workers=2 did go through a process pool
