@@ -24,6 +24,16 @@ from common.validate import InputError
 __all__ = ["SHIPPED", "FILES", "export", "load", "shipped_for", "pack_problem"]
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "training"  # empirics/data/training/<budget>/
+TREE = Path(__file__).resolve().parents[2]  # the folder that holds empirics/ (the repository, or site-packages)
+
+
+def shown_path(dest: Path) -> str:
+    """``dest`` as a ledger records it: relative to the installed tree (``empirics/data/training/full``) when inside
+    it, so a ledger's bytes do not depend on where the repository was cloned; else as given."""
+    try:
+        return Path(dest).resolve().relative_to(TREE).as_posix()
+    except ValueError:
+        return str(dest)
 MANIFEST = "evidence.json"
 TABLES = ("runs.parquet", "history.parquet")
 RECORDS = ("study.json", "mechanism.json", "design.json")  # mechanism.json, design.json: when the study has them
@@ -125,7 +135,7 @@ def load(dest: str | Path):
         return json.loads(read_regular_text(p, "training evidence")) if p.is_file() else None
 
     prov = rec("study.json")
-    prov = {**prov, "evidence": {"shipped": str(dest), "manifest_sha256": rec(MANIFEST)["sha256"]}}
+    prov = {**prov, "evidence": {"shipped": shown_path(dest), "manifest_sha256": rec(MANIFEST)["sha256"]}}
     if "design" not in prov:
         d = rec("design.json")
         prov["design"] = None if d is None else {"sha256": d.get("sha256"), "fixed_at": d.get("fixed_at"),

@@ -149,3 +149,9 @@ def test_every_pack_file_is_package_data():
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["empirics"]
     for name in (*FILES, MANIFEST):
         assert any(fnmatch.fnmatch(f"data/training/full/{name}", p) for p in patterns), name
+
+
+def test_a_pack_inside_the_installed_tree_is_recorded_by_its_relative_path(tmp_path):
+    """A ledger's bytes do not depend on where the repository was cloned: the shipped pack is named relative to it."""
+    assert EP.shown_path(EP.SHIPPED / "full") == "empirics/data/training/full"
+    assert EP.shown_path(tmp_path / "quick") == str(tmp_path / "quick")
