@@ -5,9 +5,15 @@ more closely than two runs in two processes agree, because a run has one memory 
 moment of the machine's life. In log ratios, x_{j,i} = μ + b_j + e_{j,i} (run j, round i) with b_j ~ (0, σ_b²) and
 e ~ (0, σ_w²). The one-way random-effects moment estimator of σ_b² per cell is the variance of the run means minus
 the mean within-run variance over R; pooled over cells (the mean of the unbiased per-cell estimates, negative ones
-included), with a percentile-bootstrap upper bound over cells. ``sapa.rules.timing`` declares the pooled value
-as its between-run drift; the stored runs (``empirics/data/overhead_repeat_runs.json``) are the evidence, and a
-test recomputes the constant from them.
+included), with a percentile-bootstrap upper bound over cells.
+
+The drift depends on what else the machine does. A compute neighbour (a busy loop) costs wall time, hardly CPU
+time; a memory-bandwidth neighbour (a loop copying arrays far larger than any cache) costs CPU time too, and
+unequally: the form that streams an N×N matrix stalls on memory while the fused kernel keeps its tiles in cache.
+So the runs are stored in series (``empirics/data/overhead_repeat_runs.json``): seven on a quiet machine, and five
+in each of three machine states (quiet, compute load, memory-bandwidth load; ``empirics.timing.contention``),
+interleaved, in which a run's state is part of its drift b_j. ``sapa.rules.timing`` declares the drift across
+states as its σ_b and the quiet machine's beside it; a test recomputes both from the stored runs.
 """
 
 from __future__ import annotations
@@ -38,9 +44,40 @@ class Drift:
     level: float
 
 
-def stored_runs(path: Path = RUNS_FILE) -> list[dict]:
-    """The stored runs: [{"process": {cell: [round ratio, …]}, "wall": {…}, provenance…}, …]."""
-    return json.loads(Path(path).read_text())["runs"]
+def stored_runs(path: Path = RUNS_FILE, *, series: str | None = None, state: str | None = None,
+                threads: int | None = None) -> list[dict]:
+    """The stored runs: [{"process": {cell: [round ratio, …]}, "wall": {…}, "series", "state", "threads",
+    provenance…}, …], optionally only those of one ``series`` (:data:`QUIET_SERIES`, :data:`STATES_SERIES`,
+    :data:`PLATFORM_SERIES`), machine ``state`` and torch ``threads``."""
+    runs = json.loads(Path(path).read_text())["runs"]
+    return [r for r in runs if (series is None or r.get("series") == series)
+            and (state is None or r.get("state") == state) and (threads is None or r.get("threads") == threads)]
+
+
+QUIET_SERIES = "quiet-7"            # 7 runs on an otherwise idle machine (2026-12-05): the quiet machine's drift
+STATES_SERIES = "machine-states"    # 5 runs in each of quiet, compute, memory, interleaved: the drift across states
+PLATFORM_SERIES = "default-threads"  # torch's default thread count, quiet: the platform row
+
+
+def state_shift(runs: list[dict], clock: str = "process", reference: str = "quiet") -> dict[str, dict]:
+    """Per machine state: how far its runs move a cell's mean log ratio from the ``reference`` state's runs,
+    {state: {"mean": mean over cells, "min", "max", "cells", "runs"}} (log ratio; exp(mean) is the typical factor)."""
+    states = sorted({r["state"] for r in runs})
+    if reference not in states:
+        raise ValueError(f"no run of the reference state {reference!r} among {states}")
+    names = sorted(set.intersection(*(set(r[clock]) for r in runs)))
+
+    def cell_means(state: str) -> np.ndarray:  # (C,) mean over the state's runs and rounds of the log ratio
+        return np.array([np.mean([np.mean(np.log(r[clock][c])) for r in runs if r["state"] == state])
+                         for c in names])
+
+    ref = cell_means(reference)
+    out = {}
+    for st in states:
+        d = cell_means(st) - ref
+        out[st] = {"mean": float(d.mean()), "min": float(d.min()), "max": float(d.max()), "cells": len(names),
+                   "runs": sum(r["state"] == st for r in runs)}
+    return out
 
 
 def per_cell(runs: list[dict], clock: str = "process") -> tuple[np.ndarray, np.ndarray, int]:

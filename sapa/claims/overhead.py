@@ -24,12 +24,13 @@ during and after, torch threads), not properties of the paper.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 
 from sapa.ledger import Claim, Context, Contract, Outcome
 from sapa.prose import overhead_words as words
-from sapa.rules.timing import DRIFT, DRIFT_UPPER, FACTOR, TimingEvidence
+from sapa.rules.timing import DRIFT, DRIFT_QUIET, DRIFT_UPPER, FACTOR, TimingEvidence
 from sapa.rules.timing import decide as decide_timing
 
 SAME_ORDER = 3.0  # a second reading: "the same order of cost"
@@ -149,6 +150,10 @@ def _robustness(cells: dict, ps: list[int], prov: dict, verdict: str, masks: lis
     for f in threshold_variants(FACTOR):  # the headline's own readings, (p, mask, pass) each, at the varied factor
         vs = list(readings_of(cells, ps, masks, passes, prov, factors=(f, SAME_ORDER)))
         rows.append(varied(f"factor {f:g} (±20 % of {FACTOR:g})", question_verdict(vs), words.decided_note(vs)))
+    quiet = list(readings_of(cells, ps, masks, passes, prov, drift=DRIFT_QUIET[prov.get("clock", "wall")]))
+    rows.append(varied(f"drift of a quiet machine only (σ_b = {DRIFT_QUIET[prov.get('clock', 'wall')]:g}, seven "
+                       "stored runs; the rule's is measured across machine states)", question_verdict(quiet),
+                       words.decided_note(quiet)))
     upper = list(readings_of(cells, ps, masks, passes, prov, drift=DRIFT_UPPER[prov.get("clock", "wall")]))
     rows.append(varied(f"drift between runs at its upper 95 % bound (σ_b = {DRIFT_UPPER[prov.get('clock', 'wall')]:g} "
                        f"for {DRIFT[prov.get('clock', 'wall')]:g})", question_verdict(upper), words.decided_note(upper)))
@@ -157,10 +162,84 @@ def _robustness(cells: dict, ps: list[int], prov: dict, verdict: str, masks: lis
     rows.append(varied(f"wall clock instead of CPU time (the same blocks; drift σ_b = {DRIFT['wall']:g}, load gate)",
                        question_verdict(walls), f"load {load if load is None else round(load, 2)} on {cores} cores; "
                        + words.decided_note(walls)))
+    rows += machine_state_rows(readings_of(cells, ps, masks, passes, prov, factors=(FACTOR, SAME_ORDER)), ps, masks,
+                               passes, prov)
+    rows.append(device_row(prov))
     rows.append(not_applicable("seed", "inputs are seeded, the variable is the machine; a second run is the budget's "
                                        "cost again"))
     rows.append(not_run("budget full", "N up to 16384 and torch.compile; not run in this budget"))
     return robustness(verdict, rows)
+
+
+def stored_cells(runs: list[dict], clock: str = "process") -> dict[str, dict]:
+    """Cells in the claim's form from stored quick-grid runs (``empirics.timing.drift``): per cell its runs' rounds."""
+    import re
+
+    out: dict[str, dict] = {}
+    for name in sorted(set.intersection(*(set(r[clock]) for r in runs))):
+        m = re.fullmatch(r"p(\d+)/(\w+)/([\w+]+)@N=(\d+)", name)
+        if m is None:
+            raise ValueError(f"not a cell name: {name!r}")
+        rs = tuple(tuple(r[clock][name]) for r in runs)
+        out[name] = {"p": int(m[1]), "mask": m[2], "pass": m[3], "N": int(m[4]), "runs": rs, "rounds": rs[0],
+                     "ratio": math.exp(statistics.fmean(math.log(x) for r in rs for x in r))}
+    return out
+
+
+def flips_between(base, other) -> list[str]:
+    """The readings (by label) whose verdict is HOLDS in one list and FAILS in the other."""
+    theirs = {r.key: r.verdict for r in other}
+    return [f"{words.label_of(r)} within {r.key[1]:g}×" for r in base
+            if {r.verdict, theirs.get(r.key)} == {"HOLDS", "FAILS"}]
+
+
+def machine_state_rows(mine, ps: list[int], masks: list[str], passes: list[str], prov: dict) -> list[dict]:
+    """Robustness rows from the stored quick-grid runs (``empirics/data/overhead_repeat_runs.json``): the runs beside
+    a compute load, beside a memory-bandwidth load and at torch's default thread count, each judged by the same rule
+    (CPU time); a note says how far the load moved the log ratios and names any reading that would flip between
+    HOLDS and FAILS against this run's own readings ``mine``."""
+    from empirics.timing import drift as dr
+    from sapa.conditions import varied
+    from sapa.labels import question_verdict
+
+    mine = list(mine)
+    cpu = {**prov, "clock": "process"}
+    rows = []
+    states = dr.stored_runs(series=dr.STATES_SERIES)
+    shift = dr.state_shift(states) if states else {}
+    for state, kind, what in (("compute", "compute", "two busy loops"),
+                              ("memory", "memory-bandwidth", "two loops each copying a 256 MiB array")):
+        runs = [r for r in states if r["state"] == state]
+        if not runs:
+            continue
+        got = list(readings_of(stored_cells(runs), ps, masks, passes, cpu, factors=(FACTOR, SAME_ORDER)))
+        flips = flips_between(mine, got)
+        sh = shift[state]
+        rows.append(varied(
+            f"beside a {kind} load ({what}; {len(runs)} stored quick-grid runs, CPU time)", question_verdict(got),
+            f"the load moved the log ratio by {sh['mean']:+.3f} on average ({sh['min']:+.3f} to {sh['max']:+.3f}) "
+            "against the quiet runs; "
+            + (f"flips between HOLDS and FAILS against this run: {', '.join(flips)}; " if flips else
+               "no reading flips between HOLDS and FAILS against this run; ")
+            + words.decided_note(got)))
+    plat = dr.stored_runs(series=dr.PLATFORM_SERIES)
+    if plat:
+        got = list(readings_of(stored_cells(plat), ps, masks, passes, cpu, factors=(FACTOR, SAME_ORDER)))
+        rows.append(varied(f"torch's default thread count ({plat[0]['threads']} threads on the {plat[0]['cores']}-core "
+                           f"machine of {len(plat)} stored quick-grid runs, CPU time)", question_verdict(got),
+                           words.decided_note(got)))
+    return rows
+
+
+def device_row(prov: dict) -> dict:
+    """The GPU question: answered only by a run on one."""
+    from sapa.conditions import not_applicable, not_run
+
+    if str(prov.get("device", "cpu")).startswith("cuda"):
+        return not_applicable("device", f"this run timed {prov.get('device_name')} (CUDA, synchronised wall clock)")
+    return not_run("device: GPU (CUDA)", "no GPU on this machine; a fused SDPA kernel against a naive form that writes "
+                                         "N×N is a different comparison there, and it is not answered until a run on "
+                                         "a GPU (the entry times CUDA when torch sees one)")
 
 
 def _figure(ctx: Context, res: dict) -> tuple[str, ...]:

@@ -9,7 +9,8 @@ from sapa.rules.timing import ALPHA_FAILS, ALPHA_HOLDS, DRIFT, EXTRA_RUNS, FACTO
 RULE = ("cell = (p, mask, pass, N) at d = 64; best form = fastest block over measured polynomial forms; evidence = "
         "its per-round ratios to softmax SDPA in process CPU time (≥ 5 rounds of blocks, the forms in shuffled order); "
         "per cell a one-sided t-test of the mean log ratio against the factor, se² = s²/R + σ_b² per run (σ_b the "
-        f"drift between runs, {DRIFT['process']:g}, measured over seven stored runs); a cell the first run leaves "
+        f"drift between runs, {DRIFT['process']:g}, measured across machine states: stored runs on a quiet machine, beside "
+        "a compute load and beside a memory-bandwidth load); a cell the first run leaves "
         f"marginal is timed in {EXTRA_RUNS} more runs, each in a fresh process (two looks, Bonferroni); within at "
         f"{ALPHA_HOLDS:g}, outside by Holm at {ALPHA_FAILS:g}; one reading per (p, mask, pass) and factor by "
         "timing-ratio; the load is recorded, and gates only the wall-clock variant in the robustness section; "
@@ -32,13 +33,13 @@ def label(p: int, mask: str, pas: str) -> str:
     return f"p = {p}, mask {mask}, {pas}"
 
 
-def _label_of(r: Reading) -> str:
+def label_of(r: Reading) -> str:
     _, _, _, p, _, mask, _, pas = r.key
     return label(p, mask, pas)
 
 
 def decided_note(vs: list[Reading]) -> str:
-    undecided = [_label_of(r) for r in vs if r.verdict == "UNDETERMINED"]
+    undecided = [label_of(r) for r in vs if r.verdict == "UNDETERMINED"]
     return (f"{len(vs) - len(undecided)} of {len(vs)} readings decided"
             + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
 
@@ -93,14 +94,16 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
     """Which (p, mask, pass) are within the factor, within the same order, the cost model, the linearisation."""
     clock = prov.get("clock", "wall")
     main = readings_keyed(readings, "factor", FACTOR)
-    by = {v: [_label_of(r) for r in main if r.verdict == v] for v in ("HOLDS", "FAILS", "HOLDS_IN_REGIME", "UNDETERMINED")}
+    by = {v: [label_of(r) for r in main if r.verdict == v] for v in ("HOLDS", "FAILS", "HOLDS_IN_REGIME", "UNDETERMINED")}
     F3, x3 = features.get("p3", {}).get("sym"), cross.get(f"p3/d{d}/none")
     apart_cells = model["disagree_beyond_1.5x"]
     text = (
-        f"The paper is silent on runtime. Measured in one run on this machine in {clock} CPU time (blocks of calls, "
-        f"the forms interleaved in shuffled order; a competing process costs wall time, not CPU time; each cell judged "
-        f"by a t-test on its rounds plus the drift between runs σ_b = {DRIFT['process']:g}, and a cell one run leaves "
-        f"marginal timed in {EXTRA_RUNS} more fresh runs): within {FACTOR:g}× of softmax's fused kernel — "
+        f"The paper is silent on runtime. Platform: {platform(prov, d)}. Measured in one run on this machine in {clock} "
+        f"CPU time (blocks of calls, the forms interleaved in shuffled order; a compute neighbour costs wall time, not "
+        f"CPU time, but a memory-bandwidth neighbour costs CPU time too, so each cell is judged by a t-test on its "
+        f"rounds plus the drift between runs measured across quiet, compute-loaded and memory-loaded machines, "
+        f"σ_b = {DRIFT['process']:g}, and a cell one run leaves marginal is timed in {EXTRA_RUNS} more fresh runs): "
+        f"within {FACTOR:g}× of softmax's fused kernel — "
         + tally(by)
         + f". Within {same_order:g}×: "
         + ", ".join(sorted({r.verdict for r in readings_keyed(readings, "factor", same_order)}))
@@ -119,6 +122,19 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
         text += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: "
                  "every reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
     return text
+
+
+def platform(prov: dict, d: int = 64) -> str:
+    """What the timings are about, in one phrase; without a GPU, that the GPU question is open.
+
+    >>> platform({"device": "cpu", "device_name": "x86_64", "threads": 1, "batch": 1}, 64)
+    'CPU (x86_64), 1 torch thread, float32, batch 1, one head, d = 64; no GPU on this machine: how the forms compare on a GPU is not answered'
+    """
+    dev = str(prov.get("device", "cpu"))
+    t = prov.get("threads")
+    head = (f"{'CUDA' if dev.startswith('cuda') else 'CPU'} ({prov.get('device_name')}), {t} torch "
+            f"thread{'' if t == 1 else 's'}, float32, batch {prov.get('batch', 1)}, one head, d = {d}")
+    return head if dev.startswith("cuda") else head + "; no GPU on this machine: how the forms compare on a GPU is not answered"
 
 
 def tally(by: dict[str, list[str]], most: int = 3) -> str:

@@ -47,24 +47,39 @@ def test_no_drift_gives_an_estimate_near_zero():
 
 
 def test_the_rule_declares_the_stored_runs_drift():
-    """sapa.rules.timing's DRIFT and DRIFT_UPPER are the stored runs' estimates, rounded to 3 decimals."""
-    from sapa.rules.timing import DRIFT, DRIFT_UPPER
+    """sapa.rules.timing's DRIFT and DRIFT_UPPER are the drift across machine states (five runs in each of quiet,
+    compute load, memory-bandwidth load), DRIFT_QUIET the quiet machine's seven runs, rounded to 3 decimals."""
+    from sapa.rules.timing import DRIFT, DRIFT_QUIET, DRIFT_UPPER
 
-    runs = dr.stored_runs()
-    assert len(runs) == 7 and {r["cores"] for r in runs} == {2} and {r["threads"] for r in runs} == {1}
+    quiet = dr.stored_runs(series=dr.QUIET_SERIES)
+    states = dr.stored_runs(series=dr.STATES_SERIES)
+    assert len(quiet) == 7 and {r["state"] for r in quiet} == {"quiet"}
+    assert sorted(r["state"] for r in states) == sorted(["quiet", "compute", "memory"] * 5)
+    for runs in (quiet, states):
+        assert {r["cores"] for r in runs} == {2} and {r["threads"] for r in runs} == {1}
     for clock in dr.CLOCKS:
-        got = dr.drift(runs, clock)
-        assert (got.runs, got.cells, got.rounds) == (7, 36, 5)
+        q, got = dr.drift(quiet, clock), dr.drift(states, clock)
+        assert (q.runs, q.cells, q.rounds) == (7, 36, 5) and (got.runs, got.cells, got.rounds) == (15, 36, 5)
         assert DRIFT[clock] == round(got.sigma_b, 3)
         assert DRIFT_UPPER[clock] == round(got.sigma_b_upper, 3)
+        assert DRIFT_QUIET[clock] == round(q.sigma_b, 3)
     assert DRIFT["thread"] == DRIFT["process"]  # thread CPU time with one torch thread is process CPU time
+    assert DRIFT_QUIET["thread"] == DRIFT_QUIET["process"] and DRIFT_UPPER["thread"] == DRIFT_UPPER["process"]
 
 
-@pytest.mark.parametrize("runs, needle", [([{"process": {"a": [1.0, 1.1]}}], "at least 2 runs"),
-                                          ([{"process": {"a": [1.0, 1.1]}}, {"process": {"a": [1.0]}}], "same number"),
-                                          ([{"process": {}}, {"process": {}}], "same number")])
-def test_bad_runs(runs, needle):
-    with pytest.raises(ValueError, match=needle):
-        dr.drift(runs)
-    with pytest.raises(ValueError, match="clock"):
-        dr.per_cell(runs * 2, "sundial")
+def test_the_platform_series_is_stored_at_the_default_thread_count():
+    plat = dr.stored_runs(series=dr.PLATFORM_SERIES)
+    assert len(plat) >= 3 and {r["state"] for r in plat} == {"quiet"} and all(r["threads"] > 1 for r in plat)
+
+
+def test_the_state_shift_recovers_a_planted_shift():
+    """Runs of a state whose every ratio is e^0.1 times the quiet one's: the shift is +0.1 in every cell."""
+    quiet = synthetic_runs(0.0, 0.02, 4, 20, 5, seed=7)
+    loaded = [{"process": {c: [x * math.exp(0.1) for x in v] for c, v in r["process"].items()}} for r in quiet]
+    runs = [{**r, "state": "quiet"} for r in quiet] + [{**r, "state": "memory"} for r in loaded]
+    got = dr.state_shift(runs)
+    assert got["quiet"]["mean"] == 0.0 and got["memory"]["runs"] == 4 and got["memory"]["cells"] == 20
+    for k in ("mean", "min", "max"):
+        assert got["memory"][k] == pytest.approx(0.1, abs=1e-12)
+    with pytest.raises(ValueError, match="reference"):
+        dr.state_shift([{**r, "state": "memory"} for r in loaded])

@@ -180,7 +180,7 @@ def _planted(res: dict, ratio: float) -> dict:
     return out
 
 
-@pytest.mark.parametrize("ratio,headline", [(0.5, "HOLDS"), (4.0, "FAILS")])
+@pytest.mark.parametrize("ratio,headline", [(0.5, "HOLDS"), (6.0, "FAILS")])
 def test_a_planted_timing_gives_its_known_verdict(entry, monkeypatch, tmp_path, ratio, headline):
     """Every polynomial form at ratio× softmax in every round: the headline reading (p = 1, no mask, forward, within
     1.5×) is HOLDS far below 1.5 and FAILS far above 3, and the question is ANSWERED either way, with no second look."""
@@ -194,7 +194,7 @@ def test_a_planted_timing_gives_its_known_verdict(entry, monkeypatch, tmp_path, 
     o = overhead.check(Context(budget_named("quick", seed=3), tmp_path))
     head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
     assert head.verdict == headline and o.verdict == "ANSWERED"
-    assert {r.verdict for r in o.readings} == {headline}  # 3× too: 0.5 is within it, 4 outside
+    assert {r.verdict for r in o.readings} == {headline}  # 3× too: 0.5 is within it, 6 outside
     assert o.evidence["more_runs"] == {} and o.evidence["second_look"]["forms"] == {}  # nothing marginal
 
 
@@ -250,3 +250,71 @@ def test_a_marginal_compiled_cell_is_named_not_timed_again(monkeypatch):
     got = overhead.second_look(OverheadGrid(), {"p1/none/fwd@N=128": cell}, {"clock": "process"})
     assert got["cells"] == {} and list(got["not_rerun"]) == ["p1/none/fwd@N=128"]
     assert got["not_rerun"]["p1/none/fwd@N=128"].startswith("one run predicts 4")
+
+
+# ----------------------------------------------------------------------------- machine states and platform rows
+
+
+def _stored_like(ratio_by_cell: dict[str, float], runs: int, rounds: int = 5, jitter: float = 0.0, seed: int = 0):
+    """Stored-run dicts ({"process": {cell: rounds}}) with every round at the cell's ratio (× e^(±jitter))."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [{"process": {c: list(r * np.exp(jitter * rng.standard_normal(rounds))) for c, r in ratio_by_cell.items()}}
+            for _ in range(runs)]
+
+
+def test_stored_cells_parse_the_names_and_keep_every_run():
+    runs = _stored_like({"p3/causal/fwd+bwd@N=128": 1.2, "p1/none/fwd@N=1024": 0.5}, runs=3)
+    cells = overhead.stored_cells(runs)
+    c = cells["p3/causal/fwd+bwd@N=128"]
+    assert (c["p"], c["mask"], c["pass"], c["N"]) == (3, "causal", "fwd+bwd", 128)
+    assert len(c["runs"]) == 3 and c["rounds"] == c["runs"][0] and c["ratio"] == pytest.approx(1.2, rel=1e-12)
+    with pytest.raises(ValueError, match="not a cell name"):
+        overhead.stored_cells([{"process": {"softmax@N=1": [1.0]}}])
+
+
+def test_a_load_row_flags_the_readings_that_flip_between_holds_and_fails(monkeypatch):
+    """Stored compute runs far inside 1.5× and memory runs far outside it: the memory row names the flipped
+    readings, the compute row none; both judged by the same rule as the run's own readings."""
+    from empirics.timing import drift as dr
+
+    names = [f"p1/{m}/{p}@N={n}" for m in ("none", "causal") for p in ("fwd", "fwd+bwd") for n in (128, 512)]
+    quiet, inside, outside = ({n: r for n in names} for r in (1.0, 1.05, 4.0))
+    stored = ([{**r, "state": "quiet", "series": dr.STATES_SERIES} for r in _stored_like(quiet, 3, jitter=0.01)]
+              + [{**r, "state": "compute", "series": dr.STATES_SERIES} for r in _stored_like(inside, 3, jitter=0.01)]
+              + [{**r, "state": "memory", "series": dr.STATES_SERIES} for r in _stored_like(outside, 3, jitter=0.01)])
+    monkeypatch.setattr(dr, "stored_runs", lambda series=None, **kw: [r for r in stored if r["series"] == series])
+    prov = {"clock": "process", "machine": {"cores": 2, "load_during": {"mean": 1.0}}}
+    cells = overhead.stored_cells([r for r in stored if r["state"] == "quiet"])
+    mine = list(overhead.readings_of(cells, [1], ["none", "causal"], ["fwd", "fwd+bwd"], prov))
+    assert {r.verdict for r in mine if r.key[1] == FACTOR} == {"HOLDS"}
+    rows = {r["condition"].split(" (")[0]: r for r in overhead.machine_state_rows(mine, [1], ["none", "causal"],
+                                                                                   ["fwd", "fwd+bwd"], prov)}
+    assert set(rows) == {"beside a compute load", "beside a memory-bandwidth load"}  # no platform series stored
+    assert rows["beside a compute load"]["verdict"] == "ANSWERED"
+    assert "no reading flips" in rows["beside a compute load"]["note"]
+    mem = rows["beside a memory-bandwidth load"]
+    assert "flips between HOLDS and FAILS against this run: " in mem["note"]
+    assert mem["note"].count("p = 1") >= 4  # the four (mask, pass) readings at factor 1.5 (and 3: 4.0 > 3)
+    assert f"{math.log(4.0):+.3f} on average" in mem["note"]
+
+
+def test_the_device_row_says_the_gpu_question_is_open_without_one():
+    cpu = overhead.device_row({"device": "cpu"})
+    assert cpu["verdict"] is None and cpu["note"].startswith("not run: no GPU")
+    gpu = overhead.device_row({"device": "cuda:0", "device_name": "NVIDIA H100"})
+    assert gpu["verdict"] is None and "NVIDIA H100" in gpu["note"] and gpu["note"].startswith("not applicable")
+
+
+def test_the_entry_carries_the_machine_state_and_platform_rows(entry):
+    """The stored series are shipped: the entry shows the compute-load, memory-load, default-thread, quiet-drift
+    and device rows, each decided from data (none typed in)."""
+    _, e, _ = entry
+    conds = [r["condition"] for r in e.robustness["varied"]]
+    for start in ("beside a compute load", "beside a memory-bandwidth load", "torch's default thread count",
+                  "drift of a quiet machine only", "device: GPU (CUDA)"):
+        assert any(c.startswith(start) for c in conds), start
+    rows = {r["condition"].split(" (")[0]: r for r in e.robustness["varied"]}
+    for name in ("beside a compute load", "beside a memory-bandwidth load", "torch's default thread count"):
+        assert rows[name]["verdict"] in ("ANSWERED", "UNDETERMINED") and "readings decided" in rows[name]["note"]

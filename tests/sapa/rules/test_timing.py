@@ -70,7 +70,8 @@ def test_the_classes_of_a_cell():
 
 def test_outside_is_holm_over_the_readings_cells():
     """A cell's outside-p that passes alone fails beside other cells (Holm's first step is α/k)."""
-    r = (1.62, 1.66, 1.60, 1.64, 1.63)
+    base = F * math.exp(3.3 * timing.DRIFT["process"])  # 3.3 drift sd above the factor, rounds 1 % apart
+    r = tuple(base * x for x in (0.99, 1.01, 0.985, 1.005, 1.0))
     p = timing.cell_test(r, F, timing.DRIFT["process"]).p_outside
     assert p <= timing.ALPHA_FAILS  # alone: outside
     assert timing.classes(T((("a", r),), clock="process"))["a"] == "outside"
