@@ -171,7 +171,9 @@ CAPTIONS: tuple[Caption, ...] = (
             "panel per activation (softmax, x/√N, x³/√N) and a fourth for the real hidden states of all-MiniLM-L6-v2."
             " Markers are certified lower bounds of the Lipschitz constant on the ball ‖x_i‖ ≤ R found by a seeded "
             "ascent, one colour per ball (named by its largest logit β); the dashed line of the same colour is sapa's"
-            " proven upper bound, so the true constant lies between them. Look at softmax: on the large ball it "
+            " proven upper bound, so the true constant lies between them; black crosses on the softmax panel are the "
+            "half-attention family, explicit inputs whose certified σ₁ grows at least like √n while one far token can "
+            "take half of every query's attention. Look at softmax: on the large ball it "
             "climbs close to the √n guide, on the small ball it is flat from a few tokens on (the mean-field regime);"
             " x/√N and x³/√N follow √n on both balls and never flatten. In the last panel compare the real layers' "
             "slopes with the n^¼ and √n guides."),

@@ -36,6 +36,8 @@ def check(data: dict) -> None:
         assert 0 < r["sigma_lower"] <= r["bound"], r
     for r in real.rows:
         assert 0 < r["sigma_lower"] <= r["sigma_upper"] * (1 + 1e-12), r
+    for x in (data.get("family") or {}).get("over_bound", []):
+        assert 0 < x <= 1, x  # the half-attention family's certified lower bounds lie below the proven bound too
 
 
 def _guide(ax, n: np.ndarray, y0: float, a: float, label: str, ls: str) -> None:
@@ -56,6 +58,10 @@ def draw(data: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
                 ax.plot(s["n"], s["sigma_lower"], color=st["color"], marker=st["marker"], lw=1.4,
                         label=f"β = {b:g} (R = {R:.2f}): adversarial")
                 ax.plot(s["n"], s["bound"], color=st["color"], ls="--", lw=1.0, label=f"β = {b:g}: sapa's bound")
+            fam = data.get("family")
+            if act == "softmax" and fam:
+                ax.plot(fam["n"], fam["sigma_lower"], color="k", marker="x", lw=1.2,
+                        label=f"β = {betas[0]:g}: half-attention family (n ≤ 1 + e^{fam['a_max']:.2f})")
             s = ball.series(act, betas[0])
             _guide(ax, s["n"], s["sigma_lower"][0] * 0.6, 0.5, "∝ √n", ":")
             ax.set_title(TITLES[act])

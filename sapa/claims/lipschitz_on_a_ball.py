@@ -28,6 +28,7 @@ QUICK = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64), betas=(4.0, 1.
 FULL = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64, 90, 128, 181, 256), betas=(4.0, 1.0),
                            ascent=AscentConfig(restarts=8, steps=150)),
         "minilm_Ns": (8, 16, 32, 64, 128, 256), "max_steps": 150}
+TIGHT_NS = (8, 16, 32, 64, 128, 256)  # the half-attention family's lengths (both budgets: one J·E product each)
 FIT_FROM = 8          # exponents are fitted on n ≥ 8 (below it the √n mechanism has too few queries to act)
 BIG, SMALL = 4.0, 1.0  # the balls: √n regime through the grid (e^{2β} ≈ 3 000) and mean-field from n ≈ e² ≈ 7
 NAMES = {"softmax": family("softmax").label, "poly1": family("x_sqrtN").label, "poly3": family("x3_sqrtN").label}
@@ -75,9 +76,35 @@ def _real_slopes(real) -> dict:
     return out
 
 
-def decide_readings(res, real_sl: dict, tol: float | None = None, fit_from: int = FIT_FROM) -> dict:
+def half_attention(seed: int, ball: BallConfig) -> dict:
+    """The explicit family on the big ball's softmax head (:mod:`empirics.kernels.half_attention_family`) at TIGHT_NS,
+    with its exponent fitted over the lengths inside its regime (n ≤ 1 + e^{a_max})."""
+    from empirics.experiments.lipschitz_ball import fit_exponent, make_head, radius_for
+    from empirics.kernels.half_attention_family import family_series
+    from sapa.rules.growth import LEVEL
+
+    import torch
+
+    from theory.lipschitz_ball import ball_bound
+
+    h = make_head(seed, ball.D, ball.d, ball.d_v, "softmax")
+    out = family_series(h, radius_for(h, BIG), TIGHT_NS, seed=seed)
+    v = float(torch.linalg.matrix_norm(h.W_V, 2))
+    out["over_bound"] = [s / ball_bound("softmax", n, BIG, v) for n, s in zip(out["n"], out["sigma_lower"])]
+    keep = [i for i, ok in enumerate(out["in_regime"]) if ok]
+    if len(keep) >= 3:
+        f = fit_exponent(np.array([out["n"][i] for i in keep], float),
+                         np.array([out["sigma_lower"][i] for i in keep]), LEVEL)
+        out["fit"] = {"slope": f.slope, "lo": f.lo, "hi": f.hi, "level": f.level, "n": [out["n"][i] for i in keep]}
+    out["c_min"] = min(out["closed_form"][i] / math.sqrt(out["n"][i] - 1) for i in keep) if keep else None
+    return out
+
+
+def decide_readings(res, real_sl: dict, tol: float | None = None, fit_from: int = FIT_FROM,
+                    fam: dict | None = None) -> dict:
     """Every reading's verdict by its rule, keyed as the readings, with the fits and exponents they read (``tol`` and
-    ``fit_from`` varied only for robustness)."""
+    ``fit_from`` varied only for robustness). "√n is tight" reads the half-attention family's exponent when ``fam``
+    has a fit (an explicit family of certified lower bounds), else the ascent's."""
     from sapa.rules.bound import BoundEvidence
     from sapa.rules.bound import decide as decide_bound
     from sapa.rules.growth import TOL, UpperEvidence, decide_upper
@@ -89,13 +116,17 @@ def decide_readings(res, real_sl: dict, tol: float | None = None, fit_from: int 
     e_soft = _bound_exponent("softmax", res.config["betas"])
     e_poly = max(_bound_exponent(a, res.config["betas"]) for a in ("poly1", "poly3"))
     v = {("softmax", "ball"): up(0.5, soft.lo, soft.hi), ("softmax", "bound"): up(0.5, e_soft, e_soft, True),
-         ("softmax", "tight"): up(0.0, 0.5 - soft.hi, 0.5 - soft.lo), ("softmax", "small-ball"): up(0.0, soft_s.lo, soft_s.hi)}
+         ("softmax", "small-ball"): up(0.0, soft_s.lo, soft_s.hi)}
+    tight = (fam or {}).get("fit") or {"lo": soft.lo, "hi": soft.hi}
+    v[("softmax", "tight")] = up(0.0, 0.5 - tight["hi"], 0.5 - tight["lo"])
     for a in ("poly1", "poly3"):
         if (a, BIG) in fs:
             v[(a, "ball")] = up(0.5, fs[(a, BIG)].lo, fs[(a, BIG)].hi)
             v[(a, "small-ball")] = up(0.0, fs[(a, SMALL)].lo, fs[(a, SMALL)].hi)
     v[("polynomials", "bound")] = up(0.5, e_poly, e_poly, True)
     ratios = {a: _ratios(res, a) for a in res.config["activations"]}
+    if fam and "softmax" in ratios:  # the family's certified lower bounds are inputs tried too
+        ratios["softmax"] = max(ratios["softmax"], max(fam["over_bound"]))
     for a, r in ratios.items():
         v[(a, "bound-holds")] = decide_bound(BoundEvidence(claimed=1.0, sharp=r, found=r))
     if real_sl:
@@ -133,8 +164,9 @@ def check(ctx: Context) -> Outcome:
     res = run_ball(replace(cfg["ball"], seed=ctx.budget.seed))
     real = run_layer_lipschitz(cfg["minilm_Ns"], (), max_steps=cfg["max_steps"], seed=ctx.budget.seed)
     real_sl = _real_slopes(real)
-    readings = words.readings(res, real_sl, decide_readings(res, real_sl), FIT_FROM, BIG, SMALL, NAMES)
-    figures = _figure(ctx, res, real)
+    fam = half_attention(ctx.budget.seed, cfg["ball"])
+    readings = words.readings(res, real_sl, decide_readings(res, real_sl, fam=fam), FIT_FROM, BIG, SMALL, NAMES, fam)
+    figures = _figure(ctx, res, real, fam)
     fits = {f"{NAMES[a]}, β = {b:g}": _fit(res, a, b).__dict__ for a in res.config["activations"]
             for b in res.config["betas"]}
     ctrl, ctrl_per = _control(res)
@@ -153,7 +185,7 @@ def check(ctx: Context) -> Outcome:
         tested_statement=words.tested(res, BIG, SMALL, FIT_FROM),
         figures=figures,
         evidence={"published_statement": words.PUBLISHED, "ball": res.to_json(), "fits": fits, "bound_ratios": ratios,
-                  "real_rows": real.rows, "real_slopes": real_sl, "rule_powers": powers,
+                  "real_rows": real.rows, "real_slopes": real_sl, "rule_powers": powers, "half_attention_family": fam,
                   "budget": {"ns": list(res.config["ns"]), "betas": list(res.config["betas"]),
                              "ascent": res.config["ascent"], "minilm_Ns": list(cfg["minilm_Ns"]),
                              "max_steps": cfg["max_steps"], "fit_from": FIT_FROM},
@@ -170,11 +202,11 @@ def _powers() -> dict:
             "growth-upper-exact": "exact: no sampling error", "bound": "exact: no sampling error"}
 
 
-def _figure(ctx: Context, res, real) -> tuple[str, ...]:
+def _figure(ctx: Context, res, real, fam: dict | None = None) -> tuple[str, ...]:
     from figures import lipschitz_ball as fig
     from sapa.ledger import store_figure_data
 
-    data = {"ball": res.to_json(), "real": real.to_json()}
+    data = {"ball": res.to_json(), "real": real.to_json(), **({"family": fam} if fam else {})}
     fig.check(data)
     stem = fig.stored_stem(data)
     store_figure_data(ctx, fig.NAME, data, stem)
@@ -228,7 +260,8 @@ CONTRACT = Contract(
     norm="spectral (Lipschitz constant on B_R^n in the Frobenius norm)",
     randomness="W_Q, W_K, W_V entries N(0, 1/D), seeded; inputs adversarial (seeded ascent with restarts)",
     quantifier="for all inputs of the ball (sup), bracketed: certified lower bounds ≤ Lip ≤ sapa's proven bound",
-    n_range="quick: n = 2…64 (fit n = 8…64); full: n = 2…256; real: MiniLM prefixes 8…32 (quick), 8…256 (full)",
+    n_range="quick: n = 2…64 (fit n = 8…64); full: n = 2…256; the half-attention family n = 8…256 (both); real: "
+            "MiniLM prefixes 8…32 (quick), 8…256 (full)",
     predicted_exponent="softmax ½ (Castin et al.: √n up to a constant, tight), 0 in the mean-field regime; x^p/√N: "
                        "none published",
     refuted_by="a softmax exponent interval above ½ + 0.05; any input above sapa's bound",

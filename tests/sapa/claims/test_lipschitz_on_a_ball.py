@@ -150,3 +150,33 @@ def test_the_published_estimator_is_reported_beside_sigma_on_the_same_inputs(ent
         s = [x["published_estimator"] for x in rows if f"layer {x['layer']}" == k]
         assert v["published_estimator"]["slope"] == pytest.approx(math.log(s[-1] / s[0]) / math.log(12 / 8), rel=1e-12)
     assert any("returns √‖J(X)ᵀF(X)‖, not σ₁" in f for f in e.findings)
+
+
+def test_tightness_is_read_on_the_half_attention_family_recomputed_independently(entry):
+    """"√n is tight" is decided by the explicit family's exponent: numpy's own fit of the stored family values, each
+    value re-derived by autograd's J·E at the stored construction, and the proven bound above every value."""
+    import numpy as np
+    import torch
+    from scipy import stats
+
+    from empirics.experiments.lipschitz_ball import make_head, radius_for
+    from empirics.kernels.half_attention_family import family_point, largest_gap
+    from empirics.kernels.head_jacobian import forward
+    from sapa.rules.growth import LEVEL, TOL
+
+    e, _ = entry
+    fam = e.evidence["half_attention_family"]
+    assert fam["n"] == list(LB.TIGHT_NS) and max(fam["over_bound"]) <= 1
+    inside = [(n, s) for n, s, ok in zip(fam["n"], fam["sigma_lower"], fam["in_regime"]) if ok]
+    assert fam["fit"]["n"] == [n for n, _ in inside] and all(n <= fam["n_regime_end"] for n, _ in inside)
+    (slope, _), cov = np.polyfit(np.log([n for n, _ in inside]), np.log([s for _, s in inside]), 1, cov=True)
+    half = stats.t.ppf(0.5 + LEVEL / 2, len(inside) - 2) * math.sqrt(cov[0, 0])
+    assert slope == pytest.approx(fam["fit"]["slope"], abs=1e-9)
+    tight = reading_keyed(e.readings, "softmax", "tight")
+    assert tight["verdict"] == ("HOLDS" if 0.5 - slope - half <= TOL else "UNDETERMINED")
+    assert "half of every query's attention" in tight["statement"] and f"{fam['fit']['slope']:.3f}" in tight["why"]
+    c = SMALL["ball"]
+    h = make_head(0, c.D, c.d, c.d_v, "softmax")
+    q = family_point(h, largest_gap(h, radius_for(h, LB.BIG)), 64)
+    _, JE = torch.autograd.functional.jvp(lambda Y: forward(h, Y[None])[0], q.X, q.E)
+    assert float(JE.norm()) == pytest.approx(fam["sigma_lower"][fam["n"].index(64)], rel=1e-12)
