@@ -35,7 +35,7 @@ def _tight(soft, fam: dict | None, big: float, rng: str) -> tuple[str, str]:
             "certified lower bounds grow at least like n^(½ − tol) (with the proven O(√n) bound: √n is the rate there)",
             f"family exponent {f['slope']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}]; σ̲ ≥ {fam['c_min']:.3f}·√(n − 1); the "
             f"gap reaches log(n − 1) up to n ≈ 1 + e^{fam['a_max']:.2f} = {fam['n_regime_end']:.0f}, beyond which the "
-            f"family's bound falls; the ascent's exponent {_iv(soft)}")
+            f"family's bound falls; the ascent's: {_iv(soft)}")
 
 
 def readings(res, real_sl: dict, d: dict, fit_from: int, big: float, small: float, names: dict,
