@@ -165,6 +165,10 @@ def check(ctx: Context) -> Outcome:
     real = run_layer_lipschitz(cfg["minilm_Ns"], (), max_steps=cfg["max_steps"], seed=ctx.budget.seed)
     real_sl = _real_slopes(real)
     fam = half_attention(ctx.budget.seed, cfg["ball"])
+    from empirics.experiments.peer_adversarial import compare as peer_compare
+
+    b = cfg["ball"]
+    peer = peer_compare(res, ctx.budget.seed, b.D, b.d, b.d_v)
     readings = words.readings(res, real_sl, decide_readings(res, real_sl, fam=fam), FIT_FROM, BIG, SMALL, NAMES, fam)
     figures = _figure(ctx, res, real, fam)
     fits = {f"{NAMES[a]}, β = {b:g}": _fit(res, a, b).__dict__ for a in res.config["activations"]
@@ -181,11 +185,12 @@ def check(ctx: Context) -> Outcome:
         robustness=robust,
         headline=words.headline(_fit(res, "softmax", BIG), _fit(res, "softmax", SMALL), _fit(res, "poly1", BIG),
                                 _fit(res, "poly3", BIG), ratios, real_sl, BIG, SMALL),
-        findings=words.findings(res, fits, real_sl, powers, NAMES, BIG, FIT_FROM),
+        findings=words.findings(res, fits, real_sl, powers, NAMES, BIG, FIT_FROM) + words.peer_finding(peer),
         tested_statement=words.tested(res, BIG, SMALL, FIT_FROM),
         figures=figures,
         evidence={"published_statement": words.PUBLISHED, "ball": res.to_json(), "fits": fits, "bound_ratios": ratios,
                   "real_rows": real.rows, "real_slopes": real_sl, "rule_powers": powers, "half_attention_family": fam,
+                  "peer_adversarial": peer,
                   "budget": {"ns": list(res.config["ns"]), "betas": list(res.config["betas"]),
                              "ascent": res.config["ascent"], "minilm_Ns": list(cfg["minilm_Ns"]),
                              "max_steps": cfg["max_steps"], "fit_from": FIT_FROM},

@@ -127,6 +127,22 @@ def findings(res, fits: dict, real_sl: dict, powers: dict, names: dict, big: flo
         + [f"rule power (sapa calibrate): {k} {v}" for k, v in powers.items()])
 
 
+def peer_finding(peer: dict) -> tuple[str, ...]:
+    """One finding: σ₁ at Castin et al.'s adversarial construction beside the ascent's certified lower bounds."""
+    if not peer.get("constructed"):
+        return (f"Castin et al.'s adversarial construction: not built ({peer.get('why')})",)
+    rows = peer["rows"]
+    big = max(peer["largest_ratio"].values())
+    sig = [r["sigma_peer"] for r in rows]
+    per = ", ".join(f"β = {b}: {r:.2f}" for b, r in sorted(peer["largest_ratio"].items(), key=lambda kv: -float(kv[0])))
+    return (f"Castin et al.'s adversarial construction (the {peer['eigenvector']} real eigenvector u of A = c·Wᵀ, tokens "
+            f"at ±R·u and R·u/2 or R·u) on the same head: its exact σ₁ (dense Jacobian) is at most {big:.2f}× the "
+            f"ascent's certified lower bound at the same (β, n) ({per}); "
+            + ("it never beats the ascent here" if big < 1 else "it beats the ascent at some (β, n)")
+            + f", and its σ₁ stays within {min(sig):.2f}…{max(sig):.2f} over n = {min(r['n'] for r in rows)}…"
+              f"{max(r['n'] for r in rows)}",)
+
+
 def _published(real_sl: dict) -> list[str]:
     """One finding: the published estimator's quantity beside σ₁ on the same real inputs (empty when not measured)."""
     pub = {k: v["published_estimator"] for k, v in real_sl.items() if "published_estimator" in v}

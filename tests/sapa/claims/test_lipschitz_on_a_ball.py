@@ -180,3 +180,16 @@ def test_tightness_is_read_on_the_half_attention_family_recomputed_independently
     q = family_point(h, largest_gap(h, radius_for(h, LB.BIG)), 64)
     _, JE = torch.autograd.functional.jvp(lambda Y: forward(h, Y[None])[0], q.X, q.E)
     assert float(JE.norm()) == pytest.approx(fam["sigma_lower"][fam["n"].index(64)], rel=1e-12)
+
+
+def test_the_peers_construction_is_reported_beside_the_ascent(entry):
+    """Castin et al.'s adversarial inputs: σ₁ at each (β, n) over the ascent's σ̲ at the same point, in one finding."""
+    e, _ = entry
+    peer = e.evidence["peer_adversarial"]
+    assert peer["constructed"] and len(peer["rows"]) == len([r for r in e.evidence["ball"]["rows"]
+                                                             if r["activation"] == "softmax"])
+    for r in peer["rows"]:
+        assert r["ratio"] == pytest.approx(r["sigma_peer"] / r["sigma_ascent"], rel=1e-12)
+    line = next(f for f in e.findings if f.startswith("Castin et al.'s adversarial construction"))
+    big = max(peer["largest_ratio"].values())
+    assert f"at most {big:.2f}×" in line and (("never beats" in line) == (big < 1))
