@@ -35,7 +35,9 @@ from common.seeds import torch_gen_for
 from common.validate import InputError
 from empirics.kernels.head_jacobian import Head, jvp
 
-__all__ = ["Gap", "FamilyPoint", "largest_gap", "family_point", "family_series"]
+__all__ = ["Gap", "FamilyPoint", "largest_gap", "family_point", "family_series", "MAX_N"]
+
+MAX_N = 8192  # J·E at n tokens holds a few (n, n) float64 matrices: 0.5 GiB each at this n
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ def family_point(h: Head, gap: Gap, n: int) -> FamilyPoint:
     the top left singular vector of M; ‖J E‖ by the closed-form J·dX of :mod:`empirics.kernels.head_jacobian`."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise InputError(f"n must be an integer ≥ 2, got {n!r}")
+    if n > MAX_N:
+        raise InputError(f"n = {n} > {MAX_N}: J·E materialises n × n logits ({8 * n * n / 2**30:.1f} GiB each)")
     u, v_star = gap.u, gap.v
     want = math.log(n - 1)
     t = 1.0 if want >= gap.a_max else want / gap.a_max
