@@ -34,6 +34,9 @@ PUBLISHED_BOUND = ("not computed: the theorem of Castin, Ablin & Peyré (ICML 20
                    "guess its constant or assumptions")
 
 
+KW_DELTA = 1e-3  # each random-start upper bound fails with at most this probability (lanczos_random_start)
+
+
 def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float = 1e-6) -> dict:
     """Certified σ₁ bracket, ‖J‖_F, R = max ‖x_i‖ and the published estimator's √‖JᵀF(X)‖ of the softmax layer
     ``layer`` at X (N, D)."""
@@ -47,7 +50,12 @@ def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float
     # Lanczos only: the dense certificate's n³/3 flops (n = N·D up to 16 384) would not fit the ledger's budgets
     b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro**2, tol=tol, max_steps=max_steps, seed=seed,
                                 dense="never")
+    from empirics.kernels.lanczos_random_start import upper_bound as kw_upper
+
+    n = int(np.prod(op.in_shape))
+    prob = min(b.upper, kw_upper(b.estimate, b.steps, n, KW_DELTA))  # except with probability ≤ KW_DELTA
     return {"N": int(X.shape[0]), "sigma_lower": b.lower, "sigma_upper": b.upper, "sigma_estimate": b.estimate,
+            "sigma_upper_prob": prob, "kw_delta": KW_DELTA,
             "jac_fro": fro, "converged": b.converged, "steps": b.steps,
             "R": float(np.max(np.linalg.norm(X, axis=1))), "published_estimator": _published(X, layer, op)}
 
@@ -117,6 +125,8 @@ class LayerLipschitzResult:
         # rows stored before the published estimator was measured lack it: NaN there
         out["published_estimator"] = np.array([np.nan if r.get("published_estimator") is None
                                                else r["published_estimator"] for r in rs], dtype=np.float64)
+        # rows stored before the random-start bound was recorded lack it: the certified upper bound there
+        out["sigma_upper_prob"] = np.array([r.get("sigma_upper_prob", r["sigma_upper"]) for r in rs], dtype=np.float64)
         return out
 
 

@@ -59,6 +59,31 @@ def test_bracket_of_a_small_random_layer_contains_sigma_one():
     s = float(torch.linalg.svdvals(J)[0])
     assert r["sigma_lower"] <= s <= r["sigma_upper"] and r["converged"]
     assert r["jac_fro"] == pytest.approx(float(torch.linalg.norm(J)), rel=1e-12)
+    assert s <= r["sigma_upper_prob"] <= r["sigma_upper"]  # converged: the certified bracket is the tighter
+
+
+def test_the_random_start_bound_contains_sigma_one_where_the_bracket_is_wide():
+    """A short Lanczos run on a 96-dimensional layer: the deterministic upper bound stays near ‖J‖_F, the random-start
+    bound (each fails with probability ≤ KW_DELTA) is far tighter, and σ₁ from autograd's dense Jacobian lies in
+    [σ_lower, σ_upper_prob]; the stored value is min(certified, estimate/√(1 − ε))."""
+    from empirics.kernels.lanczos_random_start import upper_bound
+    from empirics.realmodel.layer_lipschitz import KW_DELTA
+
+    lay = vit_layer(3, D=8, H=2, d=4)
+    X = 2.0 * np.random.default_rng(5).standard_normal((12, 8))
+    r = measure_layer(X, lay, max_steps=12, seed=0)
+
+    def f(x):
+        out = 0
+        for h in range(2):
+            S = (x @ torch.from_numpy(lay.Wq[h])) @ (x @ torch.from_numpy(lay.Wk[h])).T
+            out = out + torch.softmax(S, 1) @ x @ torch.from_numpy(lay.Wv[h]) @ torch.from_numpy(lay.Wo[h])
+        return out
+
+    s = float(torch.linalg.svdvals(torch.autograd.functional.jacobian(f, torch.from_numpy(X)).reshape(96, 96))[0])
+    assert r["sigma_lower"] <= s <= r["sigma_upper_prob"] < r["sigma_upper"]
+    assert r["sigma_upper_prob"] == min(r["sigma_upper"], upper_bound(r["sigma_estimate"], r["steps"], 96, KW_DELTA))
+    assert r["kw_delta"] == KW_DELTA
 
 
 def test_result_round_trips_through_stored_figure_data(tmp_path):

@@ -193,3 +193,20 @@ def test_the_peers_construction_is_reported_beside_the_ascent(entry):
     line = next(f for f in e.findings if f.startswith("Castin et al.'s adversarial construction"))
     big = max(peer["largest_ratio"].values())
     assert f"at most {big:.2f}×" in line and (("never beats" in line) == (big < 1))
+
+
+def test_the_real_input_reading_reads_the_random_start_intervals(entry):
+    """"O(n^¼) on real inputs" is decided on the largest layer interval built from σ₁'s certified lower bounds and its
+    random-start upper bounds (never wider than the deterministic brackets' interval)."""
+    from sapa.rules.growth import UpperEvidence, decide_upper
+
+    e, _ = entry
+    sl = e.evidence["real_slopes"]
+    if not sl:
+        pytest.skip("MiniLM not installed")
+    for x in sl.values():
+        (a, b), (c, d) = x["sigma_exponent_interval"], x["sigma_exponent_interval_prob"]
+        assert a <= c <= d <= b and x["kw_delta"] == 1e-3
+    lo, hi = (max(x["sigma_exponent_interval_prob"][i] for x in sl.values()) for i in (0, 1))
+    r = reading_keyed(e.readings, "real", "minilm")
+    assert r["verdict"] == decide_upper(UpperEvidence(0.25, lo, hi, False)) and "Kuczyński" in r["statement"]
