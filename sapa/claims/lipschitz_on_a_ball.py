@@ -86,12 +86,11 @@ def _real_slopes(real) -> dict:
 def half_attention(seed: int, ball: BallConfig) -> dict:
     """The explicit family on the big ball's softmax head (:mod:`empirics.kernels.half_attention_family`) at TIGHT_NS,
     with its exponent fitted over the lengths inside its regime (n ≤ 1 + e^{a_max})."""
+    import torch
+
     from empirics.experiments.lipschitz_ball import fit_exponent, make_head, radius_for
     from empirics.kernels.half_attention_family import family_series
     from sapa.rules.growth import LEVEL
-
-    import torch
-
     from theory.lipschitz_ball import ball_bound
 
     h = make_head(seed, ball.D, ball.d, ball.d_v, "softmax")
@@ -166,6 +165,7 @@ def _control(res) -> tuple[str, dict]:
 def check(ctx: Context) -> Outcome:
     """Adversarial Lipschitz constants on two token balls, sapa's proven bound, real MiniLM layers (module docstring)."""
     from empirics.experiments.lipschitz_ball import run_ball
+    from empirics.experiments.peer_adversarial import compare as peer_compare
     from empirics.realmodel.layer_lipschitz import run_layer_lipschitz
 
     cfg = QUICK if ctx.budget.name == "quick" else FULL
@@ -173,8 +173,6 @@ def check(ctx: Context) -> Outcome:
     real = run_layer_lipschitz(cfg["minilm_Ns"], (), max_steps=cfg["max_steps"], seed=ctx.budget.seed)
     real_sl = _real_slopes(real)
     fam = half_attention(ctx.budget.seed, cfg["ball"])
-    from empirics.experiments.peer_adversarial import compare as peer_compare
-
     b = cfg["ball"]
     peer = peer_compare(res, ctx.budget.seed, b.D, b.d, b.d_v)
     readings = words.readings(res, real_sl, decide_readings(res, real_sl, fam=fam), FIT_FROM, BIG, SMALL, NAMES, fam)
