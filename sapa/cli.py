@@ -129,5 +129,22 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
     return guard(args) if guard is not None else contextlib.ExitStack()
 
 
+def console(argv: list[str] | None = None):
+    """The process's entry (the ``sapa`` script and ``python -m sapa.cli``): :func:`main`, then exit with its code.
+
+    Stops raise :class:`common.interrupt.Stopped` for the whole life of the process, and after :func:`main` returns a
+    stop is discarded (:func:`common.interrupt.exit_with`): one that lands after the command finished leaves its exit
+    code alone; one that lands while :func:`main` returns says so in one line (130)."""
+    from common.interrupt import exit_with, process_stops
+
+    code = 130
+    try:
+        process_stops()
+        code = main(argv)
+    except KeyboardInterrupt:  # after main's own handling, before its return: everything it wrote is complete
+        print("sapa: interrupted; the command had finished: everything it wrote is complete", file=sys.stderr)
+    exit_with(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()
