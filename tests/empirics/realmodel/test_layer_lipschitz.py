@@ -43,19 +43,22 @@ def test_minilm_layer_is_the_models_attention_block():
     np.testing.assert_allclose(out + bias.numpy(), ref.numpy(), rtol=1e-9, atol=1e-9)
 
 
+def _layer_in_torch(lay, heads: int):
+    """F(X) = Σ_h softmax(X W_Q^h (X W_K^h)ᵀ) X W_V^h W_O^h written directly in torch: autograd's reference."""
+    def f(x):
+        out = 0
+        for h in range(heads):
+            S = (x @ torch.from_numpy(lay.Wq[h])) @ (x @ torch.from_numpy(lay.Wk[h])).T
+            out = out + torch.softmax(S, 1) @ x @ torch.from_numpy(lay.Wv[h]) @ torch.from_numpy(lay.Wo[h])
+        return out
+    return f
+
+
 def test_bracket_of_a_small_random_layer_contains_sigma_one():
     lay = vit_layer(0, D=6, H=2, d=3)
     X = np.random.default_rng(1).standard_normal((4, 6))
     r = measure_layer(X, lay, max_steps=24, seed=0)
-
-    def f(x):
-        out = 0
-        for h in range(2):
-            S = (x @ torch.from_numpy(lay.Wq[h])) @ (x @ torch.from_numpy(lay.Wk[h])).T
-            out = out + torch.softmax(S, 1) @ x @ torch.from_numpy(lay.Wv[h]) @ torch.from_numpy(lay.Wo[h])
-        return out
-
-    J = torch.autograd.functional.jacobian(f, torch.from_numpy(X)).reshape(24, 24)
+    J = torch.autograd.functional.jacobian(_layer_in_torch(lay, 2), torch.from_numpy(X)).reshape(24, 24)
     s = float(torch.linalg.svdvals(J)[0])
     assert r["sigma_lower"] <= s <= r["sigma_upper"] and r["converged"]
     assert r["jac_fro"] == pytest.approx(float(torch.linalg.norm(J)), rel=1e-12)
@@ -72,15 +75,8 @@ def test_the_random_start_bound_contains_sigma_one_where_the_bracket_is_wide():
     lay = vit_layer(3, D=8, H=2, d=4)
     X = 2.0 * np.random.default_rng(5).standard_normal((12, 8))
     r = measure_layer(X, lay, max_steps=12, seed=0)
-
-    def f(x):
-        out = 0
-        for h in range(2):
-            S = (x @ torch.from_numpy(lay.Wq[h])) @ (x @ torch.from_numpy(lay.Wk[h])).T
-            out = out + torch.softmax(S, 1) @ x @ torch.from_numpy(lay.Wv[h]) @ torch.from_numpy(lay.Wo[h])
-        return out
-
-    s = float(torch.linalg.svdvals(torch.autograd.functional.jacobian(f, torch.from_numpy(X)).reshape(96, 96))[0])
+    J = torch.autograd.functional.jacobian(_layer_in_torch(lay, 2), torch.from_numpy(X)).reshape(96, 96)
+    s = float(torch.linalg.svdvals(J)[0])
     assert r["sigma_lower"] <= s <= r["sigma_upper_prob"] < r["sigma_upper"]
     assert r["sigma_upper_prob"] == min(r["sigma_upper"], upper_bound(r["sigma_estimate"], r["steps"], 96, KW_DELTA))
     assert r["kw_delta"] == KW_DELTA
