@@ -46,6 +46,7 @@ def readings(res, real_sl: dict, d: dict, fit_from: int, big: float, small: floa
     v, fs = d["verdicts"], d["fits"]
     rng = f"n = {fit_from}…{max(res.config['ns'])}"
     soft, soft_s = fs[("softmax", big)], fs[("softmax", small)]
+    tight = _tight(soft, fam, big, rng)
     out = [
         Reading(name="softmax: O(√n) on the ball (adversarial)", rule="growth-upper", verdict=v[("softmax", "ball")],
                 key=("softmax", "ball"),
@@ -60,7 +61,7 @@ def readings(res, real_sl: dict, d: dict, fit_from: int, big: float, small: floa
                     f"{d['e_soft']:.3f}; limit 0"),
         Reading(name="softmax: √n is tight for reasonable lengths (explicit family)", rule="growth-upper",
                 verdict=v[("softmax", "tight")], key=("softmax", "tight"),
-                statement=_tight(soft, fam, big, rng)[0], why=_tight(soft, fam, big, rng)[1]),
+                statement=tight[0], why=tight[1]),
         Reading(name="softmax: n-independent in the mean-field regime (small ball)", rule="growth-upper",
                 verdict=v[("softmax", "small-ball")], key=("softmax", "small-ball"),
                 statement=f"on β = {small:g} (mean-field from n ≈ e^(2β) ≈ {math.exp(2 * small):.0f}) the adversarial "
