@@ -4,7 +4,7 @@ directory handle.
 An interrupted run therefore never leaves a half-written file: readers see either the old complete file or the
 new complete file. And a write never follows a symbolic link planted below the results folder while a run is
 under way (``ln -s elsewhere OUT/data`` three seconds into ``sapa verify``): the folder a run holds is registered
-with :func:`confined` (``common.outdir.exclusive`` does it), and every write below it walks from that folder one
+with :func:`confined` (``sapa.common.outdir.exclusive`` does it), and every write below it walks from that folder one
 path component at a time with ``O_DIRECTORY | O_NOFOLLOW`` (``openat``), creates its temporary file with
 ``O_CREAT | O_EXCL | O_NOFOLLOW`` in the directory so opened, hands the writer that open file (never a name to open
 again) and renames it relative to the same directory handle (a rename replaces a link at the final name, it never
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 _ROOTS: list[str] = []  # the folders runs of this process hold now (absolute, as given); see :func:`confined`
 _ROOTS_LOCK = threading.Lock()
@@ -43,7 +43,7 @@ def confined(root: str | os.PathLike) -> Iterator[Path]:
     this process) walks from ``root`` without following a link; ``root`` itself is the user's choice and may be one.
 
     The registry lists the results folders this process holds, as ``fcntl`` locks do: it is entered and left with
-    the run (``common.outdir.exclusive``), and nested or repeated entries are counted.
+    the run (``sapa.common.outdir.exclusive``), and nested or repeated entries are counted.
     """
     top = os.path.abspath(root)
     with _ROOTS_LOCK:

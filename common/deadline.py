@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["DeadlineExceeded", "deadline", "REFIRE_S"]
 

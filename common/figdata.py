@@ -76,7 +76,7 @@ def decode(tree: object, where: str = "data") -> object:
 
 def write(path: str | Path, data: dict, stem: str) -> Path:
     """Atomically store a figure's ``data`` and file ``stem`` at ``path`` (JSON)."""
-    from common.atomic import atomic_write_text
+    from sapa.common.atomic import atomic_write_text
 
     tree = encode(data)
     doc = {"format": FORMAT, "stem": str(stem), "sha256": _sha256(tree), "data": tree}
@@ -96,8 +96,8 @@ def read(path: str | Path) -> tuple[dict, str]:
         raise FigureDataError(f"{path}: not in the {FORMAT} format")
     if doc.get("sha256") != _sha256(doc.get("data")):
         raise FigureDataError(f"{path}: content does not match its checksum (corrupt file)")
-    from common.safepath import plain_name
-    from common.validate import InputError
+    from sapa.common.safepath import plain_name
+    from sapa.common.validate import InputError
 
     try:
         plain_name(doc["stem"], "stem")
@@ -111,8 +111,8 @@ def read(path: str | Path) -> tuple[dict, str]:
 
 def _read_bounded(path: str | Path) -> str:
     """The text of ``path``: a regular file (a FIFO or a link to /dev/zero is refused) of bounded size."""
-    from common.readfile import read_regular
-    from common.validate import InputError
+    from sapa.common.readfile import read_regular
+    from sapa.common.validate import InputError
 
     try:
         return read_regular(path, "figure data").decode("utf-8")
@@ -180,8 +180,8 @@ def _parquet_bytes(df, where: str) -> str:
 
 
 def _parquet_load(text: str, where: str):
-    from common.readfile import read_parquet_table
-    from common.validate import InputError
+    from sapa.common.readfile import read_parquet_table
+    from sapa.common.validate import InputError
 
     try:
         buf = io.BytesIO(base64.b64decode(text, validate=True))

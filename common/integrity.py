@@ -75,10 +75,10 @@ def read_parquet_verified(path: str | Path):
     """The DataFrame stored in ``path`` after its checksum is verified (else :class:`CorruptResult`).
 
     What the table decodes to is bounded before anything is decoded, the checksum included
-    (:func:`common.readfile.read_parquet_table`: a dictionary column of one long string shared by every row is
+    (:func:`sapa.common.readfile.read_parquet_table`: a dictionary column of one long string shared by every row is
     refused from its indices, not hashed row by row); the checksum is computed a batch of rows at a time.
     """
-    from common.readfile import read_parquet_table
+    from sapa.common.readfile import read_parquet_table
 
     table = read_parquet_table(path, "stored results")  # a regular file, every size bounded before decoding
     check_table(table, path)
@@ -127,7 +127,7 @@ def write_sealed_json(path: str | Path, rec: dict, timing: dict | None = None) -
     """
     import time
 
-    from common.atomic import atomic_write_json
+    from sapa.common.atomic import atomic_write_json
 
     atomic_write_json(timing_path(path), {**(timing or {}),
                                           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
@@ -136,7 +136,7 @@ def write_sealed_json(path: str | Path, rec: dict, timing: dict | None = None) -
 
 def read_timing(path: str | Path) -> dict:
     """The run metadata beside the result file ``path`` ({} when its sidecar is missing or unreadable)."""
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
 
     try:
         got = json.loads(read_regular_text(timing_path(path), "run metadata"))
@@ -151,6 +151,6 @@ def warn_recompute(exc: CorruptResult) -> None:
 
 
 def _plain(o: object) -> object:
-    from common.atomic import _jsonable
+    from sapa.common.atomic import _jsonable
 
     return _jsonable(o)

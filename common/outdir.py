@@ -1,7 +1,7 @@
 """Where a command writes: checked before any work starts, and held by one run at a time.
 
 A results location that cannot be written (read-only, ``/proc/x``, ``/dev/null/x``, an existing
-file given as a directory) is refused up front with :class:`common.validate.InputError` (one line,
+file given as a directory) is refused up front with :class:`sapa.common.validate.InputError` (one line,
 exit 2 in the CLI), not after minutes of work. The check creates nothing: it probes the directory,
 or the nearest existing ancestor of one still to be made, by creating and removing a temporary file.
 :func:`exclusive` serialises runs into one directory with ``fcntl.flock`` on ``DIR/.sapa.lock``
@@ -9,7 +9,7 @@ or the nearest existing ancestor of one still to be made, by creating and removi
 is refused too (:func:`refuse_foreign`), and so is a named pipe or device in it: sapa writes only inside the folder it was given, and a link there
 (``OUT/data`` → elsewhere) would carry its writes out. That check is made once, at the start; a link planted later,
 while the run writes, is refused at the moment of each write: :func:`exclusive` holds the folder as the run's
-(:func:`common.atomic.confined`), so every write below it walks from it without following links.
+(:func:`sapa.common.atomic.confined`), so every write below it walks from it without following links.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from common.atomic import confined, open_dir
-from common.validate import InputError
+from sapa.common.atomic import confined, open_dir
+from sapa.common.validate import InputError
 
 LOCK_NAME = ".sapa.lock"
 
@@ -50,7 +50,7 @@ def check_file(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise InputError(f"{flag} {path} is a symbolic link; sapa replaces its output file, so give the file itself "
                          f"({path.resolve()}) or a new name")
     if path.exists() and not path.is_file():
-        from common.atomic import file_kind
+        from sapa.common.atomic import file_kind
 
         raise InputError(f"{flag} {path} exists and is not a regular file ({file_kind(path.stat().st_mode)}); sapa "
                          "replaces its output file, so it never writes to a device or pipe: give a file name")
@@ -81,7 +81,7 @@ def exclusive(path: str | os.PathLike, flag: str = "--out") -> Iterator[Path]:
         try:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
-            with confined(path):  # every write below path, from now on: never through a link (common.atomic)
+            with confined(path):  # every write below path, from now on: never through a link (sapa.common.atomic)
                 yield path
         finally:
             with contextlib.suppress(OSError):
@@ -103,7 +103,7 @@ def refuse_foreign(path: str | os.PathLike, flag: str = "--out", limit: int = 1_
     """
     import stat
 
-    from common.atomic import file_kind
+    from sapa.common.atomic import file_kind
 
     root = Path(path)
     if not root.is_dir():

@@ -1,7 +1,7 @@
 """Worker processes that die with their parent: a spawn-context pool of single-threaded, deterministic workers.
 
 Long experiments (the training study) run independent units of work in ``concurrent.futures``
-process pools. Every worker pins the kernel dispatch (:mod:`common.numerics`), uses one torch
+process pools. Every worker pins the kernel dispatch (:mod:`sapa.common.numerics`), uses one torch
 thread and deterministic algorithms, so a unit gives the same numbers in a worker as in the
 parent; and it dies with its parent (PR_SET_PDEATHSIG plus a ``getppid`` watchdog), so a killed
 command never leaves workers computing for nobody.
@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from common.allocator import keep_freed_memory
-from common.collector import collect_less_often
-from common.numerics import pin_kernel_dispatch
+from sapa.common.allocator import keep_freed_memory
+from sapa.common.collector import collect_less_often
+from sapa.common.numerics import pin_kernel_dispatch
 
 __all__ = ["deterministic_algorithms", "one_thread", "worker_init", "die_with_parent", "stop_pool", "stopping_pool", "process_pool",
            "DeafProcess", "DeafSpawn"]

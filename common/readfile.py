@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["MAX_READ_BYTES", "MAX_ROWS", "read_regular", "read_regular_text", "require_regular", "check_parquet",
            "read_parquet_table"]
@@ -26,7 +26,7 @@ MAX_ROWS = 50_000_000
 
 
 def _kind(mode: int) -> str:
-    from common.atomic import file_kind
+    from sapa.common.atomic import file_kind
 
     return file_kind(mode)
 

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["MAX_NAME", "plain_name", "inside"]
 

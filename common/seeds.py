@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["canonical_json", "stable_hash", "spawn_key", "seed_sequence", "rng_for", "torch_gen_for",
            "torch_generator", "trial_generator", "trial_generators"]

@@ -8,6 +8,6 @@ reads a real trained model (all-MiniLM-L6-v2) offline; ``timing`` measures speed
 ``empirics`` may call ``theory`` for predictions, never the reverse.
 """
 
-from common.numerics import pin_kernel_dispatch as _pin
+from sapa.common.numerics import pin_kernel_dispatch as _pin
 
 _pin()  # before any torch import: the same seed gives the same numbers on AVX2 and AVX-512 machines

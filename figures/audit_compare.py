@@ -3,13 +3,13 @@
 arXiv 2410.18613's x/√N and x³/√N beside softmax and the other papers' scale rules: ReLU/N
 (Wortsman et al. 2023), sigmoid(x − log N) (Ramapuram et al. 2024) and the row-normalised degree-4
 polynomial (Kacham et al., PolySketchFormer). Logits are scaled by 1/√d (x/8 at d = 64) as all four
-papers do. Closed forms / quadrature (:mod:`theory.activation_audit`) give smooth curves; softmax and the
-normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`empirics.experiments.activation_sampling`).
+papers do. Closed forms / quadrature (:mod:`sapa.theory.activation_audit`) give smooth curves; softmax and the
+normalised polynomial have none and are Monte Carlo points with exact kernels (:mod:`sapa.empirics.experiments.activation_sampling`).
 Left: e(N) = ½ d log E‖φ‖²_F / d log N (softmax's bound: ½). Right: E-RMS ‖φ‖_F / √N (softmax's
 bound: 1).
 
-Draws only: the data come from :func:`empirics.experiments.activation_sampling.run_audit_compare` (an
-:class:`~empirics.experiments.activation_sampling.AuditCompareResult`) or its stored JSON.
+Draws only: the data come from :func:`sapa.empirics.experiments.activation_sampling.run_audit_compare` (an
+:class:`~sapa.empirics.experiments.activation_sampling.AuditCompareResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from common import figdata
-from empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult
-from figures import style
-from theory.families import family
+from sapa.common import figdata
+from sapa.empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult
+from sapa.figures import style
+from sapa.theory.families import family
 
 NAME = "audit_compare"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 

@@ -1,7 +1,7 @@
 """Figure: wall time of one fixed Monte Carlo sweep (arXiv 2410.18613, Thm 4.1–Cor 4.5) on 1 and K local workers.
 
 The sweep runs serially in this process (K = 1) and on an embedded ``LocalCluster(K)`` of
-single-threaded worker processes (:func:`empirics.montecarlo.distributed.executor_for`), each into a
+single-threaded worker processes (:func:`sapa.empirics.montecarlo.distributed.executor_for`), each into a
 fresh directory. Reported per K: the sweep's wall time on a warm cluster (``seconds``), the
 cluster's start-up (``startup_s``: spawning the workers and importing torch in them), the
 speed-up T₁/T_K and the parallel efficiency T₁/(K·T_K), also counting start-up.
@@ -22,7 +22,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from figures import style
+from sapa.figures import style
 
 # Fixed sweep: 12 cells, ≈ 5–10 s serially on one core (softmax and x³/√N at N up to 512).
 CONFIG = {
@@ -45,7 +45,7 @@ def scaling_benchmark(workers: Sequence[int] = (1, 2), config: dict | None = Non
 
     Args:
       workers: worker counts; 1 is the serial path (it must be included: it is T₁).
-      config: a sweep config dict (``empirics.montecarlo.sweep.config_from_dict``); default :data:`CONFIG`
+      config: a sweep config dict (``sapa.empirics.montecarlo.sweep.config_from_dict``); default :data:`CONFIG`
         (:data:`SMALL_CONFIG` when ``small``).
 
     Returns:
@@ -56,9 +56,9 @@ def scaling_benchmark(workers: Sequence[int] = (1, 2), config: dict | None = Non
     """
     import os
 
-    from empirics.montecarlo.distributed import executor_for
-    from empirics.montecarlo.sweep import cells, config_from_dict, run_sweep
-    from common.validate import InputError, positive_int
+    from sapa.empirics.montecarlo.distributed import executor_for
+    from sapa.empirics.montecarlo.sweep import cells, config_from_dict, run_sweep
+    from sapa.common.validate import InputError, positive_int
 
     ks = [positive_int("workers", k) for k in workers]
     if 1 not in ks:

@@ -1,9 +1,9 @@
 """Every figure sapa draws, listed once: its name, its module, the ledger entries it illustrates and how it is drawn.
 
-Plain data (no matplotlib), in ledger order within each kind. ``figures.regenerate`` builds its jobs from this table
+Plain data (no matplotlib), in ledger order within each kind. ``sapa.figures.regenerate`` builds its jobs from this table
 (``sapa verify`` draws the ``"run"`` figures after the checks that need them; the ``"stored"`` ones are drawn by the
 checks and redrawn by ``sapa figures`` from ``RESULTS/data/<module>.json``), the reports caption each figure from
-``figures.captions`` by the stem prefixes listed here, and a test checks the table against the ledger's order, the
+``sapa.figures.captions`` by the stem prefixes listed here, and a test checks the table against the ledger's order, the
 figure modules and the captions. Adding a figure: its module ``figures/NAME.py``, one row here and its caption.
 """
 
@@ -21,7 +21,7 @@ class Figure:
     claims: tuple[str, ...]      # the ledger entries it illustrates, in ledger order
     drawn: str                   # "run": drawn by sapa verify / figures from exact curves or the sweep; "stored": by
                                  # the entry's check, redrawn from RESULTS/data/<data>.json; "bench": by sapa bench
-    stems: tuple[str, ...]       # the file stem prefixes it saves (each has a caption in figures.captions)
+    stems: tuple[str, ...]       # the file stem prefixes it saves (each has a caption in sapa.figures.captions)
     needs: tuple[str, ...] = ()  # files under RESULTS it reads
     data: str = ""               # "stored": the name of its data file (default: the module's name)
 

@@ -6,8 +6,8 @@ global 1/√N scale makes early rows tiny and late rows large (E-RMS ∝ √(i/N
 1/√i (the effective length) makes every row's E-RMS ≈ √m_off, as uniform in i as softmax's bound.
 Bottom: the scale fixed at a training length N_train and the sequence 8× shorter or longer.
 
-Draws only: the data come from :func:`empirics.experiments.causal.run_causal_masking` (a
-:class:`~empirics.experiments.causal.CausalResult`) or its stored JSON.
+Draws only: the data come from :func:`sapa.empirics.experiments.causal.run_causal_masking` (a
+:class:`~sapa.empirics.experiments.causal.CausalResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from common import figdata
-from empirics.experiments.causal import PS, CausalResult, bin_scaled, exact_row_ms
-from figures import style
+from sapa.common import figdata
+from sapa.empirics.experiments.causal import PS, CausalResult, bin_scaled, exact_row_ms
+from sapa.figures import style
 
 NAME = "causal_masking"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 

@@ -1,7 +1,7 @@
 """Figure: test accuracy against the final attention norm over the doses of x/c, x³/c and softmax(S/τ), per lr.
 
 Drawn only from the dose tables ``norm-vs-accuracy`` stores (``OUT/data/dose_response.json``;
-:func:`empirics.training.dose_response.dose_table`): one panel per (norm, task), one curve per (family, learning
+:func:`sapa.empirics.training.dose_response.dose_table`): one panel per (norm, task), one curve per (family, learning
 rate) through its grid's doses in the order of c (τ for softmax) — colour and marker the family, line style the lr —
 the doses labelled on the smallest lr's curve; the doses of the second look (``look`` 2, between the grid's) as hollow
 markers off the curve; the reviewers' pair — x³/1 and x/16 at the same lr — ringed.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from figures import style
+from sapa.figures import style
 
 __all__ = ["stored_data", "draw"]
 

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt
 import matplotlib.tri as mtri
 import numpy as np
 
-from figures import style
-from theory.softmax import row_jacobian_fro, sharp_row_jacobian_fro_bound
+from sapa.figures import style
+from sapa.theory.softmax import row_jacobian_fro, sharp_row_jacobian_fro_bound
 
 
 def simplex_grid(n: int) -> np.ndarray:

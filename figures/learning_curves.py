@@ -1,6 +1,6 @@
 """Figure 14: learning curves per N, steps to leave the floor against N, mechanism solved fraction against N.
 
-Drawn only from the ledger's learning statistics (:mod:`empirics.training.learning_analysis` cells, as stored in
+Drawn only from the ledger's learning statistics (:mod:`sapa.empirics.training.learning_analysis` cells, as stored in
 ``evidence.learning_curves`` / the mechanism entry's ``evidence.cells``); nothing here decides a verdict.
 
 (a) ``<stem>_curves``: median validation accuracy against steps (log x), one panel per (task, N), one line
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from figures import style
-from figures.training_vs_n import LABELS, _style
+from sapa.figures import style
+from sapa.figures.training_vs_n import LABELS, _style
 
 __all__ = ["draw"]
 

@@ -1,9 +1,9 @@
 """Figure: σ₁(∂f/∂X) against n on log axes — adversarial on the token ball per φ with U_φ(n), and on real states.
 
 Panels 1–3 (softmax, x/√N, x³/√N): for each ball (β = ‖W‖₂R²/√d) the ascent's certified lower bounds of
-sup_{B_R^n} σ₁ (markers, solid) and sapa's proven upper bound U_φ(n) of :mod:`theory.lipschitz_ball` (dashed,
+sup_{B_R^n} σ₁ (markers, solid) and sapa's proven upper bound U_φ(n) of :mod:`sapa.theory.lipschitz_ball` (dashed,
 same colour): the true Lipschitz constant lies between them. Panel 4: the certified σ₁ lower bounds of every
-all-MiniLM-L6-v2 layer on its own hidden states (:mod:`empirics.realmodel.layer_lipschitz`), with n^{1/4} (the
+all-MiniLM-L6-v2 layer on its own hidden states (:mod:`sapa.empirics.realmodel.layer_lipschitz`), with n^{1/4} (the
 rate reported on real inputs) and √n guides. Draws only: data from the ledger entry ``lipschitz-on-a-ball``.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from common import figdata
-from empirics.experiments.lipschitz_ball import BallResult
-from empirics.realmodel.layer_lipschitz import LayerLipschitzResult
-from figures import style
-from theory.families import family
+from sapa.common import figdata
+from sapa.empirics.experiments.lipschitz_ball import BallResult
+from sapa.empirics.realmodel.layer_lipschitz import LayerLipschitzResult
+from sapa.figures import style
+from sapa.theory.families import family
 
 NAME = "lipschitz_ball"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 TITLES = {"softmax": family("softmax").label + " (row-wise)", "poly1": family("x_sqrtN").label,

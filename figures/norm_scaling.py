@@ -7,7 +7,7 @@ x/√N, x³/√N, x/16 and x³. One panel per randomness model: the paper's inde
 
 Markers are Monte Carlo RMS norms √mean(‖·‖²) — the quantity exact theory predicts — with
 intervals √(mean ± 2 SE) of the mean squared norm; lines are the exact √E‖·‖² of
-``theory.moments`` times the coefficient c(N) (softmax has no exact curve). Grey lines are √N
+``sapa.theory.moments`` times the coefficient c(N) (softmax has no exact curve). Grey lines are √N
 (the softmax bound of Thm 4.1) and N; dotted verticals mark the crossover N* = 1 + m_diag/m_off
 where the N² (off-diagonal) term of E‖S^{∘p}‖² overtakes the N (diagonal) term.
 
@@ -43,10 +43,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from scipy.stats import t as _student
 
-from empirics.kernels.scale import coefficient
-from empirics.montecarlo.stats import loglog_slope
-from figures import style
-from theory.families import family
+from sapa.empirics.kernels.scale import coefficient
+from sapa.empirics.montecarlo.stats import loglog_slope
+from sapa.figures import style
+from sapa.theory.families import family
 
 QUANTITIES = ("fro", "jac_fro")
 ALPHA = 0.01  # family-wise level of the MC-vs-exact agreement check
@@ -59,11 +59,11 @@ class Series:
     name: str  # legend text
     activation: str  # "softmax" | "poly"
     p: int  # 0 for softmax
-    scale_policy: str  # an empirics.kernels.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
+    scale_policy: str  # an sapa.empirics.kernels.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
     c: float | None = None  # constant of the "const" policy
 
     def coefficient(self, N: np.ndarray) -> np.ndarray:
-        """c(N) of c·x^p under the series' rule (:func:`empirics.kernels.scale.coefficient`), over real N; (K,)."""
+        """c(N) of c·x^p under the series' rule (:func:`sapa.empirics.kernels.scale.coefficient`), over real N; (K,)."""
         return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
 
 
@@ -107,7 +107,7 @@ def exact_sq(p: int, model: str, Ns, D: int, d: int, quantity: str = "fro", *, r
     Returns:
       (K,) float array; equals ``exact_moments(p, model, N, ...).expected_fro2`` at integer N.
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     if sigma is None:
         sigma = 1.0 if model == "paper" else 1 / math.sqrt(D)
@@ -124,7 +124,7 @@ def exact_sq(p: int, model: str, Ns, D: int, d: int, quantity: str = "fro", *, r
 
 def crossover(p: int, model: str, D: int, d: int, quantity: str = "fro", *, rho: float = 0.5) -> float:
     """N* = 1 + m_diag/m_off (or 1 + j_diag/j_off); NaN for the paper model (no N-linear term)."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     if model == "paper":
         return math.nan
@@ -221,7 +221,7 @@ def assert_claim(result: dict, quantity: str) -> None:
 
 def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: float = 0.5,
          sigma_w: float | None = None, sigma_ab: float = 1.0, n_dense: int = 200) -> plt.Figure:
-    """The figure from a stored summary (``empirics.montecarlo.sweep.summarise`` output); nothing is sampled.
+    """The figure from a stored summary (``sapa.empirics.montecarlo.sweep.summarise`` output); nothing is sampled.
 
     Args:
       summary_df: per-cell summary with columns weight_model, rho, activation, p, scale_policy,
@@ -324,7 +324,7 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
 
 def tiny_config(small: bool):
     """The sweep ``main`` runs when given no results: D = 64, d = 16, the paper's five rows."""
-    from empirics.montecarlo.sweep import config_from_dict
+    from sapa.empirics.montecarlo.sweep import config_from_dict
 
     raw = {
         "name": "figure-norm-scaling-small" if small else "figure-norm-scaling",
@@ -348,7 +348,7 @@ def tiny_config(small: bool):
 @lru_cache(maxsize=2)
 def _tiny_sweep(small: bool) -> tuple[pd.DataFrame, dict]:
     """Run :func:`tiny_config` in a temporary directory (once per process: Figures 1 and 2 share it)."""
-    from empirics.montecarlo.sweep import run_sweep
+    from sapa.empirics.montecarlo.sweep import run_sweep
 
     cfg = tiny_config(small)
     with tempfile.TemporaryDirectory() as tmp:
@@ -357,13 +357,13 @@ def _tiny_sweep(small: bool) -> tuple[pd.DataFrame, dict]:
 
 
 def _load(results: str | Path) -> tuple[pd.DataFrame, dict]:
-    from empirics.montecarlo.sweep import read_metadata
+    from sapa.empirics.montecarlo.sweep import read_metadata
 
     path = Path(results) / "results.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"no sweep results at {path}")
-    from common.integrity import CorruptResult, read_parquet_verified
-    from common.validate import InputError
+    from sapa.common.integrity import CorruptResult, read_parquet_verified
+    from sapa.common.validate import InputError
 
     try:
         df = read_parquet_verified(path)  # bounded, and its content checksum verified (the sweep seals it)
@@ -383,7 +383,7 @@ def main(out_dir: str | Path = "results/figures", results: str | Path | None = N
       small: smaller self-run sweep.
       quantity: "fro" or "jac_fro".
     """
-    from empirics.montecarlo.sweep import summarise
+    from sapa.empirics.montecarlo.sweep import summarise
 
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")

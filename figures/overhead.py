@@ -6,10 +6,10 @@ naive, causal-blocked, compiled and linearised forms in colour, p = 3 thick and 
 dotted, with reference slopes ∝ N² and ∝ N. ``STEM_crossover.png``: the N from which the exact linearisation
 φ_p(Q)(φ_p(K)ᵀV) (symmetric features, F = C(d+p−1, p)) beats the naive N² form, measured (forward) against the
 flop-count prediction, per p and head dim d. ``STEM_model.png`` (when the run measured the machine's rates): each
-form's measured ratio to softmax against the ratio the cost model (:mod:`empirics.timing.cost_model`) predicts,
+form's measured ratio to softmax against the ratio the cost model (:mod:`sapa.empirics.timing.cost_model`) predicts,
 with the line of agreement and a ±1.5× band.
 
-Drawn from the dict :func:`empirics.timing.overhead.bench_overhead` returns, so ``sapa figures`` redraws
+Drawn from the dict :func:`sapa.empirics.timing.overhead.bench_overhead` returns, so ``sapa figures`` redraws
 it from stored data.
 """
 
@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from figures import style
+from sapa.figures import style
 
 METHOD_STYLE = {  # colour and marker per form (Okabe–Ito); softmax black
     "softmax": {"color": style.PALETTE[0], "marker": "o"},
@@ -162,7 +162,7 @@ def _crossover_panels(res: dict) -> plt.Figure:
 
 
 def draw(res: dict, out_dir: str | Path, stem: str) -> list[Path]:
-    """Both figures from :func:`empirics.timing.overhead.bench_overhead`'s dict: STEM (times) and STEM_crossover; PNG + PDF."""
+    """Both figures from :func:`sapa.empirics.timing.overhead.bench_overhead`'s dict: STEM (times) and STEM_crossover; PNG + PDF."""
     with plt.rc_context(style.RC):
         paths = style.save(_time_panels(res), out_dir, stem)
         if res.get("crossover"):
@@ -174,7 +174,7 @@ def draw(res: dict, out_dir: str | Path, stem: str) -> list[Path]:
 
 def _model_panel(res: dict) -> plt.Figure:
     """Measured ratio to softmax against the cost model's, per timed form and cell at the main d."""
-    from empirics.timing.cost_model import Rates, predicted_ratio
+    from sapa.empirics.timing.cost_model import Rates, predicted_ratio
 
     g, rates = res["grid"], Rates(**res["cost_rates"])
     soft = {(r["mask"], r["pass"], r["N"]): r["seconds"] for r in res["rows"] if r["d"] == g["d"]
@@ -213,7 +213,7 @@ def _model_panel(res: dict) -> plt.Figure:
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
     """Benchmark (``small``: a tiny grid in seconds, else the quick one) and draw."""
-    from empirics.timing.overhead import QUICK, OverheadGrid, bench_overhead
+    from sapa.empirics.timing.overhead import QUICK, OverheadGrid, bench_overhead
 
     grid = (OverheadGrid(Ns=(32, 64, 128), d=16, repeats=1, methods=("naive", "linearised"), crossover_ds=(8, 16),
                          crossover_masks=("none",), time_cap_s=0.5, block_s=0.005) if small else QUICK)

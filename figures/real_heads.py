@@ -10,9 +10,9 @@ measured on the model's own hidden states (prefixes of real text, N = 8 … 256,
 bootstrap interval over texts) against N* of the matched Gaussian proxy (bias and mean
 included), with the exact curve that a Gaussian head with that N* would follow.
 A second figure (:func:`draw_protocols`) shows every head's exponent under each protocol of
-``empirics.realmodel.real`` (special tokens in/out × re-encoded prefixes / one fixed-context pass) for
+``sapa.empirics.realmodel.real`` (special tokens in/out × re-encoded prefixes / one fixed-context pass) for
 softmax, x/√N and x³/√N, with the O(√N) edge ½ + 0.05 and the fraction of heads consistent with it.
-Data: :func:`empirics.realmodel.real.analyse` (optional extra ``real``).
+Data: :func:`sapa.empirics.realmodel.real.analyse` (optional extra ``real``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from figures import style
-from theory.families import label_of
+from sapa.figures import style
+from sapa.theory.families import label_of
 
 CONTOURS = (0.05, 0.1, 0.45)
 LAYER_COLORS = ["#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7"]
@@ -54,7 +54,7 @@ def _check(res: dict) -> None:
     assert res["meta"]["softmax_norm_le_sqrt_n"], "‖softmax(S)‖_F > √N on some measured input"
     N_real = res["meta"]["config"]["N_real"]
     for h in res["heads"]:
-        # p = 1, Σ = I: N* = 1 + ((tr W)² + 2‖W_s‖²)/‖W‖² in closed form, the same as theory.moments
+        # p = 1, Σ = I: N* = 1 + ((tr W)² + 2‖W_s‖²)/‖W‖² in closed form, the same as sapa.theory.moments
         a, b = h["inv_n_star_p1_identity"], h["identity_p1_n_star"]
         assert abs(a - b) <= 1e-9 * b, f"head {h['layer']},{h['head']}: closed-form N* {a} ≠ exact {b}"
         for proxy in ("identity", "measured", "matched"):
@@ -66,7 +66,7 @@ def _check(res: dict) -> None:
 
 def draw(res: dict, out_dir: str | Path, file_stem: str | None = None) -> list[Path]:
     """Draw the 2 × 2 figure (p = 1, 3 × map, measured) from an ``analyse`` result; save PNG + PDF."""
-    from empirics.realmodel.real import grid_slope, vit_references
+    from sapa.empirics.realmodel.real import grid_slope, vit_references
 
     _check(res)
     heads = res["heads"]
@@ -202,7 +202,7 @@ ACT_TITLES = {a: label_of(a) + (" (baseline)" if a == "softmax" else "") for a i
 
 def draw_protocols(res: dict, out_dir: str | Path, file_stem: str | None = None, edge: float = 0.55) -> list[Path]:
     """Per-head exponent ± 90 % interval for each protocol (columns: softmax, x/√N, x³/√N); save PNG + PDF."""
-    from empirics.realmodel.real import ACTIVATIONS, head_fits
+    from sapa.empirics.realmodel.real import ACTIVATIONS, head_fits
 
     fits = [f for f in head_fits(res) if f.kind == "fro"]
     protocols = list(dict.fromkeys(f.protocol for f in fits))
@@ -255,14 +255,14 @@ def draw_stored(results: str | Path, out_dir: str | Path) -> list[Path]:
     stored = sorted(Path(results, "real").glob("real_heads_*.json"), key=lambda p: p.stat().st_mtime)
     if not stored:
         raise FileNotFoundError(f"no stored real-model analysis under {Path(results, 'real')}")
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
 
     return draw(json.loads(read_regular_text(stored[-1], "stored real-model analysis")), out_dir)
 
 
 def main(out_dir: str | Path = "results/figures", small: bool = False) -> list[Path]:
     """Analyse the model (cached beside ``out_dir`` in ``../real``) and draw; ``small``: 2 texts, N = 8, 16, 32."""
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     res = real.analyse(real.SMALL if small else real.QUICK, cache_dir=Path(out_dir).parent / "real")
     return draw(res.to_dict(), out_dir)  # a typed RealResult; draw reads its stored form

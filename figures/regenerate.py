@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from figures.catalogue import FIGURES
+from sapa.figures.catalogue import FIGURES
 
 
 @dataclass(frozen=True)
@@ -27,14 +27,14 @@ class FigureJob:
 
 
 def _landscape(results: Path, out: Path) -> list[Path]:
-    from figures import jacobian_landscape
+    from sapa.figures import jacobian_landscape
 
     return jacobian_landscape.main(out)
 
 
 def _norms(quantity: str) -> Callable[[Path, Path], list[Path]]:
     def draw(results: Path, out: Path) -> list[Path]:
-        from figures import norm_scaling
+        from sapa.figures import norm_scaling
 
         return norm_scaling.main(out, results=results / "sweep", quantity=quantity)
 
@@ -42,7 +42,7 @@ def _norms(quantity: str) -> Callable[[Path, Path], list[Path]]:
 
 
 def _regime(results: Path, out: Path) -> list[Path]:
-    from figures import regime_map
+    from sapa.figures import regime_map
 
     return regime_map.main(out)
 
@@ -53,7 +53,7 @@ def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
     def draw(results: Path, out: Path) -> list[Path]:
         import importlib
 
-        from common import figdata
+        from sapa.common import figdata
 
         res, stem = figdata.read(results / "data" / f"{module}.json")
         return importlib.import_module(f"figures.{module}").draw(res, out, stem)
@@ -87,8 +87,8 @@ STORED_JOBS = _jobs("stored")
 
 def _learning(results: Path, out: Path, name: str) -> list[Path]:
     """Learning curves (and, for the mechanism tasks, steps to solve) from RESULTS/data/NAME.json."""
-    from common import figdata
-    from figures import learning_curves
+    from sapa.common import figdata
+    from sapa.figures import learning_curves
 
     data, stem = figdata.read(results / "data" / f"{name}.json")
     return learning_curves.draw_stored(data, out, stem)
@@ -96,14 +96,14 @@ def _learning(results: Path, out: Path, name: str) -> list[Path]:
 
 def _training(results: Path, out: Path) -> list[Path]:
     """The training study's figures, drawn from its stored tables (RESULTS/train)."""
-    from empirics.training.train_study import load_study
-    from figures import training_vs_n
+    from sapa.empirics.training.train_study import load_study
+    from sapa.figures import training_vs_n
 
     return training_vs_n.draw(load_study(results / "train"), out)
 
 
 def _real(results: Path, out: Path) -> list[Path]:
-    from figures import real_heads
+    from sapa.figures import real_heads
 
     return real_heads.draw_stored(results, out)
 
@@ -123,11 +123,11 @@ def run_jobs(results: str | Path, out: str | Path | None = None, *, jobs: list[F
     """
     import contextlib
 
-    from common.progress import say, stage
+    from sapa.common.progress import say, stage
 
     results = Path(results)
     if out is None and (results / "figures").is_symlink():  # a link in an exchanged folder could point anywhere
-        from common.validate import InputError
+        from sapa.common.validate import InputError
 
         raise InputError(f"{results / 'figures'} is a symbolic link; sapa writes figures only into a real folder "
                          "(remove the link, or choose the figure folder with --out)")

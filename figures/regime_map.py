@@ -1,7 +1,7 @@
 """Figure 3: where x^p/√N attention grows like √N — the local growth exponent over (N, D).
 
 Corollaries 4.3 / 4.5 of arXiv 2410.18613 claim ‖x^p/√N‖_F grows like √N. Exactly
-(``theory.moments``), E‖S^{∘p}‖²_F = N(N−1)·m_off + N·m_diag, so the RMS of the scaled norm,
+(``sapa.theory.moments``), E‖S^{∘p}‖²_F = N(N−1)·m_off + N·m_diag, so the RMS of the scaled norm,
 √(E‖S^{∘p}‖²/N), has local growth exponent
 
     e(N) = d log √(M_p/N) / d log N = ½·N·m_off / ((N−1)·m_off + m_diag),
@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from figures import style
+from sapa.figures import style
 
 MODELS = (("iid", "i.i.d. $W_Q, W_K$"), ("tied", "tied $W_Q = W_K$"), ("corr", r"correlated, $\rho = {rho:g}$"))
 VIT = (("ViT-B", 196, 768), ("ViT-S", 196, 384))  # (name, N = 14² patches, D); both use heads of d = 64
@@ -44,7 +44,7 @@ def regime_grid(p: int, model: str, Ns, Ds, d: int = 64, rho: float = 0.5) -> tu
       E: (L, K) exponents, row l for Ds[l] (equal to ``exact_moments(p, model, N, D, d,
       rho=rho).growth_exponent`` at integer N); Nstar: (L,) crossovers 1 + m_diag/m_off.
     """
-    from theory.moments import exact_moments, local_growth_exponent
+    from sapa.theory.moments import exact_moments, local_growth_exponent
 
     Ns = np.asarray(Ns, dtype=np.float64)  # (K,)
     E = np.empty((len(Ds), Ns.size))  # (L, K)
@@ -76,7 +76,7 @@ def _label_positions(E: np.ndarray, Ns: np.ndarray, Ds: np.ndarray, levels, D_re
 
 
 def _vit_exponent(p: int, model: str, N: int, D: int, d: int, rho: float) -> float:
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     return exact_moments(p, model, N, D, d, rho=rho if model == "corr" else 0.0).growth_exponent
 

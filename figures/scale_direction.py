@@ -8,8 +8,8 @@ E-RMS norm of x^p/α match softmax — its typical norm E‖softmax(S/√d)‖_F
 direction (α falls as N falls) and every curve lies in it: α_bound ∝ N^{+1/2}, α_typical ∝ N^{+1} in the
 i.i.d. model; the reviewer's coefficient c = 1/α = 1/√N (stars, labelled with c) rises as N falls.
 
-Draws only: the data come from :func:`empirics.experiments.scale_direction.run_scale_direction` (a
-:class:`~empirics.experiments.scale_direction.ScaleDirectionResult`) or its stored JSON.
+Draws only: the data come from :func:`sapa.empirics.experiments.scale_direction.run_scale_direction` (a
+:class:`~sapa.empirics.experiments.scale_direction.ScaleDirectionResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from common import figdata
-from empirics.experiments.scale_direction import PS, REVIEWER_NS, ScaleDirectionResult
-from figures import style
+from sapa.common import figdata
+from sapa.empirics.experiments.scale_direction import PS, REVIEWER_NS, ScaleDirectionResult
+from sapa.figures import style
 
 N_REF = 256  # curves are normalised to their value here (the largest N of the paper's Figure 1)
 NAME = "scale_direction"  # stored by ``sapa verify`` under RESULTS/data/NAME.json

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # the backend is the caller's: `sapa` uses Agg 
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.ticker import Formatter, LogFormatterMathtext
 
-from common.atomic import atomic_write
-from common.safepath import inside, plain_name
+from sapa.common.atomic import atomic_write
+from sapa.common.safepath import inside, plain_name
 
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -110,7 +110,7 @@ UNDATED = {"png": {}, "pdf": {"CreationDate": None}}
 def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[Path]:
     """Save ``fig`` as PNG and PDF atomically into ``out_dir``, undated (:data:`UNDATED`); return both paths.
 
-    ``file_stem`` may come from a stored file: it must be a plain name (common.safepath), and each
+    ``file_stem`` may come from a stored file: it must be a plain name (sapa.common.safepath), and each
     path written must stay inside ``out_dir``.
     """
     out_dir = Path(out_dir)

@@ -1,8 +1,8 @@
 """Figure 13: test accuracy against N per arm at its best learning rate, softmax as reference (arXiv 2410.18613 §5).
 
-Drawn only from a stored training study (``empirics.training.train_study.StudyResult`` or its parquet files via
+Drawn only from a stored training study (``sapa.empirics.training.train_study.StudyResult`` or its parquet files via
 ``load_study``); the learning-rate selection and the per-cell medians are the ledger's own
-(:mod:`empirics.training.study_analysis`), nothing here decides a verdict.
+(:mod:`sapa.empirics.training.study_analysis`), nothing here decides a verdict.
 
 (a) ``<stem>_acc``: per task, test accuracy against N (log2), one line per arm at its best lr: median over
     seeds, bars = [min, max] over seeds (a distribution-free interval for the median, 75 % at 3 seeds);
@@ -22,11 +22,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from empirics.training.study_config import ARMS
-from figures import style
+from sapa.empirics.training.study_config import ARMS
+from sapa.figures import style
 
 ARM_ORDER = tuple(ARMS)  # the families table's order of the training arms
-LABELS = {k: a.label for k, a in ARMS.items()}  # the one display name of each arm (empirics.training.study_config)
+LABELS = {k: a.label for k, a in ARMS.items()}  # the one display name of each arm (sapa.empirics.training.study_config)
 TASKS = ("digits", "text")
 
 
@@ -78,7 +78,7 @@ def _mark(fig, note: str | None) -> None:
 
 
 def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None) -> list[Path]:
-    from empirics.training.study_analysis import accuracy_table, best_lr, divergence_counts
+    from sapa.empirics.training.study_analysis import accuracy_table, best_lr, divergence_counts
 
     best = best_lr(study.runs)
     tab = accuracy_table(study.runs, best)
@@ -125,7 +125,7 @@ def _accuracy_figure(study, out_dir: Path, stem: str, floors: dict | None = None
 
 def _best_history(study, quantity: str) -> pd.DataFrame:
     """History rows of ``quantity`` for the members at each arm's best lr (in-study α only)."""
-    from empirics.training.study_analysis import at_best
+    from sapa.empirics.training.study_analysis import at_best
 
     b = at_best(study.runs)
     keys = b[["task", "N", "arm", "lr", "seed"] + (["alpha"] if "alpha" in b else [])].copy()
@@ -177,7 +177,7 @@ def _norms_figure(study, out_dir: Path, stem: str) -> list[Path]:
 
 
 def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
-    from empirics.training.study_analysis import best_lr, lr_sensitivity
+    from sapa.empirics.training.study_analysis import best_lr, lr_sensitivity
 
     s = lr_sensitivity(study.runs)
     best = best_lr(study.runs)
@@ -211,7 +211,7 @@ def _lr_figure(study, out_dir: Path, stem: str) -> list[Path]:
 def draw(study, out_dir: str | Path, file_stem_: str | None = None, floors: dict | None = None) -> list[Path]:
     """Save (a) ``<stem>_acc``, (b) ``<stem>_norms`` and (c) ``<stem>_lr`` (PNG + PDF each) from a stored study.
 
-    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``empirics.training.train_study``;
+    ``study``: anything with ``runs``, ``history`` and ``config`` in the schema of ``sapa.empirics.training.train_study``;
     ``floors``: {task: {N: accuracy}} drawn as the task's floor in (a) (text: the bigram predictor).
     """
     out_dir = Path(out_dir)
@@ -224,7 +224,7 @@ def draw(study, out_dir: str | Path, file_stem_: str | None = None, floors: dict
 def main(out_dir: str | Path = "results/figures", small: bool = False, train_dir: str | Path = "results/train"
          ) -> list[Path]:
     """Redraw from the study stored in ``train_dir`` (``small``: the lead's TINY budget trained into it first)."""
-    from empirics.training import train_study
+    from sapa.empirics.training import train_study
 
     if small:
         study = train_study.run_study("tiny", Path(train_dir))

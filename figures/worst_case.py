@@ -2,13 +2,13 @@
 
 For S = XWXᵀ and c = 1/√N, the largest norm over two input sets of equal energy: every token
 on a sphere ‖x_i‖ = r (LayerNorm) and only ‖X‖_F = r√N. Shaded: the exact bracket
-[witness value, upper bound] of ``theory.worst_case``; markers: the best input found by
+[witness value, upper bound] of ``sapa.theory.worst_case``; markers: the best input found by
 gradient ascent (started from random points and the witnesses); grey: one random point of the
 set. Under per-token bounds the worst case grows like √N for every p; with only the total
 energy bounded x³/√N grows like N^{2.5} (the energy concentrates on one or two tokens).
 
-Draws only: the data come from :func:`empirics.experiments.worst_case.run_worst_case` (a
-:class:`~empirics.experiments.worst_case.WorstCaseResult`) or its stored JSON.
+Draws only: the data come from :func:`sapa.empirics.experiments.worst_case.run_worst_case` (a
+:class:`~sapa.empirics.experiments.worst_case.WorstCaseResult`) or its stored JSON.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from common import figdata
-from empirics.experiments.worst_case import WorstCaseResult
-from figures import style
-from theory.families import label_of
+from sapa.common import figdata
+from sapa.empirics.experiments.worst_case import WorstCaseResult
+from sapa.figures import style
+from sapa.theory.families import label_of
 
 NAME = "worst_case"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
@@ -35,7 +35,7 @@ def _result(res: WorstCaseResult | dict) -> WorstCaseResult:
 
 def check(res: WorstCaseResult | dict) -> None:
     """The figure's claim: witnesses attain the exact lower ends, nothing found exceeds the upper bounds."""
-    from empirics.experiments.worst_case import summarise
+    from sapa.empirics.experiments.worst_case import summarise
 
     for p, df in _result(res).frames.items():
         for s in summarise(df, 0.5):
@@ -43,7 +43,7 @@ def check(res: WorstCaseResult | dict) -> None:
 
 
 def _panel(ax, df, constraint: str, p: int, gamma: float = 0.5) -> None:
-    from theory.worst_case import worst_case_exponent
+    from sapa.theory.worst_case import worst_case_exponent
 
     exps = []
     for i, q in enumerate(("fro", "jac_fro")):

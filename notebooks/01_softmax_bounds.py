@@ -44,7 +44,7 @@ import numpy as np
 import sympy as sp
 import torch
 
-from theory.softmax import (
+from sapa.theory.softmax import (
     jacobian_fro2_in_power_sums,
     kkt_maxima,
     reviewer_one_hot_example,
@@ -154,7 +154,7 @@ print(f"paper's constant 2 is {2 / float(sharp):g}× the sharp constant {sharp}"
 # %%
 from IPython.display import Image, display  # noqa: E402
 
-from figures import jacobian_landscape  # noqa: E402
+from sapa.figures import jacobian_landscape  # noqa: E402
 from sapa.commands.notebooks import small_png  # noqa: E402
 
 with tempfile.TemporaryDirectory() as out:

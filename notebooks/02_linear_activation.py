@@ -42,10 +42,10 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.kernels.norms import Activation, attention_norms_batched
-from empirics.montecarlo.samplers import RandomnessModel, sample_trials
-from common.seeds import trial_generators
-from theory.moments import exact_moments, symbolic_moments
+from sapa.empirics.kernels.norms import Activation, attention_norms_batched
+from sapa.empirics.montecarlo.samplers import RandomnessModel, sample_trials
+from sapa.common.seeds import trial_generators
+from sapa.theory.moments import exact_moments, symbolic_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 TRIALS = 64 if SMALL else 400
@@ -63,7 +63,7 @@ def report(name, expected, measured, agree):
 # adding them up gives the formula above. For $i \ne j$ the tokens are independent, so
 # $\mathbb{E} S_{12}^2 = \mathbb{E}\, x_1^\top W x_2 x_2^\top W^\top x_1 = \mathbb{E}\, \mathrm{tr}(W W^\top)$. The diagonal entry is a
 # Gaussian quadratic form, $\mathbb{E}(x^\top W x)^2 = (\mathrm{tr}\, W)^2 + \mathrm{tr}(W W^\top) + \mathrm{tr}(W^2)$, then
-# averaged over the weights. The cell prints both (`theory.moments`, Isserlis/Wick).
+# averaged over the weights. The cell prints both (`sapa.theory.moments`, Isserlis/Wick).
 #
 # *How to read it.* Under the paper's model $m_\text{off} = m_\text{diag} = d\sigma^4$, so $\mathbb{E}\|S\|_F^2 = N^2 d\sigma^4$
 # exactly: RMS $\propto N$ (Theorem 4.2) and $\mathbb{E}\|S/\sqrt N\|_F^2 = N d \sigma^4$, RMS $\propto \sqrt N$

@@ -38,10 +38,10 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.montecarlo.samplers import RandomnessModel, sample_trials
-from common.seeds import trial_generators
-from theory.matrix_power import matrix_power_growth
-from theory.moments import exact_moments
+from sapa.empirics.montecarlo.samplers import RandomnessModel, sample_trials
+from sapa.common.seeds import trial_generators
+from sapa.theory.matrix_power import matrix_power_growth
+from sapa.theory.moments import exact_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 
@@ -54,7 +54,7 @@ def report(name, expected, measured, agree):
 # ## 1. Derive: $N^*$ for $p = 1 \dots 5$ at ViT-Base widths ($D = 768$, $d = 64$)
 #
 # Both entry moments are exact polynomials in $D$, $d$, $\sigma$ and $\rho$ (Isserlis/Wick and the cumulants of the
-# quadratic form $x^\top W x$; `theory.moments`). The table gives $N^* = 1 + r_p$ per model and, last, the local growth
+# quadratic form $x^\top W x$; `sapa.theory.moments`). The table gives $N^* = 1 + r_p$ per model and, last, the local growth
 # exponent of the tied $x^p/\sqrt N$ at ViT-Base's $N = 196$. *How to read it:* under the paper's independent $A, B$ the
 # two moments are equal and $N^* = 2$ for every $p$; with shared $X$ and `iid` weights $N^*$ stays small; with `tied`
 # weights it passes $196$ already at $p = 2$, and the exponent at $N = 196$ falls from about ½ towards 0: at ViT-Base,
@@ -137,7 +137,7 @@ plt.show()
 # largest $\|x^p/\sqrt N\|_F$ is $\Theta(\sqrt N)$ for every $p$: every entry satisfies $|S_{ij}| \le \sigma r^2$
 # ($\sigma = \|W\|_2$ here), so $\|S^{\circ p}\|_F \le N \sigma^p r^{2p}$, and the bound is met up to a constant by tokens split
 # between the top singular pair of $W$. With only $\|X\|_F = r\sqrt N$ fixed, the energy may sit on one or two tokens:
-# then $|S_{11}| \approx \sigma r^2 N$ and $\max \|x^p/\sqrt N\|_F = \Theta(N^{p - 1/2})$ (`theory.worst_case` gives both
+# then $|S_{11}| \approx \sigma r^2 N$ and $\max \|x^p/\sqrt N\|_F = \Theta(N^{p - 1/2})$ (`sapa.theory.worst_case` gives both
 # brackets, with lower and upper ends that are the same power of $N$).
 #
 # The first lines print these exact exponents for the norm and for the Jacobian with respect to $X$. Then the check,
@@ -147,8 +147,8 @@ plt.show()
 # slope's limit as $N \to \infty$), *measured* the fitted slope; *agree* requires all three conditions.
 
 # %%
-from empirics.experiments.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
-from theory.worst_case import worst_case_exponent  # noqa: E402
+from sapa.empirics.experiments.worst_case import WorstCaseConfig, summarise, worst_case_growth  # noqa: E402
+from sapa.theory.worst_case import worst_case_exponent  # noqa: E402
 
 print("exact worst-case exponents of ‖x^p/√N‖_F / ‖∂(x^p/√N)/∂X‖_F")
 for p in range(1, 6):

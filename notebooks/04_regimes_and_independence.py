@@ -41,8 +41,8 @@ import tempfile
 import numpy as np
 import torch
 
-from common.seeds import torch_gen_for
-from theory.moments import crossover_table, exact_moments
+from sapa.common.seeds import torch_gen_for
+from sapa.theory.moments import crossover_table, exact_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 T = 20_000 if SMALL else 200_000
@@ -61,7 +61,7 @@ def report(name, expected, measured, agree):
 # covariance against the exact $\|W_Q^\top W_K\|_F$, which the paper's model sets to 0; *agree* within four standard errors.
 
 # %%
-g = torch_gen_for(4, "notebook", "independence")  # the one named-stream derivation (empirics.montecarlo.samplers)
+g = torch_gen_for(4, "notebook", "independence")  # the one named-stream derivation (sapa.empirics.montecarlo.samplers)
 D, d = 16, 4
 WQ = torch.randn(D, d, generator=g, dtype=torch.float64) / math.sqrt(D)
 WK = WQ.clone()  # tied, the extreme case; any W_Qᵀ W_K ≠ 0 breaks independence
@@ -123,7 +123,7 @@ report("tied x³/√N at ViT-Base: exponent below 0.05 (nearly flat, not √N)",
 # %%
 from IPython.display import Image, display  # noqa: E402
 
-from figures import regime_map  # noqa: E402
+from sapa.figures import regime_map  # noqa: E402
 from sapa.commands.notebooks import small_png  # noqa: E402
 
 with tempfile.TemporaryDirectory() as out:

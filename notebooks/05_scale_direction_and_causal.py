@@ -40,9 +40,9 @@ import os
 
 import matplotlib.pyplot as plt
 
-from empirics.experiments.causal import bin_samples, binned_agreement, exact_row_profile, row_profiles
-from empirics.experiments.scale_direction import matching_scales
-from empirics.montecarlo.stats import loglog_slope
+from sapa.empirics.experiments.causal import bin_samples, binned_agreement, exact_row_profile, row_profiles
+from sapa.empirics.experiments.scale_direction import matching_scales
+from sapa.empirics.montecarlo.stats import loglog_slope
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 

@@ -39,8 +39,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from empirics.experiments.activation_sampling import sample_norms, z_scores
-from theory.activation_audit import audit, model_spec, parse_activation, profile
+from sapa.empirics.experiments.activation_sampling import sample_norms, z_scores
+from sapa.theory.activation_audit import audit, model_spec, parse_activation, profile
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
 
@@ -78,7 +78,7 @@ for bad in ("tanh(x/d)", "softmax(x)", "exp(x)", "sqrt(x)"):
 # $\mathbb{E}\|\varphi(S)\|_F^2$, the local growth exponent at the audited $N$ (½ = softmax's rate), the crossover $N^*$ past
 # which the off-diagonal entries dominate, and the size against softmax's bound, $\|\varphi\|_F/\sqrt N$. The check line
 # runs the paper's $x^3/\sqrt N$ through the same path and must give exactly (bit for bit) the exponent and $N^*$ of
-# `theory.moments` (notebook 03).
+# `sapa.theory.moments` (notebook 03).
 
 # %%
 D, d, N = (64, 64, 64) if SMALL else (768, 64, 196)
@@ -87,11 +87,11 @@ for m in ("iid", "tied"):
     print(f"{m}: method {a.method} (error bound {a.error_bound:.1e}), E‖φ‖² = {a.expected_fro2:.4g}, "
           f"exponent {a.growth_exponent:.3f}, N* = {a.crossover_n:.4g}, ‖φ‖/√N = {a.constant_vs_softmax:.3g}")
 
-from theory.moments import exact_moments  # noqa: E402
+from sapa.theory.moments import exact_moments  # noqa: E402
 
 cubic = audit(parse_activation("x**3/sqrt(N)"), model_spec("tied", D, d), N)
 ref = exact_moments(3, "tied", N, D, d, sigma=1 / math.sqrt(D))
-report("x³/√N through sapa audit vs theory.moments (growth exponent, N*)",
+report("x³/√N through sapa audit vs sapa.theory.moments (growth exponent, N*)",
        f"{ref.growth_exponent:.6f}, {ref.crossover_n:.6g}", f"{cubic.growth_exponent:.6f}, {cubic.crossover_n:.6g}",
        cubic.growth_exponent == ref.growth_exponent and cubic.crossover_n == ref.crossover_n)
 

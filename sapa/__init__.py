@@ -6,6 +6,6 @@ ledger (``sapa.ledger``) tie together ``theory`` (exact), ``empirics`` (numbers)
 ``figures`` (pictures).
 """
 
-import empirics  # noqa: F401  (pins CPU kernel dispatch before torch is imported: common.numerics)
+import sapa.empirics  # noqa: F401  (pins CPU kernel dispatch before torch is imported: sapa.common.numerics)
 
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Budget:
     Ns: tuple[int, ...] = (2, 4, 16, 64, 256)  # attention sizes for matrix-level checks
     mc_trials: int = 200               # Monte Carlo trials per cell (moment checks)
     sweep: str = "quick"               # name of the default sweep config
-    worst_Ns: tuple[int, ...] = (4, 8, 16, 32)  # worst-case search (empirics.experiments.worst_case): sizes,
+    worst_Ns: tuple[int, ...] = (4, 8, 16, 32)  # worst-case search (sapa.empirics.experiments.worst_case): sizes,
     worst_steps: int = 15              # gradient-ascent steps per start,
     worst_restarts: int = 1            # seeded random starts beside the closed-form witnesses
 

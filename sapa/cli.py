@@ -12,7 +12,7 @@ import contextlib
 import sys
 import warnings
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.cli_parser import EXIT_USAGE, build_parser  # noqa: F401  (build_parser re-exported: tests call sapa.cli's)
 from sapa.commands import command_module
 
@@ -25,23 +25,23 @@ def main(argv: list[str] | None = None) -> int:
     if "MPLCONFIGDIR" not in os.environ:  # matplotlib's font cache: in the temporary folder, never in $HOME
         import tempfile
 
-        from common.privatedir import private_dir  # a folder of this user's alone, never a planted link
+        from sapa.common.privatedir import private_dir  # a folder of this user's alone, never a planted link
 
         os.environ["MPLCONFIGDIR"] = str(private_dir(os.path.join(tempfile.gettempdir(),
                                                                   f"sapa-matplotlib-{os.getuid()}")))
-    from common.allocator import keep_freed_memory
-    from common.collector import collect_less_often
+    from sapa.common.allocator import keep_freed_memory
+    from sapa.common.collector import collect_less_often
 
     keep_freed_memory()  # freed tensors' pages are reused instead of faulted in again (numbers unchanged)
     collect_less_often()  # fewer full passes of the cyclic collector over a heap of ~10⁶ objects (numbers unchanged)
-    from common.interrupt import Stopped, stop_signals, stopped_by_interrupt
+    from sapa.common.interrupt import Stopped, stop_signals, stopped_by_interrupt
 
     command = None
     try:
         args = build_parser().parse_args(argv)
         command = args.command
         _check_input_files(args)  # a missing --x is one line before torch, sympy or scipy is imported
-        from common.progress import FALLBACK_S, stage
+        from sapa.common.progress import FALLBACK_S, stage
 
         # SIGTERM: the same clean path as Ctrl-C; a command silent for FALLBACK_S seconds (no bar or inner stage of
         # its own speaking) still gets a line saying it runs
@@ -97,7 +97,7 @@ INPUT_FILES = ("x", "w", "wq", "wk", "wv", "wo", "safetensors", "sigma_x")
 def _check_input_files(args: argparse.Namespace) -> None:
     """Each input file given exists and is a regular file (InputError naming the option otherwise); the loaders
     check the contents later, and their own size limits."""
-    from common.readfile import require_regular
+    from sapa.common.readfile import require_regular
 
     for name in INPUT_FILES:
         path = getattr(args, name, None)
@@ -132,10 +132,10 @@ def _output_guard(args: argparse.Namespace) -> contextlib.AbstractContextManager
 def console(argv: list[str] | None = None):
     """The process's entry (the ``sapa`` script and ``python -m sapa.cli``): :func:`main`, then exit with its code.
 
-    Stops raise :class:`common.interrupt.Stopped` for the whole life of the process, and after :func:`main` returns a
-    stop is discarded (:func:`common.interrupt.exit_with`): one that lands after the command finished leaves its exit
+    Stops raise :class:`sapa.common.interrupt.Stopped` for the whole life of the process, and after :func:`main` returns a
+    stop is discarded (:func:`sapa.common.interrupt.exit_with`): one that lands after the command finished leaves its exit
     code alone; one that lands while :func:`main` returns says so in one line (130)."""
-    from common.interrupt import exit_with, process_stops
+    from sapa.common.interrupt import exit_with, process_stops
 
     code = 130
     try:

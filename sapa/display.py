@@ -73,7 +73,7 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: 
 
 def arm_name(arm: str) -> str:
     """The one display name of a training arm, everywhere it is printed or drawn: ``x_sqrtN`` → ``x/√N``, ``x3_alpha``
-    → ``x³/α*`` (:func:`empirics.training.study_config.arm_label`); ``expr`` (an audited φ) → ``φ``."""
-    from empirics.training.study_config import arm_label
+    → ``x³/α*`` (:func:`sapa.empirics.training.study_config.arm_label`); ``expr`` (an audited φ) → ``φ``."""
+    from sapa.empirics.training.study_config import arm_label
 
     return arm_label(arm)

@@ -155,7 +155,7 @@ class Entry:
     contract: dict | None = None
     corrected_claim: str | None = None
     seconds: float = 0.0
-    cpu_seconds: float | None = None  # CPU of sapa and its workers while the entry ran (common.cputime): sapa/costs.json
+    cpu_seconds: float | None = None  # CPU of sapa and its workers while the entry ran (sapa.common.cputime): sapa/costs.json
     kind: str = "claim"
     readings: list[dict] = field(default_factory=list)
     rule: dict | None = None
@@ -168,7 +168,7 @@ class Entry:
 
 def run_claim(claim: Claim, ctx: Context) -> Entry:
     """Run one claim's check (or mark it not yet examined) and time it (wall and CPU seconds)."""
-    from common.cputime import tree_cpu_seconds
+    from sapa.common.cputime import tree_cpu_seconds
 
     t0, c0 = time.perf_counter(), tree_cpu_seconds()
     if claim.check is None:
@@ -273,7 +273,7 @@ def calibration_note(rule) -> dict:
 
 def store_figure_data(ctx: Context, name: str, res: dict, stem: str) -> None:
     """Keep a figure's computed data (OUT/data/NAME.json, atomic, no pickle) so ``sapa figures`` redraws it."""
-    from common import figdata
+    from sapa.common import figdata
 
     figdata.write(ctx.out_dir / "data" / f"{name}.json", res, stem)
 

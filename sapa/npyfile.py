@@ -3,7 +3,7 @@
 ``sapa norms --x/--w`` and ``sapa exact --w/--sigma-x`` read matrices that users pass. A file
 can be empty, truncated, or claim a shape of ~93 GiB in a 100-byte file; its dtype can be text,
 dates, a structured record or a pickled object. Each of these is refused with one line
-(:class:`common.validate.InputError`, exit 2) before memory is allocated:
+(:class:`sapa.common.validate.InputError`, exit 2) before memory is allocated:
 
 * the magic string and header are parsed with ``numpy.lib.format`` (header size capped);
 * the dtype must be real numeric: integer (signed or unsigned) or floating. **bool is refused**
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npf
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 try:  # numpy >= 2 keeps the private reader (needed for version-3.0 headers) in _format_impl
     from numpy.lib._format_impl import _read_array_header
@@ -78,7 +78,7 @@ def load_npy(path: Path, name: str) -> np.ndarray:
     """The numeric array stored in ``path``: header, dtype and size checked first; one-line InputError otherwise."""
     path = Path(path)
     if not path.is_file():
-        from common.readfile import require_regular
+        from sapa.common.readfile import require_regular
 
         require_regular(path, name, limit=2**62)  # says "file not found" or what it is instead (a FIFO, a device)
     shape, _, dtype, offset = read_npy_header(path, name)
@@ -94,7 +94,7 @@ def load_npy(path: Path, name: str) -> np.ndarray:
 
 def square_matrix(name: str, a) -> np.ndarray:
     """A finite square float64 matrix from a loaded array, or InputError (one line naming ``name``)."""
-    from common.validate import finite_matrix
+    from sapa.common.validate import finite_matrix
 
     arr = finite_matrix(name, a, (None, None))
     if arr.shape[0] != arr.shape[1]:

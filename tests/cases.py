@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from theory.families import FAMILIES, FAMILY_TABLE
+from sapa.theory.families import FAMILIES, FAMILY_TABLE
 
 
 @dataclass(frozen=True)
 class Case:
     """One family at test sizes: tokens x_i ∈ R^D, head width d, lengths Ns, Monte Carlo trials."""
 
-    family: str                 # a theory.families id
+    family: str                 # a sapa.theory.families id
     D: int = 32                 # token width (wide: S_ij near Gaussian, light tails for x³)
     d: int = 4                  # head width
     Ns: tuple[int, ...] = (4, 8)

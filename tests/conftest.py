@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-import empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
-from common.collector import collect_less_often
+import sapa.empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
+from sapa.common.collector import collect_less_often
 
-# As in the `sapa` command, from here on, so that collecting the test modules gains too (common.collector: the
+# As in the `sapa` command, from here on, so that collecting the test modules gains too (sapa.common.collector: the
 # cyclic collector's full passes over ~10⁶ objects cost 7 % of the theory, figure and claim tests' CPU).
 collect_less_often()
 
@@ -87,8 +87,8 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session", autouse=True)
 def freed_memory_kept():
-    """As in the `sapa` command (common.allocator): freed tensors' pages are reused, not faulted in again."""
-    from common.allocator import keep_freed_memory
+    """As in the `sapa` command (sapa.common.allocator): freed tensors' pages are reused, not faulted in again."""
+    from sapa.common.allocator import keep_freed_memory
 
     keep_freed_memory()
 
@@ -121,7 +121,7 @@ def one_thread_in_subprocesses():
     ``sapa`` subprocesses) and for numpy's OpenBLAS here. pytest-xdist already runs one worker per core, so a
     second thread in a child or in BLAS only contends with the other worker (a notebook kernel took 2.4× the CPU
     time with the default two threads: 22 s vs 9 s for notebook 06 on 2 shared cores). The thread count changes
-    no tested value: the pools pin one thread in their workers anyway (common.pool.worker_init), and the
+    no tested value: the pools pin one thread in their workers anyway (sapa.common.pool.worker_init), and the
     tests compare floats with tolerances. A test that needs another count sets it and restores it."""
     import os
 
@@ -146,10 +146,10 @@ def one_thread_in_subprocesses():
 
 @pytest.fixture(scope="session")
 def spawn_pool():
-    """One spawn-context pool of 2 workers (common.pool.process_pool), shared by the tests whose point is that work
+    """One spawn-context pool of 2 workers (sapa.common.pool.process_pool), shared by the tests whose point is that work
     done in pool workers equals the serial result: starting the workers (a fresh interpreter importing torch each)
     costs more than the tests' work. A reused worker must still give the serial numbers, so sharing hides nothing."""
-    from common.pool import process_pool
+    from sapa.common.pool import process_pool
 
     with process_pool(2) as ex:
         yield ex
@@ -157,7 +157,7 @@ def spawn_pool():
 
 def _offline(monkeypatch) -> None:
     """Offline hub variables, and any socket connection raises."""
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     for k, v in real.OFFLINE_ENV.items():
         monkeypatch.setenv(k, v)
@@ -183,7 +183,7 @@ def real_small(tmp_path_factory):
     The analysis tests read the result; the claim and figure tests put the cache file where they would compute
     it (an unchanged config and model reuse a cached analysis, as ``sapa verify`` does), so the ~4 CPU-s analysis
     runs once, not three times."""
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     for m in real.REQUIRED_MODULES:
         pytest.importorskip(m)
@@ -199,7 +199,7 @@ def real_small(tmp_path_factory):
 def real_small_cached_in(real_small, monkeypatch):
     """``place(folder)``: the session's cached analysis (``real_small``) copied into ``folder``, where ``real.analyse``
     looks for its cache; computing an analysis again then fails the test (the claim and figure tests read it)."""
-    from empirics.realmodel import real_analysis
+    from sapa.empirics.realmodel import real_analysis
 
     def place(folder) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,7 @@ def softmax_verify(tmp_path_factory):
     import io
     import json
 
-    from empirics.experiments import softmax_bounds
+    from sapa.empirics.experiments import softmax_bounds
     from sapa.cli import main
 
     out_dir = tmp_path_factory.mktemp("softmax_verify") / "res"

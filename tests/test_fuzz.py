@@ -31,14 +31,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from empirics.montecarlo import samplers
-from common import seeds
-from empirics.kernels.norms import Activation, attention_norms, paper_model_norms
-from empirics.montecarlo.stats import fit_exponent
-from empirics.montecarlo.sweep import cells, check_memory, config_from_dict
+from sapa.empirics.montecarlo import samplers
+from sapa.common import seeds
+from sapa.empirics.kernels.norms import Activation, attention_norms, paper_model_norms
+from sapa.empirics.montecarlo.stats import fit_exponent
+from sapa.empirics.montecarlo.sweep import cells, check_memory, config_from_dict
 from sapa.cli import build_parser, main
-from theory.moments import exact_moments
-from common.validate import InputError
+from sapa.theory.moments import exact_moments
+from sapa.common.validate import InputError
 
 ALARM_S = 30  # a hang detector, far above any example's cost
 HEAVY = {"verify", "bench", "figures", "train"}  # valid runs take minutes: only ever fed invalid arguments

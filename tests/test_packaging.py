@@ -8,7 +8,11 @@ import ast
 import re
 import sys
 import tomllib
+
+import pytest
 from pathlib import Path
+
+from tests.layout import source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -16,7 +20,7 @@ PROJECT = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
 LOCK = ROOT / "requirements.lock"
 CI = ROOT / ".ci" / "run"
 INSTALL_DEV = 'python3 -m pip install -c requirements.lock -e ".[dev]"'  # the README's test command, before pytest
-OURS = ("common", "theory", "empirics", "figures", "sapa")
+OURS = ("sapa",)  # the one top-level name the project installs (setup.py maps common/, theory/, … under it)
 # What `sapa verify` may reach only behind an option: {module: extra}. Imported only inside functions, and each
 # importing module imports it once inside ``try: … except ImportError`` (which turns a missing package into one line
 # naming the extra) before any other use. --workers > 1 / --scheduler need Dask.
@@ -62,7 +66,7 @@ def _name(req: str) -> str:
 
 
 def _module_file(mod: str) -> Path | None:
-    p = ROOT.joinpath(*mod.split("."))
+    p = source_path(mod)
     return p / "__init__.py" if (p / "__init__.py").is_file() else (p.with_suffix(".py") if p.with_suffix(".py").is_file()
                                                                    else None)
 
@@ -107,8 +111,8 @@ def _reachable_third_party() -> dict[str, dict[str, list[tuple[bool, bool]]]]:
     import pkgutil
 
     todo = ["sapa.cli", "sapa.commands.verify"]
-    for pkg in ("sapa.claims", "sapa.rules", "figures"):
-        todo += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules([str(ROOT.joinpath(*pkg.split(".")))])]
+    for pkg in ("sapa.claims", "sapa.rules", "sapa.figures"):
+        todo += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules([str(source_path(pkg))])]
     seen, third = set(), {}
     while todo:
         mod = todo.pop()
@@ -123,7 +127,7 @@ def _reachable_third_party() -> dict[str, dict[str, list[tuple[bool, bool]]]]:
                 todo.append(name)
             elif top and top not in sys.stdlib_module_names and top != "__future__":
                 third.setdefault(top, {}).setdefault(mod, []).append((guarded, deferred))
-    assert "sapa.claims.real_model_regime" in seen and "empirics.training.censored_trend" in seen  # the walk works
+    assert "sapa.claims.real_model_regime" in seen and "sapa.empirics.training.censored_trend" in seen  # the walk works
     return third
 
 
@@ -189,3 +193,22 @@ def test_ci_installs_like_a_newcomer_then_runs_both_suites():
     assert INSTALL_DEV in body
     assert body.index("python3 -m venv") < body.index(INSTALL_DEV) < body.index('step "python3 -m pytest" python3 -m pytest\n')
     assert 'step "python3 -m pytest -m slow" python3 -m pytest -m slow' in body
+
+
+@pytest.mark.slow
+def test_a_wheel_installs_only_sapa_at_the_top(tmp_path):
+    """The wheel built from the repository holds one top-level package, sapa, with theory/, empirics/, figures/ and
+    common/ under it (setup.py's package-dir mapping) and the data the ledger reads (the training pack, the passages)."""
+    import subprocess
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, timeout=600)
+    (wheel,) = tmp_path.glob("sapa-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"sapa"}
+    for module in ("sapa/theory/families.py", "sapa/empirics/kernels/norms.py", "sapa/figures/style.py",
+                   "sapa/common/validate.py", "sapa/empirics/data/sentences.txt",
+                   "sapa/empirics/data/training/full/design.json", "sapa/rules/calibrations.json"):
+        assert module in names, module

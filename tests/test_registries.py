@@ -51,8 +51,8 @@ def test_rules_are_discovered_with_unique_names_and_stored_calibrations():
 
 
 def test_every_figure_is_one_row_of_the_catalogue_in_ledger_order():
-    from figures.captions import CAPTIONS
-    from figures.catalogue import FIGURES
+    from sapa.figures.captions import CAPTIONS
+    from sapa.figures.catalogue import FIGURES
     from sapa.claim_ids import ORDER
 
     for kind in ("run", "stored"):

@@ -1,4 +1,4 @@
-"""One seed derivation: no module derives a random stream except through `common.seeds`.
+"""One seed derivation: no module derives a random stream except through `sapa.common.seeds`.
 
 ``rng_for(seed, *key)`` / ``torch_gen_for(seed, *key)`` (``SeedSequence(seed, spawn_key=sha256(key))``)
 are the only way a stream is named. This test parses every source file (AST, so comments and strings
@@ -66,7 +66,7 @@ f2 = 7 + base_seed
     assert found == ["crc32", "SeedSequence([...])", "default_rng([...])", "manual_seed(", "seed Mult <int literal>",
                      "seed Add <int literal>", "seed Add <int literal>"]
     good = """
-from common.seeds import rng_for, torch_gen_for
+from sapa.common.seeds import rng_for, torch_gen_for
 rng = rng_for(cfg.seed, "worst_case", N)
 gen = torch_gen_for(seed, "overhead", N)
 n = seed_count + k  # names with 'seed' plus a non-literal are fine
@@ -83,4 +83,4 @@ def test_no_ad_hoc_seed_derivation(path):
     rel = path.relative_to(ROOT).as_posix()
     hits = [] if rel in ALLOWED else forbidden(path.read_text(encoding="utf-8"))
     assert not hits, f"{rel}: " + "; ".join(f"line {n}: {what}" for n, what in hits) + (
-        " — derive streams with common.seeds.rng_for(seed, *key) / torch_gen_for(seed, *key)")
+        " — derive streams with sapa.common.seeds.rng_for(seed, *key) / torch_gen_for(seed, *key)")

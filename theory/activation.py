@@ -3,7 +3,7 @@
 The grammar is a whitelist (:data:`_FUNCS`, aliases relu / sigmoid / softplus / gelu); an activation
 must be finite and piecewise continuous on the real line, grow at most polynomially when unnormalised,
 and (for the exact path) be a polynomial Σ_k a_k(N, i) x^k of degree ≤ :data:`POLY_MAX_DEGREE`. A row
-dependence c(N, i)·ψ(x, N) is split off as ``row_factor`` when it is a factor. Part of :mod:`theory.activation_audit`.
+dependence c(N, i)·ψ(x, N) is split off as ``row_factor`` when it is a factor. Part of :mod:`sapa.theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import sympy as sp
 
-from common.deadline import deadline
-from common.validate import InputError, choice
-from theory.parse_guard import check_powers
-from theory.symbols import symbols_words
-from theory.singular import index_poles, nonintegrable, undefined_part
+from sapa.common.deadline import deadline
+from sapa.common.validate import InputError, choice
+from sapa.theory.parse_guard import check_powers
+from sapa.theory.symbols import symbols_words
+from sapa.theory.singular import index_poles, nonintegrable, undefined_part
 
 
 NORMALIZE = ("none", "row")
 MASKS = ("none", "causal")
-POLY_MAX_DEGREE = 12  # moments of order 2·12 = 24, as theory.moments.P_MAX
+POLY_MAX_DEGREE = 12  # moments of order 2·12 = 24, as sapa.theory.moments.P_MAX
 MAX_TEXT = 400
 X_CHECK = np.concatenate([np.linspace(-60.0, 60.0, 2401), [-1e-9, 1e-9]])  # the real line, as far as it is checked
 N_CHECK = (1.0, 2.0, 3.0, 16.0, 196.0, 4096.0, 1e6)
@@ -37,8 +37,8 @@ MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
 i_ = sp.Symbol("i", positive=True)
-j_ = sp.Symbol("j", positive=True)  # column index (relative-position logits: theory.relpos)
-_SYMBOL = {"x": x_, "N": N_, "i": i_, "j": j_}  # every name of theory.symbols.SYMBOLS, and no other (tests/theory)
+j_ = sp.Symbol("j", positive=True)  # column index (relative-position logits: sapa.theory.relpos)
+_SYMBOL = {"x": x_, "N": N_, "i": i_, "j": j_}  # every name of sapa.theory.symbols.SYMBOLS, and no other (tests/theory)
 _FUNCS = ("exp", "log", "sqrt", "Abs", "Max", "Min", "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan", "erf",
           "erfc", "sign", "Heaviside", "Piecewise", "floor", "ceiling", "cbrt", "Rational", "Integer", "Float")
 _ALIASES = {
@@ -73,8 +73,8 @@ class Activation:
     row_factor: sp.Expr = field(default=None, compare=False)  # (c(N,i)/c(N,1))², 1 without i
     separable: bool = True   # φ depends on i only through a factor c(N, i)
     coeffs: tuple = ()       # polynomial coefficients a_k(N) of ψ, k = 0..deg; () if not a polynomial
-    singular: tuple = field(default=(), compare=False)  # theory.singular.Singularity: where E φ² or E φ'² is infinite
-    poles: tuple = field(default=(), compare=False)     # theory.singular.index_poles: (("N", 1000),) for x/(N − 1000)
+    singular: tuple = field(default=(), compare=False)  # sapa.theory.singular.Singularity: where E φ² or E φ'² is infinite
+    poles: tuple = field(default=(), compare=False)     # sapa.theory.singular.index_poles: (("N", 1000),) for x/(N − 1000)
 
     @property
     def infinite(self) -> tuple[str, ...]:
@@ -300,7 +300,7 @@ def _short(expr: sp.Expr) -> str:
 def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = False) -> None:
     """φ and ∂φ/∂x finite on the checked part of the real line, for every checked N and i; growth limits.
 
-    ``singular``: φ has non-integrable singularities (theory.singular), so ±∞ at a grid point is expected
+    ``singular``: φ has non-integrable singularities (sapa.theory.singular), so ±∞ at a grid point is expected
     (the audit reports an infinite expectation); NaN (undefined) is still refused."""
     f, fp = _lam(expr), _lam(sp.diff(expr, x_))
     X = X_CHECK[None, :]
@@ -343,7 +343,7 @@ def _check_real_line(text: str, expr: sp.Expr, normalize: str, singular: bool = 
 def parse_activation(text: str, normalize: str = "none", mask: str = "none") -> Activation:
     """φ(x, N, i) from ``text`` (sympy syntax, ``^`` allowed), validated: one-line InputError otherwise.
 
-    Refused: unknown symbols (anything but :data:`theory.symbols.SYMBOLS`: x, N, i, j), unknown or non-element-wise
+    Refused: unknown symbols (anything but :data:`sapa.theory.symbols.SYMBOLS`: x, N, i, j), unknown or non-element-wise
     functions, complex or infinite constants, φ or ∂φ/∂x undefined or infinite on x ∈ [−60, 60] for N ∈ {1, …, 10⁶}
     (unless φ has non-integrable singularities, found symbolically: then ``singular`` lists them, only NaN is refused,
     and the audit reports the expectations as infinite), and —
@@ -383,7 +383,7 @@ def _parse_activation(text: str, normalize: str) -> Activation:
     singular = nonintegrable(expr, x_, N_, {i_: 1, j_: 2}) if normalize == "none" else ()
     _check_real_line(text, expr, normalize, bool(singular))
     shape, row_factor, separable = expr, sp.Integer(1), True
-    if j_ in expr.free_symbols:  # column index: no row-factor form; theory.relpos audits it
+    if j_ in expr.free_symbols:  # column index: no row-factor form; sapa.theory.relpos audits it
         separable = False
     elif i_ in expr.free_symbols:
         shape = expr.subs(i_, 1)

@@ -9,9 +9,9 @@ sympy expression in the logit ``x``, the sequence length ``N`` and (optionally) 
 
 * **polynomial φ** = Σ_k a_k(N, i) x^k (degree ≤ :data:`POLY_MAX_DEGREE`): exact.
   E φ(S_12)² = Σ_{k,l} a_k a_l E S_12^{k+l}, and the moments of every order come from the same
-  quadratic-form cumulants as :mod:`theory.moments` (odd off-diagonal moments vanish, the diagonal's
+  quadratic-form cumulants as :mod:`sapa.theory.moments` (odd off-diagonal moments vanish, the diagonal's
   do not). The Jacobian w.r.t. X needs E[S_12^k (‖Wx_2‖² + ‖Wᵀx_1‖²)] and E[S_11^k ‖(W+Wᵀ)x_1‖²]
-  (per-sample identity of :mod:`empirics.kernels.norms`), also exact for every k.
+  (per-sample identity of :mod:`sapa.empirics.kernels.norms`), also exact for every k.
 * **other element-wise φ**: quadrature. Given x_2 (and the weights) an off-diagonal logit is
   Gaussian, S_12 ~ N(0, v), v = ‖W x_2‖², so E φ(S_12)² = E_v ∫ φ(√v z)² dγ(z): Gauss–Hermite in z,
   averaged over v with the Gauss rule of v's law built from v's exact moments (Golub–Welsch on the
@@ -22,7 +22,7 @@ sympy expression in the logit ``x``, the sequence length ``N`` and (optionally) 
   a-posteriori relative difference, at the audited N, to the rule of half the order in the laws of v
   and S_11, plus the last change when the Hermite order in z was doubled.
 * causal mask (row i sees j ≤ i) and row-index dependence c(N, i)·ψ(x, N): exact sums over rows.
-* row normalisation (divide each row by its sum) has no closed form: :mod:`empirics.experiments.activation_sampling` does
+* row normalisation (divide each row by its sum) has no closed form: :mod:`sapa.empirics.experiments.activation_sampling` does
   Monte Carlo with exact kernels; this module supplies the worst case (rows are probability
   vectors).
 
@@ -42,15 +42,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError
-# The audit's parts, one module per idea; their names are re-exported here (theory.activation_audit is the entry point).
-from theory.activation import (MASKS, N_, NORMALIZE, POLY_MAX_DEGREE, Activation, _lam, i_,  # noqa: F401
+from sapa.common.validate import InputError
+# The audit's parts, one module per idea; their names are re-exported here (sapa.theory.activation_audit is the entry point).
+from sapa.theory.activation import (MASKS, N_, NORMALIZE, POLY_MAX_DEGREE, Activation, _lam, i_,  # noqa: F401
                                parse_activation, x_)
-from theory.activation_worst_case import worst_case
-from theory.entry_moments import (MODELS, EntryMoments, ModelSpec, _corr_v_moments,  # noqa: F401
+from sapa.theory.activation_worst_case import worst_case
+from sapa.theory.entry_moments import (MODELS, EntryMoments, ModelSpec, _corr_v_moments,  # noqa: F401
                                   entry_moments, model_spec, v_moments)
-from theory.gauss_rules import gauss_rule
-from theory.norm_profile import Profile, _rat, profile  # noqa: F401
+from sapa.theory.gauss_rules import gauss_rule
+from sapa.theory.norm_profile import Profile, _rat, profile  # noqa: F401
 
 __all__ = [
     "MASKS",
@@ -133,7 +133,7 @@ class Audit:
 
 def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = None) -> Audit:
     """Closed-form (polynomial) or quadrature audit of ``act`` under ``spec`` at ``N`` (see module docstring)."""
-    from theory.moments import _size
+    from sapa.theory.moments import _size
 
     N = _size("N", N)
     prof = prof or profile(act, spec)
@@ -168,8 +168,8 @@ def audit(act: Activation, spec: ModelSpec, N: int, *, prof: Profile | None = No
     e_s, e_j = float(ex["jac_s"][0]), float(ex["jac"][0])
     cross = prof.crossover()
     mono = _monomial(act)
-    if mono is not None and prof.method == "exact":  # c(N)·x^p: the very numbers of theory.moments (sapa exact)
-        from theory.moments import exact_moments
+    if mono is not None and prof.method == "exact":  # c(N)·x^p: the very numbers of sapa.theory.moments (sapa exact)
+        from sapa.theory.moments import exact_moments
 
         p, c = mono
         em = exact_moments(p, spec.name, N, spec.D, spec.d, rho=float(spec.rho), sigma=float(spec.sigma),

@@ -1,7 +1,7 @@
 """Worst case over token-bounded inputs: |S_ij| ≤ ‖W‖₂ r² = B gives ‖φ(S)‖_F ≤ N·max_{|s|≤B}|φ(s)|.
 
 Attained in rate by aligned tokens (every S_ij = s*); the exponents of the bound and of that witness,
-for the Frobenius norm and the Jacobian. Part of :mod:`theory.activation_audit`.
+for the Frobenius norm and the Jacobian. Part of :mod:`sapa.theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import math
 import numpy as np
 import sympy as sp
 
-from common.validate import positive_float
-from theory.activation import Activation, _lam, x_
+from sapa.common.validate import positive_float
+from sapa.theory.activation import Activation, _lam, x_
 
 
 WORST_N = (2.0**30, 2.0**31)  # where the asymptotic worst-case exponent is read (i-dependent: 2**16, 2**17)

@@ -1,8 +1,8 @@
 """E S_12^k, E S_11^k and their Jacobian-weighted moments, exactly, for every k, under each randomness model.
 
 The models of ``sapa exact``: paper (S = ABᵀ), shared (S = XWXᵀ with W fixed), iid / tied / corr
-random weights. The moments come from the quadratic-form cumulants of :mod:`theory.gaussian` (odd
-off-diagonal moments vanish, the diagonal's do not) and of v = ‖W x‖². Part of :mod:`theory.activation_audit`.
+random weights. The moments come from the quadratic-form cumulants of :mod:`sapa.theory.gaussian` (odd
+off-diagonal moments vanish, the diagonal's do not) and of v = ‖W x‖². Part of :mod:`sapa.theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from functools import cache, lru_cache
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError, choice, finite_matrix, positive_float, unit_interval
-from theory.gaussian import (
+from sapa.common.validate import InputError, choice, finite_matrix, positive_float, unit_interval
+from sapa.theory.gaussian import (
     chi2_moment,
     double_factorial,
     linear_traces,
@@ -25,7 +25,7 @@ from theory.gaussian import (
     qf_moments,
     to_exact,
 )
-from theory.moments import _rw_p_moments
+from sapa.theory.moments import _rw_p_moments
 
 
 MODELS = ("paper", "shared", "iid", "tied", "corr")
@@ -50,8 +50,8 @@ def _frac(x) -> Fraction:
 
 
 def model_spec(model: str, D=None, d=None, *, rho=0.0, sigma=None, W=None, sigma_x=None) -> ModelSpec:
-    """Validate a model like :func:`theory.moments.exact_moments` (sigma default: 1/√D, paper 1)."""
-    from theory.moments import _size, _validate_sigma_x
+    """Validate a model like :func:`sapa.theory.moments.exact_moments` (sigma default: 1/√D, paper 1)."""
+    from sapa.theory.moments import _size, _validate_sigma_x
 
     model = choice("model", model, MODELS)
     if model == "shared":
@@ -136,7 +136,7 @@ def _dot(A, B):
 
 def _shared_mats(spec: ModelSpec):
     """Exact (D ≤ 32) or float W, Σ and the products the moments use."""
-    from theory.gaussian import EXACT_MAX_DIM
+    from sapa.theory.gaussian import EXACT_MAX_DIM
 
     exact = spec.D <= EXACT_MAX_DIM
     W = to_exact(spec.W) if exact else np.asarray(spec.W, dtype=np.float64)
@@ -204,7 +204,7 @@ def entry_moments(spec: ModelSpec, K: int) -> EntryMoments:
         diag = list(dm)
     else:
         D, d, rho, sig = spec.D, spec.d, spec.rho, spec.sigma
-        eP = _rw_p_moments(K + 2, d, rho)  # E P^k, P = α_Qᵀα_K (theory.moments)
+        eP = _rw_p_moments(K + 2, d, rho)  # E P^k, P = α_Qᵀα_K (sapa.theory.moments)
         diag = [sig ** (2 * k) * _mu(D, k) * eP[k] for k in range(K + 1)]
         h = Fraction(1, 2)
         u = [d * (((rho + 1) * h) ** m * (1 + rho) ** 2 + ((rho - 1) * h) ** m * (1 - rho) ** 2) for m in range(K + 1)]

@@ -5,7 +5,7 @@ rules (x^p/α*, x^p, x^p/N, x³/√i), and three other papers propose their own 
 row-normalised x⁴). One :class:`Family` per activation: its id (file-safe, as the training arms are named), its
 sympy expression in the logit ``x`` (and ``N``, the row ``i``), its one display label, its scale rule, the masks
 it is defined under, the paper it comes from, and how the exact kernels and the figures use it. The audit
-(:func:`theory.activation_audit.parse_activation` of :attr:`Family.expr`), the exact norm kernels (:data:`KERNEL_KINDS`), the
+(:func:`sapa.theory.activation_audit.parse_activation` of :attr:`Family.expr`), the exact norm kernels (:data:`KERNEL_KINDS`), the
 ledger's other-papers entries, the figures' labels and the test case table (``tests/cases.py``) read this table;
 adding a family is one row here plus its tests (docs/extending.md).
 
@@ -54,12 +54,12 @@ class Family:
       masks: the masks it is defined under (``x³/√i`` only makes sense under a causal one).
       normalize: "row" when each row of ψ(S) is divided by its sum (softmax, the normalised x⁴).
       p: the degree of x when φ is c·x^p (None otherwise).
-      kernel: the exact kernel kind of :mod:`empirics.kernels.norms` (``softmax`` or ``poly``), None where only the
+      kernel: the exact kernel kind of :mod:`sapa.empirics.kernels.norms` (``softmax`` or ``poly``), None where only the
         expression kernels apply.
       params: free parameters of ``expr`` other than x, N, i (``alpha``): a value is needed before it is audited.
       compare_logit: the logit the comparative audit figure applies it to (``x/8`` = S/√d at d = 64, ``x`` = S);
         None: not in that figure.
-      train: a training arm of the study (:data:`empirics.training.study_config.ARMS` is built from these rows): the
+      train: a training arm of the study (:data:`sapa.empirics.training.study_config.ARMS` is built from these rows): the
         exact kernels' families train as the softmax or power ensembles, any other as its expression.
     """
 
@@ -141,7 +141,7 @@ FAMILY_TABLE: tuple[Family, ...] = (
            normalize="row", compare_logit="x/8"),
 )
 FAMILIES: dict[str, Family] = {f.id: f for f in FAMILY_TABLE}
-# The exact kernels' kinds (empirics.kernels.norms.KINDS), in table order.
+# The exact kernels' kinds (sapa.empirics.kernels.norms.KINDS), in table order.
 KERNEL_KINDS: tuple[str, ...] = tuple(dict.fromkeys(f.kernel for f in FAMILY_TABLE if f.kernel))
 # The families of the comparative audit figure (figures/audit_compare.py), in table order.
 COMPARED: tuple[Family, ...] = tuple(f for f in FAMILY_TABLE if f.compare_logit is not None)
@@ -173,7 +173,7 @@ def resolve(text: str, normalize: str = "none", mask: str = "none") -> tuple[str
     A family's own normalisation and mask win over the defaults ("none"); a family with a free parameter (x/α*)
     names it, since the audit needs a number there.
     """
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     f = FAMILIES.get(text)
     if f is None:

@@ -3,7 +3,7 @@
 Given x_2 (and the weights) an off-diagonal logit is Gaussian, S_12 ~ N(0, v), v = ‖W x‖², so its law
 is a Gauss rule in v (built from v's exact moments, in high precision) times Gauss–Hermite in z; the
 diagonal S_11 gets the Gauss rule of its own law (tensor Gauss–Hermite when W_s has rank ≤ 3). The
-Jacobian weights enter as measures v dP(v) and ‖(W+Wᵀ)x‖² dP(S_11). Part of :mod:`theory.activation_audit`.
+Jacobian weights enter as measures v dP(v) and ‖(W+Wᵀ)x‖² dP(S_11). Part of :mod:`sapa.theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError, positive_int
-from theory.entry_moments import ModelSpec, _dot, _mu, _shared_mats, v_moments
-from theory.gaussian import linear_traces, power_traces, qf_moment_times_linear, qf_moments
+from sapa.common.validate import InputError, positive_int
+from sapa.theory.entry_moments import ModelSpec, _dot, _mu, _shared_mats, v_moments
+from sapa.theory.gaussian import linear_traces, power_traces, qf_moment_times_linear, qf_moments
 
 
 V_LEVELS = (8, 16)            # fixed W: Gauss nodes for the law of v = ‖W x‖² (coarse, fine)

@@ -5,7 +5,7 @@ The paper's x^p is element-wise in its experiments; read as a matrix power,
 E‖S^p‖²_F is an exact polynomial in N whose coefficients are traces of words in W, Wᵀ
 (Isserlis/Wick over the 4p vector slots; exact for p ≤ :data:`P_MAX_MATRIX_POWER_EXACT`,
 leading order N^{2p}‖W^p‖²_F beyond). ‖S^p/√N‖_F then grows like N^{p-½}, not √N.
-The element-wise moments are in :mod:`theory.moments`.
+The element-wise moments are in :mod:`sapa.theory.moments`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError, finite_matrix, positive_int
-from theory.gaussian import EXACT_MAX_DIM, to_exact
-from theory.moments import N_, _sym, _to_float, _validate_p
+from sapa.common.validate import InputError, finite_matrix, positive_int
+from sapa.theory.gaussian import EXACT_MAX_DIM, to_exact
+from sapa.theory.moments import N_, _sym, _to_float, _validate_p
 
 __all__ = ["P_MAX_MATRIX_POWER_EXACT", "MatrixPowerGrowth", "matrix_power_growth", "matrix_power_symbolic"]
 

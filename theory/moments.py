@@ -31,7 +31,7 @@ Derivations (each is checked three ways in ``tests/theory/test_moments.py``):
   E[S_12^{2p-2}‖W x_2‖²] = (2p-3)!! E‖Wx‖^{2p} = m_off/(2p-1); conditioning on x_1 gives the
   same for ‖Wᵀx_1‖² (WWᵀ and WᵀW are isospectral), so j_off = 2 m_off/(2p-1).
   m_diag = E(xᵀW_s x)^{2p}, W_s = (W+Wᵀ)/2, and j_diag = 4 E[(xᵀW_s x)^{2p-2} xᵀW_s²x]:
-  moments of Gaussian quadratic forms (:mod:`theory.gaussian`).
+  moments of Gaussian quadratic forms (:mod:`sapa.theory.gaussian`).
 * fixed W, Σ ≠ I: S_12 | x_2 ~ N(0, x_2ᵀWᵀΣWx_2) but the Jacobian weight is the
   *Euclidean* ‖Wx_2‖², so j_off = (2p-3)!!{E[(xᵀWᵀΣWx)^{p-1} xᵀWᵀWx] +
   E[(xᵀWΣWᵀx)^{p-1} xᵀWWᵀx]} (x ~ N(0, Σ)), a joint moment of two quadratic forms;
@@ -49,7 +49,7 @@ Derivations (each is checked three ways in ``tests/theory/test_moments.py``):
   V = ‖α_Q‖²+‖α_K‖²+2ρα_Qᵀα_K, both quadratic forms in d i.i.d. bivariate normals.
 
 The matrix-power reading φ(S) = S^p = X W (G W)^{p-1} Xᵀ (G = XᵀX) is in
-:mod:`theory.matrix_power`.
+:mod:`sapa.theory.matrix_power`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from theory.gaussian import (
+from sapa.theory.gaussian import (
     EXACT_MAX_DIM,
     _bell,
     qf_cumulants,
@@ -74,7 +74,7 @@ from theory.gaussian import (
     qf_moments,
     to_exact,
 )
-from common.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
+from sapa.common.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
 
 __all__ = [
     "MODELS",

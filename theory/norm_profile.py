@@ -2,7 +2,7 @@
 
 Exact sums of the moments for a polynomial φ, quadrature over the Gauss rules otherwise (with an
 a-posteriori error bound from the rule of half the order); rows sum exactly under a causal mask and
-a row factor c(N, i). Part of :mod:`theory.activation_audit`.
+a row factor c(N, i). Part of :mod:`sapa.theory.activation_audit`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError
-from theory.activation import N_, Activation, _lam, x_
-from theory.entry_moments import EntryMoments, ModelSpec, entry_moments
-from theory.gauss_rules import _Rules, _rules
+from sapa.common.validate import InputError
+from sapa.theory.activation import N_, Activation, _lam, x_
+from sapa.theory.entry_moments import EntryMoments, ModelSpec, entry_moments
+from sapa.theory.gauss_rules import _Rules, _rules
 
 
 Z_LEVELS = (64, 128, 256, 512, 1024, 2048)  # Gauss–Hermite nodes in z, doubled until the change is below Z_RTOL
@@ -198,7 +198,7 @@ def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Pr
     """Exact (polynomial) or quadrature per-entry expectations of ``act`` under ``spec`` (``quadrature``: force it)."""
     if act.normalize == "row" or not act.separable:
         raise InputError("row-normalised or non-separable i-dependent activations have no closed form: "
-                         "use empirics.experiments.activation_sampling (Monte Carlo)")
+                         "use sapa.empirics.experiments.activation_sampling (Monte Carlo)")
     if act.polynomial and not quadrature:
         K = 2 * (len(act.coeffs) - 1)
         em = entry_moments(spec, max(K, 0))

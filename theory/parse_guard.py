@@ -17,7 +17,7 @@ import math
 
 import sympy as sp
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["MAX_DIGITS", "MAX_EXPONENT", "check_powers"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError, finite_matrix, positive_int
+from sapa.common.validate import InputError, finite_matrix, positive_int
 
 # ---------------------------------------------------------------------------------------
 # helpers: coefficients and masks, shared by the numpy and sympy paths

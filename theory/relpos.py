@@ -6,19 +6,19 @@ the row. Every off-diagonal logit S_ij (i ≠ j) has the law of S_12 and every d
 (the tokens are exchangeable), so the expectations are sums over the visible pairs of per-entry expectations
 under those two laws, with the position entering φ only:
 
-* **polynomial in x**, φ = Σ_k a_k(N, i, j) x^k (degree ≤ :data:`theory.activation_audit.POLY_MAX_DEGREE`, any
+* **polynomial in x**, φ = Σ_k a_k(N, i, j) x^k (degree ≤ :data:`sapa.theory.activation_audit.POLY_MAX_DEGREE`, any
   coefficients): per pair aᵀ M a with the Hankel matrices M_kl = E S^{k+l} of the exact moments of
-  :func:`theory.activation_audit.entry_moments` (off, diag, and the Jacobian-weighted joff, jdiag). Exact moments; the
+  :func:`sapa.theory.activation_audit.entry_moments` (off, diag, and the Jacobian-weighted joff, jdiag). Exact moments; the
   sum over pairs is evaluated in float64.
-* **otherwise**: the quadrature nodes of :mod:`theory.activation_audit` (the laws of S_12 and S_11 and their
+* **otherwise**: the quadrature nodes of :mod:`sapa.theory.activation_audit` (the laws of S_12 and S_11 and their
   Jacobian-weighted forms), Hermite order doubled until the totals at N move by ≤ Z_RTOL; ``error_bound`` is
   that change plus the relative difference to the rule of half the order (as ``sapa audit``).
 
 Pairs: when φ depends on (i, j) only through i − j (checked symbolically), the N(N−1) pairs collapse to
 the 2N − 1 offsets δ with multiplicity N − |δ| (causal: δ = 1…N−1); otherwise every pair is summed. Causal
 masks keep j ≤ i. The local exponent is a centred difference over integer N; the sup of the exponent is
-taken over N = 2…:data:`N_MAX` (a sum over pairs, not the closed forms in N of theory.activation_audit).
-Row-normalised φ with j goes to Monte Carlo (:mod:`empirics.experiments.activation_sampling`), as without j.
+taken over N = 2…:data:`N_MAX` (a sum over pairs, not the closed forms in N of sapa.theory.activation_audit).
+Row-normalised φ with j goes to Monte Carlo (:mod:`sapa.empirics.experiments.activation_sampling`), as without j.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError
-from theory.activation import POLY_MAX_DEGREE, Activation, i_, j_, x_
-from theory.entry_moments import ModelSpec, entry_moments
-from theory.norm_profile import Z_LEVELS, Z_RTOL
+from sapa.common.validate import InputError
+from sapa.theory.activation import POLY_MAX_DEGREE, Activation, i_, j_, x_
+from sapa.theory.entry_moments import ModelSpec, entry_moments
+from sapa.theory.norm_profile import Z_LEVELS, Z_RTOL
 
 __all__ = ["N_MAX", "N_GRID_J", "RelposProfile", "relpos_profile", "relpos_worst_case", "is_relative"]
 
@@ -101,7 +101,7 @@ class RelposProfile:
     def _coeffs(self):
         poly = sp.Poly(sp.expand(self.act.expr), x_)
         a = list(reversed(poly.all_coeffs()))
-        from theory.activation import _lam
+        from sapa.theory.activation import _lam
 
         return [_lam(c) for c in a], len(a) - 1
 
@@ -130,8 +130,8 @@ class RelposProfile:
             return {"fro": qf(A, pr.w, em.off, K) + qf(Ad, pr.dw, em.diag, K),
                     "jac_s": qf(B, pr.w, em.off, K - 1) + qf(Bd, pr.dw, em.diag, K - 1),
                     "jac": qf(B, pr.w, em.joff, K - 1) + qf(Bd, pr.dw, em.jdiag, K - 1)}
-        from theory.activation import _lam
-        from theory.gauss_rules import _rules
+        from sapa.theory.activation import _lam
+        from sapa.theory.gauss_rules import _rules
 
         rules = _rules(self.spec, level, self.nz)
         K = rules.off.x.size
@@ -172,9 +172,9 @@ class RelposProfile:
 def relpos_profile(act: Activation, spec: ModelSpec, N: int) -> RelposProfile:
     """Exact (polynomial in x) or quadrature profile of a j-dependent element-wise φ; Hermite order fixed at N."""
     if not act.uses_j:
-        raise InputError("theory.relpos is for activations with a column index j")
+        raise InputError("sapa.theory.relpos is for activations with a column index j")
     if act.normalize == "row":
-        raise InputError("row-normalised φ has no closed form: Monte Carlo (empirics.experiments.activation_sampling)")
+        raise InputError("row-normalised φ has no closed form: Monte Carlo (sapa.empirics.experiments.activation_sampling)")
     relative = is_relative(act.expr)
     expr = sp.expand(act.expr)
     if expr.is_polynomial(x_) and sp.Poly(expr, x_).degree() <= POLY_MAX_DEGREE:
@@ -191,7 +191,7 @@ def relpos_profile(act: Activation, spec: ModelSpec, N: int) -> RelposProfile:
 
 
 def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
-    """Worst case over token-bounded inputs (|S_ij| ≤ B), as :func:`theory.activation_audit.worst_case`, summed over visible pairs.
+    """Worst case over token-bounded inputs (|S_ij| ≤ B), as :func:`sapa.theory.activation_audit.worst_case`, summed over visible pairs.
 
     Element-wise: ‖φ(S)‖²_F ≤ Σ_{visible (i,j)} max_{|s|≤B} φ(s, N, i, j)², attained in rate by aligned tokens
     (every S_ij = s*) when the witness' exponent equals the bound's. Row-normalised: rows are probability
@@ -201,7 +201,7 @@ def relpos_worst_case(act: Activation, B: float = 1.0, N: int = 196) -> dict:
     separately (N² pairs), the largest doubling whose pairs × values fit :data:`EVAL_BUDGET` (2⁸ → 2⁹ at 402
     values; ``exponent_between_n``), evaluated in blocks of :data:`CHUNK`.
     """
-    from theory.activation import _lam
+    from sapa.theory.activation import _lam
 
     s = np.concatenate([np.linspace(-B, B, 401), [0.0]])
     f = _lam(act.expr)

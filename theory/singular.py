@@ -3,7 +3,7 @@
 The logits S_ij have a density that is positive on the whole real line (off-diagonal: a Gaussian scale
 mixture), so E g(S)² = ∞ as soon as g² is not integrable near one real point c. Such points are
 found symbolically, never on a grid (a pole at 1/40 falls between the grid points of
-:data:`theory.activation_audit.X_CHECK`): sympy's ``singularities`` of g in x over the reals (for a periodic
+:data:`sapa.theory.activation_audit.X_CHECK`): sympy's ``singularities`` of g in x over the reals (for a periodic
 family, e.g. tan's π/2 + nπ, three members are checked), at each checked N, then at each point c the
 one-sided limits of (x − c)·g(x)²: g² is integrable near c if both are 0 (|x|^(−2/3), log²|x|), and
 not if either is non-zero or infinite (1/x, 1/|x|, tan). A limit sympy cannot take counts as not
@@ -38,7 +38,7 @@ class Singularity:
 
 def nonintegrable(expr: sp.Expr, x: sp.Symbol, N: sp.Symbol, others: dict | None = None) -> tuple[Singularity, ...]:
     """The non-integrable singularities of ``expr`` and of ∂expr/∂x on the real line (``others``: values of other symbols)."""
-    from common.deadline import deadline
+    from sapa.common.deadline import deadline
 
     with deadline(SECONDS, f"looking for the singularities of {sp.sstr(expr)[:60]}"):
         found = []
@@ -98,7 +98,7 @@ def undefined_part(expr: sp.Expr, x: sp.Symbol, N: sp.Symbol, others: dict | Non
     """
     from sympy.calculus.util import continuous_domain
 
-    from common.deadline import deadline
+    from sapa.common.deadline import deadline
 
     with deadline(SECONDS, f"finding the domain of {sp.sstr(expr)[:60]}"):
         g = expr.subs(others or {})
@@ -122,7 +122,7 @@ def index_poles(expr: sp.Expr, x: sp.Symbol, N: sp.Symbol, i: sp.Symbol, j: sp.S
     """
     from sympy.calculus.singularities import singularities
 
-    from common.deadline import deadline
+    from sapa.common.deadline import deadline
 
     found = []
     with deadline(SECONDS, f"looking for poles of {sp.sstr(expr)[:60]} in N, i and j"):

@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from common.validate import InputError, finite_matrix, positive_float, positive_int
+from sapa.common.validate import InputError, finite_matrix, positive_float, positive_int
 
 P2, P3 = sp.symbols("p2 p3")  # power sums p_k = Σ_i s_i^k of a softmax row
 

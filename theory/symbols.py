@@ -1,7 +1,7 @@
 """The symbols an activation φ(x, N, i, j) may use, with their meanings: x (logit), N, i, j (arXiv 2410.18613's S_ij).
 
 Plain names, no sympy: the command line's help reads them without importing the parser
-(:mod:`theory.activation` builds its sympy symbols from this table and refuses any other name).
+(:mod:`sapa.theory.activation` builds its sympy symbols from this table and refuses any other name).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.validate import InputError, choice, finite_matrix, positive_float, positive_int
+from sapa.common.validate import InputError, choice, finite_matrix, positive_float, positive_int
 
 CONSTRAINTS = ("token", "fro")
 QUANTITIES = ("fro", "jac_fro", "jac_spec")

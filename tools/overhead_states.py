@@ -3,8 +3,8 @@
 ``python3 tools/overhead_states.py OUT.json --runs 5 [--states quiet compute memory] [--threads 1]``
 
 Each run is one fresh interpreter that times the quick grid exactly as ``sapa verify --only overhead`` does on its
-first look (``empirics.timing.overhead.bench_overhead`` at ``QUICK``, seed 0, the claim's best form per cell) while
-:func:`empirics.timing.contention.loaded` keeps the state's neighbours running. The states are interleaved
+first look (``sapa.empirics.timing.overhead.bench_overhead`` at ``QUICK``, seed 0, the claim's best form per cell) while
+:func:`sapa.empirics.timing.contention.loaded` keeps the state's neighbours running. The states are interleaved
 (quiet, compute, memory, quiet, …) so a slow change of the machine hits every state alike. ``--threads 0`` times
 with torch's default thread count (the platform row). Runs already in OUT are kept and new ones appended, so an
 interrupted collection resumes; the file is written atomically after every run.
@@ -26,8 +26,8 @@ def one_run(threads: int) -> dict:
     """The first-look per-round ratios of the quick grid in this process: {"process": {cell: rounds}, "wall": …}."""
     import torch
 
-    from common.allocator import keep_freed_memory
-    from empirics.timing import overhead as ov
+    from sapa.common.allocator import keep_freed_memory
+    from sapa.empirics.timing import overhead as ov
     from sapa.claims.overhead import best_ratios
 
     keep_freed_memory()
@@ -43,8 +43,8 @@ def one_run(threads: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.atomic import atomic_write_json
-    from empirics.timing.contention import DEFAULT_MIB, STATES, loaded
+    from sapa.common.atomic import atomic_write_json
+    from sapa.empirics.timing.contention import DEFAULT_MIB, STATES, loaded
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)

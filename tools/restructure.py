@@ -11,7 +11,7 @@ The move map below (old dotted module → new dotted module) is the single sourc
 A reference is rewritten in every tracked ``.py .ipynb .toml .md .j2`` file and in
 ``sapa/rules/calibrations.json``:
 
-* dotted names ``empirics.norms`` (imports, ``import … as``, ``mock.patch`` / ``monkeypatch`` strings, docs);
+* dotted names ``sapa.empirics.norms`` (imports, ``import … as``, ``mock.patch`` / ``monkeypatch`` strings, docs);
 * ``from empirics import norms, real`` (split by new parent package when the names now live apart);
 * file paths ``empirics/norms.py``, ``tests/empirics/test_norms.py`` and package folders ``empirics/sweep/``.
 
@@ -33,25 +33,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # --- the map: old module → new module -------------------------------------------------------------------------
 # Packages (a folder with __init__.py) move as a whole; their submodules follow.
-PACKAGES = {"empirics.sweep": "empirics.montecarlo.sweep"}
+PACKAGES = {"sapa.empirics.sweep": "sapa.empirics.montecarlo.sweep"}
 
 _GROUPS = {
     # process and storage plumbing: no idea of the paper, used by every layer above
     "common": ["numerics", "pool", "progress", "interrupt", "integrity", "figdata", "outdir"],
-    "empirics.kernels": ["norms", "linearised", "lipschitz", "scale"],
-    "empirics.montecarlo": ["samplers", "stats", "growth_series", "workload", "distributed"],
-    "empirics.training": ["tiny_models", "ensemble", "study_config", "study_chunk", "study_store", "study_analysis",
+    "sapa.empirics.kernels": ["norms", "linearised", "lipschitz", "scale"],
+    "sapa.empirics.montecarlo": ["samplers", "stats", "growth_series", "workload", "distributed"],
+    "sapa.empirics.training": ["tiny_models", "ensemble", "study_config", "study_chunk", "study_store", "study_analysis",
                           "train_study", "train_data", "train_bench", "norm_accuracy"],
-    "empirics.realmodel": ["real", "real_model", "real_records", "real_analysis", "real_geometry"],
-    "empirics.timing": ["bench", "overhead"],
-    "empirics.experiments": ["scale_direction", "causal", "worst_case", "softmax_bounds", "audit"],
+    "sapa.empirics.realmodel": ["real", "real_model", "real_records", "real_analysis", "real_geometry"],
+    "sapa.empirics.timing": ["bench", "overhead"],
+    "sapa.empirics.experiments": ["scale_direction", "causal", "worst_case", "softmax_bounds", "audit"],
 }
 MODULES: dict[str, str] = {f"empirics.{m}": f"{pkg}.{m}" for pkg, ms in _GROUPS.items() for m in ms}
 
 # Renames after the move (one name per idea). old → new, applied after MODULES (chains are resolved).
 RENAMES: dict[str, str] = {
     # the arm-level statistics the training study uses (ρ̄ across arms, the paired seed contrast)
-    "empirics.training.norm_accuracy": "empirics.training.arm_statistics",
+    "sapa.empirics.training.norm_accuracy": "sapa.empirics.training.arm_statistics",
     # claim modules named after the ledger ids they hold
     "sapa.claims.softmax_claims": "sapa.claims.thm4_1",                      # thm4.1-norm, thm4.1-jacobian
     "sapa.claims.growth_claims": "sapa.claims.thm4_2_to_cor4_5",             # thm4.2 … cor4.5, other-powers
@@ -63,16 +63,16 @@ RENAMES: dict[str, str] = {
     "sapa.claims.position_claims": "sapa.claims.alibi_scaling",               # alibi-scaling
     "sapa.claims.lipschitz_claims": "sapa.claims.lipschitz_vs_published_bound",  # lipschitz-vs-published-bound
     # measured on real MiniLM layers (and random ViT-B layers beside them): the real model's floor
-    "empirics.experiments.layer_lipschitz": "empirics.realmodel.layer_lipschitz",
+    "sapa.empirics.experiments.layer_lipschitz": "sapa.empirics.realmodel.layer_lipschitz",
 }
 
 # Names that moved from one module to another (old dotted name → new), rewritten after the module moves.
 # Seeds: every random stream derives from (seed, key) in one module named for it.
 SEED_NAMES = ("canonical_json", "stable_hash", "spawn_key", "seed_sequence", "rng_for", "torch_gen_for",
               "torch_generator", "trial_generator", "trial_generators")
-SYMBOLS: dict[str, str] = {f"empirics.montecarlo.samplers.{n}": f"common.seeds.{n}" for n in SEED_NAMES}
+SYMBOLS: dict[str, str] = {f"sapa.empirics.montecarlo.samplers.{n}": f"sapa.common.seeds.{n}" for n in SEED_NAMES}
 # φ and φ' of an audited activation: a kernel (used by the exact norms of any φ), not the audit experiment's own.
-SYMBOLS.update({f"empirics.experiments.audit.{n}": f"empirics.kernels.activation_fns.{n}"
+SYMBOLS.update({f"sapa.empirics.experiments.audit.{n}": f"sapa.empirics.kernels.activation_fns.{n}"
                 for n in ("activation_functions", "_Fns")})
 
 # Tests that move without their module moving (tests mirror the source tree).
@@ -82,8 +82,8 @@ TEST_MOVES = {
 }
 
 # Tests whose file name is not test_<module>.py: the module whose folder they follow.
-TEST_HOME = {"test_norms_range": "empirics.norms", "test_trial_design": "empirics.sweep",
-             "test_train_study_kill": "empirics.train_study", "study_fixture": "empirics.train_study"}
+TEST_HOME = {"test_norms_range": "sapa.empirics.norms", "test_trial_design": "sapa.empirics.sweep",
+             "test_train_study_kill": "sapa.empirics.train_study", "study_fixture": "sapa.empirics.train_study"}
 
 EXTS = (".py", ".ipynb", ".toml", ".md", ".j2")
 EXTRA_FILES = ("sapa/rules/calibrations.json",)
@@ -234,7 +234,7 @@ def _rewrite_from(text: str, mapping: dict[str, str]) -> str:
 def _rewrite_alias_attrs(text: str) -> str:
     """``M.name`` where module M was imported under an alias and ``name`` moved (SYMBOLS): point it at the new module.
 
-    ``from empirics.montecarlo import samplers`` … ``samplers.trial_generator(…)`` becomes
+    ``from sapa.empirics.montecarlo import samplers`` … ``samplers.trial_generator(…)`` becomes
     ``from common import seeds`` … ``seeds.trial_generator(…)`` (the import is added after the alias's import).
     """
     for old_full, new_full in SYMBOLS.items():

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.atomic import atomic_write_json
+    from sapa.common.atomic import atomic_write_json
     from sapa.commands.verify_eta import COSTS_FILE, costs_from_ledger, load_costs, probe_seconds
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,9 +1,9 @@
 """Monte Carlo of ‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F for any audited activation φ(x, N, i), with exact kernels.
 
-The Monte Carlo side of ``sapa audit`` (:mod:`theory.activation_audit`; arXiv 2410.18613's Cor 4.3/4.5 and the
+The Monte Carlo side of ``sapa audit`` (:mod:`sapa.theory.activation_audit`; arXiv 2410.18613's Cor 4.3/4.5 and the
 other papers' scale rules). φ and φ' come from the sympy expression (``lambdify`` to numpy); the
 norms of one draw are exact and never build a Jacobian, O(N²D) per draw (derivation as in
-:mod:`empirics.kernels.norms`, with dS_ij = y_jᵀdx_i + z_iᵀdx_j, y_j = W x_j, z_i = Wᵀx_i):
+:mod:`sapa.empirics.kernels.norms`, with dS_ij = y_jᵀdx_i + z_iᵀdx_j, y_j = W x_j, z_i = Wᵀx_i):
 
 * element-wise: ‖∂φ/∂X‖²_F = Σ_{i≠j} φ'(S_ij)²(‖y_j‖² + ‖z_i‖²) + Σ_i φ'(S_ii)²‖y_i + z_i‖²;
 * row-normalised P_i = φ(S_i)/s_i: with g_k = φ'(S_ik)/s_i the row Jacobian w.r.t. S_i is
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.seeds import rng_for
-from empirics.kernels.activation_fns import _Fns, activation_functions
-from empirics.montecarlo.stats import local_slopes
-from theory.activation_audit import Activation, ModelSpec
-from theory.families import COMPARED
-from common.validate import InputError, positive_int
+from sapa.common.seeds import rng_for
+from sapa.empirics.kernels.activation_fns import _Fns, activation_functions
+from sapa.empirics.montecarlo.stats import local_slopes
+from sapa.theory.activation_audit import Activation, ModelSpec
+from sapa.theory.families import COMPARED
+from sapa.common.validate import InputError, positive_int
 
 __all__ = [
     "Geometry",
@@ -292,7 +292,7 @@ class AuditCompareResult:
     seed: int
 
     def to_json(self) -> dict:
-        """A mapping of plain values and arrays that ``common.figdata`` stores as JSON."""
+        """A mapping of plain values and arrays that ``sapa.common.figdata`` stores as JSON."""
         return {"curves": {k: c.to_json() for k, c in self.curves.items()}, "D": self.D, "d": self.d,
                 "trials": self.trials, "seed": self.seed}
 
@@ -307,7 +307,7 @@ def run_audit_compare(D: int = 64, d: int = 64, Ns=(8, 16, 32, 64, 128, 256, 512
                       mc_Ns=(32, 64, 128, 256), trials: int = 48, seed: int = 0) -> AuditCompareResult:
     """Curves per (activation, model): exact / quadrature at ``Ns``; Monte Carlo means at ``mc_Ns`` for the
     row-normalised activations (exponents between neighbouring N)."""
-    from theory.activation_audit import model_spec, parse_activation, profile
+    from sapa.theory.activation_audit import model_spec, parse_activation, profile
 
     curves = {}
     for label, text, norm in ACTIVATIONS:

@@ -1,18 +1,18 @@
-"""Work and memory of ``sapa audit`` before it starts, with the limits of sweeps (empirics.montecarlo.workload).
+"""Work and memory of ``sapa audit`` before it starts, with the limits of sweeps (sapa.empirics.montecarlo.workload).
 
 Monte Carlo (row-normalised or non-separable φ) at N' ∈ grid with T trials costs, as a sweep cell,
 Σ_N' T·(6N'²D + 4N'D² + 2D²d) flops, and holds one chunk of draws at a time: the kernels of
-:mod:`empirics.experiments.activation_sampling` keep about :data:`NN_ARRAYS` (t, N, N) float64 arrays and 4 (t, N, D) ones,
+:mod:`sapa.empirics.experiments.activation_sampling` keep about :data:`NN_ARRAYS` (t, N, N) float64 arrays and 4 (t, N, D) ones,
 t = the chunk's draws. Exact and quadrature audits cost nothing that grows with N, except a row
 index i (sums and worst case over N rows: about :data:`ROW_ARRAYS` float64 arrays of N, and a
-(2048, 203) block). Beyond :data:`empirics.montecarlo.workload.MAX_FLOPS` flops, or more memory than is
+(2048, 203) block). Beyond :data:`sapa.empirics.montecarlo.workload.MAX_FLOPS` flops, or more memory than is
 available (MemAvailable; :data:`MEMORY_IF_UNKNOWN` when it cannot be read), the audit is refused
 unless ``--force``.
 """
 
 from __future__ import annotations
 
-from empirics.montecarlo.workload import MEMORY_IF_UNKNOWN, Cost, _cell_flops, check_cost  # noqa: F401
+from sapa.empirics.montecarlo.workload import MEMORY_IF_UNKNOWN, Cost, _cell_flops, check_cost  # noqa: F401
 
 __all__ = ["AuditWork", "NN_ARRAYS", "ROW_ARRAYS", "audit_work", "check_audit_work"]
 
@@ -23,7 +23,7 @@ AuditWork = Cost  # flops (exact integer) and peak bytes of one audit; ``how`` n
 
 def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, uses_i: bool) -> AuditWork:
     """The :class:`AuditWork` of an audit at the grid ``Ns`` (Monte Carlo) or at max(Ns) (exact or quadrature)."""
-    from empirics.experiments.activation_sampling import CHUNK_ELEMS
+    from sapa.empirics.experiments.activation_sampling import CHUNK_ELEMS
 
     n_top = max(int(n) for n in Ns)
     k = d if model == "paper" else D
@@ -31,7 +31,7 @@ def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, u
     if not monte_carlo:
         return AuditWork(flops=203 * n_top if uses_i else 0, bytes=rows, how="exact or quadrature")
     flops = sum(_cell_flops(int(n), k, d, trials) for n in Ns)
-    t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (empirics.experiments.activation_sampling)
+    t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (sapa.empirics.experiments.activation_sampling)
     per = 8 * t * (NN_ARRAYS * n_top * n_top + 4 * n_top * k + 3 * D * d)
     return AuditWork(flops=flops, bytes=per + rows, how=f"Monte Carlo, N = {', '.join(str(int(n)) for n in Ns)}, "
                                                          f"trials = {trials:,}")
@@ -39,5 +39,5 @@ def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, u
 
 def check_audit_work(work: AuditWork, force: bool = False, memory: int | None = -1) -> AuditWork:
     """``work``; InputError beyond MAX_FLOPS or the available memory unless ``force`` (``memory=-1``: MemAvailable):
-    :func:`empirics.montecarlo.workload.check_cost`, the check every command's up-front estimate goes through."""
+    :func:`sapa.empirics.montecarlo.workload.check_cost`, the check every command's up-front estimate goes through."""
     return check_cost(work, "the audit", "reduce --N or --trials", "reduce --N", force, memory)

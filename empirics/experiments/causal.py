@@ -2,7 +2,7 @@
 
 Under a causal mask row i (1-based) of S = X W Xᵀ sees the i entries S_i1 … S_ii: i − 1
 off-diagonal ones and the diagonal. The off-diagonal entries are exchangeable and so are the
-diagonal ones (:mod:`theory.moments`), so for φ = c_i·x^p applied to row i
+diagonal ones (:mod:`sapa.theory.moments`), so for φ = c_i·x^p applied to row i
 
     E‖φ(S)_i‖² = c_i² [(i − 1)·m_off + m_diag],   m_off = E S_12^{2p},  m_diag = E S_11^{2p}.
 
@@ -17,7 +17,7 @@ Scale policies (``scale_policy``):
 ``const``       c = 1;
 ``softmax``     P_i = softmax(S_i/√d) over j ≤ i: ‖P_1‖ = 1 exactly, ‖P_i‖ ≤ 1 (Monte Carlo only).
 
-Monte Carlo draws use the norm-only kernel :func:`empirics.experiments.scale_direction.row_norms2`.
+Monte Carlo draws use the norm-only kernel :func:`sapa.empirics.experiments.scale_direction.row_norms2`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from empirics.kernels.scale import row_coefficients as scale_rows
-from common.seeds import rng_for
-from empirics.experiments.scale_direction import row_norms2, sample_factors, trials_per_n
-from empirics.montecarlo.stats import local_slopes, ols_slopes
-from common.validate import InputError, choice, positive_int
+from sapa.empirics.kernels.scale import row_coefficients as scale_rows
+from sapa.common.seeds import rng_for
+from sapa.empirics.experiments.scale_direction import row_norms2, sample_factors, trials_per_n
+from sapa.empirics.montecarlo.stats import local_slopes, ols_slopes
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = [
     "POLICIES",
@@ -74,7 +74,7 @@ def row_coefficients(N: int, scale_policy: str, N_train: int | None = None) -> n
 
 def row_moments(p: int, model: str, D: int, d: int) -> tuple[float, float]:
     """(m_off, m_diag) = (E S_12^{2p}, E S_11^{2p}) as floats (σ_w² = 1/D; paper model σ_ab = 1)."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     sigma = 1.0 if model == "paper" else 1.0 / math.sqrt(D)
     e = exact_moments(p, model, 2, D, d, sigma=sigma)
@@ -415,7 +415,7 @@ class CausalResult:
     m: dict  # {p: (m_off, m_diag)}
 
     def to_json(self) -> dict:
-        """A mapping of plain values, arrays and DataFrames that ``common.figdata`` stores as JSON."""
+        """A mapping of plain values, arrays and DataFrames that ``sapa.common.figdata`` stores as JSON."""
         return {"Ns": list(self.Ns), "trials": list(self.trials), "model": self.model, "D": self.D, "d": self.d,
                 "seed": self.seed, "bins": dict(self.bins), "agree": dict(self.agree), "expo": dict(self.expo),
                 "transfer": self.transfer, "N_train": self.N_train, "transfer_p": self.transfer_p, "m": dict(self.m)}

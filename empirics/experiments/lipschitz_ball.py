@@ -2,8 +2,8 @@
 
 One seeded head (W_Q, W_K, W_V entries N(0, 1/D), the same for every φ) and balls named by their largest logit
 β = ‖W_Q W_Kᵀ‖₂R²/√d (so R = (β√d/‖W‖₂)^{1/2}). For each (ball, φ) the n grid is climbed in order and the winner
-at the previous n, tiled, joins the starts (:func:`empirics.kernels.ball_ascent.maximise_sigma`). Every σ̲ is a
-certified lower bound of Lip(f; B_R^n); U_φ(n) is the rigorous upper bound of :mod:`theory.lipschitz_ball`.
+at the previous n, tiled, joins the starts (:func:`sapa.empirics.kernels.ball_ascent.maximise_sigma`). Every σ̲ is a
+certified lower bound of Lip(f; B_R^n); U_φ(n) is the rigorous upper bound of :mod:`sapa.theory.lipschitz_ball`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from common.seeds import torch_gen_for
-from empirics.kernels.ball_ascent import AscentConfig, maximise_sigma, tiled
-from empirics.kernels.head_jacobian import Head
-from theory.lipschitz_ball import ball_bound
+from sapa.common.seeds import torch_gen_for
+from sapa.empirics.kernels.ball_ascent import AscentConfig, maximise_sigma, tiled
+from sapa.empirics.kernels.head_jacobian import Head
+from sapa.theory.lipschitz_ball import ball_bound
 
 __all__ = ["BallConfig", "BallResult", "make_head", "radius_for", "run_ball", "fit_exponent"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from empirics.kernels.head_jacobian import Head, jvp
+from sapa.empirics.kernels.head_jacobian import Head, jvp
 
 __all__ = ["peer_direction", "peer_inputs", "dense_sigma", "compare"]
 
@@ -60,8 +60,8 @@ def dense_sigma(h: Head, X: torch.Tensor) -> float:
 
 def compare(res, seed: int, D: int, d: int, d_v: int) -> dict:
     """Per ball β and length n of the ascent's softmax rows: σ₁ at the peers' inputs, the ascent's σ̲ and their
-    ratio; the largest ratio per β. ``res``: a :class:`empirics.experiments.lipschitz_ball.BallResult`."""
-    from empirics.experiments.lipschitz_ball import make_head
+    ratio; the largest ratio per β. ``res``: a :class:`sapa.empirics.experiments.lipschitz_ball.BallResult`."""
+    from sapa.empirics.experiments.lipschitz_ball import make_head
 
     h = make_head(seed, D, d, d_v, "softmax")
     got = peer_direction(h)

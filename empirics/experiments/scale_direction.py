@@ -9,13 +9,13 @@ coefficient c of φ(x) = c·x^p, and c(N) is chosen so that the E-RMS norm
     c_a(N) = E‖softmax(S/√d)‖_F / √M_p(N);
 (b) ``bound``: softmax's worst-case bound √N (Theorem 4.1): c_b(N) = √N / √M_p(N);
 
-with M_p(N) = E‖S^{∘p}‖²_F = N(N−1)·m_off + N·m_diag exact (:func:`theory.moments.exact_moments`).
+with M_p(N) = E‖S^{∘p}‖²_F = N(N−1)·m_off + N·m_diag exact (:func:`sapa.theory.moments.exact_moments`).
 Because ‖softmax‖_F is nearly flat in N (≈ √e in the i.i.d. model), c_a ∝ N^{−1} once the N²
 term dominates, and c_b ∝ N^{−1/2}: both *increase* as N decreases, as 1/√N does.
 
 The Monte Carlo side (:func:`sample_norms`) draws S = X W_Q W_Kᵀ Xᵀ (or S = A Bᵀ for the
 paper's model) and computes ‖softmax(τS)‖_F and ‖S^{∘p}‖²_F from the same draws with a
-norm-only kernel (:func:`row_norms2`, no Jacobian), checked against ``empirics.kernels.norms``.
+norm-only kernel (:func:`row_norms2`, no Jacobian), checked against ``sapa.empirics.kernels.norms``.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from empirics.montecarlo.samplers import RandomnessModel, sample_paper_ab, sample_trials
-from common.seeds import rng_for, trial_generator
-from empirics.montecarlo.stats import ols_slopes
-from common.validate import InputError, choice, positive_int
+from sapa.empirics.montecarlo.samplers import RandomnessModel, sample_paper_ab, sample_trials
+from sapa.common.seeds import rng_for, trial_generator
+from sapa.empirics.montecarlo.stats import ols_slopes
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = [
     "MODELS",
@@ -168,7 +168,7 @@ def sample_norms(
 
 def exact_fro2(p: int, model: str, N: int, D: int, d: int) -> float:
     """M_p(N) = E‖S^{∘p}‖²_F exactly (σ_w² = 1/D for the shared-X models, σ_ab = 1 for the paper's)."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     sigma = 1.0 if model == "paper" else 1.0 / math.sqrt(D)
     return exact_moments(p, model, N, D, d, sigma=sigma).expected_fro2
@@ -344,7 +344,7 @@ class ScaleDirectionResult:
         return replace(self, models=tuple(models))
 
     def to_json(self) -> dict:
-        """A mapping of plain values, arrays and DataFrames that ``common.figdata`` stores as JSON."""
+        """A mapping of plain values, arrays and DataFrames that ``sapa.common.figdata`` stores as JSON."""
         return {"Ns": list(self.Ns), "models": list(self.models), "D": self.D, "d": self.d, "trials": self.trials,
                 "seed": self.seed, "tables": dict(self.tables), "fits": dict(self.fits),
                 "samples": dict(self.samples), "level": self.level}

@@ -1,6 +1,6 @@
 """max ‖softmax(S)‖_F/√N and ‖∂softmax(S)/∂S‖_F/√N over random and adversarial S (arXiv 2410.18613, Thm 4.1, Eq. 4.2).
 
-The numerical side of the Theorem 4.1 checks, beside the exact derivation of :mod:`theory.softmax`:
+The numerical side of the Theorem 4.1 checks, beside the exact derivation of :mod:`sapa.theory.softmax`:
 
 * :func:`adversarial_logits` — Gaussian logit rows at temperatures 1e-3…1e4, two-way near-ties (the
   sharp maximiser of the row Jacobian) and near-one-hot rows;
@@ -10,7 +10,7 @@ The numerical side of the Theorem 4.1 checks, beside the exact derivation of :mo
 * :func:`jacobian_wrt_x_growth` — ‖∂softmax(XWXᵀ)/∂X‖_F/√N grows with the weight scale (no bound in X);
 * :func:`lipschitz_search` — softmax attention's Lipschitz constant w.r.t. X against N.
 
-All float64, randomness only through the seeds given (``common.seeds.rng_for``).
+All float64, randomness only through the seeds given (``sapa.common.seeds.rng_for``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from common.seeds import rng_for, torch_gen_for
+from sapa.common.seeds import rng_for, torch_gen_for
 
 __all__ = [
     "adversarial_logits",
@@ -95,7 +95,7 @@ def norm_search(Ns: Sequence[int], random_rows: int, seed: int) -> tuple[list[di
 
 def row_jacobian_search(Ns: Sequence[int], random_rows: int, seed: int) -> tuple[int, float]:
     """(rows checked, largest row Jacobian ‖diag(s) − ssᵀ‖_F) over adversarial rows and Dirichlet rows (α = 0.01…100)."""
-    from theory.softmax import row_jacobian_fro
+    from sapa.theory.softmax import row_jacobian_fro
 
     rng = rng_for(seed, "softmax-jacobian-rows")
     rows_checked = 0
@@ -135,7 +135,7 @@ def jacobian_wrt_x_growth(seed: int) -> dict:
     maximiser of ‖∂softmax/∂S‖ while ∂S/∂X grows: tokens 1 and 2 equal (x₁ = x₂ = 2e₁) and every other
     token leaning on e₁, so each row's two largest logits stay tied as W = t·I grows; the ratio grows like t.
     """
-    from empirics.kernels.norms import Activation, attention_norms
+    from sapa.empirics.kernels.norms import Activation, attention_norms
 
     rng = rng_for(seed, "softmax-jacobian-wrt-X")
     N, D = 16, 8
@@ -164,13 +164,13 @@ def jacobian_wrt_x_growth(seed: int) -> dict:
 def lipschitz_search(Ns: Sequence[int], seed: int, steps: int, restarts: int) -> dict:
     """Softmax attention's Lipschitz constant ‖∂(softmax(XWXᵀ)X)/∂X‖₂ vs N, D = 4, tokens of norm r = 2.
 
-    Power iteration (jvp/vjp) at random, structured and gradient-ascent inputs (:mod:`empirics.kernels.lipschitz`).
+    Power iteration (jvp/vjp) at random, structured and gradient-ascent inputs (:mod:`sapa.empirics.kernels.lipschitz`).
     Castin, Ablin, Peyré (ICML 2024) show adversarial growth like √N: the Jacobian of softmax
     attention w.r.t. X has no N-independent bound even though ‖∂softmax(S)/∂S‖₂ ≤ 1/2.
     """
-    from empirics.kernels.lipschitz import lipschitz_growth
-    from empirics.kernels.norms import Activation
-    from empirics.montecarlo.stats import loglog_slope
+    from sapa.empirics.kernels.lipschitz import lipschitz_growth
+    from sapa.empirics.kernels.norms import Activation
+    from sapa.empirics.montecarlo.stats import loglog_slope
 
     Ns = list(Ns)
     lip = lipschitz_growth(Ns, 4, Activation("softmax", scale=1.0), token_radius=2.0, seed=seed,

@@ -2,14 +2,14 @@
 
 The worst-case side of the growth claims, beside their typical (Gaussian) side. For each N
 the maximum over the constraint set (``token``: ‖x_i‖ = r; ``fro``: ‖X‖_F = r√N) is sought
-three ways, independently of the closed forms of ``theory.worst_case``:
+three ways, independently of the closed forms of ``sapa.theory.worst_case``:
 
 * the closed-form witness (aligned / concentrated input), evaluated numerically;
 * projected gradient ascent on the constraint set from seeded random starts and the witness
-  (``empirics.kernels.lipschitz.maximise_jacobian_norm``);
+  (``sapa.empirics.kernels.lipschitz.maximise_jacobian_norm``);
 * a random point of the set (the typical scale, for contrast).
 
-Frobenius Jacobian norms are evaluated with the exact kernel of ``empirics.kernels.norms`` (never the
+Frobenius Jacobian norms are evaluated with the exact kernel of ``sapa.empirics.kernels.norms`` (never the
 JVP sum the ascent uses); spectral norms by power iteration (``jvp``/``vjp``). Everything is
 computed with c = 1: the maximiser does not depend on c, and max ‖c·φ‖ = c·max ‖φ‖.
 """
@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm, spectral_norm
-from empirics.kernels.norms import Activation, attention_norms
-from common.seeds import rng_for, torch_gen_for
-from empirics.montecarlo.stats import loglog_slope
-from common.validate import InputError, choice, positive_int
-from theory.worst_case import CONSTRAINTS, QUANTITIES, bracket, witness_input, witnesses
+from sapa.empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm, spectral_norm
+from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.common.seeds import rng_for, torch_gen_for
+from sapa.empirics.montecarlo.stats import loglog_slope
+from sapa.common.validate import InputError, choice, positive_int
+from sapa.theory.worst_case import CONSTRAINTS, QUANTITIES, bracket, witness_input, witnesses
 
 F64 = torch.float64
 ASCENT_NORM = {"fro": "value", "jac_fro": "fro", "jac_spec": "spectral"}
@@ -143,7 +143,7 @@ def bracket_slope_range(N: Sequence[float], lower: Sequence[float], upper: Seque
 
 def summarise(df: pd.DataFrame, gamma: float, rtol: float = 1e-9) -> list[dict]:
     """Per (constraint, quantity): exact exponent, fitted slope of the best found, bracket checks; c = N^{−γ}."""
-    from theory.worst_case import worst_case_exponent
+    from sapa.theory.worst_case import worst_case_exponent
 
     out = []
     for (c, q), g in df.groupby(["constraint", "quantity"], sort=False):
@@ -186,7 +186,7 @@ class WorstCaseResult:
         return {"Ns": list(c.Ns), "D": c.D, "steps": c.steps, "restarts": c.restarts, "seed": c.seed, "r": c.r}
 
     def to_json(self) -> dict:
-        """A mapping of plain values and DataFrames that ``common.figdata`` stores as JSON."""
+        """A mapping of plain values and DataFrames that ``sapa.common.figdata`` stores as JSON."""
         return {"frames": dict(self.frames), "config": self.config_dict()}
 
     @classmethod
@@ -202,7 +202,7 @@ def run_worst_case(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32
                    restarts: int = 1, seed: int = 0, workers: int = 1, executor=None) -> WorstCaseResult:
     """Worst case of ‖S^{∘p}‖_F, ‖∂S^{∘p}/∂X‖_F and ‖·‖₂ over both input sets, per p (c = 1).
 
-    ``workers`` > 1 runs the (p, constraint, quantity) parts in that many processes (``common.pool``), or
+    ``workers`` > 1 runs the (p, constraint, quantity) parts in that many processes (``sapa.common.pool``), or
     ``executor`` (any ``concurrent.futures.Executor``, kept open) runs them: every (constraint, quantity, N)
     row is seeded by itself, so the frames are the same rows in the same order.
     """
@@ -212,7 +212,7 @@ def run_worst_case(ps: Sequence[int] = (1, 3), Ns: Sequence[int] = (4, 8, 16, 32
         return WorstCaseResult(frames={p: worst_case_growth(p, cfg, quantities=qs) for p in ps}, config=cfg)
     import contextlib
 
-    from common.pool import stopping_pool
+    from sapa.common.pool import stopping_pool
 
     parts = [(p, c, q) for p in ps for c in CONSTRAINTS for q in qs]
     with contextlib.nullcontext(executor) if executor is not None else stopping_pool(min(workers, len(parts))) as ex:

@@ -1,8 +1,8 @@
 """φ, φ' = ∂φ/∂x (and log φ, (log φ)' for an exp-type row-normalised φ) as numpy functions of (x, N, i) from an audited φ.
 
-What the exact kernels evaluate for an activation parsed by :func:`theory.activation_audit.parse_activation`: the
-Monte Carlo of ``sapa audit`` (:mod:`empirics.experiments.activation_sampling`) and the norms of ``sapa norms --activation
-EXPR`` (:mod:`empirics.kernels.expr_norms`). A softmax-like φ = exp(τx) row-normalised is evaluated through
+What the exact kernels evaluate for an activation parsed by :func:`sapa.theory.activation_audit.parse_activation`: the
+Monte Carlo of ``sapa audit`` (:mod:`sapa.empirics.experiments.activation_sampling`) and the norms of ``sapa norms --activation
+EXPR`` (:mod:`sapa.empirics.kernels.expr_norms`). A softmax-like φ = exp(τx) row-normalised is evaluated through
 log φ = τx, stably.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from theory.activation_audit import Activation, x_
+from sapa.theory.activation_audit import Activation, x_
 
 __all__ = ["activation_functions"]
 
@@ -26,7 +26,7 @@ class _Fns:
 
 
 def _np(expr: sp.Expr):
-    from theory.activation_audit import _lam
+    from sapa.theory.activation_audit import _lam
 
     return _lam(expr)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from common.validate import positive_float, positive_int
-from empirics.kernels.head_jacobian import At, Head, at, jvp, vjp
+from sapa.common.validate import positive_float, positive_int
+from sapa.empirics.kernels.head_jacobian import At, Head, at, jvp, vjp
 
 __all__ = ["AscentConfig", "AscentResult", "project_ball", "power_lower", "starts", "tiled", "maximise_sigma"]
 
@@ -62,7 +62,7 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
 def power_lower(h: Head, X: torch.Tensor | At, v: torch.Tensor, iters: int, tol: float = 0.0
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """At most ``iters`` power iterations on JᵀJ from v, then ‖Jv‖ (unit v): (lower (B,), v (B, n, D)); X (B, n, D)
-    or its :func:`~empirics.kernels.head_jacobian.at`.
+    or its :func:`~sapa.empirics.kernels.head_jacobian.at`.
 
     With ``tol`` > 0 the iteration stops as soon as every batch member's residual ‖JᵀJv − θv‖/θ (θ = vᵀJᵀJv, from
     the product the step computes anyway) is at most ``tol``: v is then an eigenvector to that accuracy and θ has

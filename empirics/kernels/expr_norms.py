@@ -1,6 +1,6 @@
 """‖φ(S)‖_F, ‖∂φ/∂S‖_F, ‖∂φ/∂X‖_F exactly for any audited φ(x, N, i, j) on given matrices, and for a multi-head layer.
 
-``sapa norms --activation EXPR``: the activation is any expression :func:`theory.activation_audit.parse_activation`
+``sapa norms --activation EXPR``: the activation is any expression :func:`sapa.theory.activation_audit.parse_activation`
 accepts (element-wise φ of the logit x, the length N, the row index i and the column index j;
 optionally row-normalised, optionally causal), evaluated on the user's X (N, D) and heads
 (S_h = X W_Q^h W_K^hᵀ Xᵀ, or S = X W Xᵀ), optionally with values: the layer
@@ -19,14 +19,14 @@ Masked entries (causal: k > i) are 0 and carry no derivative. Then
 * ‖∂φ/∂S‖²_F = Σ_i ‖R_i‖²_F: Σ g² (element-wise) or Σ_ik g_ik²(1 − 2P_ik + ‖P_i‖²) (row; at the entry P_im > ½
   of a near-one-hot row as (1 − P_im)² + Σ_{l≠m} P_il² with 1 − P_im = Σ_{l≠m} P_il, see :func:`dominant`);
 * ‖∂φ/∂X‖²_F (attention matrix): element-wise Σ_{i≠k} g_ik²(‖y_k‖² + ‖z_i‖²) + Σ_i g_ii²‖y_i + z_i‖²;
-  row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`empirics.experiments.activation_sampling`);
+  row-normalised ‖R_iY‖²_F + ‖z_i‖²‖R_i‖²_F + 2(R_ie_i)ᵀ(R_iYz_i) per row (as :mod:`sapa.empirics.experiments.activation_sampling`);
 * the layer: with v_k = W_Vᵀx_k, c_i = 0 (element-wise) or Σ_k P_ik v_k (row), ω_ik = g_ik(v_k − c_i),
   C_i = Σ_k ω_ik b_kᵀ (d_v × d), the Jacobian block of output row i w.r.t. token k is
   J_ik = Σ_h W_O^hᵀ [δ_ik C_i W_Qᵀ + ω_ik z_iᵀ + P_ik W_Vᵀ], and ‖J‖²_F = Σ_{h,h'} Σ_ik ⟨·,·⟩ expands into
   six kinds of traces with the Gram matrices W_O^h W_O^{h'}ᵀ, W_Q^{h'}ᵀW_Q^h, … (:func:`layer_jac_fro2`).
 
 Range: the per-head norms are scaled before squaring (φ, g and Y, Z divided by powers of two,
-squares summed, the scales added back in log₂), as :mod:`empirics.kernels.norms`. A row-normalised exp-type φ
+squares summed, the scales added back in log₂), as :mod:`sapa.empirics.kernels.norms`. A row-normalised exp-type φ
 (softmax) carries each row whose logit gap exceeds ROW_SCALE_GAP divided by t_i = e^{−gap} (:class:`RowScale`,
 from log φ, so nothing underflows at any gap), per-row sums combined by a log-sum-exp; :class:`LayerOperator`
 applies the same rows, optionally as 2^{−e}·J (``log2_scale``). The layer's cross-head sum
@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from common.validate import InputError
-from empirics.kernels.norms import NormOverflowError
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.norms import NormOverflowError
 
 __all__ = ["Layer", "HeadNorms", "ExprNorms", "RowScale", "layer_from_w", "layer_from_qk", "attention_rows", "head_norms",
            "expr_norms", "layer_jac_fro2", "dominant", "LayerOperator", "MAX_BYTES", "MAX_HEADS_WITH_VALUES",
@@ -181,7 +181,7 @@ class RowScale:
 
 def attention_rows(S: np.ndarray, act, fns=None) -> tuple[np.ndarray, np.ndarray]:
     """(P, g) for logits S (N, N): P = φ(S) or its row-normalised form, g as in the module docstring (masked: 0)."""
-    from empirics.kernels.activation_fns import activation_functions
+    from sapa.empirics.kernels.activation_fns import activation_functions
 
     fns = fns or activation_functions(act)
     N = S.shape[0]
@@ -257,7 +257,7 @@ def _head(X: np.ndarray, Wq: np.ndarray, Wk: np.ndarray, act, fns, bq=None, bk=N
 
 def homogeneous_degree(act) -> int | None:
     """p ≥ 1 if φ(λx, N, i, j) = λ^p φ(x, N, i, j) for every λ > 0 (x³/√N: 3, relu(x): 1), else None (sympy)."""
-    from theory.activation import x_
+    from sapa.theory.activation import x_
 
     return _degree(act.expr, x_)
 
@@ -549,12 +549,12 @@ def _check_request(N: int, D: int, layer: Layer) -> None:
 def expr_norms(X, layer: Layer, act) -> ExprNorms:
     """Exact norms of φ(S_h), ∂φ/∂S_h, ∂φ/∂X for every head, and ‖∂F/∂X‖_F of the layer when it has values.
 
-    >>> from theory.activation_audit import parse_activation
+    >>> from sapa.theory.activation_audit import parse_activation
     >>> r = expr_norms(np.eye(2), layer_from_w(np.eye(2)), parse_activation("x"))
-    >>> round(r.fro[0], 12), round(r.jac_fro[0] ** 2, 12)   # as empirics.kernels.norms' poly p = 1
+    >>> round(r.fro[0], 12), round(r.jac_fro[0] ** 2, 12)   # as sapa.empirics.kernels.norms' poly p = 1
     (1.414213562373, 12.0)
     """
-    from empirics.kernels.activation_fns import activation_functions
+    from sapa.empirics.kernels.activation_fns import activation_functions
 
     X = _f64("X", X, 2)
     N, D = X.shape
@@ -597,7 +597,7 @@ class LayerOperator:
     """
 
     def __init__(self, X, layer: Layer, act, head: int | None = None, log2_scale: int = 0):
-        from empirics.kernels.activation_fns import activation_functions
+        from sapa.empirics.kernels.activation_fns import activation_functions
 
         self.X = _f64("X", X, 2)
         self.layer = layer

@@ -14,7 +14,7 @@ far token, by the top left singular vector w of M,
 
 a certified lower bound of Lip(f; B_Rⁿ) that grows like √(n − 1) as long as the gap a = log(n − 1) is reachable on
 the ball: a ≤ a_max = max over ‖u‖, ‖v‖ ≤ R of c·uW(v − u) ≤ 2c‖W‖₂R² (= 2β for the balls of
-:mod:`empirics.experiments.lipschitz_ball`). Beyond n = 1 + e^{a_max} the largest gap leaves p < ½ and the family's
+:mod:`sapa.empirics.experiments.lipschitz_ball`). Beyond n = 1 + e^{a_max} the largest gap leaves p < ½ and the family's
 bound falls like e^{a_max}/√n: it shows the √n rate for lengths up to about e^{a_max} (Castin et al.'s "tight for
 reasonable lengths"), not for all n.
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-from common.seeds import torch_gen_for
-from common.validate import InputError
-from empirics.kernels.head_jacobian import Head, jvp
+from sapa.common.seeds import torch_gen_for
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.head_jacobian import Head, jvp
 
 __all__ = ["Gap", "FamilyPoint", "largest_gap", "family_point", "family_series", "MAX_N"]
 
@@ -99,7 +99,7 @@ def largest_gap(h: Head, R: float, restarts: int = 16, steps: int = 400, seed: i
 
 def family_point(h: Head, gap: Gap, n: int) -> FamilyPoint:
     """X: n − 1 tokens at u, the far token at v(t) with gap min(log(n − 1), a_max); E moves only the far token, by
-    the top left singular vector of M; ‖J E‖ by the closed-form J·dX of :mod:`empirics.kernels.head_jacobian`."""
+    the top left singular vector of M; ‖J E‖ by the closed-form J·dX of :mod:`sapa.empirics.kernels.head_jacobian`."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise InputError(f"n must be an integer ≥ 2, got {n!r}")
     if n > MAX_N:

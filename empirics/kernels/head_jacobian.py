@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["Head", "At", "ACTIVATIONS", "power_of", "logits", "attention", "forward", "at", "jvp", "vjp"]
 

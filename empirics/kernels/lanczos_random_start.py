@@ -7,7 +7,7 @@ start vector uniform on the unit sphere, the Lanczos estimate ξ_k from the Kryl
 every A — no eigenvalue gap is assumed. With A = JᵀJ, ξ_k = θ₁ (the top Ritz value) and λ₁ = σ₁(J)², solving for ε
 at a failure probability δ turns a Lanczos run into an upper bound that holds except on a set of starts of measure δ.
 
-It is a probabilistic certificate, unlike the deterministic bracket of :mod:`empirics.kernels.spectral`: what is
+It is a probabilistic certificate, unlike the deterministic bracket of :mod:`sapa.empirics.kernels.spectral`: what is
 random is the start, drawn from a named seeded stream (Gaussian, normalised: uniform on the sphere); the bound
 assumes the exact-arithmetic Krylov space, which full reorthogonalisation keeps to round-off. A reading built on
 several such bounds adds their δ (a union bound).

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from common.validate import InputError, choice, positive_int
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = [
     "KINDS", "feature_dim", "tensor_power_features", "symmetric_features", "poly_attention_quadratic",

@@ -1,7 +1,7 @@
 """Worst-case Jacobian norms of attention, beside the typical case of arXiv 2410.18613 Thm 4.1.
 
 Objects: ``f(X) = φ(X W Xᵀ)`` (the attention matrix, N×N; masked/row-scaled as in
-``empirics.kernels.norms``) or, with a value matrix ``V``, the attention output ``φ(X W Xᵀ) X V``.
+``sapa.empirics.kernels.norms``) or, with a value matrix ``V``, the attention output ``φ(X W Xᵀ) X V``.
 
 * :func:`spectral_norm` — ``‖∂f/∂x‖₂`` by power iteration on ``JᵀJ`` using :func:`jvp` and
   ``torch.func.vjp``; the Jacobian is never materialised.
@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 import torch
 from torch.func import grad, vjp, vmap
 
-from common.validate import choice, positive_float, positive_int
-from common.seeds import torch_gen_for
+from sapa.common.validate import choice, positive_float, positive_int
+from sapa.common.seeds import torch_gen_for
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -71,9 +71,9 @@ def softmax_rows(S: torch.Tensor) -> torch.Tensor:
 def phi(S: torch.Tensor, activation, mask: str = "none", row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``φ(S)``: row-wise ``softmax(τ S)`` or element-wise ``c S^p``, masked, row i times ``c_i``; (N, N) -> (N, N).
 
-    ``activation`` is an ``empirics.kernels.norms.Activation`` (``kind``, ``p``, ``scale`` = τ or c);
+    ``activation`` is an ``sapa.empirics.kernels.norms.Activation`` (``kind``, ``p``, ``scale`` = τ or c);
     under the causal mask entries ``j > i`` are −∞ before softmax and 0 for polynomials;
-    ``row_scale`` (N,) multiplies row i of the result (as in ``empirics.kernels.norms``).
+    ``row_scale`` (N,) multiplies row i of the result (as in ``sapa.empirics.kernels.norms``).
     """
     choice("mask", mask, ("none", "causal"))
     N = S.shape[-1]
@@ -115,7 +115,7 @@ class SpectralResult:
     tol·θ of an eigenvalue of JᵀJ (for a symmetric matrix every Rayleigh quotient θ with residual r has an
     eigenvalue in [θ − ‖r‖, θ + ‖r‖]). It does not certify that this eigenvalue is the largest (a start
     vector orthogonal to the top singular vector never finds it): for a certified bracket use
-    :func:`empirics.kernels.spectral.certified_spectral_norm` (``sapa norms --spectral``). Before this criterion,
+    :func:`sapa.empirics.kernels.spectral.certified_spectral_norm` (``sapa norms --spectral``). Before this criterion,
     ``converged`` compared two lower bounds (‖Jv‖ and √‖JᵀJv‖), whose gap shrinks like the square of the
     residual: at σ₂/σ₁ ≈ 0.97 it reported convergence while the error was 37× tol.
     """
@@ -347,7 +347,7 @@ def lipschitz_growth(
     matrix. ``W`` defaults to a seeded ``W_Q W_Kᵀ`` (d = D, entries N(0, 1/D)). ``constraint``
     ``"token"`` restricts the random start and the ascent to tokens of norm r (the structured
     probes already have it). Returns a long DataFrame (N, input, sigma) for
-    :func:`empirics.montecarlo.stats.fit_exponent`; nothing is asserted.
+    :func:`sapa.empirics.montecarlo.stats.fit_exponent`; nothing is asserted.
     """
     import pandas as pd
 

@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from common.validate import InputError, choice, finite_matrix, positive_float, positive_int
-from theory.families import KERNEL_KINDS
+from sapa.common.validate import InputError, choice, finite_matrix, positive_float, positive_int
+from sapa.theory.families import KERNEL_KINDS
 
 __all__ = [
     "Activation",
@@ -75,7 +75,7 @@ __all__ = [
 MASKS = ("none", "causal")
 KINDS = KERNEL_KINDS  # ("softmax", "poly"): the exact kernels of theory/families.py's table
 CHUNK_BYTES = 16 * 2**20  # one (T, B, N) buffer of the row chunk: below glibc's largest mmap threshold (32 MiB,
-# common.allocator), so a freed block is reused, not faulted in again (64 MiB: 3.2 M minor faults and 4.2 s in the
+# sapa.common.allocator), so a freed block is reused, not faulted in again (64 MiB: 3.2 M minor faults and 4.2 s in the
 # kernel over the quick sweep; 16 MiB: 83 k and 0.4 s)
 P_MAX = 2**62  # torch.pow needs an int64 exponent; x^p over/underflows long before
 ROW_SCALE_GAP = 64.0  # softmax rows whose second logit lies more than this below the largest carry the factor t_i

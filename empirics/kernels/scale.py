@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.validate import InputError, choice, positive_int
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["ALIASES", "PER_ROW", "RULES", "Scale", "canonical_rule", "coefficient", "row_coefficients"]
 

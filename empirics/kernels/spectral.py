@@ -1,6 +1,6 @@
 """σ₁(J) as a certified bracket [lower, upper] from Jacobian products only: Lanczos on JᵀJ, then a dense certificate.
 
-A = JᵀJ is symmetric positive semi-definite with tr A = ‖J‖²_F (known exactly: :mod:`empirics.kernels.expr_norms`).
+A = JᵀJ is symmetric positive semi-definite with tr A = ‖J‖²_F (known exactly: :mod:`sapa.empirics.kernels.expr_norms`).
 
 **Lanczos** (J never formed). Lanczos with full reorthogonalisation builds an orthonormal basis V = [v_1 … v_k]
 (restarted with a fresh seeded vector orthogonal to V when the Krylov space becomes invariant: the new residual
@@ -49,7 +49,7 @@ lower bounds.
 Range: where ‖J‖²_F lies outside 2^{±200}, the bracket is found for 2^{−e}J (e = round(log₂‖J‖_F); products
 scaled by exact powers of two) and scaled back, so T, the residual block R and RRᵀ (of order ‖J‖⁴) neither
 underflow nor overflow (issue 52: at ‖J‖ ≈ 1e−128, RRᵀ underflowed and an upper bound fell below σ₁). The
-products themselves must be representable: :class:`empirics.kernels.expr_norms.LayerOperator` takes
+products themselves must be representable: :class:`sapa.empirics.kernels.expr_norms.LayerOperator` takes
 ``log2_scale`` for that.
 """
 
@@ -61,8 +61,8 @@ from typing import Callable
 
 import numpy as np
 
-from common.validate import InputError, positive_float, positive_int
-from empirics.kernels.norms import NormOverflowError
+from sapa.common.validate import InputError, positive_float, positive_int
+from sapa.empirics.kernels.norms import NormOverflowError
 
 __all__ = ["SpectralBracket", "certified_spectral_norm", "dense_bracket", "MAX_BASIS_BYTES", "DENSE_MAX_N",
            "DENSE_AFTER", "ORTHO_TOL"]
@@ -179,7 +179,7 @@ def certified_spectral_norm(
     >>> b.converged, round(b.lower, 12), round(b.upper, 12)
     (True, 3.0, 3.0)
     """
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     tol = positive_float("tol", tol)
     max_steps = positive_int("max_steps", max_steps)
@@ -339,7 +339,7 @@ def dense_bracket(apply, matvec, shape: tuple, fro2: float, *, tol: float, seed:
     import scipy.linalg as sl
     from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
 
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     n = int(np.prod(shape))
     say = on_dense or (lambda stage, done, total: None)

@@ -1,6 +1,6 @@
 """Monte Carlo sweeps on a Dask cluster (arXiv 2410.18613 sweeps that outgrow one machine).
 
-:func:`executor_for` gives :func:`empirics.montecarlo.sweep.run_sweep` a standard
+:func:`executor_for` gives :func:`sapa.empirics.montecarlo.sweep.run_sweep` a standard
 ``concurrent.futures.Executor`` to run its cells on; ``run_sweep`` knows no Dask:
 
 * ``workers=1`` (and no scheduler): ``None``, i.e. the serial path in this process;
@@ -22,7 +22,7 @@ in flight and a rerun resumes. Fault model:
 * an exception inside a task is retried ``RETRIES`` times (transient faults such as a
   ``MemoryError``), except :class:`InputError` (bad config, ``NormOverflowError``), which is
   deterministic: the task returns it as a value, so it is not retried, and its future raises it;
-* results are bit-identical whatever the executor: :func:`empirics.montecarlo.sweep.run_cell` is a pure
+* results are bit-identical whatever the executor: :func:`sapa.empirics.montecarlo.sweep.run_cell` is a pure
   function of ``(config, cell)`` and runs with ``config.threads`` torch threads (default 1).
 """
 
@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from common.validate import InputError, positive_float, positive_int
+from sapa.common.validate import InputError, positive_float, positive_int
 
 __all__ = [
     "RETRIES",
@@ -108,7 +108,7 @@ def _resolve(scheduler: str) -> str:
     if "://" in target or Path(target).suffix != ".json":
         return target
     path = Path(target)
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
 
     text = read_regular_text(path, "--scheduler")  # one line for a missing file, a FIFO or a device
     try:
@@ -214,7 +214,7 @@ def executor_for(
                 worker_dashboard_address=None,
                 silence_logs=logging.ERROR,
                 memory_limit=memory_limit,
-                preload=["empirics.montecarlo.sweep"],  # import torch & co. while the workers start, not in the first cell
+                preload=["sapa.empirics.montecarlo.sweep"],  # import torch & co. while the workers start, not in the first cell
             )
             stack.callback(_close, cluster)
             client = distributed.Client(cluster, set_as_default=False)

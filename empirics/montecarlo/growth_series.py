@@ -2,9 +2,9 @@
 
 A *series* is the sweep's polynomial cells of one degree p and scale rule that differ only in N
 (per weight model, ρ, D, d, quantity). Its Monte Carlo exponent is the OLS slope of ½ log of the
-mean squared norm on log N with a LEVEL interval (``empirics.montecarlo.stats.rms_exponent_interval``); the
-exact exponent is the same OLS statistic of ½ log E‖·‖² (``theory.moments``, attached to the
-sweep summary by ``empirics.montecarlo.sweep.attach_exact``). The two agree when the interval holds the exact slope.
+mean squared norm on log N with a LEVEL interval (``sapa.empirics.montecarlo.stats.rms_exponent_interval``); the
+exact exponent is the same OLS statistic of ½ log E‖·‖² (``sapa.theory.moments``, attached to the
+sweep summary by ``sapa.empirics.montecarlo.sweep.attach_exact``). The two agree when the interval holds the exact slope.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ __all__ = ["exact_rms_slope", "fit_vs_exact", "poly_series", "rms_exponent", "se
 
 
 def rms_exponent(N: Sequence[int], sq_samples: Sequence[np.ndarray], level: float) -> dict:
-    """Exponent of √E‖·‖² vs N with its ``level`` interval (``empirics.montecarlo.stats.rms_exponent_interval``) and local slopes."""
-    from empirics.montecarlo.stats import local_slopes, rms_exponent_interval
+    """Exponent of √E‖·‖² vs N with its ``level`` interval (``sapa.empirics.montecarlo.stats.rms_exponent_interval``) and local slopes."""
+    from sapa.empirics.montecarlo.stats import local_slopes, rms_exponent_interval
 
     fit = rms_exponent_interval(N, sq_samples, level=level)
     means = [float(np.mean(v)) for v in sq_samples]
@@ -34,7 +34,7 @@ def exact_rms_slope(N: Sequence[int], expected_sq: Sequence[float]) -> float:
     >>> round(exact_rms_slope([8, 64, 512], [3.0 * n**1.4 for n in (8, 64, 512)]), 12)
     0.7
     """
-    from empirics.montecarlo.stats import loglog_slope
+    from sapa.empirics.montecarlo.stats import loglog_slope
 
     return 0.5 * loglog_slope(N, expected_sq)  # the RMS exponent of squared norms
 

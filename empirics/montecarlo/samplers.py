@@ -13,7 +13,7 @@ Models (``σ_w² = 1/D`` by default, so that ``A = X W_Q`` has unit-variance ent
 * the paper's independent model (``"paper"``): ``A, B ∈ R^{N×d}`` with i.i.d. N(0, σ_ab²)
   entries (σ_ab = 1 by default, the marginal law of ``X W_Q`` above), ``S = A Bᵀ``.
 
-Randomness comes only from explicit ``torch.Generator`` objects. :func:`common.seeds.trial_generator`
+Randomness comes only from explicit ``torch.Generator`` objects. :func:`sapa.common.seeds.trial_generator`
 derives one from ``(seed, key, trial)`` with ``np.random.SeedSequence`` and a SHA-256 of the
 canonical JSON of ``key``, so a trial's numbers never depend on execution order or on how
 trials are batched. Sampling is done in float64 on the CPU; cast afterwards.
@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from common.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
+from sapa.common.validate import InputError, choice, finite_matrix, positive_float, positive_int, unit_interval
 
 WEIGHT_MODELS = ("paper", "iid", "tied", "corr")
 INPUT_MODELS = ("iso", "aniso", "spiked")

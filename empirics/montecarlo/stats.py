@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from common.validate import InputError, choice, positive_int, unit_interval
+from sapa.common.validate import InputError, choice, positive_int, unit_interval
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 MAX_BOOT = 1_000_000  # bootstrap replicates at most: they are held in memory, n_boot × Σ n_k values

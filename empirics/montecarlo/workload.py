@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["MAX_CELLS", "MAX_FLOPS", "MAX_SECONDS", "MEMORY_IF_UNKNOWN", "Work", "Cost", "sweep_work",
            "check_sweep_work", "check_cost", "cap_workers", "usable_cores", "available_memory", "SWEEP_WORKER_BYTES",
@@ -63,8 +63,8 @@ def _cell_flops(N: int, D: int, d: int, trials: int) -> int:
 
 
 def sweep_work(config) -> Work:
-    """Cells and flops of ``config`` (a :class:`empirics.montecarlo.sweep.SweepConfig`); no cell is run."""
-    from empirics.montecarlo.sweep import cell_trials, cells
+    """Cells and flops of ``config`` (a :class:`sapa.empirics.montecarlo.sweep.SweepConfig`); no cell is run."""
+    from sapa.empirics.montecarlo.sweep import cell_trials, cells
 
     bound = _grid_bound(config)
     top_trials = max(config.trials, getattr(config, "tail_trials_max", 0))  # heavy-tailed cells may get more

@@ -3,13 +3,13 @@
 Castin, Ablin & Peyré (ICML 2024, "How Smooth Is Attention?") bound the local Lipschitz constant of
 (multi-head) self-attention on inputs of bounded token norm and report that it grows like √n up to a
 constant (their abstract). This module measures the quantity their bound is about, at real and random
-layers, as the certified bracket of :func:`empirics.kernels.spectral.certified_spectral_norm` (Lanczos lower
+layers, as the certified bracket of :func:`sapa.empirics.kernels.spectral.certified_spectral_norm` (Lanczos lower
 bound; trace-and-residual upper bound; ‖J‖_F), with the layer
 F(X) = Σ_h softmax((XW_Q^h + b_Q^h)(XW_K^h + b_K^h)ᵀ/√d) X W_V^h W_O^h (value and output biases are
 constant and drop out of the Jacobian, softmax rows summing to 1):
 
 * **all-MiniLM-L6-v2** (every layer l, 12 heads, D = 384, d = 32): X the hidden states entering layer l
-  for the first N tokens ``[CLS] t_1 … t_{N−2} [SEP]`` of the first shipped passage (:mod:`empirics.realmodel.real_model`,
+  for the first N tokens ``[CLS] t_1 … t_{N−2} [SEP]`` of the first shipped passage (:mod:`sapa.empirics.realmodel.real_model`,
   offline), R = max_i ‖x_i‖ recorded;
 * **ViT-Base-sized random layers** (D = 768, 12 heads, d = 64): W entries N(0, 1/D), tokens N(0, I_D)
   (‖x_i‖ ≈ √D, as after LayerNorm), seeded.
@@ -40,9 +40,9 @@ KW_DELTA = 1e-3  # each random-start upper bound fails with at most this probabi
 def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float = 1e-6) -> dict:
     """Certified σ₁ bracket, ‖J‖_F, R = max ‖x_i‖ and the published estimator's √‖JᵀF(X)‖ of the softmax layer
     ``layer`` at X (N, D)."""
-    from empirics.kernels.expr_norms import LayerOperator, expr_norms
-    from empirics.kernels.spectral import certified_spectral_norm
-    from theory.activation_audit import parse_activation
+    from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms
+    from sapa.empirics.kernels.spectral import certified_spectral_norm
+    from sapa.theory.activation_audit import parse_activation
 
     act = parse_activation("exp(x)", "row")  # the 1/√d is folded into W_Q
     fro = expr_norms(X, layer, act).layer_jac_fro
@@ -50,7 +50,7 @@ def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float
     # Lanczos only: the dense certificate's n³/3 flops (n = N·D up to 16 384) would not fit the ledger's budgets
     b = certified_spectral_norm(op.matvec, op.rmatvec, op.in_shape, fro**2, tol=tol, max_steps=max_steps, seed=seed,
                                 dense="never")
-    from empirics.kernels.lanczos_random_start import upper_bound as kw_upper
+    from sapa.empirics.kernels.lanczos_random_start import upper_bound as kw_upper
 
     n = int(np.prod(op.in_shape))
     prob = min(b.upper, kw_upper(b.estimate, b.steps, n, KW_DELTA))  # except with probability ≤ KW_DELTA
@@ -61,11 +61,11 @@ def measure_layer(X: np.ndarray, layer, *, max_steps: int, seed: int, tol: float
 
 
 def _published(X: np.ndarray, layer, op) -> float | None:
-    """√‖J(X)ᵀ F(X)‖, what the published power iteration returns (:mod:`empirics.realmodel.peer_estimator`);
+    """√‖J(X)ᵀ F(X)‖, what the published power iteration returns (:mod:`sapa.empirics.realmodel.peer_estimator`);
     None for a layer without values (its output is not a layer's)."""
     import torch
 
-    from empirics.realmodel.peer_estimator import layer_function, published_from_operator
+    from sapa.empirics.realmodel.peer_estimator import layer_function, published_from_operator
 
     if not layer.has_values:
         return None
@@ -75,8 +75,8 @@ def _published(X: np.ndarray, layer, op) -> float | None:
 
 
 def minilm_layer(weights, l: int):
-    """Layer l of all-MiniLM-L6-v2 as an :class:`empirics.kernels.expr_norms.Layer` (float64; 1/√d folded into W_Q)."""
-    from empirics.kernels.expr_norms import layer_from_qk
+    """Layer l of all-MiniLM-L6-v2 as an :class:`sapa.empirics.kernels.expr_norms.Layer` (float64; 1/√d folded into W_Q)."""
+    from sapa.empirics.kernels.expr_norms import layer_from_qk
     from dataclasses import replace
 
     c = weights.config
@@ -91,8 +91,8 @@ def minilm_layer(weights, l: int):
 
 def vit_layer(seed: int, D: int = 768, H: int = 12, d: int = 64):
     """A random layer of ViT-Base size: W_Q, W_K, W_V (D, H·d), W_O (H·d, D), entries N(0, 1/D); 1/√d in W_Q."""
-    from empirics.kernels.expr_norms import layer_from_qk
-    from common.seeds import rng_for
+    from sapa.empirics.kernels.expr_norms import layer_from_qk
+    from sapa.common.seeds import rng_for
 
     rng = rng_for(int(seed), "layer_lipschitz", "vit", D, H, d)
     s = 1.0 / math.sqrt(D)
@@ -133,8 +133,8 @@ class LayerLipschitzResult:
 def run_layer_lipschitz(minilm_Ns=(8, 16, 32, 64), vit_Ns=(8, 16, 32, 64), *, minilm_layers=range(6),
                         vit_seeds=(0,), max_steps: int = 60, seed: int = 0) -> LayerLipschitzResult:
     """The brackets of every MiniLM layer (if the model is installed) and of random ViT-B layers at each N."""
-    from empirics.realmodel import real_model as rm
-    from common.seeds import rng_for
+    from sapa.empirics.realmodel import real_model as rm
+    from sapa.common.seeds import rng_for
 
     rows = []
     if rm.available():

@@ -33,8 +33,8 @@ __all__ = ["layer_function", "published_quantity", "published_iteration", "publi
 def layer_function(layer) -> Callable[[torch.Tensor], torch.Tensor]:
     """F(X) = Σ_h softmax((XW_Q^h + b_Q^h)(XW_K^h + b_K^h)ᵀ) X W_V^h W_O^h in float64 torch: (N, D) -> (N, D_out).
 
-    ``layer``: an :class:`empirics.kernels.expr_norms.Layer` with values (1/√d folded into W_Q and b_Q, as
-    :func:`empirics.realmodel.layer_lipschitz.minilm_layer` builds it). The value and output biases, constant in X,
+    ``layer``: an :class:`sapa.empirics.kernels.expr_norms.Layer` with values (1/√d folded into W_Q and b_Q, as
+    :func:`sapa.empirics.realmodel.layer_lipschitz.minilm_layer` builds it). The value and output biases, constant in X,
     are left out, as in sapa's Jacobian (they move F(X), hence the published quantity, but not J).
     """
     if not layer.has_values:

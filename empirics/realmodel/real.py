@@ -12,10 +12,10 @@ shipped ``tokenizer.json``, and the forward pass is written out (checked against
 ``transformers.BertModel`` in ``tests/empirics/realmodel/test_real_model.py``).
 
 This module is the public face (``from empirics import real``); the work is done in
-:mod:`empirics.realmodel.real_model` (weights, tokenizer, forward pass, protocols, corpus),
-:mod:`empirics.realmodel.real_geometry` (reduced coordinates, invariants, canonical correlations,
-per-head growth), :mod:`empirics.realmodel.real_analysis` (:func:`analyse`) and
-:mod:`empirics.realmodel.real_records` (the typed, frozen results and their stored JSON form).
+:mod:`sapa.empirics.realmodel.real_model` (weights, tokenizer, forward pass, protocols, corpus),
+:mod:`sapa.empirics.realmodel.real_geometry` (reduced coordinates, invariants, canonical correlations,
+per-head growth), :mod:`sapa.empirics.realmodel.real_analysis` (:func:`analyse`) and
+:mod:`sapa.empirics.realmodel.real_records` (the typed, frozen results and their stored JSON form).
 
 Conventions (per layer l, head h; D = 384, d = 32):
 
@@ -48,7 +48,7 @@ Conventions (per layer l, head h; D = 384, d = 32):
   X_r = X'U, and ‖∂φ/∂X‖_F = ‖∂φ/∂X_r‖_F (∂/∂x_i = U ∂/∂(x_r)_i, U orthonormal). Norms and
   exact moments are computed at r = 64 instead of 384: the same numbers, 6x cheaper.
 * activations: the model's softmax (τ = 1: the 1/√d is inside W), x/√N and x³/√N.
-* Gaussian proxies for the exact moments (``theory.moments.exact_moments(p, "shared", N,
+* Gaussian proxies for the exact moments (``sapa.theory.moments.exact_moments(p, "shared", N,
   W=W, sigma_x=Σ)``): ``identity`` x ~ N(0, I_D) with W (no bias; the paper's input model);
   ``measured`` x ~ N(0, Σ̂_l), Σ̂_l the token covariance at layer l, W (no bias, mean
   removed); ``matched`` x' ~ N(0, M̂_l), M̂_l = E[(x+s)(x+s)ᵀ] the uncentred second moment of
@@ -58,8 +58,8 @@ Conventions (per layer l, head h; D = 384, d = 32):
 
 from __future__ import annotations
 
-from common.validate import InputError
-from empirics.realmodel.real_analysis import (
+from sapa.common.validate import InputError
+from sapa.empirics.realmodel.real_analysis import (
     VIT_REFERENCES,
     WEIGHT_MODELS,
     analyse,
@@ -67,7 +67,7 @@ from empirics.realmodel.real_analysis import (
     phi_fro,
     vit_references,
 )
-from empirics.realmodel.real_geometry import (
+from sapa.empirics.realmodel.real_geometry import (
     HeadGeometry,
     _spd,
     ab_correlation,
@@ -82,7 +82,7 @@ from empirics.realmodel.real_geometry import (
     random_weight_canonical,
     top_canonical,
 )
-from empirics.realmodel.real_model import (
+from sapa.empirics.realmodel.real_model import (
     DATA_DIR,
     OFFLINE_ENV,
     PACKAGE,
@@ -109,7 +109,7 @@ from empirics.realmodel.real_model import (
     set_offline,
     single_thread,
 )
-from empirics.realmodel.real_records import (
+from sapa.empirics.realmodel.real_records import (
     ACT_TAGS,
     ACTIVATIONS,
     CACHE_VERSION,

@@ -1,11 +1,11 @@
 """Every head of all-MiniLM-L6-v2 on the regime map of arXiv 2410.18613 (Cor 4.3 / 4.5), under every protocol.
 
-:func:`analyse` runs the model over the shipped text (:mod:`empirics.realmodel.real_model`), measures
+:func:`analyse` runs the model over the shipped text (:mod:`sapa.empirics.realmodel.real_model`), measures
 ‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F of every head on every grid length under each protocol, fits the
 RMS-over-texts growth exponents, and places each head on the exact Gaussian-proxy map
-(:mod:`empirics.realmodel.real_geometry`). It returns a typed :class:`empirics.realmodel.real_records.RealResult`;
+(:mod:`sapa.empirics.realmodel.real_geometry`). It returns a typed :class:`sapa.empirics.realmodel.real_records.RealResult`;
 with ``cache_dir`` its ``to_dict()`` is stored as JSON and read back on the next call.
-Conventions: :mod:`empirics.realmodel.real`.
+Conventions: :mod:`sapa.empirics.realmodel.real`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.validate import InputError
-from empirics.realmodel.real_geometry import (
+from sapa.common.validate import InputError
+from sapa.empirics.realmodel.real_geometry import (
     HeadGeometry,
     ab_correlation,
     grid_slope,
@@ -32,7 +32,7 @@ from empirics.realmodel.real_geometry import (
     random_weight_canonical,
     top_canonical,
 )
-from empirics.realmodel.real_model import (
+from sapa.empirics.realmodel.real_model import (
     BertWeights,
     Protocol,
     corpus_digest,
@@ -47,7 +47,7 @@ from empirics.realmodel.real_model import (
     protocol_named,
     single_thread,
 )
-from empirics.realmodel.real_records import (
+from sapa.empirics.realmodel.real_records import (
     ACTIVATIONS,
     PROXIES,
     QUICK,
@@ -61,7 +61,7 @@ from empirics.realmodel.real_records import (
     RealMeta,
     RealResult,
 )
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 
 __all__ = ["analyse", "phi_fro", "VIT_REFERENCES", "WEIGHT_MODELS", "vit_references", "layer_table"]
 
@@ -93,8 +93,8 @@ def phi_fro(S: torch.Tensor, act) -> torch.Tensor:
 
 
 def _activation(name: str, n: int):
-    """The :class:`empirics.kernels.norms.Activation` of an ACTIVATIONS name at matrix size n."""
-    from empirics.kernels.norms import Activation
+    """The :class:`sapa.empirics.kernels.norms.Activation` of an ACTIVATIONS name at matrix size n."""
+    from sapa.empirics.kernels.norms import Activation
 
     if name == "softmax":
         return Activation("softmax", scale=1.0)
@@ -195,7 +195,7 @@ class _Norms:
 
     def add(self, pr: Protocol, hs: np.ndarray, t: int, k: int) -> None:
         """Norms of every head for the rows ``pr.rows(N_k)`` of the pass ``hs`` (L+1, ·, D)."""
-        from empirics.kernels.norms import attention_norms_batched
+        from sapa.empirics.kernels.norms import attention_norms_batched
 
         X = hs[:, pr.rows(self.su.Ns[k])]
         n = X.shape[1]
@@ -282,8 +282,8 @@ def _fits(config: RealConfig, su: _Setup, norms: _Norms) -> list[HeadFit]:
 
 
 def _analyse(config: RealConfig, cache_dir, progress) -> RealResult:
-    from common.atomic import atomic_write_json
-    from common.integrity import seal_record
+    from sapa.common.atomic import atomic_write_json
+    from sapa.common.integrity import seal_record
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -339,8 +339,8 @@ def _cached(cache: Path) -> RealResult | None:
     A corrupt or edited cache (its sha256 does not match, a key or type is wrong) is recomputed, with one
     warning line; a missing one silently.
     """
-    from common.integrity import CorruptResult, JSON_FIELD, check_record, warn_recompute
-    from common.readfile import read_regular_text
+    from sapa.common.integrity import CorruptResult, JSON_FIELD, check_record, warn_recompute
+    from sapa.common.readfile import read_regular_text
 
     if not cache.exists() and not cache.is_symlink():
         return None
@@ -366,10 +366,10 @@ def vit_references(Ns) -> list[dict]:
     """ViT-like reference heads: random W_Q, W_K (iid / tied / ρ = 0.5), x ~ N(0, I_D), p = 1, 3.
 
     N*, the local exponent at the ViT length N = 196 and the grid slope over ``Ns`` (the same
-    fit as the real heads'), from ``theory.moments.exact_moments``. Plain JSON rows (stored
-    beside the evidence and drawn by ``figures.real_heads``).
+    fit as the real heads'), from ``sapa.theory.moments.exact_moments``. Plain JSON rows (stored
+    beside the evidence and drawn by ``sapa.figures.real_heads``).
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     out = []
     for name, N, D, d in VIT_REFERENCES:

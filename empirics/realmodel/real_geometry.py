@@ -1,9 +1,9 @@
 """Geometry of one real head: reduced coordinates, trace invariants, canonical correlations, per-head growth.
 
 For a head of all-MiniLM-L6-v2 (arXiv 2410.18613, Cor 4.3 / 4.5 on a real model; conventions in
-:mod:`empirics.realmodel.real`): the bias as a token shift and the reduced basis U (S = X_r W_r X_rᵀ),
+:mod:`sapa.empirics.realmodel.real`): the bias as a token shift and the reduced basis U (S = X_r W_r X_rᵀ),
 the trace invariants of W that drive the exact Gaussian moments, N* and exponents under a
-Gaussian proxy (:func:`proxy_moments`, from :func:`theory.moments.exact_moments`), canonical
+Gaussian proxy (:func:`proxy_moments`, from :func:`sapa.theory.moments.exact_moments`), canonical
 correlations of A = XW_Q + b_Q and B = XW_K + b_K against independent random weights, the
 participation ratio of the tokens, and the RMS-over-texts growth exponent with a paired
 bootstrap over texts (:func:`paired_rms_exponents`).
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.validate import InputError
-from empirics.realmodel.real_model import HeadQK
-from empirics.realmodel.real_records import ABCorrelation, ABStats, Invariants, ProxyMoments
-from common.seeds import rng_for
-from empirics.montecarlo.stats import loglog_slope
+from sapa.common.validate import InputError
+from sapa.empirics.realmodel.real_model import HeadQK
+from sapa.empirics.realmodel.real_records import ABCorrelation, ABStats, Invariants, ProxyMoments
+from sapa.common.seeds import rng_for
+from sapa.empirics.montecarlo.stats import loglog_slope
 
 __all__ = [
     "HeadGeometry", "head_geometry", "invariants", "grid_slope", "proxy_moments", "canonical_correlations",
@@ -106,7 +106,7 @@ def _spd(S: np.ndarray) -> np.ndarray:
 def grid_slope(Ns, n_star: float) -> float:
     """OLS slope of ½ log E‖x^p/√N‖² on log N over ``Ns`` for a shared-X model with crossover N*.
 
-    E‖S^{∘p}‖²/N = m_off (N − 1 + r), r = N* − 1 (module ``theory.moments``), so the slope
+    E‖S^{∘p}‖²/N = m_off (N − 1 + r), r = N* − 1 (module ``sapa.theory.moments``), so the slope
     depends on N* alone: ½ at N* = 2 (up to the −1), → 0 for N* ≫ max Ns.
     """
     n = np.asarray(Ns, dtype=np.float64)
@@ -123,7 +123,7 @@ def proxy_moments(geom: HeadGeometry, p: int, Sigma_r: np.ndarray | None, Ns, N_
     (``n_reg``) and the OLS slope of ½ log E‖·‖² over ``Ns`` (what the measured fit estimates;
     also over ``Ns_all`` as ``grid_slope_all`` when given). ``proxy`` names the proxy in the record.
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     em = exact_moments(p, "shared", int(N_real), W=geom.W_r, sigma_x=None if Sigma_r is None else _spd(Sigma_r))
     out = {}
@@ -254,7 +254,7 @@ def paired_rms_exponent(Ns, values: np.ndarray, *, n_boot: int = 1000, level: fl
     """Exponent of the RMS over texts, √mean_t v_t(N)², against N, with a paired bootstrap over texts.
 
     ``values`` (T, K): text t's norm at N_k (prefixes of the same text, so the K values of a
-    text are resampled together; :func:`empirics.montecarlo.stats.fit_exponent` resamples each N on its
+    text are resampled together; :func:`sapa.empirics.montecarlo.stats.fit_exponent` resamples each N on its
     own, which ignores that pairing). Slope: OLS of ½ log mean_t v² on log N. One head of
     :func:`paired_rms_exponents`, resampled with ``rng_for(seed, "real", "paired-rms-exponent")``.
     """

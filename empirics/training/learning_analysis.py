@@ -1,13 +1,13 @@
 """Per (task, N, arm): curve, interval-censored exits, acc at matched steps, final acc; slowdown trends over N.
 
-Pure functions over the stored study (``history`` of :func:`empirics.training.train_study.run_study`, long
-form) and the mechanism runs (:func:`empirics.training.mechanism.run_mechanisms`), built on
-:mod:`empirics.training.learning_curves` and :mod:`empirics.training.censored_trend`:
+Pure functions over the stored study (``history`` of :func:`sapa.empirics.training.train_study.run_study`, long
+form) and the mechanism runs (:func:`sapa.empirics.training.mechanism.run_mechanisms`), built on
+:mod:`sapa.empirics.training.learning_curves` and :mod:`sapa.empirics.training.censored_trend`:
 
 * :func:`study_learning` — the text / digits cells at each arm's best lr (paired with softmax at its best lr);
   per seed the exit interval at floor + 0.03 (``intervals["floor"]``);
 * :func:`mechanism_learning` — the mechanism cells (one lr): per seed the exit intervals at accuracy 0.5
-  (:data:`empirics.training.mechanism.HALF`, the main measure) and 0.9 (``SOLVED``), the solved fraction, the
+  (:data:`sapa.empirics.training.mechanism.HALF`, the main measure) and 0.9 (``SOLVED``), the solved fraction, the
   softmax gate (``decidable``: softmax solves the cell in ≥ GATE of its seeds) and the offset-mass profile at
   the end and at the 0.5 exit (median over seeds);
 * :func:`slowdown_trends` — {(task, arm): :class:`censored_trend.IntervalTrend`} of the paired log2 slowdown over
@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from empirics.training import learning_curves as LC
-from empirics.training.censored_trend import exit_interval, interval_trend, paired_log2_intervals
+from sapa.empirics.training import learning_curves as LC
+from sapa.empirics.training.censored_trend import exit_interval, interval_trend, paired_log2_intervals
 
 __all__ = ["study_learning", "mechanism_learning", "slowdown_trends", "norms_at_exit", "cell_key"]
 
@@ -45,7 +45,7 @@ def study_learning(runs: pd.DataFrame, history: pd.DataFrame, best: pd.DataFrame
     """
     out = []
     key = ["task", "N", "arm", "lr"]
-    from empirics.training.study_analysis import study_rows
+    from sapa.empirics.training.study_analysis import study_rows
 
     ids = study_rows(runs)[["task", "N", "arm", "alpha", "lr", "seed"]]  # α* only, not the α grid
     hist = history[history["quantity"].isin(("val_acc", "attn_fro", "jac_x_fro"))].merge(ids, how="inner")
@@ -89,7 +89,7 @@ def _held(v: np.ndarray) -> np.ndarray:
 def mechanism_learning(mech: dict) -> list[dict]:
     """One dict per (task, N, arm) of the mechanism runs: exit intervals at 0.5 and 0.9, solved fraction, the softmax
     gate, curve statistics (curves held at their last value after a member stopped) and offset profiles."""
-    from empirics.training.mechanism import GATE, HALF, SOLVED
+    from sapa.empirics.training.mechanism import GATE, HALF, SOLVED
 
     roles = {p["task"]: p.get("role", "probe") for p in mech["config"].get("probes", ())}
     rows = []

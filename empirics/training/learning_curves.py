@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["EXIT_MARGIN", "FLAT_GAIN", "log_eval_steps", "exit_step", "censored_exits", "flat", "curve_stats",
            "aligned_on_exit", "exit_change"]

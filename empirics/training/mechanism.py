@@ -1,13 +1,13 @@
 """acc_e(t) on copy / induction / MQAR across N, every arm as an ensemble member: do x^p/√N's mechanisms form later as N grows?
 
-The mechanism study (tasks: :mod:`empirics.training.mechanism_data`). Per (task, N) one
-causal model shape (:class:`empirics.training.tiny_models.TinyModelConfig`), every arm × seed trained
-as vectorised ensembles (:mod:`empirics.training.ensemble`, one chunk per activation family), with:
+The mechanism study (tasks: :mod:`sapa.empirics.training.mechanism_data`). Per (task, N) one
+causal model shape (:class:`sapa.empirics.training.tiny_models.TinyModelConfig`), every arm × seed trained
+as vectorised ensembles (:mod:`sapa.empirics.training.ensemble`, one chunk per activation family), with:
 
 * the same initial weights and minibatch stream for every arm at replicate r (paired), one peak
   learning rate for every arm, linear warm-up and then a **constant** rate — so a curve does not
   depend on the step cap, and a longer cap only extends it;
-* evaluation at :func:`empirics.training.learning_curves.log_eval_steps`: validation accuracy and loss
+* evaluation at :func:`sapa.empirics.training.learning_curves.log_eval_steps`: validation accuracy and loss
   over the scored positions, and on a probe batch in float64 the first layer's **offset-mass profile**
   (share of Σ|φ(S)_ij| on the offsets i − j = 0, 1, …, K − 1 and beyond) and ‖φ(S)‖_F (mean over heads
   and probe sequences).
@@ -31,16 +31,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.atomic import make_dirs
-from common.integrity import split_run_metadata, write_sealed_json
-from common.pool import one_thread
-from common.validate import InputError, choice, positive_int
-from common.seeds import stable_hash, torch_gen_for
-from empirics.training import mechanism_data as MD
-from empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs,
+from sapa.common.atomic import make_dirs
+from sapa.common.integrity import split_run_metadata, write_sealed_json
+from sapa.common.pool import one_thread
+from sapa.common.validate import InputError, choice, positive_int
+from sapa.common.seeds import stable_hash, torch_gen_for
+from sapa.empirics.training import mechanism_data as MD
+from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs,
                                         clip_per_member, ensemble_forward, head_Ws, phi, stack_members)
-from empirics.training.learning_curves import log_eval_steps
-from empirics.training.tiny_models import TinyModelConfig
+from sapa.empirics.training.learning_curves import log_eval_steps
+from sapa.empirics.training.tiny_models import TinyModelConfig
 
 __all__ = ["MechArm", "MECH_ARMS", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
            "train_mechanism_chunk", "run_mechanisms", "start_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
@@ -452,8 +452,8 @@ def _stored(path: Path, chash: str) -> dict | None:
     """
     import json
 
-    from common.integrity import CorruptResult, check_record, warn_recompute
-    from common.readfile import read_regular_text
+    from sapa.common.integrity import CorruptResult, check_record, warn_recompute
+    from sapa.common.readfile import read_regular_text
 
     if not path.exists() and not path.is_symlink():
         return None
@@ -478,7 +478,7 @@ def start_mechanisms(cfg: MechConfig, out: str | Path, ex: cf.Executor | None = 
     ``on_stored(chunks)``: called once, before any training, with the chunks already stored (a resumed run), so a
     progress bar can count them as done without crediting them to this run's speed.
     ``ex``: any ``concurrent.futures.Executor`` (a process pool, or the Dask executor of
-    :func:`empirics.montecarlo.distributed.executor_for`); the numbers do not depend on it.
+    :func:`sapa.empirics.montecarlo.distributed.executor_for`); the numbers do not depend on it.
     """
     d = Path(out) / "mechanism"
     try:

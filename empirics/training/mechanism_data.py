@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-from common.validate import InputError, choice, positive_int
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["TASKS", "IGNORE", "MQAR_PAIRS", "MQAR_POWER", "batch", "chance", "check_task", "lag"]
 

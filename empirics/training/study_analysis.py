@@ -1,6 +1,6 @@
 """g_r(N) = acc(arm at its best lr, seed r) − acc(softmax at its best lr, seed r): the training study, arm by arm.
 
-Pure functions over the ``runs`` table of :func:`empirics.training.train_study.run_study` (one row per
+Pure functions over the ``runs`` table of :func:`sapa.empirics.training.train_study.run_study` (one row per
 trained member; schema in the study's docstring): learning-rate selection, the paired gaps to
 softmax per (task, arm, N) cell, their trend in log2 N (the evidence of ``stability-trend`` in
 :mod:`sapa.rules.stability`), divergence counts, the learning-rate sensitivity table and the
@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["REQUIRED", "study_rows", "best_lr", "at_best", "paired_gaps", "GapTrend", "gap_trend", "accuracy_trends",
            "stability_gaps", "divergence_trends", "divergence_counts", "lr_sensitivity", "median_interval",

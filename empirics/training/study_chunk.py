@@ -1,7 +1,7 @@
 """Train one ensemble chunk of the study: data, the step loop, evaluations and exact float64 norm probes.
 
 ``train_chunk(chunk, cfg)`` is a pure function of its arguments (one torch thread, deterministic
-algorithms, generators from :func:`common.seeds.torch_gen_for`), except its timing fields: the
+algorithms, generators from :func:`sapa.common.seeds.torch_gen_for`), except its timing fields: the
 same chunk gives the same numbers serially, in a worker, or in another order.
 """
 
@@ -14,14 +14,14 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from common.validate import InputError
-from empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, attention_inputs, clip_per_member,
+from sapa.common.validate import InputError
+from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, attention_inputs, clip_per_member,
                                ensemble_forward, head_Ws, member_losses, stack_members)
-from empirics.kernels.norms import Activation, NormOverflowError, attention_norms_batched
-from common.pool import one_thread
-from common.seeds import torch_gen_for
-from empirics.training.study_config import ARMS, MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan
-from empirics.training.train_data import load_digits, load_text, text_probe
+from sapa.empirics.kernels.norms import Activation, NormOverflowError, attention_norms_batched
+from sapa.common.pool import one_thread
+from sapa.common.seeds import torch_gen_for
+from sapa.empirics.training.study_config import ARMS, MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan
+from sapa.empirics.training.train_data import load_digits, load_text, text_probe
 
 __all__ = ["train_chunk", "lr_factor"]
 
@@ -177,9 +177,9 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
 
 def _probe_norms_expr(prm, spec: EnsembleSpec, data: _Data, live: list[int], out: dict) -> dict[str, np.ndarray]:
     """The same means for an expression arm, head by head and probe sequence by probe sequence with the exact
-    expression kernels (:func:`empirics.kernels.expr_norms.expr_norms`; float64, causal on text)."""
-    from empirics.kernels.expr_norms import expr_norms, layer_from_w
-    from theory.activation import parse_activation
+    expression kernels (:func:`sapa.empirics.kernels.expr_norms.expr_norms`; float64, causal on text)."""
+    from sapa.empirics.kernels.expr_norms import expr_norms, layer_from_w
+    from sapa.theory.activation import parse_activation
 
     act = parse_activation(spec.family.expr, mask="causal" if spec.causal else "none")
     E = next(iter(prm.values())).shape[0]

@@ -1,6 +1,6 @@
 """The training study's design: arms φ(S) = r_i·S^p or softmax, N grids, lr grids, budgets, and its ensemble chunks.
 
-See :mod:`empirics.training.train_study` for what the study tests. A **chunk** is one (task, N, activation
+See :mod:`sapa.empirics.training.train_study` for what the study tests. A **chunk** is one (task, N, activation
 family) ensemble — every scale rule × learning rate × seed of the family at that N, split so its
 activations fit :data:`MEMORY_BYTES` — and the unit of training, storage and resumption.
 """
@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from common.validate import InputError, choice, positive_int
-from empirics.training.ensemble import Family
-from common.seeds import stable_hash
-from empirics.training.tiny_models import TinyModelConfig
+from sapa.common.validate import InputError, choice, positive_int
+from sapa.empirics.training.ensemble import Family
+from sapa.common.seeds import stable_hash
+from sapa.empirics.training.tiny_models import TinyModelConfig
 
 __all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "GRID_SCALES", "aliases", "grid_value", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
            "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
@@ -35,7 +35,7 @@ MEMORY_BYTES = 1.5e9  # activations one ensemble chunk may hold (float32), chose
 @dataclass(frozen=True)
 class StudyArm:
     """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text), row softmax, or any
-    other family of :data:`theory.families.FAMILY_TABLE` trained as its expression φ(x, N, i).
+    other family of :data:`sapa.theory.families.FAMILY_TABLE` trained as its expression φ(x, N, i).
 
     ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α (a grid at the smallest N, then the tuned α*); none
     r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i; dose r = 1/c over the dose grid at the smallest N only (the
@@ -66,7 +66,7 @@ class StudyArm:
 
 def _arms() -> dict[str, StudyArm]:
     """The training arms: every row of the families table marked ``train`` (one row adds an arm)."""
-    from theory.families import FAMILY_TABLE
+    from sapa.theory.families import FAMILY_TABLE
 
     return {f.id: StudyArm(f.id, f.p or 0, f.scale, f.label, "" if f.kernel else f.expr)
             for f in FAMILY_TABLE if f.train}
@@ -76,7 +76,7 @@ ARMS: dict[str, StudyArm] = _arms()
 
 
 def _causal_families() -> set[str]:
-    from theory.families import FAMILY_TABLE
+    from sapa.theory.families import FAMILY_TABLE
 
     return {f.id for f in FAMILY_TABLE if f.masks == ("causal",)}
 
@@ -114,7 +114,7 @@ class TaskPlan:
 
     def eval_steps(self) -> tuple[int, ...]:
         """0 and ``evals`` log-spaced steps up to the cap (a dense learning curve, not a snapshot)."""
-        from empirics.training.learning_curves import log_eval_steps
+        from sapa.empirics.training.learning_curves import log_eval_steps
 
         return log_eval_steps(self.steps, self.evals)
 
@@ -308,7 +308,7 @@ def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
     """{arm: (grid arm, value)}: the task's fixed-scale arms that are members of a grid arm at its smallest N.
 
     Such an arm is trained once, as the grid member (same initial weights, minibatches, lr and seed: the same model),
-    and its rows are copied under its own name (:func:`empirics.training.train_study.add_aliases`).
+    and its rows are copied under its own name (:func:`sapa.empirics.training.train_study.add_aliases`).
     """
     N0, arms = cfg.plan(task).Ns[0], cfg.task_arms(task)
     out = {}

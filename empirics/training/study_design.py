@@ -2,7 +2,7 @@
 
 The design is everything that decides what is trained and how it is judged: the study's config (tasks, N, arms,
 learning rates, seeds, dose grid, the second look's refinement), the rules' thresholds, the looks and their levels
-(the caller — ``sapa`` — names the rules and levels; :func:`run_study <empirics.training.train_study.run_study>`
+(the caller — ``sapa`` — names the rules and levels; :func:`run_study <sapa.empirics.training.train_study.run_study>`
 adds the config). :func:`fix_design` writes it before the first chunk is planned to train and keeps it while it is
 unchanged; a changed design is written anew with its own ``fixed_at``. ``first_data_at`` is when the study's first
 result was stored (the earliest ``finished_utc`` of the chunks' run metadata, their file time for chunks written
@@ -18,8 +18,8 @@ import json
 import time
 from pathlib import Path
 
-from common.atomic import atomic_write_json
-from common.integrity import read_timing
+from sapa.common.atomic import atomic_write_json
+from sapa.common.integrity import read_timing
 
 __all__ = ["DESIGN_FILE", "design_sha256", "fix_design", "first_data_at", "design_record", "utc_now"]
 
@@ -42,7 +42,7 @@ def design_sha256(design: dict) -> str:
 
 
 def _read(path: Path) -> dict | None:
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
 
     try:
         got = json.loads(read_regular_text(path, "study design"))

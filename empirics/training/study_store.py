@@ -1,7 +1,7 @@
 """The study's store: sealed chunk files (JSON + sha256), their validation, and the assembled Parquet tables.
 
 A chunk file is written atomically when its chunk finishes, its run metadata (``wall_s``, ``cpu_s``) beside it in
-``chunks/timing/NAME`` (:func:`common.integrity.write_sealed_json`): a resumed run's chunk files are byte-identical to an
+``chunks/timing/NAME`` (:func:`sapa.common.integrity.write_sealed_json`): a resumed run's chunk files are byte-identical to an
 uninterrupted run's. A rerun reuses it only if it parses,
 passes its checksum, belongs to the same config hash and schema, and holds a complete record
 (:func:`chunk_record_problem`); otherwise it is trained again, with one warning line.
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.validate import InputError
-from common.integrity import CorruptResult, check_record, read_timing, warn_recompute, write_sealed_json
-from common.readfile import read_regular_text
-from empirics.training.study_config import SCHEMA, Chunk
+from sapa.common.validate import InputError
+from sapa.common.integrity import CorruptResult, check_record, read_timing, warn_recompute, write_sealed_json
+from sapa.common.readfile import read_regular_text
+from sapa.empirics.training.study_config import SCHEMA, Chunk
 
 __all__ = ["chunk_record_problem", "chunk_ok", "store_chunk", "read_chunk"]
 

@@ -13,7 +13,7 @@ testable in training:
 
 Every attention projection is bias-free, so for head h with W_h = W_Q,h W_K,hᵀ (D, D) the
 scores are exactly S_h = X W_h Xᵀ/√d, X = LayerNorm(block input) (N, D): the input of the
-exact kernels of :mod:`empirics.kernels.norms` (:func:`head_W`, :meth:`Arm.activation`).
+exact kernels of :mod:`sapa.empirics.kernels.norms` (:func:`head_W`, :meth:`Arm.activation`).
 Parameters are initialised from an explicit ``torch.Generator`` (:func:`init_params`); torch's
 default initialisers run inside a forked global RNG state, so building a model leaves the global
 generator as it was.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from empirics.kernels.norms import Activation
-from common.validate import InputError, choice, positive_int
+from sapa.empirics.kernels.norms import Activation
+from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
            "w_invariants"]
@@ -68,8 +68,8 @@ class Arm:
         return self.scale == "inv_sqrt_i"
 
     def coef(self, N: int) -> float:
-        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``empirics.kernels.scale``)."""
-        from empirics.kernels.scale import coefficient
+        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``sapa.empirics.kernels.scale``)."""
+        from sapa.empirics.kernels.scale import coefficient
 
         return coefficient(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
 
@@ -80,7 +80,7 @@ class Arm:
         return torch.arange(1, N + 1, dtype=dtype).rsqrt()
 
     def activation(self, N: int) -> Activation:
-        """The :class:`empirics.kernels.norms.Activation` of this arm at length N (1/√d is inside W, so τ = 1)."""
+        """The :class:`sapa.empirics.kernels.norms.Activation` of this arm at length N (1/√d is inside W, so τ = 1)."""
         if self.kind == "softmax":
             return Activation("softmax", 1, 1.0)
         return Activation("poly", self.p, self.coef(N))
@@ -106,11 +106,11 @@ REFERENCE_ARMS = ("softmax", "x_sqrtN", "x3_sqrtN", "x_16", "x3", "x3_sqrti")  #
 
 
 def arm_of(family_id: str) -> Arm:
-    """The :class:`Arm` of a row of :data:`theory.families.FAMILY_TABLE` (a softmax or power family): its degree,
+    """The :class:`Arm` of a row of :data:`sapa.theory.families.FAMILY_TABLE` (a softmax or power family): its degree,
     scale rule and label from the row, a constant coefficient read off its expression (x/16 → 1/16, x³ → 1)."""
     import sympy as sp
 
-    from theory.families import family
+    from sapa.theory.families import family
 
     f = family(family_id)
     if f.kernel == "softmax":

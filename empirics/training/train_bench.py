@@ -1,7 +1,7 @@
 """ensemble_speedup = (members/s of one batched ensemble) / (members/s of one-at-a-time training), same work.
 
-The training study (:mod:`empirics.training.train_study`) trains seeds × learning rates × scale rules of
-one shape as one vectorised ensemble (:mod:`empirics.training.ensemble`). This benchmark measures what that
+The training study (:mod:`sapa.empirics.training.train_study`) trains seeds × learning rates × scale rules of
+one shape as one vectorised ensemble (:mod:`sapa.empirics.training.ensemble`). This benchmark measures what that
 buys on this machine: E members of a study cell trained for S optimiser steps (i) as one ensemble
 and (ii) one after the other, each as an ``nn.Module`` with ``torch.optim.AdamW`` (fused) and
 ``clip_grad_norm_`` — the loop the study replaced. Same model, batch, steps and thread count (one
@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from empirics.training.ensemble import AdamWState, EnsembleSpec, adamw_step, clip_per_member, ensemble_forward, member_losses
-from empirics.training.ensemble import stack_members
-from common.pool import one_thread
-from common.seeds import torch_gen_for
-from empirics.training.tiny_models import Arm, build_model
+from sapa.empirics.training.ensemble import AdamWState, EnsembleSpec, adamw_step, clip_per_member, ensemble_forward, member_losses
+from sapa.empirics.training.ensemble import stack_members
+from sapa.common.pool import one_thread
+from sapa.common.seeds import torch_gen_for
+from sapa.empirics.training.tiny_models import Arm, build_model
 
 __all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile", "member_step_rates"]
 
@@ -62,7 +62,7 @@ class BenchCell:
 
 
 def _cells(quick: bool) -> tuple[BenchCell, ...]:
-    from empirics.training.train_study import QUICK, plan_chunks
+    from sapa.empirics.training.train_study import QUICK, plan_chunks
 
     out = []
     for task, N in (("digits", 16), ("text", QUICK.text.Ns[0]), ("text", QUICK.text.Ns[-1])):
@@ -140,8 +140,8 @@ def bench_training(quick: bool = False, rounds: int = 3) -> dict:
     The profiled rounds (one loop, one ensemble per cell, after the timed ones) are not timed for the
     speedup. Quick mode profiles its own short cell (2 members × 6 steps one at a time).
     """
-    from empirics.training.ensemble import Family
-    from empirics.training.train_study import QUICK
+    from sapa.empirics.training.ensemble import Family
+    from sapa.empirics.training.train_study import QUICK
 
     rows = []
     with one_thread():
@@ -182,8 +182,8 @@ def member_step_rates(Ns=(16, 32, 64, 128), members: int = 6, steps: int = 8, ro
     with ``vocab`` tokens (the mechanism tasks' 16 cost the same to within the embedding). These are the
     rates the full budget's time estimate multiplies (docs/training.md). One torch thread.
     """
-    from empirics.training.ensemble import Family
-    from empirics.training.train_study import QUICK
+    from sapa.empirics.training.ensemble import Family
+    from sapa.empirics.training.train_study import QUICK
 
     out = []
     with one_thread():

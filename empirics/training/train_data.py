@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.validate import InputError, positive_int
+from sapa.common.validate import InputError, positive_int
 
 __all__ = ["Digits", "Text", "load_digits", "load_text", "text_batch", "text_probe", "digits_batch", "corpus"]
 

@@ -18,18 +18,18 @@ a constant tuned at one N (the paper's x/16, x³/16) should not transfer across 
   validation split; the held-out test split is reported.
 * **measured per member**: divergence (non-finite training loss, or a final validation loss above
   the one at step 0), validation / test loss and accuracy, and on a fixed probe batch, exactly in
-  float64 (:func:`empirics.kernels.norms.attention_norms_batched`): ‖φ(S)‖_F, ‖∂φ(S)/∂S‖_F, ‖∂φ(S)/∂X‖_F
+  float64 (:func:`sapa.empirics.kernels.norms.attention_norms_batched`): ‖φ(S)‖_F, ‖∂φ(S)/∂S‖_F, ‖∂φ(S)/∂X‖_F
   (mean over layers, heads and probe sequences), and the pre-clip gradient norm.
 
 Speed: each (task, N, activation family) is trained as vectorised ensembles
-(:mod:`empirics.training.ensemble`): every scale rule × learning rate × seed of the family in one batched
+(:mod:`sapa.empirics.training.ensemble`): every scale rule × learning rate × seed of the family in one batched
 forward/backward. An ensemble chunk is the unit of work and of resumption: its members are written
 atomically to ``OUT/chunks/*.json`` (sealed with a checksum), a rerun skips finished chunks of the
 same config hash, so a killed run loses at most the chunks in flight. Chunks run serially or in a
 pool of single-threaded workers with identical numbers. Training float32, norms float64.
 
-Modules: :mod:`empirics.training.study_config` (design, budgets, chunks), :mod:`empirics.training.study_chunk` (training one
-chunk), :mod:`empirics.training.study_store` (sealed chunk files, Parquet tables); this module runs and loads the study.
+Modules: :mod:`sapa.empirics.training.study_config` (design, budgets, chunks), :mod:`sapa.empirics.training.study_chunk` (training one
+chunk), :mod:`sapa.empirics.training.study_store` (sealed chunk files, Parquet tables); this module runs and loads the study.
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.atomic import atomic_write, atomic_write_json, make_dirs
-from common.progress import skip
-from common.validate import InputError, positive_int
-from common.numerics import PINNED
-from common.pool import process_pool, stop_pool
-from empirics.training.study_chunk import train_chunk
-from empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
+from sapa.common.atomic import atomic_write, atomic_write_json, make_dirs
+from sapa.common.progress import skip
+from sapa.common.validate import InputError, positive_int
+from sapa.common.numerics import PINNED
+from sapa.common.pool import process_pool, stop_pool
+from sapa.empirics.training.study_chunk import train_chunk
+from sapa.empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
                                    SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
                                    bytes_per_member, look2_chunks, member_count, plan_chunks, study_config)
-from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
+from sapa.empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
 
 __all__ = ["StudyArm", "ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
            "Chunk", "plan_chunks", "train_chunk", "run_study", "load_study", "StudyResult", "select_alpha",
@@ -95,7 +95,7 @@ class StudyResult:
     history: pd.DataFrame
     config: dict
     provenance: dict
-    mechanism: dict | None = None  # empirics.training.mechanism.run_mechanisms's result (None: not run)
+    mechanism: dict | None = None  # sapa.empirics.training.mechanism.run_mechanisms's result (None: not run)
 
 
 def _start_chunks(chunks: list[Chunk], cfg: StudyConfig, out: Path, ex: cf.Executor | None, bar):
@@ -141,9 +141,9 @@ MEMBER_BYTES = 2048  # what one planned member holds until the study ends: its p
 
 def member_flops(c, cfg: StudyConfig, mcfg=None) -> float:
     """Training flops of one member of chunk ``c`` (a study Chunk, or a mechanism chunk of ``mcfg``): steps × flops
-    per step (:func:`empirics.training.tiny_models.step_flops`; a mechanism chunk's step cap, an upper bound)."""
-    from empirics.training.mechanism import MechChunk
-    from empirics.training.tiny_models import step_flops
+    per step (:func:`sapa.empirics.training.tiny_models.step_flops`; a mechanism chunk's step cap, an upper bound)."""
+    from sapa.empirics.training.mechanism import MechChunk
+    from sapa.empirics.training.tiny_models import step_flops
 
     if isinstance(c, MechChunk):  # the cap: an upper bound (members stop once they solve the task)
         pr = mcfg.plan(c.task)
@@ -153,12 +153,12 @@ def member_flops(c, cfg: StudyConfig, mcfg=None) -> float:
 
 
 def study_cost(cfg: StudyConfig):
-    """The :class:`empirics.montecarlo.workload.Cost` of training ``cfg`` (its second look, planned later, aside),
+    """The :class:`sapa.empirics.montecarlo.workload.Cost` of training ``cfg`` (its second look, planned later, aside),
     before anything of its size is built: the chunks are planned at one replicate and every count is linear in the
     replicates (``sapa train --seeds 9007199254740992`` is refused in a second, not after 6.8 GB of plans)."""
     from dataclasses import replace
 
-    from empirics.montecarlo.workload import Cost
+    from sapa.empirics.montecarlo.workload import Cost
 
     one = replace(cfg, seeds=1)
     chunks = [c for t in one.tasks for N in one.plan(t).Ns for c in plan_chunks(one, t, N, {p: 1.0 for p in
@@ -173,7 +173,7 @@ class StudyProgress:
 
     Members of the α grid at the smallest N cost a fraction of those at the largest: a bar counting members would
     promise an ETA that doubles when phase 2 starts. ``make_bar(total_work)``: the bar to count into
-    (:func:`common.progress.progress_bar`'s, or a caller's through ``run_study(progress=callable)``).
+    (:func:`sapa.common.progress.progress_bar`'s, or a caller's through ``run_study(progress=callable)``).
     """
 
     def __init__(self, make_bar: Callable[[float], object], cfg: StudyConfig, mcfg=None, mchunks=()) -> None:
@@ -255,11 +255,11 @@ def add_aliases(cfg: StudyConfig, runs: pd.DataFrame, hist: pd.DataFrame) -> tup
 
 
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
-    """``df`` as Parquet with its content checksum (:func:`common.integrity.seal_table`), atomically."""
+    """``df`` as Parquet with its content checksum (:func:`sapa.common.integrity.seal_table`), atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.integrity import seal_table
+    from sapa.common.integrity import seal_table
 
     table = seal_table(pa.Table.from_pandas(df, preserve_index=False))
     atomic_write(path, lambda fh: pq.write_table(table, fh))
@@ -267,7 +267,7 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
 
 def _mechanism_config(budget, seed: int, mechanism):
     """The mechanism study to run beside ``budget``: "budget" → the budget's own (by name), None → none."""
-    from empirics.training.mechanism import MECH_BUDGETS, MechConfig, mech_config
+    from sapa.empirics.training.mechanism import MECH_BUDGETS, MechConfig, mech_config
 
     if mechanism is None or isinstance(mechanism, MechConfig):
         return mechanism
@@ -288,22 +288,22 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
     the other N with α* held fixed; beside it, when the config has ``look2_refine`` ≥ 2 and ``second_look`` is given,
     the dose-response's second look: ``second_look(phase-1 runs, cfg)`` names the (task, p, lr) strata to look at
     again (the ledger's rule: ``sapa.evidence.dose_looks.second_look``) and :func:`look2_chunks` trains their
-    finer dose grid; then the mechanism tasks (:mod:`empirics.training.mechanism`; ``mechanism``:
+    finer dose grid; then the mechanism tasks (:mod:`sapa.empirics.training.mechanism`; ``mechanism``:
     "budget" — the budget's own when ``budget`` is a name —, a MechConfig, or None). ``executor``: any
-    ``concurrent.futures.Executor`` (e.g. :func:`empirics.montecarlo.distributed.executor_for`'s Dask
+    ``concurrent.futures.Executor`` (e.g. :func:`sapa.empirics.montecarlo.distributed.executor_for`'s Dask
     executor); else ``workers`` 1 trains here and K > 1 in a pool of K single-threaded processes (identical
     numbers either way; ``niceness``: the pool's ``os.nice``, its priority only). ``device``: where the mechanism
-    chunks train ("cpu" | "cuda"). ``progress``: True/"force"/False as :func:`common.progress.progress_bar`, or
-    ``progress(total_work)`` returning the bar to count into (e.g. a quiet :class:`common.progress.Tally`;
+    chunks train ("cpu" | "cuda"). ``progress``: True/"force"/False as :func:`sapa.common.progress.progress_bar`, or
+    ``progress(total_work)`` returning the bar to count into (e.g. a quiet :class:`sapa.common.progress.Tally`;
     :class:`StudyProgress` weighs each member by its flops and writes the members done as the postfix). Writes
     ``chunks/*.json`` and ``mechanism/*.json`` as chunks finish, then ``runs.parquet``, ``history.parquet``
     and ``study.json`` atomically. Before any member trains, the design — the config (and the mechanism study's) with
     ``design`` (the caller's rules, looks and levels) — is written and hashed into ``design.json``
-    (:func:`empirics.training.study_design.fix_design`); the provenance's ``design`` is
+    (:func:`sapa.empirics.training.study_design.fix_design`); the provenance's ``design`` is
     {sha256, fixed_at, first_data_at, fixed_first}.
     """
-    from common.progress import progress_bar
-    from empirics.training.mechanism import plan_mech_chunks, resolve_device, start_mechanisms
+    from sapa.common.progress import progress_bar
+    from sapa.empirics.training.mechanism import plan_mech_chunks, resolve_device, start_mechanisms
 
     cfg = study_config(budget, seed)
     workers = positive_int("workers", workers)
@@ -316,7 +316,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
         raise InputError(f"cannot create the results directory {out / 'chunks'}: {exc.strerror or exc}") from None
     from dataclasses import asdict
 
-    from empirics.training.study_design import design_record, fix_design
+    from sapa.empirics.training.study_design import design_record, fix_design
 
     fix_design(out, {"config": cfg.as_dict(), "mechanism": asdict(mcfg) if mcfg is not None else None,
                      **(design or {})})  # before the first member trains
@@ -386,7 +386,7 @@ def run_study(budget: str | StudyConfig, out_dir: str | Path, seed: int = 0, wor
 def _text_source() -> dict:
     import hashlib
 
-    from empirics.training.train_data import corpus
+    from sapa.empirics.training.train_data import corpus
 
     docs, source = corpus()
     full = "\n\n".join(docs)
@@ -400,8 +400,8 @@ def load_study(out_dir: str | Path) -> StudyResult:
     for f in ("runs.parquet", "history.parquet", "study.json"):
         if not (out / f).is_file():
             raise InputError(f"no training study in {out}: {f} is missing (run `sapa train --out {out}`)")
-    from common.integrity import CorruptResult, read_parquet_verified
-    from common.readfile import read_regular_text
+    from sapa.common.integrity import CorruptResult, read_parquet_verified
+    from sapa.common.readfile import read_regular_text
 
     prov = json.loads(read_regular_text(out / "study.json", "training study"))
     mech = json.loads(read_regular_text(out / "mechanism.json", "training study")) \
@@ -414,7 +414,7 @@ def load_study(out_dir: str | Path) -> StudyResult:
             raise InputError(f"training study: {' '.join(str(exc).split())}; rerun `sapa train --out {out}` to "
                              "assemble it again from its chunks") from None
     if "design" not in prov:  # a study stored before the design was recorded: what its folder holds (or None)
-        from empirics.training.study_design import design_record
+        from sapa.empirics.training.study_design import design_record
 
         prov["design"] = design_record(out)
     return StudyResult(tables["runs.parquet"], tables["history.parquet"], prov.get("config", {}), prov, mech)
@@ -424,9 +424,9 @@ def load_study(out_dir: str | Path) -> StudyResult:
 
 
 def best_lr_summary(runs: pd.DataFrame, best: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (task, N, arm) at the ledger's best lr (:func:`empirics.training.study_analysis.best_lr`): test accuracies
+    """Per (task, N, arm) at the ledger's best lr (:func:`sapa.empirics.training.study_analysis.best_lr`): test accuracies
     (diverged members at chance, as in the ledger), divergences at that lr and over the grid, median ‖φ(S)‖_F."""
-    from empirics.training.study_analysis import at_best, best_lr, study_rows
+    from sapa.empirics.training.study_analysis import at_best, best_lr, study_rows
 
     best = best_lr(runs) if best is None else best
     g = at_best(runs, best).groupby(["task", "N", "arm"], sort=False)
@@ -461,9 +461,9 @@ def text_eval_size(config: dict | None) -> int:
 
 def text_validation_floor(N: int, eval_size: int = 128) -> float:
     """Accuracy of the bigram predictor (counts on the training stream) on the text task's validation windows."""
-    from empirics.training.bigram import bigram_accuracy
-    from empirics.training.study_chunk import text_validation
-    from empirics.training.train_data import load_text
+    from sapa.empirics.training.bigram import bigram_accuracy
+    from sapa.empirics.training.study_chunk import text_validation
+    from sapa.empirics.training.train_data import load_text
 
     stream, vx, vy = text_validation(load_text(int(N), int(eval_size)).train, int(N), int(eval_size))
     return bigram_accuracy(stream.numpy(), vx.numpy(), vy.numpy())
@@ -471,7 +471,7 @@ def text_validation_floor(N: int, eval_size: int = 128) -> float:
 
 def print_learning(res: StudyResult, best: pd.DataFrame) -> None:
     """Per (task, N, arm) at the best lr: seeds that left the floor within the cap, median exit, final acc, converged."""
-    from empirics.training.learning_analysis import study_learning
+    from sapa.empirics.training.learning_analysis import study_learning
 
     cells = study_learning(res.runs, res.history, best, study_floors(res))
     cens = sum(c["exits"]["censored"] for c in cells)

@@ -3,9 +3,9 @@
 ALiBi (Press, Smith & Lewis 2022, "Train Short, Test Long") adds −m·|i − j| to the logit of query i and key j
 before softmax. arXiv 2410.18613 replaces softmax by x^p/√N; for a polynomial the same bias can be read two
 ways: added to the logit, (x − m|i − j|)^p/√N, or — what the additive bias *is* for exp — as the factor
-e^{−m|i−j|}. Each is audited with :mod:`theory.relpos` (exact for polynomials in x with position-dependent
+e^{−m|i−j|}. Each is audited with :mod:`sapa.theory.relpos` (exact for polynomials in x with position-dependent
 coefficients; sums over offsets up to N = 4096) and softmax with and without the bias by Monte Carlo with
-exact kernels (:mod:`empirics.experiments.activation_sampling`; no closed form for row-normalised φ). Verdicts from the calibrated
+exact kernels (:mod:`sapa.empirics.experiments.activation_sampling`; no closed form for row-normalised φ). Verdicts from the calibrated
 rules ``growth-upper`` / ``growth-upper-exact`` (exponent ≤ ½ + TOL: softmax's O(√N)) and
 ``audit-like-softmax``.
 """
@@ -40,8 +40,8 @@ def poly_texts(p: int, m: float, x: str = "x") -> dict:
 
 def poly_exponents(text: str) -> dict:
     """Exact secant exponents of E‖φ‖² on a doubling grid up to 4096 (sup and the last), iid ViT-B head."""
-    from theory.activation_audit import model_spec, parse_activation, profile
-    from theory.relpos import N_GRID_J, relpos_profile
+    from sapa.theory.activation_audit import model_spec, parse_activation, profile
+    from sapa.theory.relpos import N_GRID_J, relpos_profile
 
     act, spec = parse_activation(text), model_spec("iid", D, d)
     if act.uses_j:
@@ -57,16 +57,16 @@ def poly_exponents(text: str) -> dict:
 def additive_profile(p: int, m: float = SLOPE) -> dict:
     """What the additive form's exponent is: its local-exponent profile over N, the limit, and the bias's share.
 
-    Local exponents ½ log(E‖φ‖²(2N)/E‖φ‖²(N))/log 2 from the exact totals of :mod:`theory.relpos` (the moments
+    Local exponents ½ log(E‖φ‖²(2N)/E‖φ‖²(N))/log 2 from the exact totals of :mod:`sapa.theory.relpos` (the moments
     the readings use) for N = 2 … 16 384; the limit p + ½ from the degree 2p + 1 in N of the bias-only sum
-    B_p(N) = Σ_δ 2(N − δ)(mδ)^{2p}/N (sympy, :mod:`theory.alibi_bias`); the share B_p/E‖φ‖²_F at N = SHARE_AT; the
+    B_p(N) = Σ_δ 2(N − δ)(mδ)^{2p}/N (sympy, :mod:`sapa.theory.alibi_bias`); the share B_p/E‖φ‖²_F at N = SHARE_AT; the
     offset std(S)/m beyond which the bias outweighs a typical logit (std from the exact second moment of S_12).
     """
-    from theory.alibi_bias import bias_only_fro2, leading_term
-    from theory.alibi_bias import m as m_
-    from theory.activation_audit import model_spec, parse_activation
-    from theory.entry_moments import entry_moments
-    from theory.relpos import relpos_profile
+    from sapa.theory.alibi_bias import bias_only_fro2, leading_term
+    from sapa.theory.alibi_bias import m as m_
+    from sapa.theory.activation_audit import model_spec, parse_activation
+    from sapa.theory.entry_moments import entry_moments
+    from sapa.theory.relpos import relpos_profile
 
     spec = model_spec("iid", D, d)
     prof = relpos_profile(parse_activation(poly_texts(p, m)["additive"]), spec, 64)
@@ -82,9 +82,9 @@ def additive_profile(p: int, m: float = SLOPE) -> dict:
 
 
 def softmax_monte_carlo(ctx: Context, m: float | None, logit: str = "x/8", key: tuple = ("alibi-scaling",)) -> dict:
-    from empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_norms
     from sapa.rules.like_softmax import decide, mc_evidence
-    from theory.activation_audit import model_spec, parse_activation
+    from sapa.theory.activation_audit import model_spec, parse_activation
 
     text = f"exp({logit})" if m is None else f"exp({logit} - {m!r}*Abs(i - j))"
     act, spec = parse_activation(text, "row"), model_spec("iid", *MC_SIZE)

@@ -2,7 +2,7 @@
 tokens — should the scale follow the effective length?
 
 Tested: whether a global 1/√N keeps per-row norms as uniform in i as softmax's; the exact row formula
-E‖c_i(S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag] against Monte Carlo (``empirics.experiments.causal``); the whole
+E‖c_i(S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag] against Monte Carlo (``sapa.empirics.experiments.causal``); the whole
 masked matrix under 1/√N (``growth-upper-exact``, exact); the row profiles under 1/√N against softmax's row bound and
 its typical rows, and under the per-row 1/√i (``uniform-profile``: slope of the row profile in i, 99 % bootstrap
 intervals, p ∈ {1, 3}); and the train-length transfer for generation. ANSWERED when every reading is decided and the
@@ -34,7 +34,7 @@ def causal_config(ctx: Context) -> dict:
 
 def check(ctx: Context) -> Outcome:
     """Row profiles under a causal mask: global 1/√N against softmax's rows, and the per-row 1/√i (module docstring)."""
-    from empirics.experiments.causal import causal_agreement, run_causal_masking
+    from sapa.empirics.experiments.causal import causal_agreement, run_causal_masking
 
     cfg = causal_config(ctx)
     res = run_causal_masking(seed=ctx.budget.seed, policies=POLICIES, level=LEVEL, **cfg)
@@ -116,7 +116,7 @@ def _profiles(res) -> tuple[dict, dict, dict]:
 
 def _exact_per_model(res, cfg: dict) -> dict:
     """Exact per-row facts, every model: last-row / first-row E-RMS and the row from which 1/√i is flat."""
-    from empirics.experiments.causal import exact_row_ms, regime_start, row_moments
+    from sapa.empirics.experiments.causal import exact_row_ms, regime_start, row_moments
 
     exact, N = {}, max(cfg["Ns"])
     for m in ("paper", "iid", "tied"):
@@ -134,7 +134,7 @@ def _exact_per_model(res, cfg: dict) -> dict:
 
 def _whole_matrix(res, cfg: dict) -> dict:
     """The whole matrix under the mask, global c = 1/√N: E‖·‖² = c²[N(N−1)/2·m_off + N·m_diag], exactly."""
-    from empirics.experiments.causal import masked_matrix_exponent, masked_matrix_sup_exponent
+    from sapa.empirics.experiments.causal import masked_matrix_exponent, masked_matrix_sup_exponent
 
     return {f"{m}/p{p}": {"sup_local_exponent": masked_matrix_sup_exponent(p, m, res.D, res.d),
                           "exponent_on_grid": masked_matrix_exponent(p, m, cfg["Ns"], res.D, res.d)}
@@ -174,7 +174,7 @@ def _robustness(res, readings, sup_whole: float, verdict: str, gates_ok: bool) -
 
 
 def _figure(ctx: Context, res) -> tuple[str, ...]:
-    from figures import causal_masking as fig
+    from sapa.figures import causal_masking as fig
 
     stem = fig.stored_stem(res, ctx.budget.name)
     store_figure_data(ctx, fig.NAME, res.to_json(), stem)

@@ -3,7 +3,7 @@
 The paper: "as the sequence length N decreases the scale applied should decrease". The reviewer: 1/√N *increases* as
 N decreases. Tested: the coefficient c(N) that makes the E-RMS norm of c·x^p match softmax — (a) its typical norm
 E‖softmax(S/√d)‖_F (Monte Carlo), (b) its bound √N (Thm 4.1) — from exact moments of the polynomial side; exponents
-of c(N) ∝ N^b fitted with bootstrap intervals (``empirics.experiments.scale_direction``). Readings (rule
+of c(N) ∝ N^b fitted with bootstrap intervals (``sapa.empirics.experiments.scale_direction``). Readings (rule
 ``direction``): (1, the verdict) the paper's notation x/16, x^p/√N makes "scale" the divisor α of x^p/α; under the
 paper's own model the bound-matching α(N) ∝ N^{+1/2} exactly; (2) the same divisor with shared X, both criteria;
 (3) the reviewer's reading, the coefficient c = 1/α. UNDETERMINED if the Monte Carlo disagrees with exact moments
@@ -32,7 +32,7 @@ def scale_config(ctx: Context) -> dict:
 
 def check(ctx: Context) -> Outcome:
     """Which way must the scale of x^p move as N decreases to keep its norm at softmax's level? (module docstring)"""
-    from empirics.experiments.scale_direction import PS, polynomial_agreement, run_scale_direction
+    from sapa.empirics.experiments.scale_direction import PS, polynomial_agreement, run_scale_direction
 
     cfg = scale_config(ctx)
     res = run_scale_direction(cfg["Ns"], models=cfg["models"], trials=cfg["trials"], seed=ctx.budget.seed,
@@ -73,7 +73,7 @@ def cases(res, cfg: dict) -> tuple[tuple, list, list]:
 
     Exponents b of the coefficient c (c ∝ N^b); the divisor α = 1/c has exponent −b.
     """
-    from empirics.experiments.scale_direction import PS, bound_exponent
+    from sapa.empirics.experiments.scale_direction import PS, bound_exponent
 
     coef_cases, div_cases = [], []
     for (m, p), f in res.fits.items():
@@ -104,8 +104,8 @@ def exponents(res) -> dict:
 
 def _exact_side(res, cfg: dict) -> tuple[dict, dict]:
     """N* per model and p, and the bound-matching coefficient's exact exponent per model and p."""
-    from empirics.experiments.causal import crossover_n
-    from empirics.experiments.scale_direction import PS, bound_exponent
+    from sapa.empirics.experiments.causal import crossover_n
+    from sapa.empirics.experiments.scale_direction import PS, bound_exponent
 
     nstar = {m: {f"p{p}": float(f"{crossover_n(p, m, res.D, res.d):.4g}") for p in PS} for m in ("paper", "iid", "tied")}
     bound_exact = {f"{m}/p{p}": round(bound_exponent(p, m, cfg["Ns"], res.D, res.d), 5)
@@ -115,7 +115,7 @@ def _exact_side(res, cfg: dict) -> tuple[dict, dict]:
 
 def _tables(res, cfg: dict, seed: int, ex: dict) -> dict:
     """The evidence's tables: directions, exponents (whole grid and N = 8…256), per-N tables, c at the reviewer's N."""
-    from empirics.experiments.scale_direction import REVIEWER_NS, fit_scale_exponents
+    from sapa.empirics.experiments.scale_direction import REVIEWER_NS, fit_scale_exponents
 
     directions, tables, at_reviewer, paper_range = {}, {}, {}, {}
     for (m, p), f in res.fits.items():
@@ -165,7 +165,7 @@ def _robustness(paper_cases: tuple, div_cases: list, readings) -> dict:
 
 def _figure(ctx: Context, res) -> tuple[str, ...]:
     """The figure of the shared-X models, drawn and its data stored for ``sapa figures``."""
-    from figures import scale_direction as fig
+    from sapa.figures import scale_direction as fig
 
     drawn = res.showing([m for m in res.models if m != "paper"])
     stem = fig.stored_stem(drawn, ctx.budget.name)

@@ -3,7 +3,7 @@
 ``scale-keeps-training-stable`` and ``mechanism-across-n`` ask two questions of the slowdown s = log2(steps to a threshold, arm / softmax) per paired
 seed, each with its own rule (:mod:`sapa.rules.learning`): does it grow with N at all
 (``slowdown-growth``), and by more than 2× over the studied range (``slowdown-doubling``)? Exits are
-interval-censored on the evaluation grid (:mod:`empirics.training.censored_trend`), and the p-values are
+interval-censored on the evaluation grid (:mod:`sapa.empirics.training.censored_trend`), and the p-values are
 Holm-adjusted over the entry's slowdown readings, so each entry's family-wise error is its own. Every
 reading prints the design's power to see a change of one doubling and the seeds per cell that 80 % power
 would take.
@@ -28,7 +28,7 @@ POWER_TARGET = 0.8
 
 
 def _lab(a: str) -> str:
-    from empirics.training.study_config import arm_label
+    from sapa.empirics.training.study_config import arm_label
 
     return arm_label(a)
 
@@ -46,7 +46,7 @@ def power_line(tr, m: int) -> str:
     """The design's power to see Δ = DELTA_POWER at the least favourable Holm level ALPHA_FAILS/m, and the seeds
     per cell 80 % would take (censoring ignored), read at σ̂ of this fit or, where σ̂ is below what the evaluation grid
     can resolve, at the grid's w/√12 (``IntervalTrend.sigma_for_power``)."""
-    from empirics.training.censored_trend import design_power, seeds_for_power
+    from sapa.empirics.training.censored_trend import design_power, seeds_for_power
     from sapa.rules.learning import ALPHA_FAILS
 
     a = ALPHA_FAILS / max(m, 1)
@@ -66,7 +66,7 @@ def observed_line(tr, q: str, m: int) -> str:
     """For an undecided reading: the seeds per cell at which its test would decide at the **observed** Δ with
     POWER_TARGET — the side whose margin Δ̂ lies farther from (FAILS past the FAILS margin at ALPHA_FAILS/m, HOLDS below
     the HOLDS margin at ALPHA_HOLDS/m), read at the same spread as :func:`power_line`, censoring ignored."""
-    from empirics.training.censored_trend import seeds_for_power
+    from sapa.empirics.training.censored_trend import seeds_for_power
     from sapa.rules.learning import ALPHA_FAILS, ALPHA_HOLDS, QUESTIONS
 
     mf, mh = QUESTIONS[q]
@@ -87,7 +87,7 @@ def slowdown_readings(trends: dict, measure: str, key0: tuple = ()) -> tuple[Rea
     ``measure``: what the exits are ("steps to accuracy 0.5", "steps to leave the floor"); keys are
     ``(*key0, task, arm, question)``.
     """
-    from empirics.training.censored_trend import holm
+    from sapa.empirics.training.censored_trend import holm
     from sapa.rules.learning import ALPHA_FAILS, QUESTIONS, decide_slowdown, slowdown_test
 
     raw = [((task, arm, q), slowdown_test(tr, q)) for (task, arm), tr in trends.items() for q in QUESTIONS]
@@ -148,7 +148,7 @@ def _final_reading(task: str, arm: str, ev, cpu_per_seed: float | None = None) -
 
 def learning_block(study, best, accuracy_trends: dict, floors: dict) -> dict:
     """{"cells", "readings", "slowdown", "norms_at_exit", "findings"} of the study's learning curves."""
-    from empirics.training.learning_analysis import norms_at_exit, slowdown_trends, study_learning
+    from sapa.empirics.training.learning_analysis import norms_at_exit, slowdown_trends, study_learning
     from sapa.rules.learning import MARGINS, FinalGapEvidence
 
     from sapa.evidence.training_study import HEADLINE_ARMS

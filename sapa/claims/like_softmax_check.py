@@ -4,7 +4,7 @@ attention norm grows like softmax's".
 Each is read as "E-RMS ‖φ(S)‖_F = O(√N), with a constant within K× of softmax's bound √N" (``audit-like-softmax``),
 first with independent W_Q, W_K (the papers' initialisation: the charitable reading), beside it tied weights, the rate
 and the size apart, the rate alone and the worst case over token-bounded inputs. Evidence: closed form / quadrature
-at ViT-Base sizes (:mod:`theory.activation_audit`), Monte Carlo with exact kernels that must agree with it (|z| from the
+at ViT-Base sizes (:mod:`sapa.theory.activation_audit`), Monte Carlo with exact kernels that must agree with it (|z| from the
 sample size, ``mc-agreement`` gate; a row-normalised φ has no closed form: Monte Carlo is its evidence, the bound
 ‖P‖_F ≤ √N its gate), and the comparative figure (:mod:`sapa.evidence.comparative_audit`). The activation is the
 family's row of ``theory/families.py`` at the papers' own logits qᵀk/√d (x → x/8 at d = 64). Not an entry itself:
@@ -18,7 +18,7 @@ import math
 from sapa.evidence import monte_carlo as mc_log
 from sapa.ledger import Context, Outcome
 from sapa.prose import like_softmax_words as words
-from theory.families import family
+from sapa.theory.families import family
 
 VIT_B = (768, 64, 196)
 MC_SIZE = (64, 64)          # Monte Carlo (D, d): cheap, and the exact comparison is size-independent
@@ -41,7 +41,7 @@ def check_like_softmax(ctx: Context, cid: str, fam: str, claimed: str) -> Outcom
     """Audit the family ``fam`` as entry ``cid`` (module docstring): per weight model, the gate, the readings."""
     from sapa.evidence.comparative_audit import figure
     from sapa.rules.like_softmax import N_MIN
-    from theory.activation_audit import parse_activation, worst_case
+    from sapa.theory.activation_audit import parse_activation, worst_case
 
     text, norm = activation_of(fam)
     act = parse_activation(text, norm)
@@ -92,7 +92,7 @@ def exact_model(act, m: str, n_min: float) -> tuple[dict, tuple]:
     """Closed form / quadrature at ViT-Base for one weight model: the per-model evidence and (profile, audit, windows)."""
     from sapa.regime import exponent_windows
     from sapa.rules.like_softmax import A, TOL, LikeSoftmaxEvidence, decide
-    from theory.activation_audit import audit, model_spec, profile
+    from sapa.theory.activation_audit import audit, model_spec, profile
 
     D, d, N = VIT_B
     prof_vit = profile(act, model_spec(m, D, d))
@@ -112,8 +112,8 @@ def exact_model(act, m: str, n_min: float) -> tuple[dict, tuple]:
 
 def exact_against_monte_carlo(ctx: Context, cid: str, act, m: str) -> list[dict]:
     """|z| of Monte Carlo means against the exact E‖·‖² at MC_NS (small D, d), each logged as a first-pass check."""
-    from empirics.experiments.activation_sampling import sample_norms, z_scores
-    from theory.activation_audit import model_spec, profile
+    from sapa.empirics.experiments.activation_sampling import sample_norms, z_scores
+    from sapa.theory.activation_audit import model_spec, profile
 
     spec = model_spec(m, *MC_SIZE)
     prof = profile(act, spec)
@@ -133,9 +133,9 @@ def exact_against_monte_carlo(ctx: Context, cid: str, act, m: str) -> list[dict]
 
 def row_model(ctx: Context, cid: str, act, m: str) -> dict:
     """A row-normalised φ (no closed form): the rule's Monte Carlo design, and whether every draw keeps ‖P‖²_F ≤ N."""
-    from empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_norms
     from sapa.rules.like_softmax import decide, mc_evidence
-    from theory.activation_audit import model_spec
+    from sapa.theory.activation_audit import model_spec
 
     spec = model_spec(m, *MC_SIZE)
     mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid)) for n in ROW_NS]
@@ -256,9 +256,9 @@ def _element_wise_conditions(cid: str, fam: str, per_model: dict, profiles: dict
 
 def _second_stream(ctx: Context, cid: str, fam: str) -> str:
     """The row-normalised verdict on an independent second Monte Carlo stream (iid)."""
-    from empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_norms
     from sapa.rules.like_softmax import decide, mc_evidence
-    from theory.activation_audit import model_spec, parse_activation
+    from sapa.theory.activation_audit import model_spec, parse_activation
 
     act = parse_activation(activation_of(fam)[0], "row")
     spec = model_spec("iid", *MC_SIZE)

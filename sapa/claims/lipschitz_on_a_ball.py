@@ -4,9 +4,9 @@ Castin, Ablin & Peyré (ICML 2024, arXiv 2312.14820) state rates for softmax sel
 to a constant, tight for reasonable lengths, n-independent in the mean-field regime. Their constants are not
 needed to check the rates: this entry measures the adversarial Lipschitz constant of one head
 f(X) = φ(XW_QW_KᵀXᵀ/√d) X W_V on the token ball ‖x_i‖ ≤ R (certified lower bounds from a seeded ascent,
-:mod:`empirics.experiments.lipschitz_ball`), proves an upper bound for each φ (:mod:`theory.lipschitz_ball`) that no
+:mod:`sapa.empirics.experiments.lipschitz_ball`), proves an upper bound for each φ (:mod:`sapa.theory.lipschitz_ball`) that no
 input may exceed, fits growth exponents, and reads the real-input constant of all-MiniLM-L6-v2's layers
-(:mod:`empirics.realmodel.layer_lipschitz`) against the reported n^{1/4}. Every reading is decided by a rule.
+(:mod:`sapa.empirics.realmodel.layer_lipschitz`) against the reported n^{1/4}. Every reading is decided by a rule.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from empirics.experiments.lipschitz_ball import BallConfig
-from empirics.kernels.ball_ascent import AscentConfig
+from sapa.empirics.experiments.lipschitz_ball import BallConfig
+from sapa.empirics.kernels.ball_ascent import AscentConfig
 from sapa.ledger import Claim, Context, Contract, Outcome
 from sapa.prose import lipschitz_on_a_ball_words as words
-from theory.families import family
+from sapa.theory.families import family
 
 ID = "lipschitz-on-a-ball"
 QUICK = {"ball": BallConfig(ns=(2, 4, 8, 11, 16, 22, 32, 45, 64), betas=(4.0, 1.0), ascent=AscentConfig(steps=80)),
@@ -34,7 +34,7 @@ BIG, SMALL = 4.0, 1.0  # the balls: √n regime through the grid (e^{2β} ≈ 3 
 NAMES = {"softmax": family("softmax").label, "poly1": family("x_sqrtN").label, "poly3": family("x3_sqrtN").label}
 
 def _fit(res, act: str, beta: float, fit_from: int = FIT_FROM):
-    from empirics.experiments.lipschitz_ball import fit_exponent
+    from sapa.empirics.experiments.lipschitz_ball import fit_exponent
     from sapa.rules.growth import LEVEL
 
     s = res.series(act, beta)
@@ -44,7 +44,7 @@ def _fit(res, act: str, beta: float, fit_from: int = FIT_FROM):
 
 def _bound_exponent(act: str, betas) -> float:
     """sup over n ≥ 1 (a geometric grid to 10⁹) and over the balls of U_φ's local exponent, and its limit."""
-    from theory.lipschitz_ball import asymptotic_exponent, local_exponent
+    from sapa.theory.lipschitz_ball import asymptotic_exponent, local_exponent
 
     grid = np.geomspace(1.0, 1e9, 600)
     return max(max(local_exponent(act, float(x), b) for x in grid for b in betas), asymptotic_exponent(act))
@@ -56,9 +56,9 @@ def _ratios(res, act: str) -> float:
 
 def _real_slopes(real) -> dict:
     """Per MiniLM layer: lower-bound slope, the rigorous interval of σ₁'s secant exponent (brackets' ends), the same
-    with the random-start upper bounds (:mod:`empirics.kernels.lanczos_random_start`), and the secant slope of the
-    published estimator's √‖JᵀF(X)‖ on the same inputs (:mod:`empirics.realmodel.peer_estimator`)."""
-    from empirics.realmodel.layer_lipschitz import KW_DELTA
+    with the random-start upper bounds (:mod:`sapa.empirics.kernels.lanczos_random_start`), and the secant slope of the
+    published estimator's √‖JᵀF(X)‖ on the same inputs (:mod:`sapa.empirics.realmodel.peer_estimator`)."""
+    from sapa.empirics.realmodel.layer_lipschitz import KW_DELTA
 
     out = {}
     for l in sorted({r["layer"] for r in real.rows if r["model"] == "all-MiniLM-L6-v2"}):
@@ -84,14 +84,14 @@ def _real_slopes(real) -> dict:
 
 
 def half_attention(seed: int, ball: BallConfig) -> dict:
-    """The explicit family on the big ball's softmax head (:mod:`empirics.kernels.half_attention_family`) at TIGHT_NS,
+    """The explicit family on the big ball's softmax head (:mod:`sapa.empirics.kernels.half_attention_family`) at TIGHT_NS,
     with its exponent fitted over the lengths inside its regime (n ≤ 1 + e^{a_max})."""
     import torch
 
-    from empirics.experiments.lipschitz_ball import fit_exponent, make_head, radius_for
-    from empirics.kernels.half_attention_family import family_series
+    from sapa.empirics.experiments.lipschitz_ball import fit_exponent, make_head, radius_for
+    from sapa.empirics.kernels.half_attention_family import family_series
     from sapa.rules.growth import LEVEL
-    from theory.lipschitz_ball import ball_bound
+    from sapa.theory.lipschitz_ball import ball_bound
 
     h = make_head(seed, ball.D, ball.d, ball.d_v, "softmax")
     out = family_series(h, radius_for(h, BIG), TIGHT_NS, seed=seed)
@@ -164,9 +164,9 @@ def _control(res) -> tuple[str, dict]:
 
 def check(ctx: Context) -> Outcome:
     """Adversarial Lipschitz constants on two token balls, sapa's proven bound, real MiniLM layers (module docstring)."""
-    from empirics.experiments.lipschitz_ball import run_ball
-    from empirics.experiments.peer_adversarial import compare as peer_compare
-    from empirics.realmodel.layer_lipschitz import run_layer_lipschitz
+    from sapa.empirics.experiments.lipschitz_ball import run_ball
+    from sapa.empirics.experiments.peer_adversarial import compare as peer_compare
+    from sapa.empirics.realmodel.layer_lipschitz import run_layer_lipschitz
 
     cfg = QUICK if ctx.budget.name == "quick" else FULL
     res = run_ball(replace(cfg["ball"], seed=ctx.budget.seed))
@@ -214,7 +214,7 @@ def _powers() -> dict:
 
 
 def _figure(ctx: Context, res, real, fam: dict | None = None) -> tuple[str, ...]:
-    from figures import lipschitz_ball as fig
+    from sapa.figures import lipschitz_ball as fig
     from sapa.ledger import store_figure_data
 
     data = {"ball": res.to_json(), "real": real.to_json(), **({"family": fam} if fam else {})}
@@ -227,7 +227,7 @@ def _figure(ctx: Context, res, real, fam: dict | None = None) -> tuple[str, ...]
 
 def _conditions(ctx, cfg, res, real_sl, readings, ctrl, ctrl_per) -> tuple[dict, dict]:
     """Falsifiability: a bound with its √n dropped must FAIL on the same inputs; robustness of the headline."""
-    from empirics.experiments.lipschitz_ball import run_ball
+    from sapa.empirics.experiments.lipschitz_ball import run_ball
     from sapa.conditions import could_fail, not_applicable, not_run, robustness, threshold_variants, varied
     from sapa.rules.growth import TOL
 
@@ -247,7 +247,7 @@ def _conditions(ctx, cfg, res, real_sl, readings, ctrl, ctrl_per) -> tuple[dict,
             rows.append(not_run(cond, "fewer than 3 lengths in the window"))
             continue
         rows.append(varied(cond, headline_verdict(res, real_sl, fit_from=ff)))
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     # another head and other starts: a root seed drawn from a named stream of the ledger's seed
     seed2 = int(rng_for(ctx.budget.seed, "ledger", "lipschitz-on-a-ball", "robustness").integers(2**31))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 
-from empirics.training.study_config import arm_label
+from sapa.empirics.training.study_config import arm_label
 from sapa.evidence.training_study import HEADLINE_ARMS
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 from sapa.prose import mechanism_across_n_words as words
@@ -44,7 +44,7 @@ def check(ctx: Context) -> Outcome:
 
 def _figures(ctx: Context, ev: dict) -> list:
     """The learning-curve figures and the slowdown figure, stored so that ``sapa figures`` redraws them."""
-    from figures import learning_curves as fig
+    from sapa.figures import learning_curves as fig
     from sapa.ledger import store_figure_data
 
     data = fig.stored_data(ev["cells"], solved=True, budget=ctx.budget.name, trends=ev["slowdown"])
@@ -54,7 +54,7 @@ def _figures(ctx: Context, ev: dict) -> list:
 
 def outcome(mech: dict, arms=None) -> tuple[str, tuple[Reading, ...], str, dict, tuple[str, ...]]:
     """(verdict, readings, answer, evidence, findings) of the mechanism runs; ``evidence["_slow"]``: the trends."""
-    from empirics.training.learning_analysis import mechanism_learning, norms_at_exit, slowdown_trends
+    from sapa.empirics.training.learning_analysis import mechanism_learning, norms_at_exit, slowdown_trends
     from sapa.claims.learning_check import norm_line, slowdown_readings
     from sapa.rules.learning import MARGINS
 
@@ -113,7 +113,7 @@ def conditions(slow: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict,
         rows.append(question_row(f"family-wise levels ×{k:g} (FAILS {RL.ALPHA_FAILS * k:g}, HOLDS "
                                  f"{RL.ALPHA_HOLDS * k:g})", names, base, vs))
     rows.append(not_run("seed", "a second set of training runs costs the budget again"))
-    from empirics.training.mechanism import MECH_FULL as F
+    from sapa.empirics.training.mechanism import MECH_FULL as F
 
     sizes = ", ".join(f"{p.task} {p.seeds} seeds to N = {max(p.Ns)}" for p in F.probes if p.role == "probe")
     # a full ledger renames this row
@@ -123,7 +123,7 @@ def conditions(slow: dict, rs: tuple[Reading, ...], verdict: str) -> tuple[dict,
 
 def _verdicts_at_levels(rs, slow, a_fails: float, a_holds: float) -> list[str]:
     """The readings' verdicts with the family-wise levels replaced (same Holm-adjusted p-values)."""
-    from empirics.training.censored_trend import holm
+    from sapa.empirics.training.censored_trend import holm
     from sapa.rules.learning import decide_slowdown, slowdown_test
 
     raw = [slowdown_test(slow[(task, arm)], q) for (*_, task, arm, q) in (r.key for r in rs)]

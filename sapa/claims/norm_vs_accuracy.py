@@ -6,7 +6,7 @@ construction cannot separate the norm from the activation (with arms as units, 6
 permutation p of 1/720–1/5 040 and little power). Within one family x^p/c at one learning rate, the scale c moves
 the norm and nothing else: a **dose-response**. The training study trains x/c and x³/c over a log grid of c at each
 task's smallest N (c from 1 to beyond √N, the paper's 16 and √N among them) and softmax(S/τ) over a grid of τ, at
-every learning rate of its grid, with the same seeds and minibatches (:mod:`empirics.training.dose_response`).
+every learning rate of its grid, with the same seeds and minibatches (:mod:`sapa.empirics.training.dose_response`).
 
 Readings (Holm over every p-value of the entry, family-wise levels 1 % / 5 %; a design with a second look — the full
 budget's — reads each look at half of them):
@@ -21,7 +21,7 @@ budget's — reads each look at half of them):
 config has ``look2_refine`` (the full budget), :func:`sapa.evidence.dose_looks.second_look` names, after the grid has
 trained, every (task, family, lr) stratum of a dose reading the grid leaves open whose test at its observed slope
 would decide with 80 % power on the finer grid (each factor of c split in ``look2_refine`` log-equal steps: 8 doses
-→ 36); the study trains those doses (:func:`empirics.training.study_config.look2_chunks`) and the reading is judged
+→ 36); the study trains those doses (:func:`sapa.empirics.training.study_config.look2_chunks`) and the reading is judged
 again on all of them. The finer grid's size is part of the design written and hashed before the study's first member
 trains (``design.json``; the evidence's ``design``; the second look itself was added to the design after a first look
 had been read: docs/training.md, "Order of events"), and each look runs at half the family-wise levels
@@ -68,8 +68,8 @@ def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str, n_looks: int
     """Falsifiability: one family's doses with accuracy replaced by their own log10 norm (+1 per decade: a higher
     norm, a higher accuracy, deliberately against the premise) through the same slope and rule. Robustness: the
     family-wise levels halved and doubled, the margin halved and doubled, and ‖∂φ(S)/∂X‖_F for ‖φ(S)‖_F."""
-    from empirics.training.censored_trend import holm
-    from empirics.training.dose_response import dose_slope
+    from sapa.empirics.training.censored_trend import holm
+    from sapa.empirics.training.dose_response import dose_slope
     from sapa.conditions import could_fail, not_applicable, not_run, question_row, robustness
     from sapa.rules import association as RA
 
@@ -109,7 +109,7 @@ def conditions(tables: dict, rs: tuple[Reading, ...], verdict: str, n_looks: int
 
 
 def _figures(ctx: Context, tables: dict) -> tuple[str, ...]:
-    from figures import dose_response as fig
+    from sapa.figures import dose_response as fig
     from sapa.ledger import store_figure_data
 
     data = fig.stored_data(tables)
@@ -165,7 +165,7 @@ CLAIM = Claim(
         refuted_by="within a family at some lr, the slope of accuracy on log10 norm over the doses above −0.02 per "
                    "decade with Holm-adjusted p ≤ 0.01",
         logit_scale="S/sqrt(d)",
-        logit_note="the tiny transformers' scores q·k/√d (empirics.training.tiny_models)",
+        logit_note="the tiny transformers' scores q·k/√d (sapa.empirics.training.tiny_models)",
     ),
     check=check,
 )

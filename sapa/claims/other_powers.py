@@ -21,7 +21,7 @@ CONTROL_SHIFT = 0.1  # the false variant x^p·N^0.1/√N: every exponent + 0.1
 def check(ctx: Context) -> Outcome:
     """x^p/√N for p = 1…5 from exact moments (the Monte Carlo sweep for p = 1, 3): upper bound and tight rate per p."""
     from sapa.labels import question_verdict
-    from theory.worst_case import worst_case_exponent
+    from sapa.theory.worst_case import worst_case_exponent
 
     table = [{"p": p, "setting": name, **gp.exact_profile(p, m, rho, D, d)}
              for p in POWERS for m, rho in gp.MODELS for name, (D, d, _) in gp.VIT.items()]

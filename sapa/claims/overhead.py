@@ -6,7 +6,7 @@ overhead  The paper is silent on runtime; the review asks for "an analysis of ti
           skips the key blocks above the diagonal, ``torch.compile`` of the naive form (full budget) and the exact
           linearisation φ_p(Q)(φ_p(K)ᵀV) — runs within FACTOR = 1.5× (and within 3×) of softmax's fused kernel
           (``torch.nn.functional.scaled_dot_product_attention``), forward and forward+backward, masks
-          none and causal, at every N of the grid (``empirics.timing.overhead``; d = 64, batch 1, float32).
+          none and causal, at every N of the grid (``sapa.empirics.timing.overhead``; d = 64, batch 1, float32).
 
 Rule. A cell is one (p, mask, pass, N) at d = 64; its best form is the polynomial form with the least
 median block, and its evidence the ratio of that form to softmax in each of ≥ 5 rounds of blocks timed in process CPU
@@ -19,7 +19,7 @@ run leaves marginal is timed again in ``EXTRA_RUNS`` fresh processes (:func:`sec
 which averages the drift away. The question is ANSWERED when every reading is decided (``sapa.labels``); an
 undecided reading prints its power at the observed ratio and the runs that would decide it. The same blocks'
 wall-clock ratios, judged with the wall clock's drift and the load gate, and the drift at its upper 95 % bound are
-robustness rows; the cost model of :mod:`empirics.timing.cost_model` stands beside the measured ratios. Timings are
+robustness rows; the cost model of :mod:`sapa.empirics.timing.cost_model` stands beside the measured ratios. Timings are
 measurements of one machine in one run (``evidence["provenance"]["machine"]``: CPU model, cores, load before,
 during and after, torch threads), not properties of the paper.
 """
@@ -42,7 +42,7 @@ MODEL_APART = 1.5  # the cost model "differs from the measurement" beyond this f
 
 def check(ctx: Context) -> Outcome:
     """Is polynomial attention (best form) within FACTOR of softmax's fused kernel at every N? (module docstring)"""
-    from empirics.timing import overhead as ov
+    from sapa.empirics.timing import overhead as ov
     from sapa.evidence.training_study import wait_for_prefetch
     from sapa.labels import question_verdict
 
@@ -95,7 +95,7 @@ def second_look(grid, cells: dict, prov: dict) -> dict:
     {"runs": EXTRA_RUNS, "cells": {cell: [run, …]}, "not_rerun": {cell: why}, "seconds": wall seconds}."""
     import time
 
-    from empirics.timing import overhead as ov
+    from sapa.empirics.timing import overhead as ov
     from sapa.rules.timing import EXTRA_RUNS, needs_more_runs
 
     names: set[str] = set()
@@ -175,7 +175,7 @@ def _robustness(cells: dict, ps: list[int], prov: dict, verdict: str, masks: lis
 
 
 def stored_cells(runs: list[dict], clock: str = "process") -> dict[str, dict]:
-    """Cells in the claim's form from stored quick-grid runs (``empirics.timing.drift``): per cell its runs' rounds."""
+    """Cells in the claim's form from stored quick-grid runs (``sapa.empirics.timing.drift``): per cell its runs' rounds."""
     import re
 
     out: dict[str, dict] = {}
@@ -201,7 +201,7 @@ def machine_state_rows(mine, ps: list[int], masks: list[str], passes: list[str],
     a compute load, beside a memory-bandwidth load and at torch's default thread count, each judged by the same rule
     (CPU time); a note says how far the load moved the log ratios and names any reading that would flip between
     HOLDS and FAILS against this run's own readings ``mine``."""
-    from empirics.timing import drift as dr
+    from sapa.empirics.timing import drift as dr
     from sapa.conditions import varied
     from sapa.labels import question_verdict
 
@@ -246,7 +246,7 @@ def device_row(prov: dict) -> dict:
 
 
 def _figure(ctx: Context, res: dict) -> tuple[str, ...]:
-    from figures import overhead as fig
+    from sapa.figures import overhead as fig
     from sapa.ledger import store_figure_data
 
     g, prov = res["grid"], res["provenance"]
@@ -269,7 +269,7 @@ def _evidence(res: dict, cells: dict, split: dict, model: dict, cross: dict, see
         "second_look": {"runs": res.get("reruns", {}).get("runs"), "not_rerun": res.get("reruns", {}).get("not_rerun"),
                         "seconds": res.get("reruns", {}).get("seconds"),
                         "forms": {k: [r["method"] for r in v] for k, v in res.get("reruns", {}).get("cells", {}).items()}},
-        "drift": {"sigma_b": DRIFT, "sigma_b_upper95": DRIFT_UPPER, "source": "empirics.timing.drift over "
+        "drift": {"sigma_b": DRIFT, "sigma_b_upper95": DRIFT_UPPER, "source": "sapa.empirics.timing.drift over "
                   "empirics/data/overhead_repeat_runs.json (7 runs of the quick grid, each in its own process)"},
         "clock": prov.get("clock", "wall"),
         "wall_round_ratios": {k: list(c.get("wall_rounds") or ()) for k, c in cells.items()},
@@ -302,9 +302,9 @@ def _evidence(res: dict, cells: dict, split: dict, model: dict, cross: dict, see
 
 
 def analytic(cells: dict, d: int, block: int, measured_rates: dict | None) -> dict:
-    """The cost model's predicted ratio beside the measured one, per cell of the best form (empirics.timing.cost_model,
+    """The cost model's predicted ratio beside the measured one, per cell of the best form (sapa.empirics.timing.cost_model,
     at the rates the run measured)."""
-    from empirics.timing.cost_model import Rates, predicted_ratio
+    from sapa.empirics.timing.cost_model import Rates, predicted_ratio
 
     if not measured_rates:
         return {"rates": None, "cells": {}, "disagree_beyond_1.5x": [], "note": "rates not measured (wall clock)"}
@@ -403,9 +403,9 @@ def linearisation_check(seed: int) -> dict:
     """float64: the exact linearisation equals the quadratic form (relative Frobenius error), small sizes."""
     import torch
 
-    from empirics.kernels.linearised import poly_attention_linearised, poly_attention_quadratic
+    from sapa.empirics.kernels.linearised import poly_attention_linearised, poly_attention_quadratic
 
-    from common.seeds import torch_gen_for
+    from sapa.common.seeds import torch_gen_for
 
     gen = torch_gen_for(seed, "overhead")
     Q, K = (torch.randn(2, 37, 6, generator=gen, dtype=torch.float64) for _ in range(2))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sapa.claims.like_softmax_check import activation_of, check_like_softmax, contract
 from sapa.ledger import Claim, Context, Outcome
-from theory.families import family
+from sapa.theory.families import family
 
 ID, FAMILY = "poly4-normalised", "poly4_row"
 CLAIMED = "the row-normalised degree-4 polynomial (qᵀk)⁴/Σ_j (qᵀk_j)⁴ behaves like softmax"

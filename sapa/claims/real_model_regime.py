@@ -5,11 +5,11 @@ W_Q, W_K with A = XW_Q independent of B = XW_K; the reviews ask whether that des
 model, whose A and B share X (point 1.2) at lengths that need not be ≫ D (point 1.3). The
 paper never claims it, so this is a ``kind="question"`` entry with an answer.
 
-Evidence: ``empirics.realmodel.real.analyse`` on all-MiniLM-L6-v2 (72 heads, 8 shipped passages,
+Evidence: ``sapa.empirics.realmodel.real.analyse`` on all-MiniLM-L6-v2 (72 heads, 8 shipped passages,
 N = 8 … 256, optional extra ``real``). The growth exponent of a head depends on how the
 attention input at length N is formed, so everything is computed under four **protocols**
 (special tokens in/out × each prefix re-encoded / one fixed-context pass; table in
-``empirics.realmodel.real``), for the paper's x/√N and x³/√N and, as a **baseline**, the model's own
+``sapa.empirics.realmodel.real``), for the paper's x/√N and x³/√N and, as a **baseline**, the model's own
 softmax (‖softmax(S)‖_F ≤ √N always: whatever criterion is used must pass it).
 
 Judgement (rule ``head-fraction``, :mod:`sapa.rules.heads`, calibrated on synthetic heads shaped
@@ -40,7 +40,7 @@ from sapa.rules import heads as rule
 from sapa.rules.growth import TOL
 
 if TYPE_CHECKING:  # the model code (torch) is imported only when the check runs
-    from empirics.realmodel.real_records import RealResult
+    from sapa.empirics.realmodel.real_records import RealResult
 
 NOT_INSTALLED = {"status": "optional extra 'real' not installed"}
 
@@ -100,7 +100,7 @@ def _cell(fits, tol: float = TOL, fail_below: float = rule.FAIL_BELOW) -> Cell:
 
 
 def judge(res: RealResult, tol: float = TOL, fail_below: float = rule.FAIL_BELOW) -> Judgement:
-    """Cells, sanity and the question's verdict from an :func:`empirics.realmodel.real.analyse` result, by rule
+    """Cells, sanity and the question's verdict from an :func:`sapa.empirics.realmodel.real.analyse` result, by rule
     head-fraction. ``tol`` and ``fail_below`` are varied only for robustness (the ledger's are the rule's).
     """
     fits = [f for f in res.head_fits("real") if f.kind == "fro"]
@@ -157,7 +157,7 @@ def canonical_summary(res: RealResult) -> dict:
 
 def _measured_vs_exact(res: RealResult) -> dict:
     """Per p, kind and proxy: median (measured − exact grid slope) and how often the exact slope is in the interval."""
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     out = {}
     for p, act in ((1, "x/sqrt(N)"), (3, "x^3/sqrt(N)")):
@@ -177,7 +177,7 @@ def _measured_vs_exact(res: RealResult) -> dict:
 
 
 def _evidence(res: RealResult, j: Judgement, canon: dict) -> dict:
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     heads = res.heads
     meta = res.meta
@@ -237,7 +237,7 @@ def _evidence(res: RealResult, j: Judgement, canon: dict) -> dict:
 
 def check(ctx: Context) -> Outcome:
     """Run (or reuse from ``OUT/real``) the real-model analysis under every protocol, judge it, draw the figures."""
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     if not real.available():
         return Outcome(verdict="UNDETERMINED", evidence=dict(NOT_INSTALLED), tested_statement=words.TESTED,
@@ -250,7 +250,7 @@ def check(ctx: Context) -> Outcome:
     ev = _evidence(res, j, canon)
     figures = ()
     try:
-        from figures import real_heads
+        from sapa.figures import real_heads
 
         paths = real_heads.draw(res.to_dict(), ctx.out_dir / "figures")  # figures draw from the stored form
         figures = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sapa.claims.like_softmax_check import activation_of, check_like_softmax, contract
 from sapa.ledger import Claim, Context, Outcome
-from theory.families import family
+from sapa.theory.families import family
 
 ID, FAMILY = "relu-over-n", "relu_N"
 CLAIMED = "ReLU attention divided by the sequence length, ReLU(qᵀk/√d)/N, keeps attention at softmax's scale"

@@ -3,7 +3,7 @@
 The paper's practical claim: softmax trains well because its attention norm does not grow with the
 sequence length N, and φ(x) = x^p/√N keeps the norm in check the same way, so it can replace softmax
 at any N; an unscaled x^p, or a constant α tuned at one N (the paper's x/16, x³/16), should not
-transfer across N. The training study (``empirics.training.train_study``) trains tiny transformers
+transfer across N. The training study (``sapa.empirics.training.train_study``) trains tiny transformers
 on 8×8 digits (N = 16, 64 patches) and a causal character model (N = context) with every arm at its
 own learning-rate sweep and several paired seeds per N.
 
@@ -29,7 +29,7 @@ import time
 import pandas as pd
 from scipy import stats
 
-from empirics.training.study_config import arm_label
+from sapa.empirics.training.study_config import arm_label
 from sapa.evidence.training_study import HEADLINE_ARMS, PLATEAU_MARGIN
 from sapa.ledger import Claim, Context, Contract, Outcome, Reading
 from sapa.prose import scale_keeps_training_stable_words as words
@@ -63,8 +63,8 @@ def check(ctx: Context) -> Outcome:
 def gather(study) -> dict:
     """The study's evidence: the accuracy analysis, the text gates (bigram plateau, arms on the floor), the learning
     curves' block (:func:`sapa.claims.learning_check.learning_block`), softmax's flattening and the evidence dict."""
-    from empirics.training import study_analysis as SA
-    from empirics.training.train_study import study_floors
+    from sapa.empirics.training import study_analysis as SA
+    from sapa.empirics.training.train_study import study_floors
     from sapa.claims.learning_check import learning_block
     from sapa.evidence.training_study import bigram_by_n
 
@@ -96,7 +96,7 @@ def _findings(g: dict) -> tuple[str, ...]:
 
 def _figures(ctx: Context, study, g: dict) -> tuple[str, ...]:
     """The study's figures (drawn once per run) and the learning-curve figures (stored for ``sapa figures``)."""
-    from figures import learning_curves as lfig
+    from sapa.figures import learning_curves as lfig
     from sapa.evidence.training_study import study_figures
     from sapa.ledger import store_figure_data
 
@@ -108,7 +108,7 @@ def _figures(ctx: Context, study, g: dict) -> tuple[str, ...]:
 
 
 def _evidence(study, g: dict) -> dict:
-    from empirics.training.study_analysis import lr_sensitivity
+    from sapa.empirics.training.study_analysis import lr_sensitivity
 
     a, learn, prov = g["analysis"], g["learning"], g["prov"]
     return {
@@ -158,7 +158,7 @@ def analyse(runs: pd.DataFrame, uninformative: frozenset = frozenset(), floored:
     ``floored``: (task, arm) pairs that sat on the task's floor at every N of the trend
     (:func:`floored_arms`): their accuracy is censored there, so their trend reading is not judged.
     """
-    from empirics.training import study_analysis as SA
+    from sapa.empirics.training import study_analysis as SA
 
     best = SA.best_lr(runs)
     keep = ~pd.Series([(t, int(n)) in uninformative for t, n in zip(runs["task"], runs["N"])], index=runs.index)
@@ -370,7 +370,7 @@ CLAIM = Claim(
         predicted_exponent="not a rate: Δ (change of the gap over the N range) ≥ −0.05 for x^p/√N",
         refuted_by="a one-sided 99.75 % upper bound of Δ below −0.05 for x/√N or x³/√N on any task",
         logit_scale="S/sqrt(d)",
-        logit_note="the tiny transformers' scores q·k/√d (empirics.training.tiny_models); x^p/√N is applied to them",
+        logit_note="the tiny transformers' scores q·k/√d (sapa.empirics.training.tiny_models); x^p/√N is applied to them",
     ),
     check=check,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sapa.claims.like_softmax_check import activation_of, check_like_softmax, contract
 from sapa.ledger import Claim, Context, Outcome
-from theory.families import family
+from sapa.theory.families import family
 
 ID, FAMILY = "sigmoid-bias-logn", "sigmoid_logN"
 CLAIMED = "sigmoid attention with bias b = −log N, sigmoid(qᵀk/√d − log N), behaves like softmax"

@@ -1,6 +1,6 @@
 """Ledger entry ``thm4.1-jacobian``: Eq. 4.2 of arXiv 2410.18613, ‖∂softmax(S)/∂S‖_F ≤ 2√N (the reviewers doubt the 2).
 
-Evidence of three independent kinds: the sympy derivation of ``theory.softmax`` (the identity ‖J‖²_F = p2 − 2p3 + p2²,
+Evidence of three independent kinds: the sympy derivation of ``sapa.theory.softmax`` (the identity ‖J‖²_F = p2 − 2p3 + p2²,
 the sharp constant ½ and its KKT maximisers), numerics over random and adversarial rows, and torch autograd Jacobians
 of the full N×N map. The second reading, w.r.t. X for S = XWXᵀ, has no input-independent bound. Rule ``bound``.
 """
@@ -20,8 +20,8 @@ CONTROL = 0.45  # the negative control's constant, deliberately below the sharp 
 
 def check(ctx: Context) -> Outcome:
     """Eq. 4.2: ‖∂softmax(S)/∂S‖_F ≤ 2√N; compute the sharp constant and test both readings."""
-    from empirics.experiments.softmax_bounds import autograd_jacobian_search, jacobian_wrt_x_growth, row_jacobian_search
-    from theory.softmax import sharp_row_jacobian_fro_bound
+    from sapa.empirics.experiments.softmax_bounds import autograd_jacobian_search, jacobian_wrt_x_growth, row_jacobian_search
+    from sapa.theory.softmax import sharp_row_jacobian_fro_bound
 
     sharp = sharp_row_jacobian_fro_bound()  # exact sympy Rational
     rows_checked, worst_row = row_jacobian_search(ctx.budget.Ns, ctx.budget.random_rows, ctx.budget.seed)
@@ -57,7 +57,7 @@ def check(ctx: Context) -> Outcome:
 def _evidence(ctx: Context, sharp, worst_row: float, rows_checked, worst_matrix: float, attained: float,
               autograd: list, reading_x: dict) -> dict:
     """The numbers behind the verdict: the exact constant and identities, every search's largest ratio, w.r.t. X."""
-    from theory.softmax import jacobian_fro2_in_power_sums, kkt_maxima, reviewer_one_hot_example, softmax_matrix_bounds
+    from sapa.theory.softmax import jacobian_fro2_in_power_sums, kkt_maxima, reviewer_one_hot_example, softmax_matrix_bounds
 
     N_show = ctx.budget.Ns[-1]
     return {
@@ -84,7 +84,7 @@ def _evidence(ctx: Context, sharp, worst_row: float, rows_checked, worst_matrix:
 
 def _lipschitz(ctx: Context) -> dict:
     """Softmax attention's Lipschitz constant w.r.t. X vs N (reported, not asserted): quick N = 4…16, full 4…32."""
-    from empirics.experiments.softmax_bounds import lipschitz_search
+    from sapa.empirics.experiments.softmax_bounds import lipschitz_search
 
     Ns = [n for n in (4, 8, 16, 32) if 2 * n <= max(ctx.budget.worst_Ns)]
     return lipschitz_search(Ns, ctx.budget.seed, ctx.budget.worst_steps, ctx.budget.worst_restarts)

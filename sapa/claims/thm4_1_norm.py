@@ -1,7 +1,7 @@
 """Ledger entry ``thm4.1-norm``: ‖softmax(S)‖_F ≤ √N for every S (Theorem 4.1 of arXiv 2410.18613).
 
-Evidence of two independent kinds: the exact power-sum argument and supremum of ``theory.softmax`` (√N, approached by
-one-hot rows), and a numerical search over random and adversarial logits (``empirics.experiments.softmax_bounds``).
+Evidence of two independent kinds: the exact power-sum argument and supremum of ``sapa.theory.softmax`` (√N, approached by
+one-hot rows), and a numerical search over random and adversarial logits (``sapa.empirics.experiments.softmax_bounds``).
 Rule ``bound``; the negative control claims 0.95·√N through the same search and rule.
 """
 
@@ -20,8 +20,8 @@ CONTROL = 0.95  # the negative control's constant, deliberately below the suprem
 
 def check(ctx: Context) -> Outcome:
     """‖softmax(S)‖_F ≤ √N for every S: max ratio over random/adversarial S, and the supremum approached."""
-    from empirics.experiments.softmax_bounds import norm_search
-    from theory.softmax import softmax_matrix_bounds
+    from sapa.empirics.experiments.softmax_bounds import norm_search
+    from sapa.theory.softmax import softmax_matrix_bounds
 
     per_n, worst = norm_search(ctx.budget.Ns, ctx.budget.random_rows, ctx.budget.seed)
     bound = softmax_matrix_bounds(ctx.budget.Ns[-1])

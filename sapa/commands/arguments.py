@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 EXIT_USAGE = 2
 

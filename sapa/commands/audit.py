@@ -8,7 +8,7 @@ def add_parser(sub) -> None:
     from pathlib import Path
     from sapa.commands.arguments import finite_float, nonneg_int, positive_factor, positive_int
     from sapa.commands.audit_conventions import CONVENTIONS, DEFAULT
-    from theory.symbols import symbols_words
+    from sapa.theory.symbols import symbols_words
 
     a = sub.add_parser("audit", help="N-scaling of any attention activation φ(x, N, i): exact, quadrature or Monte Carlo")
     a.add_argument("expr", help=f'sympy expression in {symbols_words()}, e.g. "x**3/sqrt(N)", or an activation '

@@ -1,8 +1,8 @@
 """``sapa audit EXPR``: the N-scaling of any attention activation, wired from theory, empirics and the rules.
 
 Exact (polynomial φ) or quadrature (other element-wise φ) expectations come from
-:mod:`theory.activation_audit`; row-normalised φ, and φ whose row-index dependence is not a factor, go to Monte
-Carlo with exact kernels (:mod:`empirics.experiments.activation_sampling`); the verdict "grows like softmax" is the calibrated
+:mod:`sapa.theory.activation_audit`; row-normalised φ, and φ whose row-index dependence is not a factor, go to Monte
+Carlo with exact kernels (:mod:`sapa.empirics.experiments.activation_sampling`); the verdict "grows like softmax" is the calibrated
 rule ``audit-like-softmax`` (:mod:`sapa.rules.like_softmax`). Every result says which ``method`` produced it.
 """
 
@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from empirics.montecarlo.stats import loglog_slope
+from sapa.empirics.montecarlo.stats import loglog_slope
 from sapa.commands.audit_conventions import logit_substituted
-from theory.activation_audit import (
+from sapa.theory.activation_audit import (
     N_GRID,
     Activation,
     ModelSpec,
@@ -145,12 +145,12 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
         why = out["verdict_by_construction"]
         out.update({"size_factor": K, "n_min": n_min, "rate_verdict": "FAILS", "size_verdict": "FAILS",
                     "verdict_why": "by construction: the expectation is infinite",
-                    "readings": {"rate": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
-                                 "size": {"verdict": "FAILS", "rule": "by construction (theory.singular)", "why": why},
+                    "readings": {"rate": {"verdict": "FAILS", "rule": "by construction (sapa.theory.singular)", "why": why},
+                                 "size": {"verdict": "FAILS", "rule": "by construction (sapa.theory.singular)", "why": why},
                                  "why": "by construction: the expectation is infinite"}})
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
-    if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (theory.relpos)
+    if act.normalize == "none" and act.uses_j:  # relative-position logits: sums over pairs (sapa.theory.relpos)
         from sapa.commands.audit_relpos import relpos_result
 
         out.update(relpos_result(act, spec, N, n_min=n_min))
@@ -195,7 +195,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
     else:
         grid = mc_grid(N)
         mcs = {}
-        from empirics.experiments.activation_sampling import sample_norms
+        from sapa.empirics.experiments.activation_sampling import sample_norms
         for n in grid:
             mcs[n] = sample_norms(act, spec, n, trials, seed=seed)
         m = mcs[N]
@@ -225,7 +225,7 @@ def run_audit(act: Activation, spec: ModelSpec, N: int, *, trials: int = MC_TRIA
             "matching_scale": math.sqrt(N / fro2), "matching_scale_exponent": 0.5 - fit["growth_exponent"],
         })
         if act.uses_j:
-            from theory.relpos import relpos_worst_case
+            from sapa.theory.relpos import relpos_worst_case
 
             wc = relpos_worst_case(act, N=N)
             wc = {"exponent": wc["exponent"], "exponent_is_exact": wc["exponent_is_exact"], "fro": wc,
@@ -286,7 +286,7 @@ def _infinite_result(act: Activation, N: int, statement: str | None = None, why:
                               "on the whole real line; so E-RMS ‖φ(S)‖_F is not O(√N)")
     return {
         "method": "singularity (symbolic)", "error_bound": 0.0,
-        "error_bound_kind": "none: the expectations are infinite by construction (theory.singular)",
+        "error_bound_kind": "none: the expectations are infinite by construction (sapa.theory.singular)",
         "expected_fro2": math.inf, "expected_jac_s_fro2": math.inf, "expected_jac_fro2": math.inf,
         "infinite": list(act.infinite), "infinite_because": [s.describe() for s in act.singular],
         "growth_exponent": None, "growth_exponent_jac_s": None, "growth_exponent_jac": None,
@@ -358,7 +358,7 @@ def text_report(out: dict) -> str:
                     f"(limit {out['size_factor']:g})")
     else:
         decisive = _decisive_exact(out, v, no_form)
-    if out.get("infinite_because"):  # a non-integrable singularity (theory.singular): these expectations are ∞
+    if out.get("infinite_because"):  # a non-integrable singularity (sapa.theory.singular): these expectations are ∞
         lines += ["", f"infinite: {', '.join(out['infinite'])}"] + [f"  {why}" for why in out["infinite_because"]]
         if "fro" in out["infinite"]:
             decisive = out["verdict_by_construction"]
@@ -400,7 +400,7 @@ def _decisive_exact(out: dict, v, no_form: str) -> str:
 
 def spec_from_args(args) -> ModelSpec:
     """A ModelSpec from ``sapa audit``'s options (the same as ``sapa exact``'s)."""
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     W = sigma_x = None
     if args.model == "shared":
@@ -426,11 +426,11 @@ def spec_from_args(args) -> ModelSpec:
 
 def check_work(act: Activation, spec: ModelSpec, N: int, trials: int, force: bool = False, audits: int = 1) -> None:
     """Refuse ``audits`` audits (one per logit convention) beyond sapa sweep's work limit or the available memory
-    (unless ``force``): empirics.experiments.audit_workload. They run one after the other: the work adds up, the
+    (unless ``force``): sapa.empirics.experiments.audit_workload. They run one after the other: the work adds up, the
     memory does not."""
     from dataclasses import replace
 
-    from empirics.experiments.audit_workload import audit_work, check_audit_work
+    from sapa.empirics.experiments.audit_workload import audit_work, check_audit_work
 
     if "fro" in act.infinite:
         return
@@ -447,9 +447,9 @@ def audit_and_print(args) -> int:
         args.D = 768
     import json
 
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
-    from theory.families import resolve
+    from sapa.theory.families import resolve
 
     args.expr, args.normalize, args.mask = resolve(args.expr, args.normalize, args.mask)  # a family id: its row
     from sapa.commands.audit_conventions import DEFAULT, activations, audit_both
@@ -459,7 +459,7 @@ def audit_and_print(args) -> int:
     acts = activations(args.expr, args.normalize, args.mask, spec.d or args.d)
     act = acts[scale]
     check_work(act, spec, args.N, args.trials, force=getattr(args, "force", False), audits=2)
-    from common.progress import stage
+    from sapa.common.progress import stage
 
     how = ("sums over the pairs (i, j)" if act.normalize == "none" and act.uses_j else
            "moments over N = 2…2²⁰ (closed form or quadrature)" if act.normalize == "none" and act.separable else
@@ -497,4 +497,4 @@ def _jsonable(v):
     return str(v)
 
 
-_ = N_GRID  # the grid of the sup exponent (theory.activation_audit.N_GRID), named here for readers of the JSON
+_ = N_GRID  # the grid of the sup exponent (sapa.theory.activation_audit.N_GRID), named here for readers of the JSON

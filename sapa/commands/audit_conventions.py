@@ -38,7 +38,7 @@ def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "non
         return text
     import sympy as sp
 
-    from theory.activation_audit import parse_activation
+    from sapa.theory.activation_audit import parse_activation
 
     expr = parse_activation(text, normalize).expr
     xs = [s for s in expr.free_symbols if s.name == "x"]
@@ -48,7 +48,7 @@ def logit_substituted(text: str, logit_scale: str, d: int, normalize: str = "non
 def activations(text: str, normalize: str, mask: str, d: int) -> dict:
     """{convention: the parsed activation in x = S_ij} for ``text`` read under each convention (refusals first,
     before any audit runs)."""
-    from theory.activation_audit import parse_activation
+    from sapa.theory.activation_audit import parse_activation
 
     return {s: parse_activation(logit_substituted(text, s, d, normalize), normalize, mask) for s in CONVENTIONS}
 

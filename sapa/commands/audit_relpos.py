@@ -1,8 +1,8 @@
 """``sapa audit`` for activations with a column index j (relative-position logits): the flat result of one audit.
 
-Numbers from :mod:`theory.relpos` (exact for polynomials in x with any position-dependent coefficients,
+Numbers from :mod:`sapa.theory.relpos` (exact for polynomials in x with any position-dependent coefficients,
 quadrature otherwise), the verdict from the calibrated rule ``audit-like-softmax`` as for every other
-element-wise activation; the sup of the local exponent is over N = 2…:data:`theory.relpos.N_MAX`.
+element-wise activation; the sup of the local exponent is over N = 2…:data:`sapa.theory.relpos.N_MAX`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from theory.relpos import N_GRID_J, N_MAX, relpos_profile, relpos_worst_case
+from sapa.theory.relpos import N_GRID_J, N_MAX, relpos_profile, relpos_worst_case
 
 __all__ = ["relpos_result", "RANGE_N_J"]
 
@@ -25,7 +25,7 @@ def relpos_result(act, spec, N: int, n_min: float | None = None) -> dict:
     secants with both ends at N ≥ ``n_min`` (default :data:`sapa.rules.like_softmax.N_MIN`); every window of secants above
     ½ + TOL is reported, those below ``n_min`` as context only.
     """
-    from common.validate import InputError
+    from sapa.common.validate import InputError
     from sapa.rules.like_softmax import A, N_MIN, TOL, LikeSoftmaxEvidence, decide
 
     n_min = N_MIN if n_min is None else float(n_min)

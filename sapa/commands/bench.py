@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 def add_parser(sub) -> None:
@@ -25,13 +25,13 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa bench``: exact kernels vs torch.func.jacrev, and vs the cost of forming S once."""
-    from common.atomic import atomic_write_json
-    from empirics.timing.bench import bench_all
-    from empirics.timing.overhead import bench_overhead, flat_summary
+    from sapa.common.atomic import atomic_write_json
+    from sapa.empirics.timing.bench import bench_all
+    from sapa.empirics.timing.overhead import bench_overhead, flat_summary
 
     if args.out is not None and args.out.is_dir():
         raise InputError(f"--out {args.out} is a directory; give a file name for the JSON")
-    from common.progress import stage
+    from sapa.common.progress import stage
 
     if args.part in ("all", "kernels"):
         with stage("bench kernels (exact norms vs jacrev, vs forming S)"):
@@ -41,12 +41,12 @@ def run(args: argparse.Namespace) -> int:
     if args.part in ("all", "overhead"):
         res["overhead"] = bench_overhead(quick=args.quick, progress=not args.json, threads=1)
     if args.part in ("all", "training"):
-        from empirics.training.train_bench import bench_training
+        from sapa.empirics.training.train_bench import bench_training
 
         with stage("bench training (ensemble vs one member at a time)"):
             res["training"] = bench_training(quick=args.quick)
     if args.scaling:
-        from figures.bench_scaling import scaling_benchmark
+        from sapa.figures.bench_scaling import scaling_benchmark
 
         with stage("bench scaling (a fixed sweep on 1 and 2 workers)"):
             res["scaling"] = scaling_benchmark((1, 2), small=args.quick)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"N={r['N']:>5} D={r['D']:>4} {r['kernel']:<22} {r['seconds']:.4g} s  "
                   f"cost vs forming S {ratio(r['cost_vs_gemm'])}  peak {sig(r['peak_mem_bytes'] / 2**20, 3)} MiB")
         if "overhead" in res:
-            from empirics.timing.overhead import summary_lines
+            from sapa.empirics.timing.overhead import summary_lines
 
             print("\n".join(summary_lines(res["overhead"])))
         if "training" in res:
@@ -97,7 +97,7 @@ def output_guard(args: argparse.Namespace):
     """``--out`` names a writable file (checked before any work starts)."""
     import contextlib
 
-    from common.outdir import check_file
+    from sapa.common.outdir import check_file
 
     if args.out is not None:
         check_file(args.out, "--out")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.commands.shared import select
 
 
@@ -34,12 +34,12 @@ VERDICT_BYTES = 16  # calibrate keeps every verdict (two list slots of 8 bytes p
 
 
 def calibration_cost(rules, trials: int, seed: int = 0):
-    """The :class:`empirics.montecarlo.workload.Cost` of calibrating ``rules`` at ``trials`` per truth: memory from
+    """The :class:`sapa.empirics.montecarlo.workload.Cost` of calibrating ``rules`` at ``trials`` per truth: memory from
     the verdicts kept, CPU seconds from a timed pilot of :data:`PILOT_TRIALS` per rule (skipped when memory alone
     already rules the request out, as ``--trials 9007199254740992`` does)."""
     import time
 
-    from empirics.montecarlo.workload import Cost, available_memory
+    from sapa.empirics.montecarlo.workload import Cost, available_memory
     from sapa.rules import calibrate
 
     how = f"{len(rules)} rule{'s' if len(rules) != 1 else ''} × 2 truths × {trials:,} trials"
@@ -57,12 +57,12 @@ def calibration_cost(rules, trials: int, seed: int = 0):
 
 def run(args: argparse.Namespace) -> int:
     """``sapa calibrate``: false-FAILS / false-HOLDS rates and power of every verdict rule on synthetic truth."""
-    from common.progress import say, stage
+    from sapa.common.progress import say, stage
     from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate
 
     rules = select(all_rules(), args.rule, lambda r: r.name, "rule")
     if args.trials is not None and not args.force:  # each rule's own default is its designed calibration
-        from empirics.montecarlo.workload import check_cost
+        from sapa.empirics.montecarlo.workload import check_cost
 
         check_cost(calibration_cost(rules, args.trials, args.seed), "the calibration", "reduce --trials")
     results = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.commands.shared import finite_or_none, readable
 
 
@@ -29,10 +29,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``sapa exact``: closed-form Gaussian moments of φ(x) = x^p attention (theory.moments)."""
+    """``sapa exact``: closed-form Gaussian moments of φ(x) = x^p attention (sapa.theory.moments)."""
     import math
 
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     W = sigma_x = None
     if args.model == "shared":
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _exact_log10s(m) -> dict:
     """log10_expected_fro2, log10_expected_jac_fro2, log10_m_off, … of the exact moments (None for log₁₀ 0)."""
-    from theory.log10 import log10_abs
+    from sapa.theory.log10 import log10_abs
 
     p2, N = m.p * m.p, m.N
     paper = m.model == "paper"

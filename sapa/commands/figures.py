@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 KEPT = "the figures already drawn were kept"  # what an interrupt leaves (sapa.cli prints it)
 
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa figures``: redraw every figure from a results directory, without recomputing."""
-    from figures.regenerate import JOBS, STORED_JOBS, run_jobs
+    from sapa.figures.regenerate import JOBS, STORED_JOBS, run_jobs
 
     if not args.results.is_dir():
         raise InputError(f"--results {args.results} is not a directory (run sapa verify first)")
@@ -40,11 +40,11 @@ def run(args: argparse.Namespace) -> int:
 
 def output_guard(args: argparse.Namespace):
     """The figure directory is a writable folder sapa owns (else ``run`` says what ``--results`` lacks), held for
-    the run so that no write below it follows a link planted meanwhile (:func:`common.atomic.confined`)."""
+    the run so that no write below it follows a link planted meanwhile (:func:`sapa.common.atomic.confined`)."""
     import contextlib
 
-    from common.atomic import confined
-    from common.outdir import check_dir, refuse_foreign
+    from sapa.common.atomic import confined
+    from sapa.common.outdir import check_dir, refuse_foreign
 
     guard = contextlib.ExitStack()
     if args.results.is_dir():

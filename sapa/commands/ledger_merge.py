@@ -14,7 +14,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from sapa.budget import Budget
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 def prior_ledger(out_dir: Path, budget: Budget, rerun=frozenset()) -> dict | None:
@@ -33,7 +33,7 @@ def read_ledger(path: Path, budget: Budget, rerun, who: str, instead: str) -> di
 
     ``who`` (what would merge into it: "--only") and ``instead`` (what the user can do) word the one-line refusal.
     """
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
     from sapa.commands.ledger_schema import entry_problem, ledger_problem
 
     if not path.exists():

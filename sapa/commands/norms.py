@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.commands.shared import below_reasons, finite_or_none, load_npy, mark_below_range, readable
 
 
@@ -51,8 +51,8 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa norms``: exact norms of φ(S) and its Jacobian w.r.t. X, S = X W Xᵀ."""
-    from empirics.kernels.norms import Activation, attention_norms
-    from common.validate import finite_matrix, positive_float
+    from sapa.empirics.kernels.norms import Activation, attention_norms
+    from sapa.common.validate import finite_matrix, positive_float
 
     X = finite_matrix("--x", load_npy(args.x, "--x"), (None, None))
     plain = (args.activation in ("softmax", "poly") and args.w is not None and not args.spectral

@@ -3,8 +3,8 @@
 ``--activation EXPR`` (anything ``sapa audit`` accepts, with ``--normalize`` and ``--mask``) or
 ``softmax`` / ``poly`` (read as ``exp(τx)`` row-normalised and ``c·x^p``) on X and either W (S = XWXᵀ),
 ``--wq/--wk`` [``--wv`` [``--wo``]] split into ``--heads``, or one ``.safetensors`` file of a layer.
-Exact Frobenius norms come from :mod:`empirics.kernels.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
-(and of the whole layer when it has values) as the certified bracket of :mod:`empirics.kernels.spectral`.
+Exact Frobenius norms come from :mod:`sapa.empirics.kernels.expr_norms`; ``--spectral`` adds σ₁ of ∂φ/∂X per head
+(and of the whole layer when it has values) as the certified bracket of :mod:`sapa.empirics.kernels.spectral`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.commands.shared import LOG10_MIN_NORMAL
 
 __all__ = ["activation_from_args", "config_heads", "file_heads", "layer_from_args", "run_norms", "load_layer_file"]
 
 def activation_from_args(args):
-    """The parsed :class:`theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
-    from common.validate import positive_float
-    from theory.activation_audit import parse_activation
+    """The parsed :class:`sapa.theory.activation_audit.Activation` of ``--activation`` (softmax/poly mapped to expressions)."""
+    from sapa.common.validate import positive_float
+    from sapa.theory.activation_audit import parse_activation
 
     if args.activation == "softmax":
         tau = positive_float("--scale", args.scale)
@@ -30,7 +30,7 @@ def activation_from_args(args):
     if args.activation == "poly":
         c = positive_float("--scale", args.scale)
         return parse_activation(f"{c!r}*x**{int(args.p)}", "none", args.mask)
-    from theory.families import resolve
+    from sapa.theory.families import resolve
 
     return parse_activation(*resolve(args.activation, args.normalize, args.mask))  # a family id: its row
 
@@ -82,9 +82,9 @@ def file_heads(path: Path, given: int | None) -> tuple[int, str]:
 
 
 def layer_from_args(args, D: int):
-    """The :class:`empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
-    from common.validate import finite_matrix
-    from empirics.kernels.expr_norms import layer_from_qk, layer_from_w
+    """The :class:`sapa.empirics.kernels.expr_norms.Layer` of --w, --wq/--wk/--wv/--wo or --safetensors."""
+    from sapa.common.validate import finite_matrix
+    from sapa.empirics.kernels.expr_norms import layer_from_qk, layer_from_w
     from sapa.npyfile import load_npy as _load_npy
 
     given = [n for n in ("w", "wq", "safetensors") if getattr(args, n, None) is not None]
@@ -131,11 +131,11 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
 
     ``progress``: with ``spectral``, a bar (or log lines) per bracket: Lanczos steps, the current bracket and its
     relative width; an unconverged bracket adds ``spectral_advice`` (and says it on stderr). ``certificate``:
-    "auto", "lanczos" or "dense" (:func:`empirics.kernels.spectral.certified_spectral_norm`'s ``dense`` auto,
+    "auto", "lanczos" or "dense" (:func:`sapa.empirics.kernels.spectral.certified_spectral_norm`'s ``dense`` auto,
     never, always).
     """
-    from empirics.kernels.expr_norms import LayerOperator, expr_norms
-    from empirics.kernels.spectral import certified_spectral_norm
+    from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms
+    from sapa.empirics.kernels.spectral import certified_spectral_norm
 
     r = expr_norms(X, layer, act)
 
@@ -199,7 +199,7 @@ def run_norms(X: np.ndarray, layer, act, *, spectral: bool = False, tol: float =
             out.update({f"layer_{k}": v for k, v in b.as_dict().items()})
             advice += [] if b.converged else [unconverged_advice("σ₁ of the layer's Jacobian", b, max_steps)]
         if advice:
-            from common.progress import say
+            from sapa.common.progress import say
 
             out["spectral_advice"] = " ".join(advice)
             for line in advice:
@@ -225,7 +225,7 @@ def _scaled_for_spectral(X: np.ndarray, layer, act, k: int):
     """
     from dataclasses import replace as dc_replace
 
-    from empirics.kernels.expr_norms import _pow2, homogeneous_degree
+    from sapa.empirics.kernels.expr_norms import _pow2, homogeneous_degree
 
     p = homogeneous_degree(act) if layer.bq is None else None
     if p is None:
@@ -247,7 +247,7 @@ def _logit_rounding(X: np.ndarray, layer, act, k: int) -> float:
     First order and entrywise: where the sums Σ_l R_kl y_l of an entry of J cancel (Σ_l R_kl = 0), and when
     W x_l itself cancels, the change can exceed ρ by that cancellation's factor (not bounded here).
     """
-    from empirics.kernels.activation_fns import activation_functions
+    from sapa.empirics.kernels.activation_fns import activation_functions
 
     fns = activation_functions(act)
     if act.normalize != "row" or fns.logf is None:
@@ -306,7 +306,7 @@ CERTIFICATE = ("Lanczos on JᵀJ with Jacobian products: lower = ‖Jx‖ of the
 
 
 def bracket_text(b, e2: int = 0) -> str:
-    """``[lower, upper], rel. width w`` of a :class:`~empirics.kernels.spectral.SpectralBracket` (of 2^e2·J)."""
+    """``[lower, upper], rel. width w`` of a :class:`~sapa.empirics.kernels.spectral.SpectralBracket` (of 2^e2·J)."""
     return f"[{_times_pow2(b.lower, e2)}, {_times_pow2(b.upper, e2)}], rel. width {b.rel_width:.3g}"
 
 
@@ -337,7 +337,7 @@ def unconverged_advice(what: str, b, max_steps: int, e2: int = 0) -> str:
 
 def _bracket_with_progress(certify, what: str, progress, *args, e2: int = 0, **kwargs):
     """``certify(*args, **kwargs, on_step=…)`` under a bar of Lanczos steps whose postfix is the current bracket."""
-    from common.progress import progress_bar
+    from sapa.common.progress import progress_bar
 
     bar = progress_bar(min(int(kwargs["max_steps"]), int(np.prod(args[2]))), desc=what, unit="step",
                        progress=progress)

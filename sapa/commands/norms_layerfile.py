@@ -4,9 +4,9 @@ tensors and the total size are checked from the header before a byte of data is 
 A file can declare a W_Q of 8·10⁸ float32 (3.2 GB, sparse on disk) beside a W_K that does not match it; loading W_Q
 first and finding the mismatch after reached 6.4 GB. So every tensor of the layer is looked up and checked from the
 header alone: its dtype is real (as ``.npy`` inputs: :data:`REAL_DTYPES`), it is a matrix, W_Q, W_K and W_V have the
-D rows X has, the shapes make ``heads`` heads (:func:`empirics.kernels.expr_norms.check_qk_shapes`), and what the
+D rows X has, the shapes make ``heads`` heads (:func:`sapa.empirics.kernels.expr_norms.check_qk_shapes`), and what the
 layer takes once loaded as float64 (the file's own bytes, the float64 copy, a transposed copy for ``nn.Linear``
-layouts) is within :data:`empirics.kernels.expr_norms.MAX_BYTES`, the cap of a norms request. Only then is a tensor
+layouts) is within :data:`sapa.empirics.kernels.expr_norms.MAX_BYTES`, the cap of a norms request. Only then is a tensor
 read. :func:`check_npy_layer` applies the same checks to ``--wq/--wk/--wv/--wo`` ``.npy`` headers.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["REAL_DTYPES", "load_layer_file", "check_layer", "check_npy_layer"]
 
@@ -51,7 +51,7 @@ def check_layer(shapes: dict[str, tuple[int, int]], nbytes: int, D: int | None, 
     """InputError (naming ``where``, and a tensor by ``labels[name]``) unless the (D, ·)-layout ``shapes`` of wq,
     wk[, wv, wo] agree with X's ``D`` and make ``heads`` heads, and the ``nbytes`` they take once loaded fit the cap
     of a norms request."""
-    from empirics.kernels.expr_norms import MAX_BYTES, check_qk_shapes
+    from sapa.empirics.kernels.expr_norms import MAX_BYTES, check_qk_shapes
 
     for name in ("wq", "wk", "wv"):
         if D is not None and name in shapes and shapes[name][0] != D:

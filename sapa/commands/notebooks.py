@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 __all__ = ["Notebook", "cell_id", "execute", "find", "kernel", "main", "normalise", "problems", "render", "small_png", "write",
            "add_parser", "run"]
@@ -257,7 +257,7 @@ def render(book: Notebook, budget: str = "full", timeout: int = 1200,
 
 def write(book: Notebook, text: str) -> Path:
     """Atomically replace ``book.ipynb`` with ``text`` (keeping the file's permissions)."""
-    from common.atomic import atomic_write_text
+    from sapa.common.atomic import atomic_write_text
 
     return atomic_write_text(book.ipynb, text)
 
@@ -307,7 +307,7 @@ def read_ipynb(path: Path, nbformat) -> tuple[str, object] | None:
     not a regular file (a FIFO, ``/dev/zero``: read without blocking, never in full), not JSON, or not nbformat 4."""
     import json
 
-    from common.readfile import read_regular_text
+    from sapa.common.readfile import read_regular_text
 
     if not os.path.exists(path):  # nothing there, or a link to nothing
         return None
@@ -366,7 +366,7 @@ def main(directory: Path | None, only: list[str] | None, check: bool, timeout: i
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
     except ImportError as exc:
         raise InputError(f"sapa notebooks needs {exc.name}: python3 -m pip install -e \".[notebooks]\"") from None
-    from common.progress import say, stage
+    from sapa.common.progress import say, stage
 
     failed = 0
     for i, book in enumerate(books, 1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 def select(items, wanted: list[str] | None, name_of, what: str) -> list:
@@ -65,7 +65,7 @@ def load_npy(path: Path, name: str):
 
 def lock_out(out: Path, subdirs: tuple[str, ...] = ()) -> contextlib.ExitStack:
     """Hold ``out`` and ``out/SUB`` for each of ``subdirs`` (one run at a time); a refused lock releases the others."""
-    from common.outdir import exclusive
+    from sapa.common.outdir import exclusive
 
     with contextlib.ExitStack() as taking:
         taking.enter_context(exclusive(out, "--out"))

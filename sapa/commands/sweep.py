@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 KEPT = "finished sweep cells were kept; a rerun resumes from them"  # what an interrupt leaves (sapa.cli prints it)
 
@@ -25,14 +25,14 @@ def add_parser(sub) -> None:
     group.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--force", action="store_true",
-                   help="run even beyond the work limits (empirics.montecarlo.workload: 100 000 cells, 1e16 flops)")
+                   help="run even beyond the work limits (sapa.empirics.montecarlo.workload: 100 000 cells, 1e16 flops)")
     s.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                    help="with --scheduler: give up (exit 2) if no worker has joined within SECONDS (default: wait)")
 
 
 def _sweep_guards(args: argparse.Namespace, cfg) -> int:
     """Refuse a blank --scheduler and absurd work (unless --force); return --workers capped by cores and memory."""
-    from empirics.montecarlo.workload import SWEEP_WORKER_BYTES, cap_workers, check_sweep_work
+    from sapa.empirics.montecarlo.workload import SWEEP_WORKER_BYTES, cap_workers, check_sweep_work
 
     if args.scheduler is not None and not args.scheduler.strip():
         raise InputError("--scheduler is empty (an unset variable?); give an address like tcp://host:8786, "
@@ -48,7 +48,7 @@ def _sweep_guards(args: argparse.Namespace, cfg) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa sweep``: run or resume a Monte Carlo sweep; serial, local Dask workers, or a remote scheduler."""
-    from empirics.montecarlo.sweep import builtin_config, load_config, run_sweep, with_overrides
+    from sapa.empirics.montecarlo.sweep import builtin_config, load_config, run_sweep, with_overrides
 
     path = Path(args.config)
     if not path.suffix and not path.exists():
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if workers == 1 and args.scheduler is None:
         df = run_sweep(cfg, args.out, progress=progress)
     else:
-        from empirics.montecarlo.distributed import executor_for, wait_for_workers
+        from sapa.empirics.montecarlo.distributed import executor_for, wait_for_workers
 
         with executor_for(workers=workers, scheduler=args.scheduler) as ex:
             if args.scheduler is not None and args.timeout is not None:

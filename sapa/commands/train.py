@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.interrupt import Stopped
-from common.validate import InputError
+from sapa.common.interrupt import Stopped
+from sapa.common.validate import InputError
 
 # what an interrupt leaves, when run() could not count it (sapa.cli prints it); run() says how many were kept, and where
 KEPT = "every training chunk that had finished is kept; a rerun resumes from them"
@@ -50,9 +50,9 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``sapa train``: the training study across N (resumable), or ``--activation EXPR`` on the mechanism tasks."""
-    from empirics.training.mechanism import resolve_device
-    from empirics.training.train_study import plan_chunks, study_config
-    from empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
+    from sapa.empirics.training.mechanism import resolve_device
+    from sapa.empirics.training.train_study import plan_chunks, study_config
+    from sapa.empirics.montecarlo.workload import TRAIN_WORKER_BYTES, cap_workers
 
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds is not None:  # estimated before anything of the study's size is planned (as sapa audit)
         from dataclasses import replace
 
-        from empirics.montecarlo.workload import check_cost
-        from empirics.training.train_study import study_cost
+        from sapa.empirics.montecarlo.workload import check_cost
+        from sapa.empirics.training.train_study import study_cost
 
         check_cost(study_cost(replace(cfg, seeds=args.seeds)), "the study", "reduce --seeds", force=args.force)
     workers = args.workers
@@ -104,7 +104,7 @@ def kept_chunks(out) -> str:
 def _train(args: argparse.Namespace, workers: int) -> int:
     """The study (or ``--activation``'s mechanism tasks) with ``workers`` processes."""
     if args.activation is not None:
-        from empirics.training.activation_train import main_activation
+        from sapa.empirics.training.activation_train import main_activation
         from sapa.rules.learning import verdicts_line
 
         return main_activation(args.activation, args.budget, args.out, seed=args.seed, workers=workers,
@@ -117,7 +117,7 @@ def _train(args: argparse.Namespace, workers: int) -> int:
     if rc == 0 and getattr(args, "export_evidence", None):
         from pathlib import Path
 
-        from empirics.training.evidence_pack import SHIPPED, export
+        from sapa.empirics.training.evidence_pack import SHIPPED, export
 
         dest = SHIPPED / args.budget if args.export_evidence == "shipped" else Path(args.export_evidence)
         man = export(args.out, dest)

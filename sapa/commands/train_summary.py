@@ -13,8 +13,8 @@ from sapa.display import arm_name, sig, text_table
 
 def summary(res, out: Path, seconds: float) -> str:
     """The table (task, N, arm, best lr, test accuracy, divergences, ‖φ(S)‖_F) and the lines below it."""
-    from empirics.training.study_analysis import best_lr, flattening
-    from empirics.training.train_study import best_lr_summary
+    from sapa.empirics.training.study_analysis import best_lr, flattening
+    from sapa.empirics.training.train_study import best_lr_summary
     from sapa.prose.scale_keeps_training_stable_words import flattening_line
 
     best = best_lr(res.runs)
@@ -45,7 +45,7 @@ def look2_line(prov: dict) -> str:
         return "dose-response second look: none needed (every open stratum was out of its reach, or none was open)"
     from types import SimpleNamespace
 
-    from empirics.training.study_config import look2_doses
+    from sapa.empirics.training.study_config import look2_doses
 
     added = len(look2_doses(SimpleNamespace(alphas=cfg.get("alphas") or (), look2_refine=int(cfg["look2_refine"]))))
     fam = {1: "x/c", 3: "x³/c"}
@@ -60,16 +60,16 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
 
     ``seeds``: the study's replicates instead of the budget's (the mechanism probes keep theirs).
     Chunks run serially (``workers`` 1), in a pool of ``workers`` single-threaded processes that die with
-    this one, or on the Dask cluster of ``scheduler`` (:func:`empirics.montecarlo.distributed.executor_for`,
+    this one, or on the Dask cluster of ``scheduler`` (:func:`sapa.empirics.montecarlo.distributed.executor_for`,
     the executor ``sapa sweep`` uses); every path hands a ``concurrent.futures.Executor`` to ``run_study``.
     """
     import time
 
-    from common.interrupt import sigterm_as_interrupt
-    from empirics.montecarlo.distributed import executor_for
-    from empirics.training.activation_train import print_mechanism
-    from empirics.training.study_analysis import best_lr
-    from empirics.training.train_study import print_learning, run_study
+    from sapa.common.interrupt import sigterm_as_interrupt
+    from sapa.empirics.montecarlo.distributed import executor_for
+    from sapa.empirics.training.activation_train import print_mechanism
+    from sapa.empirics.training.study_analysis import best_lr
+    from sapa.empirics.training.train_study import print_learning, run_study
     from sapa.evidence.dose_looks import second_look
     from sapa.evidence.training_study import study_design
     from sapa.rules.learning import verdicts_line
@@ -80,8 +80,8 @@ def main_train(budget: str, out: Path, seed: int = 0, workers: int = 2, progress
         if seeds is not None:  # the budget's study with another replicate count, beside the budget's own mechanisms
             from dataclasses import replace
 
-            from empirics.training.mechanism import mech_config
-            from empirics.training.train_study import study_config
+            from sapa.empirics.training.mechanism import mech_config
+            from sapa.empirics.training.train_study import study_config
 
             study = replace(study_config(budget, seed), seeds=seeds)
         res = run_study(study, out, seed=seed, workers=workers if ex is None else 1, progress=progress, executor=ex,

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from common.interrupt import Stopped
+from sapa.common.interrupt import Stopped
 from sapa.commands.shared import select
 
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from sapa.ledger import Context, provenance, run_claim
     from sapa.commands.ledger_merge import ledger_entries
     from sapa.commands.verify_keep import Keeper, choose_target
-    from common.progress import say, stage
+    from sapa.common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = select(all_claims(), args.only, lambda c: c.id, "claim id")
@@ -120,11 +120,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> None:
     """Draw the ledger's figures into OUT/figures and list them (relative paths) on the claims they illustrate."""
-    from figures.regenerate import JOBS, run_jobs
+    from sapa.figures.regenerate import JOBS, run_jobs
 
     ids = {e.id for e in entries}
     jobs = [j for j in JOBS if not only or ids & set(j.claims)]
-    from common.progress import say, stage
+    from sapa.common.progress import say, stage
 
     say(f"drawing {len(jobs)} figures ...")
     with stage(f"drawing {len(jobs)} figures"):

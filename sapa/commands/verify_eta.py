@@ -1,7 +1,7 @@
 """Each entry's cost, known before it is spent: wall ≈ cpu_s × (probe here / probe on the reference) / workers.
 
 ``sapa/costs.json`` (package data) holds, per budget, each ledger entry's measured cost in CPU-seconds — of sapa and
-every worker it started while the entry ran (:func:`common.cputime.tree_cpu_seconds`, kept as ``cpu_seconds`` in each
+every worker it started while the entry ran (:func:`sapa.common.cputime.tree_cpu_seconds`, kept as ``cpu_seconds`` in each
 ledger entry) — on a reference machine, with the CPU-seconds of a fixed small workload (:func:`probe_seconds`) on
 that machine. A run into a folder without a ledger of its budget times the same workload here (a fraction of a
 second) and scales every entry by the ratio: a slower or busier machine gets a proportionally longer estimate. The

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 LEDGER, PART = "ledger.json", "ledger.interrupted.json"  # the ledger; a part of a run beside another budget's ledger
 
@@ -126,7 +126,7 @@ class Keeper:
         return {**self.prov, "wall_seconds": round(time.time() - self.started, 3)}
 
     def _write(self, target: Target, entries: list, prov: dict, mc: dict, merge: bool) -> dict:
-        from common.atomic import atomic_write_json
+        from sapa.common.atomic import atomic_write_json
         from sapa.claim_ids import ORDER
         from sapa.commands.ledger_merge import merge_into
         from sapa.ledger import ledger_dict
@@ -139,7 +139,7 @@ class Keeper:
     def _reports(self, target: Target, ledger: dict, strict: bool = False) -> None:
         """report.md and report.html of ``ledger`` (its merged entries); mid-run, a failure is remembered for
         :meth:`line` and the ledger is still kept; at the end (``strict``) it is raised."""
-        from common.atomic import atomic_write_text
+        from sapa.common.atomic import atomic_write_text
         from sapa import report
         from sapa.commands.ledger_merge import ledger_entries
 

@@ -33,7 +33,7 @@ def expected_seconds(out_dir: Path, budget: Budget, ids=None, probe=None) -> tup
 def _last_run(out_dir: Path, budget: Budget) -> tuple[dict[str, float], str]:
     path = Path(out_dir) / "ledger.json"
     try:
-        from common.readfile import read_regular_text
+        from sapa.common.readfile import read_regular_text
 
         led = json.loads(read_regular_text(path, "ledger"))  # never blocks on a FIFO, never reads /dev/zero
         prov = led["provenance"]
@@ -54,8 +54,8 @@ def announce(args) -> tuple[dict[str, float], str]:
     imported; the refusals the run would meet first (an unknown id, an --out that is a file, an --only merge into a
     ledger of another budget) come before it.
     """
-    from common.progress import say
-    from common.validate import InputError
+    from sapa.common.progress import say
+    from sapa.common.validate import InputError
     from sapa.budget import budget_named
     from sapa.claim_ids import ORDER
     from sapa.commands.ledger_merge import prior_ledger

@@ -16,7 +16,7 @@ def gather(study) -> dict:
     dose marked ``look`` 1 (on the config's grid of c, or a temperature) or 2 (a dose the second look added)."""
     import numpy as np
 
-    from empirics.training.dose_response import dose_table
+    from sapa.empirics.training.dose_response import dose_table
 
     grid = np.asarray((study.config or {}).get("alphas") or [], float)
     out = {}
@@ -45,8 +45,8 @@ def judged(tables: dict, norm: str = "log10_attn_fro", delta: float | None = Non
     ``delta`` are varied only for robustness)."""
     from dataclasses import replace
 
-    from empirics.training.censored_trend import holm
-    from empirics.training.dose_response import dose_slope, matched_norm_contrast
+    from sapa.empirics.training.censored_trend import holm
+    from sapa.empirics.training.dose_response import dose_slope, matched_norm_contrast
     from sapa.rules import association as RA
 
     delta = RA.DELTA if delta is None else delta
@@ -103,7 +103,7 @@ def second_look(runs, cfg) -> list[tuple[str, int, float]]:
     study's phase-1 rows; ``cfg``: its StudyConfig."""
     from types import SimpleNamespace
 
-    from empirics.training.study_config import look2_doses
+    from sapa.empirics.training.study_config import look2_doses
     from sapa.rules import association as RA
 
     tables = gather(SimpleNamespace(runs=runs, config=cfg.as_dict()))

@@ -2,7 +2,7 @@
 
 The paper (arXiv 2410.18613): for φ(x) = x^p with i.i.d. Gaussian inputs and weights, ‖φ(S)‖_F and its Jacobian grow
 like O(N); scaled by 1/√N like O(√N), "like softmax". The reviews: A = XW_Q and B = XW_K share X, so √N growth may
-hold only for N ≫ D. Exact (``theory.moments``): in every shared-X model the RMS of the 1/√N-scaled norm has local
+hold only for N ≫ D. Exact (``sapa.theory.moments``): in every shared-X model the RMS of the 1/√N-scaled norm has local
 exponent e(N) = ½·N/(N−1+r), r = m_diag/m_off = N* − 1. It equals ½ for all N only when r = 1 (the paper's
 independent model); otherwise it reaches ½ (within ``TOL``) only for N ≥ N_reg = ⌈1 − r + |1 − r|/(2·TOL)⌉. The
 unscaled exponent is e(N) + ½. This module computes those profiles, the constants against softmax's √N at ViT sizes,
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 from sapa.evidence import monte_carlo as mc
 from sapa.ledger import Context
 
@@ -30,7 +30,7 @@ def regime_start(r: float) -> int:
 
 def exact_profile(p: int, model: str, rho: float, D: int, d: int) -> dict:
     """N*, regime start and ViT-size exponents for one model and (D, d), from exact moments."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     e = exact_moments(p, model, 196, D, d, rho=rho, sigma=1 / math.sqrt(D))
     r, rj = e.crossover_n - 1, e.crossover_n_jac - 1
@@ -66,7 +66,7 @@ def sup_local_exponent(r: float, shift: float) -> float:
 
 def jac_s_moments(p: int, model: str, rho: float, D: int, d: int, N: int, sigma: float) -> float:
     """E‖∂(S^{∘p})/∂S‖²_F = p²·Σ E S_ij^{2p−2} = p²[N(N−1)·m_off(p−1) + N·m_diag(p−1)] (= N² for p = 1)."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     if p == 1:
         return float(N * N)
@@ -76,7 +76,7 @@ def jac_s_moments(p: int, model: str, rho: float, D: int, d: int, N: int, sigma:
 
 def jac_s_crossovers(p: int) -> list[float]:
     """r = N* − 1 of E‖∂(c S^{∘p})/∂S‖²_F = c²p²[N(N−1) m_off(p−1) + N m_diag(p−1)] per model and setting."""
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     out = []
     for m, rho in MODELS:
@@ -94,7 +94,7 @@ def constants(p: int, scaled: bool) -> dict:
     Weights W_Q, W_K entries N(0, 1/D) (shared X, rows N(0, I_D)); the paper's model with A, B entries
     N(0, 1), the same per-entry scale as A = XW_Q.
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     from sapa.conditions import scaled_by_logit_convention as conv
 
@@ -121,7 +121,7 @@ def constants(p: int, scaled: bool) -> dict:
 
 def matrix_power_reading(ctx: Context, p: int) -> dict:
     """The other reading of x^p, the matrix power (XWXᵀ)^p: its exact exponents (computed once per run and p)."""
-    from theory.matrix_power import matrix_power_growth
+    from sapa.theory.matrix_power import matrix_power_growth
 
     if p == 1:
         return {}

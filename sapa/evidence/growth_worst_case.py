@@ -1,8 +1,8 @@
 """The worst-case side of the growth claims (Thm 4.2 – Cor 4.5 of arXiv 2410.18613), shared by their checks.
 
 The paper's growth claims are in expectation. Beside them the ledger reports the worst case
-over two input sets of equal energy (``theory.worst_case``: exact exponents and brackets;
-``empirics.experiments.worst_case``: witnesses and gradient ascent), computed once per ``sapa verify``
+over two input sets of equal energy (``sapa.theory.worst_case``: exact exponents and brackets;
+``sapa.empirics.experiments.worst_case``: witnesses and gradient ascent), computed once per ``sapa verify``
 run for p = 1 and 3 with c = 1 and rescaled per claim.
 
 Worst-case verdict per input set (reported in the evidence; the entry's verdict stays the one
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sapa.ledger import Context
 
 if TYPE_CHECKING:
-    from empirics.experiments.worst_case import WorstCaseResult
+    from sapa.empirics.experiments.worst_case import WorstCaseResult
 
 PS = (1, 3)
 JUDGED = ("fro", "jac_fro")  # the paper's two objects; the spectral norm (Lipschitz reading) is reported only
@@ -31,8 +31,8 @@ SETS = {"token": "every token on a sphere, ‖x_i‖ = r (as after LayerNorm)",
 def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
     """(the worst-case result, figure paths) for this run (computed once, cached, stored)."""
     if "worst_case" not in ctx.cache:
-        from empirics.experiments.worst_case import run_worst_case
-        from figures import worst_case as fig
+        from sapa.empirics.experiments.worst_case import run_worst_case
+        from sapa.figures import worst_case as fig
         from sapa.evidence.monte_carlo import run_pool
         from sapa.ledger import store_figure_data
 
@@ -48,7 +48,7 @@ def computed(ctx: Context) -> tuple[WorstCaseResult, tuple[str, ...]]:
 
 def evidence(ctx: Context, p: int, scaled: bool) -> tuple[dict, tuple[str, ...]]:
     """Worst-case evidence for x^p (scaled by 1/√N or not): per input set, exponents, checks and verdict."""
-    from empirics.experiments.worst_case import summarise
+    from sapa.empirics.experiments.worst_case import summarise
 
     res, figures = computed(ctx)
     gamma = 0.5 if scaled else 0.0

@@ -2,11 +2,11 @@
 
 The sweep of the budget (``empirics/configs/<budget>.toml``, seed from ``--seed``) runs once,
 resumably, into ``OUT/sweep``; growth exponents of the RMS norms are fitted from it and set
-beside the exact predictions of ``theory.moments`` (arXiv 2410.18613, Thm 4.2 – Cor 4.5).
+beside the exact predictions of ``sapa.theory.moments`` (arXiv 2410.18613, Thm 4.2 – Cor 4.5).
 
 Agreement is judged once, on the first pass: trials per cell are fixed in advance by the sweep
-config (``empirics.montecarlo.stats.design_trials`` for the heavy-tailed x^p, p ≥ 2), each series gets one
-interval at LEVEL from ``empirics.montecarlo.stats.rms_exponent_interval``, and every comparison is logged
+config (``sapa.empirics.montecarlo.stats.design_trials`` for the heavy-tailed x^p, p ≥ 2), each series gets one
+interval at LEVEL from ``sapa.empirics.montecarlo.stats.rms_exponent_interval``, and every comparison is logged
 with :func:`record`; :func:`monte_carlo_summary` reports the first-pass coverage (nominal LEVEL).
 There is no rerun on disagreement: a miss stays a miss.
 """
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from empirics.montecarlo.growth_series import exact_rms_slope  # noqa: F401  (re-exported: the exact side of a series)
+from sapa.empirics.montecarlo.growth_series import exact_rms_slope  # noqa: F401  (re-exported: the exact side of a series)
 from sapa.ledger import Context
 
 LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
@@ -27,7 +27,7 @@ LEVEL = 0.99  # two-sided level of the interval used for MC-vs-exact agreement
 def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
     """Run (or resume) the budget's sweep into ``OUT/sweep`` once; return (tidy rows, config)."""
     if "sweep" not in ctx.cache:
-        from empirics.montecarlo.sweep import (
+        from sapa.empirics.montecarlo.sweep import (
             builtin_config,
             load_config,
             run_sweep,
@@ -42,7 +42,7 @@ def sweep_frame(ctx: Context) -> tuple[pd.DataFrame, object]:
 
 
 def run_pool(ctx: Context):
-    """The run's pool of ``ctx.workers`` processes (``common.pool``), started on first use and shared by the sweep's
+    """The run's pool of ``ctx.workers`` processes (``sapa.common.pool``), started on first use and shared by the sweep's
     cells and the worst-case search (one start-up instead of two: ~2.5 CPU-s a worker); ``None`` when serial.
 
     :func:`close_run_pool` ends it (on an interrupt with ``now=True``: its workers are terminated).
@@ -55,7 +55,7 @@ def run_pool(ctx: Context):
         if n <= 1:
             ctx.cache["pool"] = None
         else:
-            from common.pool import process_pool
+            from sapa.common.pool import process_pool
 
             ctx.cache["pool"] = process_pool(n)
     return ctx.cache["pool"]
@@ -67,7 +67,7 @@ def close_run_pool(ctx: Context, now: bool = False) -> None:
     ex = ctx.cache.pop("pool", None)
     if ex is not None:
         if now:
-            from common.pool import stop_pool
+            from sapa.common.pool import stop_pool
 
             stop_pool(ex)
         else:
@@ -77,7 +77,7 @@ def close_run_pool(ctx: Context, now: bool = False) -> None:
 def sweep_summary(ctx: Context) -> pd.DataFrame:
     """Per-cell summary with exact E‖·‖² and z-scores attached (cached)."""
     if "summary" not in ctx.cache:
-        from empirics.montecarlo.sweep import attach_exact, summarise
+        from sapa.empirics.montecarlo.sweep import attach_exact, summarise
 
         df, cfg = sweep_frame(ctx)
         ctx.cache["summary"] = attach_exact(summarise(df), cfg)
@@ -85,8 +85,8 @@ def sweep_summary(ctx: Context) -> pd.DataFrame:
 
 
 def rms_exponent(N: list[int], sq_samples: list[np.ndarray]) -> dict:
-    """Exponent of √E‖·‖² vs N with its LEVEL interval (``empirics.montecarlo.growth_series.rms_exponent``)."""
-    from empirics.montecarlo.growth_series import rms_exponent as fit
+    """Exponent of √E‖·‖² vs N with its LEVEL interval (``sapa.empirics.montecarlo.growth_series.rms_exponent``)."""
+    from sapa.empirics.montecarlo.growth_series import rms_exponent as fit
 
     return fit(N, sq_samples, LEVEL)
 
@@ -100,7 +100,7 @@ def series(ctx: Context, *, p: int, scale_policy: str, c: float | None = None) -
     (family ``growth``); series with the same draws (x^p/√N and c·x^p differ by a coefficient)
     share a ``draws`` key, so the summary can count independent comparisons.
     """
-    from empirics.montecarlo.growth_series import poly_series, series_label
+    from sapa.empirics.montecarlo.growth_series import poly_series, series_label
 
     df, _ = sweep_frame(ctx)
     out = []

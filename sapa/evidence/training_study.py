@@ -1,7 +1,7 @@
 """The training study of a ``sapa verify`` run, shared by its three training entries: trained (or resumed) once.
 
 ``scale-keeps-training-stable``, ``norm-vs-accuracy`` and ``mechanism-across-n`` read the same study
-(:func:`empirics.training.train_study.run_study`): :func:`prefetch_study` starts it in the background when the run
+(:func:`sapa.empirics.training.train_study.run_study`): :func:`prefetch_study` starts it in the background when the run
 begins, :func:`get_study` hands it (or the error it ended with) to every reader from ``ctx.cache``, and
 :func:`study_figures` draws its figures once. :func:`bigram_by_n` is the text task's floor, the bigram predictor.
 """
@@ -28,8 +28,8 @@ TRAINING_RULES = ("stability-trend", "divergence-trend", "final-gap-trend", "slo
 
 def study_design(budget: str, seed: int = 0) -> dict:
     """The part of the study's design that ``sapa`` decides — rules, looks, levels — fixed with the config before the
-    first member trains (:func:`empirics.training.study_design.fix_design`; DESIGN.md item 10)."""
-    from empirics.training.train_study import study_config
+    first member trains (:func:`sapa.empirics.training.study_design.fix_design`; DESIGN.md item 10)."""
+    from sapa.empirics.training.train_study import study_config
     from sapa.evidence.dose_looks import looks
     from sapa.rules import association as RA, rule_named
 
@@ -48,7 +48,7 @@ class _Prefetch:
     def __init__(self, ctx: Context) -> None:
         import threading
 
-        from common.pool import process_pool
+        from sapa.common.pool import process_pool
 
         self.pool = process_pool(max(2, ctx.workers), PREFETCH_NICENESS)  # its workers start with the first chunk
         self.result: object = None
@@ -57,7 +57,7 @@ class _Prefetch:
         self._thread.start()
 
     def _run(self, ctx: Context) -> None:
-        from empirics.training.train_study import run_study
+        from sapa.empirics.training.train_study import run_study
         from sapa.evidence.dose_looks import second_look
 
         try:
@@ -70,14 +70,14 @@ class _Prefetch:
             self.pool.shutdown(wait=True, cancel_futures=True)  # at once after a stop_pool
 
     def _tally(self, total: float):
-        from common.progress import Tally
+        from sapa.common.progress import Tally
 
         self.tally = Tally(total, desc="training study (in the background since the run began)")  # total: flops
         return self.tally
 
     def wait(self, every_s: float | None = None):
         """The study's result; while it still trains, a line with its progress and ETA every ``every_s`` seconds."""
-        from common.progress import EVERY_S, say
+        from sapa.common.progress import EVERY_S, say
 
         every_s = EVERY_S if every_s is None else every_s
         while self._thread.is_alive():
@@ -88,10 +88,10 @@ class _Prefetch:
 
 
 def shipped_study(ctx: Context):
-    """The study shipped with sapa for this budget and seed (:mod:`empirics.training.evidence_pack`), every file's
+    """The study shipped with sapa for this budget and seed (:mod:`sapa.empirics.training.evidence_pack`), every file's
     sha256 verified first — InputError, one line, when one fails —, unless ``OUT/train`` holds a study of its own
     (``sapa train --out OUT/train``: a user's regeneration is read instead); None when none is shipped."""
-    from empirics.training.evidence_pack import load, shipped_for
+    from sapa.empirics.training.evidence_pack import load, shipped_for
 
     pack = shipped_for(ctx.budget.name, ctx.budget.seed)
     if pack is None or (ctx.out_dir / "train" / "study.json").is_file():
@@ -115,7 +115,7 @@ def stop_prefetch(ctx: Context) -> None:
     """On an interrupt: stop a prefetched study's worker processes now (finished chunks are already on disk)."""
     got = ctx.cache.get(CACHE_KEY)
     if isinstance(got, _Prefetch):
-        from common.pool import stop_pool
+        from sapa.common.pool import stop_pool
 
         stop_pool(got.pool)  # exiting must not wait for the chunks in flight
 
@@ -142,7 +142,7 @@ def get_study(ctx: Context):
             raise got
         return got
     try:
-        from empirics.training.train_study import run_study
+        from sapa.empirics.training.train_study import run_study
         from sapa.evidence.dose_looks import second_look
 
         study = shipped_study(ctx)
@@ -161,7 +161,7 @@ def study_figures(ctx: Context, study, bigram: dict | None = None) -> tuple[str,
     ``bigram``: {N: the bigram predictor's text test accuracy}, drawn as the text task's floor.
     """
     if FIG_KEY not in ctx.cache:
-        from figures import training_vs_n as fig
+        from sapa.figures import training_vs_n as fig
 
         paths = fig.draw(study, ctx.out_dir / "figures", floors={"text": bigram} if bigram else None)
         ctx.cache[FIG_KEY] = tuple(str(p.relative_to(ctx.out_dir)) for p in paths)
@@ -174,8 +174,8 @@ def error_text(exc: BaseException) -> str:
 
 def bigram_by_n(Ns, config: dict) -> dict:
     """{N: test accuracy of the bigram predictor on the text windows of context N} (None where the corpus fails)."""
-    from empirics.training.bigram import bigram_accuracy
-    from empirics.training.train_data import load_text
+    from sapa.empirics.training.bigram import bigram_accuracy
+    from sapa.empirics.training.train_data import load_text
 
     tc = (config or {}).get("text") or ((config or {}).get("tasks") or {}).get("text") or {}
     windows = int(tc.get("eval_size", tc.get("eval_windows", 128))) if isinstance(tc, dict) else 128

@@ -110,7 +110,7 @@ def falsifiability(E, text: str, e_ctrl: float, ctrl: str) -> dict:
         "the exponents are exact (closed forms summed over offsets) and the softmax ones Monte Carlo intervals: a form "
         "that grows faster than √N is rejected by the same rule",
         f"N·e^(−m|i−j|)·x³/√N (m = {E.SLOPE:g}) stays O(√N) (deliberately false: × N adds exactly 1 to the exponent)",
-        ctrl, how=f"theory.relpos on '{text}', the same iid ViT-B head and N grid, rule growth-upper-exact: exponent "
+        ctrl, how=f"sapa.theory.relpos on '{text}', the same iid ViT-B head and N grid, rule growth-upper-exact: exponent "
                   f"{e_ctrl:.3f} between N = 2048 and 4096", exponent=round(e_ctrl, 6))
 
 

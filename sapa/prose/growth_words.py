@@ -192,7 +192,7 @@ def growth_contract(p: int, scaled: bool):
 
 POWERS_TESTED = ("For p = 1…5: E-RMS ‖x^p/√N‖_F (element-wise; paper's model and shared X with iid, tied, ρ = 0.5 "
                  f"weights) as an upper bound O(√N), and as a tight rate (±{TOL}) at every N ≥ 2.")
-POWERS_WORST_NOTE = ("exact (theory.worst_case): with every ‖x_i‖ = r the worst case of x^p/√N grows like √N for every "
+POWERS_WORST_NOTE = ("exact (sapa.theory.worst_case): with every ‖x_i‖ = r the worst case of x^p/√N grows like √N for every "
                      "p; with only ‖X‖_F = r√N like N^(p−½) (‖φ‖_F) and N^(max(p−½,1)−½) (‖J‖_F); checked numerically "
                      "for p = 1, 3 in the growth claims")
 

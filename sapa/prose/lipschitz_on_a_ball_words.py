@@ -15,7 +15,7 @@ PUBLISHED = ("Castin, Ablin & Peyré, 'How Smooth Is Attention?', ICML 2024 (arX
              "near n^(1/4) on real BERT/GPT-2 inputs and √n on adversarial ones (not read from the paper's text here). "
              "Their theorems' constants are not used: sapa's own bound stands in their place")
 
-CERTIFICATE = ("adversarial: ‖Jv‖ with unit v at a point of the ball (≤ σ₁ ≤ Lip); bound: theory.lipschitz_ball (proof in "
+CERTIFICATE = ("adversarial: ‖Jv‖ with unit v at a point of the ball (≤ σ₁ ≤ Lip); bound: sapa.theory.lipschitz_ball (proof in "
                "its docstring, steps tested)")
 
 

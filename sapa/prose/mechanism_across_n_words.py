@@ -1,14 +1,14 @@
 """The words of ``mechanism-across-n``: statement, tested contract, headline, answer and the per-cell findings.
 
 Nothing here decides a verdict; the thresholds in the words come from :mod:`sapa.rules.learning` and
-:mod:`empirics.training.mechanism`.
+:mod:`sapa.empirics.training.mechanism`.
 """
 
 from __future__ import annotations
 
 import math
 
-from empirics.training.study_config import arm_label
+from sapa.empirics.training.study_config import arm_label
 from sapa.ledger import Reading
 
 

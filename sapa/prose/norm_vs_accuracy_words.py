@@ -128,7 +128,7 @@ def _said_matched(v: str) -> str:
 
 def findings(tables: dict) -> tuple[str, ...]:
     """The softmax temperature sweep per lr and each family's most and least accurate dose (descriptive)."""
-    from empirics.training.dose_response import exact_spearman
+    from sapa.empirics.training.dose_response import exact_spearman
 
     out = []
     for task, t in tables.items():

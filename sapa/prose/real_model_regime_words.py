@@ -6,7 +6,7 @@ from __future__ import annotations
 from sapa.ledger import Reading
 from sapa.rules import heads as rule
 from sapa.rules.growth import TOL
-from theory.families import label_of
+from sapa.theory.families import label_of
 
 BASELINE = "softmax"
 POLY = ("x/sqrt(N)", "x^3/sqrt(N)")
@@ -44,7 +44,7 @@ def _medians_text(j, act: str) -> str:
 
 def reading_of(c) -> Reading:
     """The ledger reading of one cell (upper-bound reading; the two-sided numbers in ``why``)."""
-    from empirics.realmodel.real import protocol_named
+    from sapa.empirics.realmodel.real import protocol_named
 
     return Reading(
         name=f"{c.protocol} · {LABEL[c.activation]} · O(√N) upper bound", key=("protocol", c.protocol, "activation", c.activation),

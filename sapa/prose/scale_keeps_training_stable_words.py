@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from empirics.training.study_config import ARMS, arm_label
+from sapa.empirics.training.study_config import ARMS, arm_label
 from sapa.evidence.training_study import HEADLINE_ARMS, PLATEAU_MARGIN
 from sapa.ledger import Reading
 from sapa.rules.stability import ALPHA_FAILS, ALPHA_HOLDS, MARGIN
@@ -163,7 +163,7 @@ def plateau_line(p: dict | None) -> str:
 
 def flattening_line(flat: pd.DataFrame) -> str:
     """Softmax's validation curve per (task, N): the step it flattened at (within FLAT_TOL), or still rising."""
-    from empirics.training.study_analysis import FLAT_TOL
+    from sapa.empirics.training.study_analysis import FLAT_TOL
 
     if flat is None or flat.empty:
         return "softmax's learning curve: not measured"

@@ -5,7 +5,7 @@ Reader order of both reports: title and provenance line; the bottom line in word
 any table uses them; the verdict tables (claims and questions apart, key numbers cut only between whole
 clauses); the Monte Carlo first-pass coverage; what each review point asked and which entries answer it; then
 one section per entry with its readings (verdict, why, rule) and its figures, each captioned by
-:mod:`figures.captions` and shown once (:mod:`sapa.report.figure_plan`). The raw evidence is in ``ledger.json``
+:mod:`sapa.figures.captions` and shown once (:mod:`sapa.report.figure_plan`). The raw evidence is in ``ledger.json``
 only: each section links to it. Templates live in ``sapa/report/templates/``.
 """
 

@@ -1,7 +1,7 @@
 """Figure plan of the reports: each figure (PNG + PDF of one stem) shown once, each entry showing one of its own
 where the figures allow (:func:`owners_of`).
 
-Each figure carries the caption of its kind (:mod:`figures.captions`): sentences that say what is drawn, what to
+Each figure carries the caption of its kind (:mod:`sapa.figures.captions`): sentences that say what is drawn, what to
 look at and what the reader should see; the file stem, which encodes the configuration, is its file name.
 
 Every other entry that cites the figure links to it by its anchor (``fig-<name>``). Only PNG is ever
@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from figures.captions import Caption, caption_for
+from sapa.figures.captions import Caption, caption_for
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def owners_of(entries, cited: dict[str, list[str]]) -> dict[str, str]:
     return {fig: shown_by.get(fig, ids[0]) for fig, ids in cited.items()}
 
 
-# the configuration keys of figure file stems (figures.style.stem: name, then key+value parts), in words
+# the configuration keys of figure file stems (sapa.figures.style.stem: name, then key+value parts), in words
 _SETUP_KEYS = (("Ntrain", "training length N = {}"), ("trials", "{} trials"), ("threads", "{} thread(s)"),
                ("budget", "{} budget"), ("seeds", "{} seeds"), ("dtype", "{}"), ("model", "{} weights"),
                ("steps", "{} steps"), ("texts", "{} texts"), ("grid", "grid {}"), ("seed", "seed {}"),
@@ -203,7 +203,7 @@ def png_data_uri(base_dir, fig: Figure) -> str | None:
     """
     if fig.png is None or not referable(base_dir, fig.png):
         return None
-    from common.readfile import read_regular
+    from sapa.common.readfile import read_regular
 
     try:
         data = read_regular(Path(base_dir) / fig.png, "figure", MAX_EMBED)

@@ -4,8 +4,8 @@ at matched norm.
 ``dose-association`` — tested statement: "within one activation family x^p/c, at every learning rate of the grid, a
 10× lower final attention norm goes with a test accuracy at least DELTA higher" (b < −DELTA per decade), with the
 **dose** as the unit: each value of c at one lr, seeds averaged
-(:func:`empirics.training.dose_response.dose_table`). Evidence (:class:`DoseEvidence`): per lr stratum, the OLS
-slope b over the doses with its Student-t se on D − 2 df (:func:`empirics.training.dose_response.dose_slope`) and
+(:func:`sapa.empirics.training.dose_response.dose_table`). Evidence (:class:`DoseEvidence`): per lr stratum, the OLS
+slope b over the doses with its Student-t se on D − 2 df (:func:`sapa.empirics.training.dose_response.dose_slope`) and
 two one-sided p-values against −DELTA, Holm-adjusted over every stratum of the entry:
 
 * ``FAILS``  if some stratum's adjusted p(b ≤ −DELTA) ≤ ALPHA_FAILS (at that lr a lower norm buys less than DELTA
@@ -20,7 +20,7 @@ noise); a slope against a margin can, as its se shrinks.
 ``matched-norm`` — tested statement: "at matched norm, the family does not matter" (x³/c as accurate as
 x/c where both reach the same norm at the same lr). Evidence (:class:`MatchedEvidence`): per (lr, dose) of x³/c
 inside x/c's norm range at that lr, the accuracy difference to x/c interpolated at that norm
-(:func:`empirics.training.dose_response.matched_norm_contrast`); FAILS if the Holm-adjusted Student-t p that
+(:func:`sapa.empirics.training.dose_response.matched_norm_contrast`); FAILS if the Holm-adjusted Student-t p that
 the mean difference lies beyond ±EQUIVALENCE is ≤ ALPHA_FAILS (the family matters by more than the margin);
 HOLDS if the 90 % t interval of the mean difference lies inside ±EQUIVALENCE (two one-sided tests at 5 %);
 else UNDETERMINED.
@@ -129,7 +129,7 @@ def seeds_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = AL
     """Seeds per dose at which the stratum's test, at its observed slope, decides with POWER_TARGET (FAILS side at
     a_fails/m if b > −DELTA, else HOLDS at a_holds/m); inf beyond MAX_SEEDS — in particular when the doses' scatter
     alone keeps it out of reach, which no seed count shrinks; nan if undefined."""
-    from empirics.training.censored_trend import smallest_count
+    from sapa.empirics.training.censored_trend import smallest_count
 
     if not _defined(s):
         return math.nan
@@ -144,7 +144,7 @@ def doses_to_decide(s, m: int, a_fails: float = ALPHA_FAILS, a_holds: float = AL
     like its own (Σ(x − x̄)² grows like D − 1) and scattered like its own about the line, give
     se_D = se·√((n − 1)/(D − 1)) on D − 2 df — the lever that also shrinks the doses' scatter, which seeds cannot.
     inf beyond MAX_DOSES; nan if undefined."""
-    from empirics.training.censored_trend import smallest_count
+    from sapa.empirics.training.censored_trend import smallest_count
 
     if not _defined(s):
         return math.nan
@@ -166,8 +166,8 @@ def simulate_dose(truth: str, rng: np.random.Generator) -> DoseEvidence:
     lr ("fails": the norm does not matter). Holm over the reading's strata."""
     import pandas as pd
 
-    from empirics.training.censored_trend import holm
-    from empirics.training.dose_response import dose_slope
+    from sapa.empirics.training.censored_trend import holm
+    from sapa.empirics.training.dose_response import dose_slope
 
     b = -DELTA if truth == "holds" else 0.0
     c = np.log10(2.0 ** np.arange(SIM_DOSES))
@@ -187,7 +187,7 @@ def simulate_dose(truth: str, rng: np.random.Generator) -> DoseEvidence:
 class MatchedEvidence:
     """The matched-norm differences (a Contrast), the Holm-adjusted two-sided p and the equivalence interval."""
 
-    contrast: object  # empirics.training.dose_response.Contrast
+    contrast: object  # sapa.empirics.training.dose_response.Contrast
     p_fails: float  # adjusted p that |difference| > EQUIVALENCE: small when the family matters
     lo: float  # 90 % t interval of the mean difference (two one-sided 5 % tests)
     hi: float
@@ -227,7 +227,7 @@ def decide_matched(ev: MatchedEvidence, a_fails: float = ALPHA_FAILS) -> str:
 def simulate_matched(truth: str, rng: np.random.Generator) -> MatchedEvidence:
     """Matched-norm differences over 5–8 compared doses, each a mean of SIM_SEEDS seeds (accuracy sd 0.03 per seed,
     t3 tails): "holds" — true difference exactly ±EQUIVALENCE (the edge, sign at random); "fails" — 0.06."""
-    from empirics.training.dose_response import Contrast
+    from sapa.empirics.training.dose_response import Contrast
 
     n = int(rng.integers(5, 9))
     mu = EQUIVALENCE * (1 if rng.random() < 0.5 else -1) if truth == "holds" else 0.06
@@ -251,7 +251,7 @@ DOSE_ASSOCIATION = Rule(
                      f"{SIM_DOSES} doses × {SIM_SEEDS} seeds, seed sd {SIM_SEED_SD[0]}–{SIM_SEED_SD[1]} with "
                      f"t{SIM_T_DF} tails, the doses' scatter sd {SIM_LOF_SD}; one reading",
             "fails": "b = 0 at every lr (the norm does not matter)",
-            "estimator": "empirics.training.dose_response.dose_slope"},
+            "estimator": "sapa.empirics.training.dose_response.dose_slope"},
     trials=1000,
 )
 
@@ -267,7 +267,7 @@ MATCHED_NORM = Rule(
     simulate=simulate_matched,
     design={"holds": f"true difference ±{EQUIVALENCE} (the equivalence edge), 5–8 compared doses × {SIM_SEEDS} seeds, "
                      f"accuracy sd 0.03 per seed, t{SIM_T_DF}",
-            "fails": "true difference 0.06 (three margins)", "estimator": "empirics.training.dose_response.matched_norm_contrast"},
+            "fails": "true difference 0.06 (three margins)", "estimator": "sapa.empirics.training.dose_response.matched_norm_contrast"},
     trials=1000,
 )
 

@@ -77,7 +77,7 @@ class Calibration:
 
 def calibrate(rule: Rule, trials: int | None = None, seed: int = 0) -> Calibration:
     """Run ``rule.decide`` on ``trials`` synthetic evidences per truth; count wrong verdicts."""
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     n = int(trials or rule.trials)
     null = [rule.decide(rule.simulate("holds", rng_for(seed, "calibrate", rule.name, "holds", k))) for k in range(n)]

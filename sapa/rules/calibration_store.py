@@ -27,7 +27,7 @@ draws — far less than one count, when a rate's Monte Carlo resolution is one c
 stored rates stay the rule's rates; and a change of behaviour moves numbers far more (the test's − v/2
 mutant moves an exponent estimate by 3·10⁻³, 300×) or flips a verdict, which the digest catches.
 So the fingerprint moves when anything the rule computes moves, its dependencies included (a changed
-estimator in ``empirics.montecarlo.stats`` changes ``growth-upper``'s evidence), and not when only a
+estimator in ``sapa.empirics.montecarlo.stats`` changes ``growth-upper``'s evidence), and not when only a
 comment, a docstring, an import path, a library release or a BLAS build does.
 
 ``sapa calibrate --store`` rewrites the file; a test requires every stored fingerprint to be
@@ -103,7 +103,7 @@ def fingerprint(rule: Rule) -> Fingerprint:
 
 
 def _fingerprint(rule: Rule) -> Fingerprint:
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     panel, numbers = [], []
     for truth in ("holds", "fails"):
@@ -157,7 +157,7 @@ def stored(rule: Rule, path: Path = STORE) -> Calibration | None:
 
 def write_store(cals: list[tuple[Rule, Calibration]], path: Path = STORE) -> None:
     """Merge these (rule, calibration) pairs into the store, atomically."""
-    from common.atomic import atomic_write_json
+    from sapa.common.atomic import atomic_write_json
 
     data = _read(path)
     for rule, c in cals:

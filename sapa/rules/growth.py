@@ -75,7 +75,7 @@ def simulate_upper(truth: str, rng: np.random.Generator) -> UpperEvidence:
 
     holds: true exponent a + TOL (the edge of "does not exceed a"); fails: a + 2·TOL.
     """
-    from empirics.montecarlo.stats import rms_exponent_interval
+    from sapa.empirics.montecarlo.stats import rms_exponent_interval
 
     e = SIM_A + (TOL if truth == "holds" else 2 * TOL)
     trials = [mc_trials(n) for n in SIM_N]
@@ -86,7 +86,7 @@ def simulate_upper(truth: str, rng: np.random.Generator) -> UpperEvidence:
 
 def mc_trials(N: int) -> int:
     """Trials per N of the synthetic series: the quick sweep's design for x³ cells, min(768, ⌈48·512/N⌉)."""
-    from empirics.montecarlo.stats import design_trials
+    from sapa.empirics.montecarlo.stats import design_trials
 
     return design_trials(N, SIM_N)
 
@@ -147,7 +147,7 @@ UPPER = Rule(
     decide=decide_upper,
     simulate=simulate_upper,
     design={"holds": f"true exponent a + {TOL} (edge), heavy-tailed x³-like series, N = {SIM_N[0]}…{SIM_N[-1]}",
-            "fails": f"true exponent a + {2 * TOL}", "estimator": "empirics.montecarlo.stats.rms_exponent_interval"},
+            "fails": f"true exponent a + {2 * TOL}", "estimator": "sapa.empirics.montecarlo.stats.rms_exponent_interval"},
     trials=400,
 )
 

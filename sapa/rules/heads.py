@@ -2,7 +2,7 @@
 
 Cor 4.3 / 4.5 of arXiv 2410.18613 say ‖x^p/√N‖_F = O(√N); the reviews ask whether a real
 model's heads sit in that regime. Evidence: one growth-exponent interval [lo_h, hi_h] per head
-(the paired bootstrap over texts of :func:`empirics.realmodel.real.paired_rms_exponents`, two-sided
+(the paired bootstrap over texts of :func:`sapa.empirics.realmodel.real.paired_rms_exponents`, two-sided
 level ``LEVEL``) and the band B the reading allows: (−∞, ½ + TOL] for the upper-bound reading
 O(√N) (the paper's notation; the headline reading), [½ − TOL, ½ + TOL] for the two-sided
 reading "grows like √N" (reported beside it).
@@ -57,7 +57,7 @@ DESIGN_LOW = 0.5        # designed effect: only half the heads in the band, the 
 SIM_HEADS = 72          # all-MiniLM-L6-v2: 6 layers × 12 heads
 SIM_TEXTS = 8           # shipped passages
 SIM_N = (8, 16, 32, 64, 128, 256)  # the quick grid (the verdict's fit range)
-SIM_BOOT = 1000         # paired bootstrap resamples (empirics.realmodel.real.QUICK.n_boot)
+SIM_BOOT = 1000         # paired bootstrap resamples (sapa.empirics.realmodel.real.QUICK.n_boot)
 SIM_SD = (0.02, 0.12)   # median over heads of the per-text slope sd (measured 0.020 … 0.120)
 SIM_SD_SPREAD = 0.55    # sd of log σ_h over heads (measured 0.48 … 0.58)
 SIM_RESID = 1.7         # residual sd of log v about a text's line, in units of σ_h (measured 1.5 … 1.8)
@@ -165,7 +165,7 @@ def truth_exponents(truth: str, rng: np.random.Generator) -> np.ndarray:
 
 def simulate(truth: str, rng: np.random.Generator) -> HeadFractionEvidence:
     """Synthetic evidence of known truth from the analysis' own estimator (upper-bound reading)."""
-    from empirics.realmodel.real import paired_rms_exponents
+    from sapa.empirics.realmodel.real import paired_rms_exponents
 
     e = truth_exponents(truth, rng)
     sd_median = float(np.exp(rng.uniform(math.log(SIM_SD[0]), math.log(SIM_SD[1]))))
@@ -187,7 +187,7 @@ HEAD_FRACTION = Rule(
             "shape": f"{SIM_TEXTS} texts, N = {SIM_N[0]}…{SIM_N[-1]}, per-text slope sd {SIM_SD[0]}–{SIM_SD[1]} "
                      f"(log-spread {SIM_SD_SPREAD}), shared text effect ρ = {SIM_RHO}, kurtosis ≈ 5.4, "
                      f"{SIM_BOOT} paired resamples",
-            "estimator": "empirics.realmodel.real.paired_rms_exponents"},
+            "estimator": "sapa.empirics.realmodel.real.paired_rms_exponents"},
     trials=300,
 )
 

@@ -2,7 +2,7 @@
 
 Two questions about the same trend, each with its own rule. Evidence (:class:`SlowdownTest`): the
 interval-censored trend of the paired log2 slowdown s = log2(steps to the threshold, arm / softmax) over
-log2 N (:func:`empirics.training.censored_trend.interval_trend`: exits are intervals on the evaluation
+log2 N (:func:`sapa.empirics.training.censored_trend.interval_trend`: exits are intervals on the evaluation
 grid, right-censored at the cap, fitted by maximum likelihood; Δ = the fitted change over the studied N
 range; p-values from the profile likelihood), with the p-values **Holm-adjusted over the readings of the
 ledger entry** (its family-wise error is its own):
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from empirics.training.censored_trend import IntervalTrend, holm, interval_trend, paired_log2_intervals
+from sapa.empirics.training.censored_trend import IntervalTrend, holm, interval_trend, paired_log2_intervals
 from sapa.rules.base import Rule
 from sapa.rules.stability import ALPHA_FAILS as ALPHA_FAILS_GAP, ALPHA_HOLDS as ALPHA_HOLDS_GAP, MARGIN, _decide
 
@@ -116,7 +116,7 @@ def simulate_slowdown(question: str, truth: str, rng: np.random.Generator) -> Sl
     unit variance), m rising linearly by Δ over the range from a uniform offset in [0, 1], σ ~ U(SIM_SD); Δ is the
     question's edge for "holds" (growth: 0; doubling: 1) and a designed effect for "fails" (growth: 1; doubling: 2).
     """
-    from empirics.training.mechanism import grid_steps
+    from sapa.empirics.training.mechanism import grid_steps
 
     delta = {"growth": (0.0, 1.0), "doubling": (DOUBLING_MARGIN, 2 * DOUBLING_MARGIN)}[question][truth == "fails"]
     R, sd = int(rng.choice(SIM_SEEDS)), float(rng.uniform(*SIM_SD))
@@ -154,7 +154,7 @@ def _rule(question: str) -> Rule:
                          f"seeds; per-seed sd U{SIM_SD} with t4 tails, softmax sd {SIM_SOFT_SD}; the full budget's grid "
                          f"(ratio 2^0.2) and cap {SIM_CAP}; the trend read by both questions, Holm over the two (the "
                          f"smallest family an entry has)",
-                "fails": f"Δ = {eff:g}", "estimator": "empirics.training.censored_trend.interval_trend"},
+                "fails": f"Δ = {eff:g}", "estimator": "sapa.empirics.training.censored_trend.interval_trend"},
         trials=1000,
     )
 
@@ -208,7 +208,7 @@ def simulate_final_gap(truth: str, rng: np.random.Generator) -> FinalGapEvidence
     """Paired final gaps with known trend at the real study's spread: 2–4 N cells ×2 apart, 2–5 seeds; cell k's gap
     is m_k + σ_k·t₄ (unit variance), m rising linearly by Δ (holds: Δ = −MARGIN, the edge; fails: −2·MARGIN),
     σ_k = SIM_GAP_SD·exp(0.5·z_k) (unequal spreads across N); every member converged."""
-    from empirics.training.study_analysis import gap_trend
+    from sapa.empirics.training.study_analysis import gap_trend
 
     K, R = int(rng.choice((2, 3, 4))), int(rng.choice((2, 3, 4, 5)))
     x = 4.0 + np.arange(K)
@@ -231,7 +231,7 @@ FINAL_GAP_TREND = Rule(
     simulate=simulate_final_gap,
     design={"holds": f"true Δ = −{MARGIN} (edge), 2–4 N cells × 2–5 seeds, gap sd {SIM_GAP_SD} (per-cell log-sd "
                      f"0.5), t4 noise",
-            "fails": f"true Δ = −{2 * MARGIN}", "estimator": "empirics.training.study_analysis.gap_trend"},
+            "fails": f"true Δ = −{2 * MARGIN}", "estimator": "sapa.empirics.training.study_analysis.gap_trend"},
     trials=2000,
 )
 

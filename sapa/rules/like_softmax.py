@@ -136,7 +136,7 @@ def mc_evidence(N, sq_samples, N_ref: int, asymptotic: float = math.nan) -> Like
     """Evidence from Monte Carlo squared norms over a grid: the ledger's exponent interval and a t-interval for the ratio at N_ref."""
     from scipy import stats
 
-    from empirics.montecarlo.stats import rms_exponent_interval
+    from sapa.empirics.montecarlo.stats import rms_exponent_interval
 
     fit = rms_exponent_interval(N, sq_samples, level=LEVEL)
     k = list(N).index(N_ref)

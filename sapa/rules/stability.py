@@ -3,7 +3,7 @@
 ``stability-trend`` — tested statement: "the arm's test accuracy relative to softmax does not
 degrade by more than δ as N grows over the studied range" (arXiv 2410.18613, §5: x^p/√N trains
 like softmax at every N). The unit is the (arm, N) cell, seeds nested inside; evidence
-(:class:`empirics.training.study_analysis.GapTrend`): Δ = OLS slope of the cell-mean paired gap
+(:class:`sapa.empirics.training.study_analysis.GapTrend`): Δ = OLS slope of the cell-mean paired gap
 ḡ(N) = mean_r [acc(arm, r) − acc(softmax, r)] (each at its best lr) on log2 N, times log2(N_max/N_min)
 (the predicted change over the studied range), with its standard error from the pooled within-cell
 variance and Student t with df = Σ(n_N − 1). A diverged member enters at chance accuracy.
@@ -118,10 +118,10 @@ def zero_event_floor(ev, alpha: float = ALPHA_HOLDS) -> float:
 
 def zero_event_seeds(ev, alpha: float = ALPHA_HOLDS, most: int = 10_000) -> int | None:
     """The fewest seeds per cell with which all-zero cells would read HOLDS (None beyond ``most``): the floor rises
-    with the seeds (:func:`empirics.training.censored_trend.smallest_count`)."""
+    with the seeds (:func:`sapa.empirics.training.censored_trend.smallest_count`)."""
     from dataclasses import replace
 
-    from empirics.training.censored_trend import smallest_count
+    from sapa.empirics.training.censored_trend import smallest_count
 
     return smallest_count(lambda R: zero_event_floor(replace(ev, n=(R,) * len(ev.N)), alpha) > -MARGIN_STABLE, most)
 
@@ -159,7 +159,7 @@ def _trend(x: np.ndarray, delta: float, rng: np.random.Generator) -> np.ndarray:
 
 
 def simulate_accuracy(truth: str, rng: np.random.Generator):
-    """Evidence from :func:`empirics.training.study_analysis.gap_trend` on synthetic paired gaps with known Δ.
+    """Evidence from :func:`sapa.empirics.training.study_analysis.gap_trend` on synthetic paired gaps with known Δ.
 
     holds: Δ = −MARGIN exactly (the edge of "no degradation beyond δ"); fails: Δ = −2·MARGIN. Per cell k:
     expected gap m_k (linear trend + an orthogonal curve, random offset); the arm diverges with probability
@@ -170,7 +170,7 @@ def simulate_accuracy(truth: str, rng: np.random.Generator):
     see with a few seeds (a rare event not observed leaves no variance): measured false FAILS 0.55 % when
     q varies ±25 % across cells, 1.4 % at ±50 % (2000 trials each). The divergence reading watches rates.
     """
-    from empirics.training.study_analysis import gap_trend
+    from sapa.empirics.training.study_analysis import gap_trend
 
     x, R = _design(rng)
     delta = -MARGIN if truth == "holds" else -2 * MARGIN
@@ -196,7 +196,7 @@ def simulate_divergence(truth: str, rng: np.random.Generator):
     E[f_s − f_a] falls by exactly |Δ| over the range; holds: Δ = −MARGIN_STABLE; fails: Δ = −2·MARGIN_STABLE.
     Seeds cluster: a seed's rate is Beta(κq, κ(1 − q)), its count Binomial(lrs, rate).
     """
-    from empirics.training.study_analysis import gap_trend
+    from sapa.empirics.training.study_analysis import gap_trend
 
     x, R = _design(rng)
     delta = -MARGIN_STABLE if truth == "holds" else -2 * MARGIN_STABLE
@@ -230,7 +230,7 @@ STABILITY_TREND = Rule(
                      f"of sd {SIM_CURVE}",
             "limitation": "a divergence rate falling with N while finite runs degrade: false FAILS 0.55 % at ±25 % "
                           "variation across cells, 1.4 % at ±50 %",
-            "fails": f"true Δ = −{2 * MARGIN}", "estimator": "empirics.training.study_analysis.gap_trend"},
+            "fails": f"true Δ = −{2 * MARGIN}", "estimator": "sapa.empirics.training.study_analysis.gap_trend"},
     trials=2000,
 )
 
@@ -245,7 +245,7 @@ DIVERGENCE_TREND = Rule(
     simulate=simulate_divergence,
     design={"holds": f"the arm's diverged share rises by exactly {MARGIN_STABLE} more than softmax's over the N range; "
                      f"{SIM_LRS[0]}–{SIM_LRS[-1]} lrs, beta-binomial seed clusters (κ = {SIM_KAPPA})",
-            "fails": f"it rises by {2 * MARGIN_STABLE}", "estimator": "empirics.training.study_analysis.gap_trend"},
+            "fails": f"it rises by {2 * MARGIN_STABLE}", "estimator": "sapa.empirics.training.study_analysis.gap_trend"},
     trials=2000,
 )
 

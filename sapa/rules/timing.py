@@ -8,7 +8,7 @@ and the machine's state: its cores and its load.
 * **Model.** In log ratios, round i of run j is x_{j,i} = μ + b_j + e_{j,i}: the rounds of one run share that
   run's drift b_j ~ (0, σ_b²) (one memory layout, one CPU state, one moment of the machine, and what the machine's
   other processes do), and only fresh runs average it away. σ_b is declared per clock (``DRIFT``), measured by
-  :mod:`empirics.timing.drift` across machine states: five stored runs of the quick grid in each of a quiet machine,
+  :mod:`sapa.empirics.timing.drift` across machine states: five stored runs of the quick grid in each of a quiet machine,
   a compute load and a memory-bandwidth load, each run in its own process (a test recomputes it; a quiet machine's
   drift alone, ``DRIFT_QUIET``, is a robustness row); e's variance is the cell's own pooled
   within-run variance s². With K runs of R_j rounds, the estimate is the mean m of the run means and
@@ -42,14 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from empirics.training.censored_trend import holm, smallest_count
+from sapa.empirics.training.censored_trend import holm, smallest_count
 from sapa.rules.base import Rule
 
 FACTOR = 1.5          # the ledger's default factor (a reading may ask for another: TimingEvidence.factor)
 ALPHA_HOLDS = 0.05    # a cell is within at this one-sided level (the ledger's false-HOLDS target)
 ALPHA_FAILS = 0.01    # cells outside: Holm over the reading's cells at this family-wise level (false-FAILS target)
 LOOKS = 2             # first run, then all runs: a cell's p-value is LOOKS × the smaller of its looks'
-# σ_b of a log ratio between runs, per clock: empirics.timing.drift over empirics/data/overhead_repeat_runs.json,
+# σ_b of a log ratio between runs, per clock: sapa.empirics.timing.drift over empirics/data/overhead_repeat_runs.json,
 # series "machine-states" (5 runs in each of quiet, compute load, memory-bandwidth load × 36 cells × 5 rounds; pooled
 # moment estimate, its 95 % bootstrap upper bound beside it); DRIFT_QUIET: series "quiet-7" (7 quiet runs), a
 # robustness row

@@ -1,4 +1,4 @@
-"""common.allocator: glibc keeps freed heap memory (mmap threshold at its maximum, no trimming)."""
+"""sapa.common.allocator: glibc keeps freed heap memory (mmap threshold at its maximum, no trimming)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from common.allocator import keep_freed_memory
+from sapa.common.allocator import keep_freed_memory
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
@@ -30,18 +30,18 @@ def test_a_sweep_cell_faults_its_pages_in_once_in_the_command_and_in_pool_worker
     pool worker's initialiser (spawned workers inherit nothing), each in a fresh interpreter."""
     setups = {
         "off": "",
-        "allocator": "from common.allocator import keep_freed_memory; keep_freed_memory()",
+        "allocator": "from sapa.common.allocator import keep_freed_memory; keep_freed_memory()",
         "command": "from sapa.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass",
-        "worker": "from common.pool import worker_init; worker_init()",
+        "worker": "from sapa.common.pool import worker_init; worker_init()",
     }
     code = (
         "import resource, sys, contextlib, io, torch\n"
         "torch.set_num_threads(1)\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    exec(sys.argv[1])\n"
-        "from empirics.montecarlo.sweep import builtin_config, load_config, with_overrides\n"
-        "from empirics.montecarlo.sweep.cells import cells\n"
-        "from empirics.montecarlo.sweep.run import run_cell\n"
+        "from sapa.empirics.montecarlo.sweep import builtin_config, load_config, with_overrides\n"
+        "from sapa.empirics.montecarlo.sweep.cells import cells\n"
+        "from sapa.empirics.montecarlo.sweep.run import run_cell\n"
         "cfg = with_overrides(load_config(builtin_config('quick')), seed=0, N=[512], D=[16], weight_model=['paper'])\n"
         "for c in cells(cfg): run_cell(cfg, c)\n"  # the first pass grows the heap to its peak
         "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from common.atomic import atomic_write, atomic_write_json, atomic_write_text
+from sapa.common.atomic import atomic_write, atomic_write_json, atomic_write_text
 
 
 def _mode(p: Path) -> int:
@@ -61,7 +61,7 @@ def test_no_temporary_file_is_left(tmp_path):
 def test_an_interrupt_right_after_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
     """Ctrl-C can land between creating the temporary file and the write (here: in the close after the O_EXCL open);
     an interrupted `sapa sweep` once left such a file beside its part files."""
-    import common.atomic as atomic
+    import sapa.common.atomic as atomic
 
     real_close = os.close
 
@@ -165,7 +165,7 @@ def test_missing_parent_directories_are_created(tmp_path):
 @pytest.fixture
 def held(tmp_path):
     """(OUT held as a run's results folder, a folder outside it that must stay empty)."""
-    from common.atomic import confined
+    from sapa.common.atomic import confined
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir()
@@ -175,7 +175,7 @@ def held(tmp_path):
 
 
 def test_a_link_as_an_intermediate_folder_is_refused(held):
-    from common.atomic import LinkRefused, make_dirs
+    from sapa.common.atomic import LinkRefused, make_dirs
 
     out, elsewhere = held
     (out / "data").symlink_to(elsewhere)
@@ -221,8 +221,8 @@ def test_a_link_swapped_in_between_the_walk_and_the_rename_changes_nothing_outsi
 
 def test_a_link_planted_between_two_steps_of_the_walk_is_refused(held, monkeypatch):
     """The check is the open itself (O_NOFOLLOW): a link planted just before a folder is opened is refused."""
-    import common.atomic as atomic
-    from common.atomic import LinkRefused
+    import sapa.common.atomic as atomic
+    from sapa.common.atomic import LinkRefused
 
     out, elsewhere = held
     (out / "train").mkdir()
@@ -242,7 +242,7 @@ def test_a_link_planted_between_two_steps_of_the_walk_is_refused(held, monkeypat
 
 
 def test_a_file_where_a_folder_belongs_is_named(held):
-    from common.atomic import LinkRefused
+    from sapa.common.atomic import LinkRefused
 
     out, _ = held
     (out / "data").write_text("x")
@@ -254,7 +254,7 @@ def test_the_held_folder_guards_writes_from_every_thread(held):
     """The training study writes its chunks from a background thread: the guard holds there too."""
     import threading
 
-    from common.atomic import LinkRefused
+    from sapa.common.atomic import LinkRefused
 
     out, elsewhere = held
     (out / "train").symlink_to(elsewhere)
@@ -274,7 +274,7 @@ def test_the_held_folder_guards_writes_from_every_thread(held):
 
 def test_the_folder_a_user_names_may_itself_be_a_link(tmp_path):
     """--out is the user's choice (it may be a link); only what is below it is guarded."""
-    from common.atomic import confined
+    from sapa.common.atomic import confined
 
     real = tmp_path / "real"
     real.mkdir()
@@ -285,7 +285,7 @@ def test_the_folder_a_user_names_may_itself_be_a_link(tmp_path):
 
 
 def test_outside_a_held_folder_only_the_named_folder_is_trusted(tmp_path):
-    from common.atomic import LinkRefused, confined
+    from sapa.common.atomic import LinkRefused, confined
 
     with pytest.raises(LinkRefused, match="not inside"):  # an explicit root: nothing outside it
         atomic_write(tmp_path / "x.json", lambda fh: fh.write(b"{}"), root=tmp_path / "out")

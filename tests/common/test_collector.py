@@ -1,4 +1,4 @@
-"""common.collector: the cyclic garbage collector's thresholds, set by the `sapa` command (and pool workers:
+"""sapa.common.collector: the cyclic garbage collector's thresholds, set by the `sapa` command (and pool workers:
 tests/common/test_pool.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from common.collector import THRESHOLDS, collect_less_often
+from sapa.common.collector import THRESHOLDS, collect_less_often
 from sapa.cli import main
 
 

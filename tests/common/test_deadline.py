@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from common.deadline import REFIRE_S, DeadlineExceeded, deadline
-from common.validate import InputError
+from sapa.common.deadline import REFIRE_S, DeadlineExceeded, deadline
+from sapa.common.validate import InputError
 
 
 def test_a_block_past_its_deadline_stops_with_one_line():

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common import figdata
-from common.figdata import FigureDataError
+from sapa.common import figdata
+from sapa.common.figdata import FigureDataError
 
 
 class _Payload:
@@ -30,21 +30,21 @@ class _Payload:
 def _compute(name: str) -> dict:
     """Small real data of each figure that ``sapa verify`` stores (the ``to_json()`` of its empirics experiment)."""
     if name == "scale_direction":
-        from empirics.experiments.scale_direction import run_scale_direction
+        from sapa.empirics.experiments.scale_direction import run_scale_direction
 
         res = run_scale_direction([64, 128, 256], models=("paper", "iid", "tied"), trials=2, max_trials=8, n_boot=50)
         return res.showing([m for m in res.models if m != "paper"]).to_json()  # as sapa.claims.fig1_scale_direction stores it
     if name == "causal_masking":
-        from empirics.experiments.causal import run_causal_masking
+        from sapa.empirics.experiments.causal import run_causal_masking
 
         return run_causal_masking(Ns=(16, 32), trials=(2, 2), max_trials=8, N_train=16, transfer_trials=2,
                                   transfer_max_trials=8, n_boot=50).to_json()
     if name == "worst_case":
-        from empirics.experiments.worst_case import run_worst_case
+        from sapa.empirics.experiments.worst_case import run_worst_case
 
         return run_worst_case(ps=(1, 3), Ns=(3, 6), D=3, steps=2, restarts=0).to_json()  # witness starts only
     if name == "overhead":
-        from empirics.timing.overhead import OverheadGrid, bench_overhead
+        from sapa.empirics.timing.overhead import OverheadGrid, bench_overhead
 
         g = OverheadGrid(Ns=(16, 32), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4,),
                          crossover_masks=("none",), time_cap_s=1.0, block_s=0.002)  # the data's form, not its speed

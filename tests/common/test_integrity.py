@@ -11,9 +11,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
-from empirics.training import train_study as ts
-from common.integrity import (
+import sapa.empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
+from sapa.empirics.training import train_study as ts
+from sapa.common.integrity import (
     CorruptResult,
     check_record,
     check_table,
@@ -21,7 +21,7 @@ from common.integrity import (
     seal_record,
     seal_table,
 )
-from empirics.montecarlo.sweep import config_from_dict, run_sweep
+from sapa.empirics.montecarlo.sweep import config_from_dict, run_sweep
 
 TINY = {"seed": 3, "trials": 4, "N": [4, 8], "D": [4], "d": ["D"], "weight_model": ["iid"],
         "activation": [{"kind": "softmax"}]}
@@ -106,7 +106,7 @@ def test_cell_without_checksum_is_recomputed(tmp_path, capsys):
 
 def test_cell_damaged_during_the_run_is_an_error_naming_it(tmp_path, monkeypatch):
     """A cell that passed the resume check but fails at assembly is never used: an error names the file."""
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     cfg = config_from_dict(TINY)
     run_sweep(cfg, tmp_path, progress=False)
@@ -156,7 +156,7 @@ def test_chunk_damaged_during_the_run_is_an_error_naming_it(trained, tmp_path, m
     """A chunk file that passed the resume check but fails when the tables are assembled is never used."""
     import shutil
 
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     out, _ = trained
     shutil.copytree(out / "chunks", tmp_path / "chunks")

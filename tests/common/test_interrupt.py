@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from common.interrupt import Stopped, stop_signals, stopped_by_interrupt
+from sapa.common.interrupt import Stopped, stop_signals, stopped_by_interrupt
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -72,7 +72,7 @@ EXEC_THEN_EXIT = (
     "import os, signal, sys\n"
     "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # whatever mask or handler the caller left\n"
     "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "from common.interrupt import stop_signals\n"
+    "from sapa.common.interrupt import stop_signals\n"
     "with stop_signals() as stops:\n"
     "    try:\n"
     "        exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**8): pass\\n')\n"
@@ -119,7 +119,7 @@ def test_the_interpreter_did_kill_itself_for_an_exact_keyboardinterrupt(tmp_path
 
 LATE_STOP = (
     "import atexit, signal\n"
-    "from common.interrupt import exit_with, process_stops\n"
+    "from sapa.common.interrupt import exit_with, process_stops\n"
     "process_stops()\n"
     "atexit.register(lambda: signal.raise_signal(signal.SIGINT))  # a stop while the interpreter shuts down\n"
     "exit_with(5)\n")
@@ -136,7 +136,7 @@ def test_a_stop_after_the_exit_began_is_discarded(tmp_path):
 
 def test_process_stops_raise_stopped_and_keep_an_inherited_ignore(tmp_path):
     code = ("import signal, sys\n"
-            "from common.interrupt import Stopped, process_stops\n"
+            "from sapa.common.interrupt import Stopped, process_stops\n"
             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
             "process_stops()\n"
             "assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN\n"
@@ -151,7 +151,7 @@ def test_process_stops_raise_stopped_and_keep_an_inherited_ignore(tmp_path):
 def test_console_turns_a_stop_during_mains_return_into_one_line(monkeypatch, capsys):
     """In-process, with the process-wide parts stubbed: a Stopped escaping main gives 130 and one line; a normal
     return passes main's code through."""
-    import common.interrupt as ci
+    import sapa.common.interrupt as ci
     from sapa import cli
 
     got = []

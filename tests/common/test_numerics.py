@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from common.numerics import PINNED, pin_kernel_dispatch
+from sapa.common.numerics import PINNED, pin_kernel_dispatch
 
 
 def _capability(code: str, env: dict) -> str:
@@ -26,7 +26,7 @@ def _clean_env() -> dict:
 def test_importing_sapa_or_empirics_pins_dispatch_before_torch():
     env = _clean_env()
     assert _capability("import sapa.cli", env) == "AVX2"
-    assert _capability("import empirics.training.train_study", env) == "AVX2"
+    assert _capability("import sapa.empirics.training.train_study", env) == "AVX2"
 
 
 def test_a_value_the_user_set_is_kept(monkeypatch):

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from common.outdir import LOCK_NAME, check_dir, check_file, exclusive
-from common.validate import InputError
+from sapa.common.outdir import LOCK_NAME, check_dir, check_file, exclusive
+from sapa.common.validate import InputError
 
 
 
@@ -94,7 +94,7 @@ def test_a_stale_lock_file_from_a_killed_run_is_taken_over_and_removed(tmp_path)
 
 def test_a_holder_that_locked_a_removed_file_locks_the_new_one(tmp_path, monkeypatch):
     # the race the inode check closes: between our open and our flock the previous holder removes the file
-    import common.outdir as O
+    import sapa.common.outdir as O
 
     out = tmp_path / "res"
     out.mkdir()
@@ -118,7 +118,7 @@ def _holder(out, seconds: float = 30.0) -> subprocess.Popen:
     """Another process that holds ``out`` until killed; returns once it holds it."""
     code = textwrap.dedent(f"""
         import sys, time
-        from common.outdir import exclusive
+        from sapa.common.outdir import exclusive
         with exclusive({str(out)!r}):
             print("held", flush=True)
             time.sleep({seconds})
@@ -155,7 +155,7 @@ def test_messages_name_the_flag_and_the_path_given(tmp_path):
 
 def test_the_holder_pid_is_read_only_when_it_is_one(tmp_path):
     """The refusal names the holder's pid from the lock file; garbage (also non-ASCII) there is ignored, never raised."""
-    from common.outdir import _holder
+    from sapa.common.outdir import _holder
 
     lock = tmp_path / "lock"
     for content, want in ((b"123\n", " (pid 123)"), (b"abc\n", ""), (b"\xff\xfe12\n", ""), (b"", "")):
@@ -225,8 +225,8 @@ def test_the_results_folder_itself_may_be_a_link(tmp_path):
 def test_a_subfolder_locked_inside_a_held_folder_is_never_reached_through_a_link(tmp_path):
     """verify holds OUT, then OUT/sweep and OUT/train: a link planted at OUT/train meanwhile gets no lock file, no
     folder, nothing (issue 52, case 5)."""
-    from common.atomic import LinkRefused
-    from common.outdir import exclusive
+    from sapa.common.atomic import LinkRefused
+    from sapa.common.outdir import exclusive
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     elsewhere.mkdir()

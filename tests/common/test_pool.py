@@ -1,4 +1,4 @@
-"""common.pool: one thread and deterministic algorithms inside ``one_thread``, without loading torch._inductor."""
+"""sapa.common.pool: one thread and deterministic algorithms inside ``one_thread``, without loading torch._inductor."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from common.collector import THRESHOLDS
+from sapa.common.collector import THRESHOLDS
 
 
 @pytest.mark.slow  # fresh interpreters (~2 s)
 def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_worker_takes_its_niceness():
     code = (
         "import sys, torch\n"
-        "from common.pool import one_thread\n"
-        "from empirics.training.tiny_models import ARMS, TinyModelConfig, build_model\n"
+        "from sapa.common.pool import one_thread\n"
+        "from sapa.empirics.training.tiny_models import ARMS, TinyModelConfig, build_model\n"
         "torch.set_num_threads(2)\n"
         "assert not torch.are_deterministic_algorithms_enabled()\n"
         "with one_thread():\n"
@@ -27,7 +27,7 @@ def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_
         "assert not torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 2\n"
         "print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)\n"
         "import os\n"
-        "from common.pool import worker_init\n"
+        "from sapa.common.pool import worker_init\n"
         "before = os.nice(0)\n"
         "worker_init(None, niceness=3)\n"
         "print(os.nice(0) - before, torch.get_num_threads())\n"
@@ -45,7 +45,7 @@ def test_one_thread_and_a_fresh_worker_import_neither_inductor_nor_dynamo_and_a_
 def test_once_inductor_is_loaded_its_flag_follows_too():
     code = (
         "import torch, torch._inductor.config as cfg\n"
-        "from common.pool import deterministic_algorithms\n"
+        "from sapa.common.pool import deterministic_algorithms\n"
         "deterministic_algorithms(True)\n"
         "assert torch.are_deterministic_algorithms_enabled() and cfg.deterministic\n"
         "deterministic_algorithms(False)\n"
@@ -59,7 +59,7 @@ def test_a_ctrl_c_to_the_process_group_reaches_the_parent_alone():
     pool); workers start with SIGINT blocked, so only the parent sees it."""
     code = (
         "import os, signal, sys, time\n"
-        "from common.pool import process_pool\n"
+        "from sapa.common.pool import process_pool\n"
         "def main():\n"
         "    ex = process_pool(2)\n"
         "    futs = [ex.submit(time.sleep, 2) for _ in range(2)]\n"
@@ -101,7 +101,7 @@ def test_stop_pool_ends_even_when_a_worker_died_mid_result(tmp_path):
     import concurrent.futures as cf
     import time
 
-    from common.pool import process_pool, stop_pool
+    from sapa.common.pool import process_pool, stop_pool
 
     ex = process_pool(1)
     marker = tmp_path / "written"
@@ -126,8 +126,8 @@ def test_a_stop_during_a_launch_is_raised_once_the_child_has_started(monkeypatch
     import signal
     import time
 
-    from common.interrupt import stop_signals
-    from common.pool import DeafProcess
+    from sapa.common.interrupt import stop_signals
+    from sapa.common.pool import DeafProcess
 
     steps = []
 
@@ -150,7 +150,7 @@ def test_a_stop_during_a_launch_is_raised_once_the_child_has_started(monkeypatch
 def test_a_stopping_pool_interrupted_does_not_wait_for_the_work_in_flight():
     import time
 
-    from common.pool import stopping_pool
+    from sapa.common.pool import stopping_pool
 
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

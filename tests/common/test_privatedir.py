@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from common.privatedir import private_dir
+from sapa.common.privatedir import private_dir
 
 
 def _mode(p) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from common.progress import EVERY_S, Heartbeat, LineProgress, LogClock, StageBeat, progress_bar, skip
+from sapa.common.progress import EVERY_S, Heartbeat, LineProgress, LogClock, StageBeat, progress_bar, skip
 
 
 class Clock:
@@ -175,7 +175,7 @@ def test_lines_from_many_threads_are_never_spliced():
     """A bar's heartbeat and the main thread print at once: each line arrives whole (one write under a lock)."""
     import threading
 
-    from common.progress import say
+    from sapa.common.progress import say
 
     class Slow(io.StringIO):
         def write(self, s):  # a stream that yields between writes, as a pipe does

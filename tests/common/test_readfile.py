@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from common.readfile import read_regular, read_regular_text, require_regular
-from common.validate import InputError
+from sapa.common.readfile import read_regular, read_regular_text, require_regular
+from sapa.common.validate import InputError
 
 
 def test_regular_files_are_read_and_bounded(tmp_path):
@@ -42,7 +42,7 @@ def _dictionary_bomb(path, rows: int, width: int, **columns) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.integrity import PARQUET_KEY
+    from sapa.common.integrity import PARQUET_KEY
 
     act = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, dtype=np.int32)), pa.array(["x" * width]))
     t = pa.table({"N": np.arange(rows, dtype=np.int64), "activation": act, **columns})
@@ -52,8 +52,8 @@ def _dictionary_bomb(path, rows: int, width: int, **columns) -> None:
 def test_a_dictionary_typed_column_is_bounded_before_it_is_decoded(tmp_path, monkeypatch):
     import pyarrow as pa
 
-    from common import readfile
-    from common.integrity import read_parquet_verified
+    from sapa.common import readfile
+    from sapa.common.integrity import read_parquet_verified
 
     _dictionary_bomb(tmp_path / "results.parquet", rows=10_000, width=1 << 16)  # 655 MB decoded
     assert (tmp_path / "results.parquet").stat().st_size < 200_000
@@ -70,7 +70,7 @@ def test_dictionaries_inside_lists_and_structs_are_bounded_too(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.readfile import read_parquet_table
+    from sapa.common.readfile import read_parquet_table
 
     long = "y" * 10_000
     t = pa.table({"l": pa.array([[long, long]] * 50), "s": pa.array([{"u": long}] * 50)})
@@ -93,7 +93,7 @@ def test_the_reported_dictionary_bomb_stays_small(tmp_path):
     _dictionary_bomb(sweep / "results.parquet", rows=148_176, width=1 << 20)
     assert (sweep / "results.parquet").stat().st_size < 3_000_000
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
-            "from common.integrity import read_parquet_verified; from common.validate import InputError\n"
+            "from sapa.common.integrity import read_parquet_verified; from sapa.common.validate import InputError\n"
             f"try:\n    read_parquet_verified({str(sweep / 'results.parquet')!r})\n"
             "except InputError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from common import readfile
-from common.readfile import check_parquet, read_parquet_table, read_regular, require_regular
-from common.validate import InputError
+from sapa.common import readfile
+from sapa.common.readfile import check_parquet, read_parquet_table, read_regular, require_regular
+from sapa.common.validate import InputError
 
 MIB = 2**20
 

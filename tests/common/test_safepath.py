@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.safepath import inside, plain_name
-from common.validate import InputError
+from sapa.common.safepath import inside, plain_name
+from sapa.common.validate import InputError
 
 
 @pytest.mark.parametrize("name", ["norm_vs_n_D64_trials200", "overhead_d8_N16-32_threads1", "a.b", "x=1,y@2+3"])

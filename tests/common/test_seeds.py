@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from common.seeds import rng_for, seed_sequence, spawn_key, stable_hash, torch_gen_for, trial_generator
-from common.validate import InputError
+from sapa.common.seeds import rng_for, seed_sequence, spawn_key, stable_hash, torch_gen_for, trial_generator
+from sapa.common.validate import InputError
 
 
 def test_stable_hash_is_canonical():

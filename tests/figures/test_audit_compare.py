@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from common import figdata
-from empirics.experiments.activation_sampling import run_audit_compare
-from figures import audit_compare
-from theory.families import family
+from sapa.common import figdata
+from sapa.empirics.experiments.activation_sampling import run_audit_compare
+from sapa.figures import audit_compare
+from sapa.theory.families import family
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from figures import bench_scaling
-from common.validate import InputError
+from sapa.figures import bench_scaling
+from sapa.common.validate import InputError
 
 RES = {"workers": [1, 2], "seconds": [4.2, 3.1], "startup_s": [0.0, 6.6], "speedup": [1.0, 4.2 / 3.1],
        "efficiency": [1.0, 4.2 / 6.2], "efficiency_with_startup": [1.0, 4.2 / 19.4], "cells": 12, "rows": 1728,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from figures.captions import CAPTIONS, caption_for
+from sapa.figures.captions import CAPTIONS, caption_for
 
 FIGURES = Path(__file__).resolve().parents[2] / "figures"
 
@@ -80,7 +80,7 @@ def test_every_kind_a_ledger_can_show_has_a_caption_for_every_suffix_its_module_
     """The catalogue's stem prefixes (which include stems a claim hands to a module, ``study_learning``, that no
     ``style.stem`` call names) × every suffix the module saves: each has a caption. The report of a quick ledger once
     showed ``study_learning_slowdown`` with a placeholder caption."""
-    from figures.catalogue import FIGURES as KINDS
+    from sapa.figures.catalogue import FIGURES as KINDS
 
     pairs = {(prefix, suffix) for f in KINDS for prefix in f.stems for suffix in _module_suffixes(f.module)}
     assert ("study_learning", "_slowdown") in pairs and ("overhead", "_model") in pairs  # the scan sees them

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from common import figdata
-from empirics.experiments.causal import run_causal_masking
-from figures import causal_masking
+from sapa.common import figdata
+from sapa.empirics.experiments.causal import run_causal_masking
+from sapa.figures import causal_masking
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from figures import dose_response as F  # noqa: E402
+from sapa.figures import dose_response as F  # noqa: E402
 
 
 def _rows():

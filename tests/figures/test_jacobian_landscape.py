@@ -1,6 +1,6 @@
 """Tests for `figures/jacobian_landscape.py`: runs on a small grid and saves PNG + PDF."""
 
-from figures import jacobian_landscape
+from sapa.figures import jacobian_landscape
 
 
 def test_main_small(tmp_path):

@@ -1,6 +1,6 @@
 """Tests for `figures/learning_curves.py`: the three panels from learning-statistics cells (smoke test)."""
 
-from figures import learning_curves as fig
+from sapa.figures import learning_curves as fig
 
 
 def _cell(task, N, arm, median, solved):
@@ -40,7 +40,7 @@ def test_rising_curves_or_a_quick_budget_are_said_on_the_figure(tmp_path, monkey
 
 def test_stored_data_redraws_the_same_figures_with_the_same_note(tmp_path, monkeypatch):
     # through figdata (what sapa verify writes and sapa figures reads): same files, same note on their face
-    from common import figdata
+    from sapa.common import figdata
 
     cells = [_cell("copy1", 16, a, m, s) for a, m, s in (("softmax", 10, 1.0), ("x_sqrtN", 20, 0.5))]
     figdata.write(tmp_path / "d.json", fig.stored_data(cells, solved=True, budget="quick"), "t")

@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from empirics.experiments.lipschitz_ball import BallConfig, run_ball
-from empirics.kernels.ball_ascent import AscentConfig
-from empirics.realmodel.layer_lipschitz import LayerLipschitzResult
-from figures import lipschitz_ball as fig
+from sapa.empirics.experiments.lipschitz_ball import BallConfig, run_ball
+from sapa.empirics.kernels.ball_ascent import AscentConfig
+from sapa.empirics.realmodel.layer_lipschitz import LayerLipschitzResult
+from sapa.figures import lipschitz_ball as fig
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_check_catches_a_bound_that_is_too_small(data):
 
 
 def test_draws_and_redraws_from_stored_data(data, tmp_path):
-    from common import figdata
+    from sapa.common import figdata
 
     stem = fig.stored_stem(data)
     assert stem.startswith(fig.NAME)

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirics.montecarlo.sweep import summarise
-from figures import norm_scaling
-from theory.moments import exact_moments
+from sapa.empirics.montecarlo.sweep import summarise
+from sapa.figures import norm_scaling
+from sapa.theory.moments import exact_moments
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,8 @@ def test_draw_from_stored_summary(tmp_path, tiny):
     fig = norm_scaling.draw(back, 64, 16, "jac_fro")
     assert sum(ax.get_visible() for ax in fig.axes) == 4
     # a stored sweep directory (no provenance metadata: defaults σ_w = 1/√D, σ_ab = 1)
-    from common.validate import InputError
-    from empirics.montecarlo.sweep.store import _write_parquet
+    from sapa.common.validate import InputError
+    from sapa.empirics.montecarlo.sweep.store import _write_parquet
 
     (tmp_path / "sweep").mkdir()
     _write_parquet(tmp_path / "sweep" / "results.parquet", tiny, {})  # sealed, as `sapa sweep` writes it

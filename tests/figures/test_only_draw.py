@@ -31,7 +31,7 @@ def _imported_names(tree: ast.Module) -> set[str]:
     """Names imported from `empirics` anywhere in the module (top level or inside functions)."""
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("empirics"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sapa.empirics"):
             names |= {a.name for a in node.names}
     return names
 
@@ -51,18 +51,18 @@ def test_no_figure_imports_an_experiment_runner(path):
 
 def test_the_runners_exist():
     """The list above names real functions (a renamed runner must not silently pass this test)."""
-    import empirics.experiments.activation_sampling
-    import empirics.experiments.causal
-    import empirics.experiments.scale_direction
-    import empirics.montecarlo.sweep
-    import empirics.experiments.worst_case
+    import sapa.empirics.experiments.activation_sampling
+    import sapa.empirics.experiments.causal
+    import sapa.empirics.experiments.scale_direction
+    import sapa.empirics.montecarlo.sweep
+    import sapa.empirics.experiments.worst_case
 
-    mods = (empirics.experiments.activation_sampling, empirics.experiments.causal, empirics.experiments.scale_direction, empirics.montecarlo.sweep, empirics.experiments.worst_case)
+    mods = (sapa.empirics.experiments.activation_sampling, sapa.empirics.experiments.causal, sapa.empirics.experiments.scale_direction, sapa.empirics.montecarlo.sweep, sapa.empirics.experiments.worst_case)
     assert all(any(callable(getattr(m, r, None)) for m in mods) for r in RUNNERS)
 
 
 def test_the_check_itself_catches_a_computing_figure():
-    src = "from empirics.experiments.worst_case import run_worst_case\n\ndef compute():\n    return run_worst_case()\n"
+    src = "from sapa.empirics.experiments.worst_case import run_worst_case\n\ndef compute():\n    return run_worst_case()\n"
     tree = ast.parse(src)
     assert _imported_names(tree) & RUNNERS == {"run_worst_case"}
     assert "compute" in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}

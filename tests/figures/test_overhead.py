@@ -6,8 +6,8 @@ import pytest
 
 import json
 
-from empirics.timing.overhead import OverheadGrid, bench_overhead
-from figures import overhead
+from sapa.empirics.timing.overhead import OverheadGrid, bench_overhead
+from sapa.figures import overhead
 
 
 @pytest.mark.slow  # times a grid (~5 s); test_main_small draws the figure by default
@@ -40,7 +40,7 @@ def test_legend_names_every_form_the_caption_names():
     did not time marked as such."""
     import matplotlib.pyplot as plt
 
-    from figures.captions import caption_for
+    from sapa.figures.captions import caption_for
 
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(3,), repeats=1, methods=("naive", "linearised"), crossover_ds=(8,),
                      crossover_masks=("none",), time_cap_s=5.0, block_s=0.002)

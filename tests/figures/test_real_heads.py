@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from figures import real_heads
-from theory.moments import exact_moments
+from sapa.figures import real_heads
+from sapa.theory.moments import exact_moments
 
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py: offline, sockets refused
@@ -48,7 +48,7 @@ def test_draw_protocols_from_synthetic_fits(tmp_path):
     """The per-protocol figure needs only the typed fits (no model): 4 protocols × 3 activations × 72 heads."""
     from dataclasses import asdict
 
-    from empirics.realmodel import real
+    from sapa.empirics.realmodel import real
 
     rng = np.random.default_rng(2)
     fits = []

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from figures import regime_map
-from theory.moments import exact_moments
+from sapa.figures import regime_map
+from sapa.theory.moments import exact_moments
 
 
 @pytest.mark.parametrize("model", ["iid", "tied", "corr"])

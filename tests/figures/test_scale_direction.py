@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from common import figdata
-from empirics.experiments.scale_direction import run_scale_direction
-from figures import scale_direction
+from sapa.common import figdata
+from sapa.empirics.experiments.scale_direction import run_scale_direction
+from sapa.figures import scale_direction
 
 
 @pytest.fixture(scope="module")

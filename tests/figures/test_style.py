@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from figures import style
+from sapa.figures import style
 
 
 def _draw(out, stem="f"):

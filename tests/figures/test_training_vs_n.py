@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from empirics.training.study_analysis import accuracy_table  # noqa: E402
-from figures import training_vs_n as F  # noqa: E402
+from sapa.empirics.training.study_analysis import accuracy_table  # noqa: E402
+from sapa.figures import training_vs_n as F  # noqa: E402
 from tests.empirics.training.study_fixture import make_study  # noqa: E402
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from common import figdata
-from empirics.experiments.worst_case import run_worst_case
-from figures import worst_case
+from sapa.common import figdata
+from sapa.empirics.experiments.worst_case import run_worst_case
+from sapa.figures import worst_case
 
 
 def test_worst_case_figure(tmp_path):

@@ -21,7 +21,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from common.validate import InputError
+from sapa.common.validate import InputError
 from sapa.cli import main as sapa_main
 from sapa.commands.notebooks import Notebook, cell_id, default_dir, find, kernel, normalise, problems, render
 
@@ -240,7 +240,7 @@ def test_cell_ids_are_positions_whatever_the_sources():
 def test_regenerating_says_which_notebook_and_which_cell_runs(tmp_path, capsys, monkeypatch):
     import functools
 
-    import common.progress as progress
+    import sapa.common.progress as progress
     from sapa.commands.notebooks import execute
 
     book = Notebook(tmp_path / "01_slow.py")

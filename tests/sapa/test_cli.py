@@ -35,7 +35,7 @@ def xw(tmp_path):
 def test_norms_json_agrees_with_autograd(xw, capsys, activation, p, scale, mask):
     import torch
 
-    from empirics.kernels.norms import Activation, jacobian_autograd
+    from sapa.empirics.kernels.norms import Activation, jacobian_autograd
 
     d, X, W = xw
     code, out, err = _run(["norms", "--x", str(d / "X.npy"), "--w", str(d / "W.npy"), "--activation", activation,
@@ -177,7 +177,7 @@ def test_verify_runs_the_training_readers_after_the_other_checks_and_the_timings
     assert set(ran[-1 - len(TRAINED):-1]) == set(TRAINED)
     rest = [i for i in ORDER if i not in TRAINED and i != "overhead"]
     assert ran[:len(rest)] == rest  # ledger order within the group
-    from figures.regenerate import JOBS
+    from sapa.figures.regenerate import JOBS
 
     # the ledger's own figures are drawn before the first late entry: they may illustrate earlier checks only
     assert all(cid in rest for job in JOBS for cid in job.claims)

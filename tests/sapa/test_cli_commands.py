@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from sapa.cli import main
-from theory.moments import exact_moments
+from sapa.theory.moments import exact_moments
 
 TINY = """
 name = "tiny"
@@ -127,7 +127,7 @@ def test_bench_quick_json(tmp_path, capsys):
 def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
     """``bench --quick --part overhead``: on the quick grid (``-m slow``, ~15 s) or, in the default run, on a tiny
     one (N = 32, 64, d = 8) through the same command."""
-    from empirics.timing import overhead
+    from sapa.empirics.timing import overhead
 
     if grid == "tiny":
         monkeypatch.setattr(overhead, "QUICK", overhead.OverheadGrid(
@@ -146,7 +146,7 @@ def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
 def test_a_command_silent_for_longer_than_the_fallback_says_it_runs(monkeypatch, capsys):
     import time
 
-    import common.progress as progress
+    import sapa.common.progress as progress
     import sapa.cli as cli
     from sapa.commands import command_module
 

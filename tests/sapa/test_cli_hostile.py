@@ -25,7 +25,7 @@ def _run(argv, capsys):
 
 def _deadline(seconds: int):
     """DeadlineExceeded if the block blocks for longer than ``seconds`` (a FIFO opened for reading waits for a writer)."""
-    from common.deadline import deadline
+    from sapa.common.deadline import deadline
 
     return deadline(seconds, "the test")
 
@@ -33,7 +33,7 @@ def _deadline(seconds: int):
 @pytest.fixture(scope="module")
 def _overhead_bench() -> dict:
     """One tiny overhead benchmark per module (its numbers are not under test, only what is drawn from them)."""
-    from empirics.timing.overhead import OverheadGrid, bench_overhead
+    from sapa.empirics.timing.overhead import OverheadGrid, bench_overhead
 
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
                      crossover_masks=("none",), time_cap_s=1.0, block_s=0.002)
@@ -49,7 +49,7 @@ def overhead_data(_overhead_bench) -> dict:
 
 @pytest.fixture
 def only_stored(monkeypatch):
-    import figures.regenerate as rg
+    import sapa.figures.regenerate as rg
 
     monkeypatch.setattr(rg, "JOBS", [])
 
@@ -63,7 +63,7 @@ def _files_under(root) -> set[str]:
 
 @pytest.mark.parametrize("stem", ["../../escape", "../escape", "/ABS/escape", "..", ".hidden", "a/b", "x\0y"])
 def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_stored, overhead_data, stem):
-    from common import figdata
+    from sapa.common import figdata
 
     results = tmp_path / "deep" / "results"
     stem = stem.replace("/ABS", str(tmp_path))
@@ -76,7 +76,7 @@ def test_a_stored_stem_never_chooses_where_figures_go(tmp_path, capsys, only_sto
 
 
 def test_a_symlinked_figures_folder_is_refused(tmp_path, capsys, only_stored, overhead_data):
-    from common import figdata
+    from sapa.common import figdata
 
     results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -91,8 +91,8 @@ def test_a_symlinked_figures_folder_is_refused(tmp_path, capsys, only_stored, ov
 def test_save_keeps_every_path_inside_its_folder(tmp_path):
     import matplotlib.pyplot as plt
 
-    from common.validate import InputError
-    from figures import style
+    from sapa.common.validate import InputError
+    from sapa.figures import style
 
     out = tmp_path / "figs"
     out.mkdir()
@@ -121,9 +121,9 @@ def _special_files(tmp_path) -> list:
 
 
 def test_bench_out_is_never_a_device_or_pipe(tmp_path, capsys, monkeypatch):
-    import empirics.timing.bench
+    import sapa.empirics.timing.bench
 
-    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(sapa.empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
     for target in _special_files(tmp_path):
         mode = os.lstat(target).st_mode
         code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", target], capsys)
@@ -136,9 +136,9 @@ def test_bench_out_is_never_a_device_or_pipe(tmp_path, capsys, monkeypatch):
 def test_bench_out_is_never_a_symbolic_link(tmp_path, capsys, monkeypatch):
     # /dev/stdout is a link to /proc/self/fd/1: with stdout a regular file the link's target is regular, and the
     # result would be renamed over the link itself, in /dev. Any link is refused, the file it names is not.
-    import empirics.timing.bench
+    import sapa.empirics.timing.bench
 
-    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(sapa.empirics.timing.bench, "bench_all", lambda *a, **k: pytest.fail("work started"))
     (tmp_path / "real.json").write_text("{}")
     (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
     code, out, err = _run(["bench", "--quick", "--part", "kernels", "--out", tmp_path / "link.json"], capsys)
@@ -161,7 +161,7 @@ def test_npy_inputs_that_are_pipes_or_devices_are_named_as_such(tmp_path, capsys
 
 
 def test_atomic_write_never_renames_over_a_device_or_pipe(tmp_path):
-    from common.atomic import atomic_write_text
+    from sapa.common.atomic import atomic_write_text
 
     for target in _special_files(tmp_path):
         mode = os.lstat(target).st_mode
@@ -177,7 +177,7 @@ def test_atomic_write_never_renames_over_a_device_or_pipe(tmp_path):
 
 
 def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only_stored, overhead_data):
-    from common import figdata
+    from sapa.common import figdata
 
     figdata.write(tmp_path / "data" / "overhead.json", overhead_data, "ov_tiny")
     os.mkfifo(tmp_path / "data" / "worst_case.json")
@@ -188,8 +188,8 @@ def test_a_fifo_in_a_results_folder_does_not_hang_figures(tmp_path, capsys, only
 
 
 def test_a_link_to_dev_zero_is_not_read(tmp_path):
-    from common import figdata
-    from common.figdata import FigureDataError
+    from sapa.common import figdata
+    from sapa.common.figdata import FigureDataError
 
     (tmp_path / "x.json").symlink_to("/dev/zero")
     with _deadline(60), pytest.raises(FigureDataError, match="not a regular file"):
@@ -197,17 +197,17 @@ def test_a_link_to_dev_zero_is_not_read(tmp_path):
 
 
 def test_a_parquet_bomb_is_refused_before_decompressing(tmp_path, monkeypatch):
-    import common.readfile
-    from common import figdata
-    from common.figdata import FigureDataError
+    import sapa.common.readfile
+    from sapa.common import figdata
+    from sapa.common.figdata import FigureDataError
 
     df = pd.DataFrame({"a": np.zeros(2**19)})  # 4 MiB of float64 that compresses to a few kB
     path = figdata.write(tmp_path / "bomb.json", {"t": df}, "bomb")
     assert path.stat().st_size < 200_000
-    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**20)
+    monkeypatch.setattr(sapa.common.readfile, "MAX_READ_BYTES", 2**20)
     with pytest.raises(FigureDataError, match="declares 524,288 rows"):
         figdata.read(path)
-    monkeypatch.setattr(common.readfile, "MAX_READ_BYTES", 2**23)
+    monkeypatch.setattr(sapa.common.readfile, "MAX_READ_BYTES", 2**23)
     pd.testing.assert_frame_equal(figdata.read(path)[0]["t"], df)
 
 
@@ -346,8 +346,8 @@ def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from common.readfile import read_parquet_table
-    from common.validate import InputError
+    from sapa.common.readfile import read_parquet_table
+    from sapa.common.validate import InputError
 
     arr = pa.DictionaryArray.from_arrays(pa.array(np.zeros(300, dtype=np.int32)), pa.array(["x" * (1 << 20)]))
     pq.write_table(pa.table({"s": arr}), tmp_path / "bomb.parquet", store_schema=False)  # read back as plain text
@@ -379,7 +379,7 @@ def test_an_interrupt_says_what_was_kept_for_that_command(tmp_path, capsys, monk
 def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
     import errno
 
-    from common.atomic import atomic_write
+    from sapa.common.atomic import atomic_write
 
     def full(tmp):
         raise OSError(errno.ENOSPC, "No space left on device")

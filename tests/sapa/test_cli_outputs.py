@@ -35,19 +35,19 @@ def _one_error_line(code, out, err, needle: str) -> None:
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test if it starts."""
-    import empirics.timing.bench
-    import empirics.timing.overhead
-    import empirics.montecarlo.sweep
-    import empirics.training.train_study
-    import figures.regenerate
+    import sapa.empirics.timing.bench
+    import sapa.empirics.timing.overhead
+    import sapa.empirics.montecarlo.sweep
+    import sapa.empirics.training.train_study
+    import sapa.figures.regenerate
     import sapa.ledger
 
     def fail(*a, **k):
         pytest.fail("work started before the output location was checked")
 
-    for mod, name in [(sapa.ledger, "run_claim"), (empirics.montecarlo.sweep, "run_sweep"), (empirics.training.train_study, "run_study"),
-                      (empirics.timing.bench, "bench_all"), (empirics.timing.overhead, "bench_overhead"),
-                      (figures.regenerate, "run_jobs")]:
+    for mod, name in [(sapa.ledger, "run_claim"), (sapa.empirics.montecarlo.sweep, "run_sweep"), (sapa.empirics.training.train_study, "run_study"),
+                      (sapa.empirics.timing.bench, "bench_all"), (sapa.empirics.timing.overhead, "bench_overhead"),
+                      (sapa.figures.regenerate, "run_jobs")]:
         monkeypatch.setattr(mod, name, fail)
 
 
@@ -82,7 +82,7 @@ def test_figures_from_proc_is_refused(capsys, no_work):
 
 
 def test_figures_exit_2_when_no_figure_was_written(tmp_path, capsys, monkeypatch):
-    import figures.regenerate as rg
+    import sapa.figures.regenerate as rg
 
     monkeypatch.setattr(rg, "JOBS", [])
     code, out, err = _run(["figures", "--results", tmp_path], capsys)
@@ -94,9 +94,9 @@ def test_figures_exit_2_when_no_figure_was_written(tmp_path, capsys, monkeypatch
 
 
 def test_figures_draws_from_stored_json(tmp_path, capsys, monkeypatch):
-    import figures.regenerate as rg
-    from common import figdata
-    from empirics.timing.overhead import OverheadGrid, bench_overhead
+    import sapa.figures.regenerate as rg
+    from sapa.common import figdata
+    from sapa.empirics.timing.overhead import OverheadGrid, bench_overhead
 
     monkeypatch.setattr(rg, "JOBS", [])
     g = OverheadGrid(Ns=(16, 32), d=8, ps=(1,), repeats=1, methods=("naive",), crossover_ds=(4,),
@@ -130,7 +130,7 @@ class _Payload:
 
 def test_a_malicious_pickle_in_a_results_folder_does_nothing(tmp_path, capsys, monkeypatch):
     """Pickles as the old ``.pkl`` files and under the new ``.json`` names: nothing is unpickled, nothing runs."""
-    import figures.regenerate as rg
+    import sapa.figures.regenerate as rg
 
     monkeypatch.setattr(rg, "JOBS", [])
     calls = []
@@ -202,7 +202,7 @@ def test_the_source_check_sees_each_way_to_unpickle():
 def _holder(out) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import time
-        from common.outdir import exclusive
+        from sapa.common.outdir import exclusive
         with exclusive({str(out)!r}):
             print("held", flush=True)
             time.sleep(60)
@@ -293,7 +293,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
 
     from sapa.budget import budget_named
     from sapa.commands.ledger_merge import prior_ledger
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     quick = budget_named("quick", 0)
     assert prior_ledger(tmp_path / "none", quick) is None
@@ -321,7 +321,7 @@ def test_prior_ledger_accepts_a_matching_budget_and_names_what_differs(tmp_path)
 def test_prior_ledger_says_why_it_cannot_be_read(tmp_path):
     from sapa.budget import budget_named
     from sapa.commands.ledger_merge import prior_ledger
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     cases = {"k": ({"claims": []}, r"\('provenance' is a required property\)"),
              "l": ({"claims": {}, "provenance": {}}, r"\(claims: \{\} is not of type 'array'\)"),
@@ -371,7 +371,7 @@ def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tm
     """A tampered ledger.json used to crash `verify --only` after ledger.json was rewritten."""
     from dataclasses import asdict
 
-    from common.validate import InputError
+    from sapa.common.validate import InputError
     from sapa.budget import budget_named
     from sapa.commands.ledger_merge import prior_ledger
 
@@ -390,7 +390,7 @@ def test_a_malformed_kept_entry_is_refused_before_any_work_unless_it_is_rerun(tm
 def test_a_link_planted_in_out_mid_run_takes_no_write_outside(tmp_path, capsys, monkeypatch, planted):
     """Issue 52, case 5: the link check ran at start-up only. Between the sweep's first and second part file a link
     is planted inside --out (the part files' folder, or the final result's name); no file lands outside --out."""
-    import empirics.montecarlo.sweep.run as sweep_run
+    import sapa.empirics.montecarlo.sweep.run as sweep_run
     from tests.sapa.test_cli_commands import TINY
 
     cfg, out, elsewhere = tmp_path / "tiny.toml", tmp_path / "out", tmp_path / "elsewhere"
@@ -449,8 +449,8 @@ def test_a_link_planted_in_a_running_verify_sends_nothing_elsewhere(tmp_path):
 
 def test_sapa_figures_holds_its_folder_while_it_draws(tmp_path, monkeypatch, capsys):
     """`sapa figures` writes below RESULTS (or --out) only through folders, never a link planted once it started."""
-    import figures.regenerate as regenerate
-    from common.atomic import atomic_write_text
+    import sapa.figures.regenerate as regenerate
+    from sapa.common.atomic import atomic_write_text
 
     results, elsewhere = tmp_path / "R", tmp_path / "elsewhere"
     results.mkdir()

@@ -65,8 +65,8 @@ def test_the_study_cost_counts_what_the_plan_holds():
     """Members and flops from one replicate scaled up equal the enumerated plan's (progress bar's) at 3 replicates."""
     from dataclasses import replace
 
-    from empirics.training.study_config import member_count
-    from empirics.training.train_study import StudyProgress, study_config, study_cost
+    from sapa.empirics.training.study_config import member_count
+    from sapa.empirics.training.train_study import StudyProgress, study_config, study_cost
 
     for budget in ("quick", "full"):
         cfg = replace(study_config(budget, 0), seeds=3)

@@ -19,7 +19,7 @@ def test_s_over_sqrt_d_moment_against_an_independent_monte_carlo(model, p):
     S = X W_Q W_Kᵀ Xᵀ, X rows N(0, I_D), W entries N(0, 1/D) (tied: W_K = W_Q). 40 000 draws; the tolerance is
     4.5 standard errors of the sample mean (the x³ squares have heavy tails, so the bound is from the sample's own sd).
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     D, d, N, T = 16, 4, 6, 40_000
     rng = np.random.default_rng(20260)

@@ -70,10 +70,10 @@ def test_exact_text_keys_aligned_and_no_none(capsys):
 
 def test_bench_prints_small_speedups_with_their_digits(capsys, monkeypatch):
     """A speed-up of 0.16 prints as 0.16×, never 0×."""
-    import empirics.timing.bench
+    import sapa.empirics.timing.bench
 
     row = {"N": 8, "D": 4, "activation": "softmax", "kernel_s": 1.0, "autograd_s": 0.16, "speedup_vs_autograd": 0.16}
-    monkeypatch.setattr(empirics.timing.bench, "bench_all", lambda quick: {"vs_autograd": [row], "vs_gemm": []})
+    monkeypatch.setattr(sapa.empirics.timing.bench, "bench_all", lambda quick: {"vs_autograd": [row], "vs_gemm": []})
     assert main(["bench", "--quick", "--part", "kernels"]) == 0
     out = capsys.readouterr().out
     assert "speedup 0.16×" in out and "0×" not in out.replace("0.16×", "")

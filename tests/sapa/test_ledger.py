@@ -11,7 +11,7 @@ from sapa.budget import QUICK, budget_named
 from sapa.claims import all_claims
 from sapa.ledger import VERDICTS, Claim, Context, Outcome, Reading, run_claim
 from sapa.rules import CLAIM_VERDICTS, QUESTION_VERDICTS, rule_named
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 DESIGN_IDS = [
     "thm4.1-norm", "thm4.1-jacobian", "thm4.2-linear", "cor4.3-linear-scaled", "thm4.4-cubic",

@@ -8,7 +8,7 @@ from numpy.lib import format as npf
 
 from sapa.cli import main
 from sapa.npyfile import check_numeric_dtype, load_npy
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 def _forged(path, shape, descr="<f8", data=b"\0" * 64, version=(1, 0)):

@@ -145,11 +145,11 @@ def test_a_full_disk_in_an_entry_after_two_verdicts_keeps_both_and_says_so_in_on
 def _disk_full_after(monkeypatch, k: int) -> None:
     """Every result file written after the first ``k`` fails as a full disk does (the file named, nothing replaced).
 
-    The public writers of common.atomic are wrapped (a JSON write that goes through the text writer counts once).
+    The public writers of sapa.common.atomic are wrapped (a JSON write that goes through the text writer counts once).
     """
     import errno
 
-    import common.atomic as atomic
+    import sapa.common.atomic as atomic
 
     done, inside = [], []
 

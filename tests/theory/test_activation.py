@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from common.validate import InputError
-from theory import activation
-from theory.activation import _fill_in_extended_precision, _lam, parse_activation, x_
+from sapa.common.validate import InputError
+from sapa.theory import activation
+from sapa.theory.activation import _fill_in_extended_precision, _lam, parse_activation, x_
 
 EXTENDED = np.finfo(np.longdouble).max > np.finfo(np.float64).max
 LOGISTIC = sp.exp(x_) / (1 + sp.exp(x_))  # inf/inf in float64 beyond x ≈ 709.8, in long double beyond ≈ 11356

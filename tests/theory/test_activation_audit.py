@@ -1,6 +1,6 @@
 """Tests for `theory/activation_audit.py`: parsing, exact moments of every order, Gauss rules, quadrature, worst case.
 
-The exact path must reproduce `theory.moments` (the numbers behind `sapa exact` and the growth
+The exact path must reproduce `sapa.theory.moments` (the numbers behind `sapa exact` and the growth
 claims of arXiv 2410.18613) as exact rationals; the quadrature path must reproduce the exact path on
 polynomials; closed forms that need no moments (ReLU under symmetric laws) check the rest.
 """
@@ -15,11 +15,11 @@ import pytest
 import sympy as sp
 from scipy.special import roots_hermite
 
-from theory import activation_audit as A
-from theory.gaussian import double_factorial
-from theory.moments import _rw_m_off, exact_moments
-from common.validate import InputError
-from theory.worst_case import worst_case_exponent
+from sapa.theory import activation_audit as A
+from sapa.theory.gaussian import double_factorial
+from sapa.theory.moments import _rw_m_off, exact_moments
+from sapa.common.validate import InputError
+from sapa.theory.worst_case import worst_case_exponent
 
 VIT = (768, 64, 196)
 
@@ -103,7 +103,7 @@ def test_row_normalisation_needs_nonnegative_phi():
 
 @pytest.mark.parametrize("rho", [Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 3)])
 def test_v_moments_match_the_bilinear_cgf(rho):
-    # (2k−1)!! E v^k = E S_12^{2k}, the latter from theory.moments' conditional CGF (independent derivation)
+    # (2k−1)!! E v^k = E S_12^{2k}, the latter from sapa.theory.moments' conditional CGF (independent derivation)
     vm = A._corr_v_moments(7, 3, rho, 4)
     for k in range(1, 5):
         assert double_factorial(2 * k - 1) * vm[k] == _rw_m_off(k, 7, 3, rho)
@@ -284,7 +284,7 @@ def test_worst_case_counts_every_visible_entry(mask):
 
 def test_a_linear_monomial_takes_the_closed_form_path():
     # theory/activation_audit.py: `nz[0][0] < 1` → `<= 1` sent c·x down the general path unnoticed
-    from theory.activation_audit import _monomial
+    from sapa.theory.activation_audit import _monomial
 
     assert _monomial(A.parse_activation("x/sqrt(N)"))[0] == 1 and _monomial(A.parse_activation("x**3"))[0] == 3
     assert _monomial(A.parse_activation("x + x**2")) is None and _monomial(A.parse_activation("1/sqrt(N)")) is None
@@ -292,7 +292,7 @@ def test_a_linear_monomial_takes_the_closed_form_path():
 
 def test_entry_moments_have_one_value_per_order():
     # theory/entry_moments.py: `range(K + 1)` → `range(K + 2)` in joff left a stray moment
-    from theory.entry_moments import entry_moments, model_spec
+    from sapa.theory.entry_moments import entry_moments, model_spec
 
     for spec in (model_spec("iid", 8, 4), model_spec("tied", 8, 4), model_spec("corr", 8, 4, rho=0.5)):
         em = entry_moments(spec, 6)
@@ -301,7 +301,7 @@ def test_entry_moments_have_one_value_per_order():
 
 def test_a_constant_activation_has_no_jacobian():
     # theory/norm_profile.py: the derivative-free branch returned 1 instead of 0 for E(∂φ/∂S)² off the diagonal
-    from theory.activation_audit import model_spec, profile
+    from sapa.theory.activation_audit import model_spec, profile
 
     t = profile(A.parse_activation("1/sqrt(N)"), model_spec("iid", 16, 8)).totals([4.0, 64.0])
     assert np.all(t["jac_s"] == 0) and np.all(t["jac"] == 0)
@@ -310,7 +310,7 @@ def test_a_constant_activation_has_no_jacobian():
 
 def test_causal_witness_counts_the_diagonal():
     # theory/activation_worst_case.py: the aligned witness counts N(N+1)/2 visible entries under a causal mask
-    from theory.activation_worst_case import WORST_N
+    from sapa.theory.activation_worst_case import WORST_N
 
     wc = A.worst_case(A.parse_activation("x", mask="causal"), N=196)
     n1, n2 = WORST_N
@@ -320,7 +320,7 @@ def test_causal_witness_counts_the_diagonal():
 
 def test_a_one_atom_measure_keeps_its_atom():
     # theory/gauss_rules.py: the one-node rule returned al·scale; `/ scale` moved the atom 3 → 1/3
-    from theory.gauss_rules import _gauss_of_discrete
+    from sapa.theory.gauss_rules import _gauss_of_discrete
 
     x, w = _gauss_of_discrete(np.array([3.0, 3.0, -1.0]), np.array([1.0, 1.0, 0.0]), 4)
     assert x == pytest.approx([3.0], rel=1e-14) and w == pytest.approx([2.0], rel=1e-14)  # (3/3)·3 in float64
@@ -329,8 +329,8 @@ def test_a_one_atom_measure_keeps_its_atom():
 def test_shared_diagonal_law_by_fft_has_the_exact_moments():
     # theory/gauss_rules.py: the FFT path (more than TENSOR_RANK eigenvalues) with its grid step `(b − a)/n` broken
     # still passed; E S_11 = tr W_s and E S_11² = (tr W_s)² + 2 Σλ² for x ~ N(0, I) are exact
-    from theory import gauss_rules as G
-    from theory.entry_moments import model_spec
+    from sapa.theory import gauss_rules as G
+    from sapa.theory.entry_moments import model_spec
 
     rng = np.random.default_rng(0)
     W = rng.standard_normal((8, 8)) / np.sqrt(8)

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from theory.alibi_bias import N, bias_only_fro2, bias_only_sum, leading_coefficient_any_p, leading_term, m
+from sapa.theory.alibi_bias import N, bias_only_fro2, bias_only_sum, leading_coefficient_any_p, leading_term, m
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4])

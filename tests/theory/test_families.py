@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 from tests.cases import CASES, Case, params
 from tests.tolerances import RTOL
-from theory.families import COMPARED, FAMILIES, FAMILY_TABLE, KERNEL_KINDS, SCALE_RULES, Family, family, label_of
+from sapa.theory.families import COMPARED, FAMILIES, FAMILY_TABLE, KERNEL_KINDS, SCALE_RULES, Family, family, label_of
 
 
 def test_ids_and_labels_are_unique_and_every_scale_rule_is_named():
@@ -84,10 +84,10 @@ def _phi_by_numpy(case: Case, S: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("case", params([c for c in CASES if FAMILIES[c.family].kernel]))
 def test_the_exact_kernel_computes_the_familys_expression(case):
-    """empirics.kernels.norms (kernel, p, coefficient) against numpy's φ(S) of the expression: ‖φ(S)‖_F."""
+    """sapa.empirics.kernels.norms (kernel, p, coefficient) against numpy's φ(S) of the expression: ‖φ(S)‖_F."""
     import torch
 
-    from empirics.kernels.norms import Activation, attention_norms
+    from sapa.empirics.kernels.norms import Activation, attention_norms
 
     fam, N = FAMILIES[case.family], case.Ns[-1]
     rng = rng_for(0, "test-families", case.family)
@@ -107,10 +107,10 @@ def test_the_exact_kernel_computes_the_familys_expression(case):
 
 @pytest.mark.parametrize("case", params())
 def test_the_audit_of_each_family_agrees_with_a_monte_carlo(case):
-    """E‖φ(S)‖²_F: closed form or quadrature (theory.activation_audit) against Monte Carlo (empirics.experiments.activation_sampling) at
+    """E‖φ(S)‖²_F: closed form or quadrature (sapa.theory.activation_audit) against Monte Carlo (sapa.empirics.experiments.activation_sampling) at
     |z| < 4; a row-normalised family (no closed form) keeps every draw within softmax's bound ‖P‖²_F ≤ N."""
-    from empirics.experiments.activation_sampling import sample_norms
-    from theory.activation_audit import model_spec, parse_activation, profile
+    from sapa.empirics.experiments.activation_sampling import sample_norms
+    from sapa.theory.activation_audit import model_spec, parse_activation, profile
 
     fam = FAMILIES[case.family]
     act = parse_activation(case.expr, fam.normalize, case.mask)

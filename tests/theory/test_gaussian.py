@@ -15,8 +15,8 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory import gaussian as g
-from theory.gaussian import (
+from sapa.theory import gaussian as g
+from sapa.theory.gaussian import (
     chi2_moment,
     double_factorial,
     gaussian_expectation,

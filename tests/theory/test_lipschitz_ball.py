@@ -9,8 +9,8 @@ import pytest
 import sympy as sp
 import torch
 
-from common.seeds import rng_for, torch_gen_for
-from theory import lipschitz_ball as LB
+from sapa.common.seeds import rng_for, torch_gen_for
+from sapa.theory import lipschitz_ball as LB
 
 
 # ------------------------------------------------------------------ (L1) ‖diag(p) − ppᵀ‖₂ ≤ ½
@@ -71,7 +71,7 @@ def test_column_sums_of_softmax_with_bounded_logits_stay_below_kappa():
 # ------------------------------------------------------------------ the bound against autograd
 
 def _head(seed: int, D: int, act: str):
-    from empirics.kernels.head_jacobian import Head
+    from sapa.empirics.kernels.head_jacobian import Head
 
     g = torch_gen_for(seed, "test_lipschitz_ball", "head", D)
     WQ, WK, WV = (torch.randn(D, D, generator=g, dtype=torch.float64) / math.sqrt(D) for _ in range(3))
@@ -79,7 +79,7 @@ def _head(seed: int, D: int, act: str):
 
 
 def _dense_sigma(h, X):
-    from empirics.kernels.head_jacobian import forward
+    from sapa.empirics.kernels.head_jacobian import forward
 
     n, D = X.shape
     J = torch.autograd.functional.jacobian(lambda Y: forward(h, Y[None])[0], X).reshape(-1, n * D)
@@ -87,7 +87,7 @@ def _dense_sigma(h, X):
 
 
 def _inputs(h, n: int, R: float, gen):
-    from empirics.kernels.ball_ascent import project_ball, starts
+    from sapa.empirics.kernels.ball_ascent import project_ball, starts
 
     out = list(starts(h, n, R, 3, gen))
     for scale in (0.3, 1.0, 3.0):  # inside, on and (projected) beyond the sphere
@@ -98,7 +98,7 @@ def _inputs(h, n: int, R: float, gen):
 
 @pytest.mark.parametrize("act", ["softmax", "poly1", "poly3"])
 def test_dense_sigma_never_exceeds_the_bound_and_the_ascent_stays_below(act):
-    from empirics.kernels.ball_ascent import AscentConfig, maximise_sigma
+    from sapa.empirics.kernels.ball_ascent import AscentConfig, maximise_sigma
 
     for seed, n, R in ((0, 3, 0.8), (1, 6, 1.6), (2, 10, 2.5)):
         h = _head(seed, 4, act)
@@ -114,7 +114,7 @@ def test_dense_sigma_never_exceeds_the_bound_and_the_ascent_stays_below(act):
 
 def test_term_bounds_of_the_softmax_proof_hold_at_sampled_inputs():
     """‖P‖₂ ≤ √κ (term 2) and ‖dP X‖_F ≤ cR(Rw + wR√min(n/2, κ)) for unit dX (term 1), from autograd's dP."""
-    from empirics.kernels.head_jacobian import attention, logits
+    from sapa.empirics.kernels.head_jacobian import attention, logits
 
     h = _head(3, 4, "softmax")
     w = float(torch.linalg.matrix_norm(h.W, 2))
@@ -160,7 +160,7 @@ def test_softmax_bound_rate_and_mean_field_limit():
 
 def test_poly_bound_is_attained_in_rate_by_aligned_tokens():
     """Every token R·u₁: σ₁ ∝ √n exactly (dense SVD), so the bound's √n is the true rate."""
-    from empirics.kernels.ball_ascent import starts
+    from sapa.empirics.kernels.ball_ascent import starts
 
     h = _head(4, 4, "poly3")
     s = [_dense_sigma(h, starts(h, n, 1.3, 1, torch_gen_for(0, "unused"))[0]) for n in (2, 8, 32)]

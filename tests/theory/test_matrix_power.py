@@ -2,7 +2,7 @@
 
 Three routes: the Wick polynomial against brute-force Isserlis expansion (exact ``==``, tiny
 sizes), its leading coefficient against ‖W^p‖²_F, and a seeded Monte Carlo mean (z < 4,
-sample SE). At p = 1 it must equal the element-wise reading of :mod:`theory.moments`.
+sample SE). At p = 1 it must equal the element-wise reading of :mod:`sapa.theory.moments`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from common.validate import InputError
-from theory.gaussian import gaussian_expectation
-from theory.matrix_power import matrix_power_growth, matrix_power_symbolic
-from theory.moments import N_, exact_moments
+from sapa.common.validate import InputError
+from sapa.theory.gaussian import gaussian_expectation
+from sapa.theory.matrix_power import matrix_power_growth, matrix_power_symbolic
+from sapa.theory.moments import N_, exact_moments
 
 Z_MAX = 4.0  # two-sided P(|Z| > 4) = 6.3e-5 per check under the CLT
 _W_FIXED = np.array([[0.9, -0.4, 0.3, 0.0], [0.2, 0.5, -0.7, 0.1], [0.0, 0.6, 0.4, -0.3], [0.5, 0.0, 0.2, 0.8]])
@@ -32,7 +32,7 @@ def _z(samples, exact):
 
 
 def test_matrix_power_lives_in_one_module():
-    from theory import moments
+    from sapa.theory import moments
 
     assert not any(hasattr(moments, n) for n in ("P_MAX_MATRIX_POWER_EXACT", "MatrixPowerGrowth", "matrix_power_growth",
                                                    "matrix_power_symbolic"))

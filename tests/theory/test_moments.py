@@ -12,7 +12,7 @@ Three independent routes to every closed form:
    checks use unbiased importance sampling (Gaussian blocks drawn with inflated variance,
    exact likelihood-ratio weights) and the sample SE;
 3. per-sample exact kernels: our direct numpy ‖S^{∘p}‖²_F and Jacobian formula (checked
-   against torch autograd) and, when present, ``empirics.kernels.norms``, averaged over X (and W).
+   against torch autograd) and, when present, ``sapa.empirics.kernels.norms``, averaged over X (and W).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory import gaussian as gmod
-from theory import moments as mmod
-from theory.gaussian import chi2_moment, double_factorial, gaussian_expectation
-from theory.moments import (
+from sapa.theory import gaussian as gmod
+from sapa.theory import moments as mmod
+from sapa.theory.gaussian import chi2_moment, double_factorial, gaussian_expectation
+from sapa.theory.moments import (
     D_,
     P_MAX,
     crossover_table,
@@ -42,7 +42,7 @@ from theory.moments import (
     symbolic_moments,
     trace_symbols,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 Z_MAX = 4.0  # two-sided P(|Z| > 4) = 6.3e-5 per check under the CLT
 
@@ -544,10 +544,10 @@ def test_monte_carlo_full_matrix_direct_kernel(model, p):
 @pytest.mark.parametrize("p", [1, 3])
 @pytest.mark.parametrize("model", ["shared", "corr"])
 def test_monte_carlo_vs_empirics_kernel(model, p):
-    """Same, with the per-sample kernels of empirics.kernels.norms (skipped until that module exists)."""
-    norms = pytest.importorskip("empirics.kernels.norms")
+    """Same, with the per-sample kernels of sapa.empirics.kernels.norms (skipped until that module exists)."""
+    norms = pytest.importorskip("sapa.empirics.kernels.norms")
     if not hasattr(norms, "attention_norms_batched") or not hasattr(norms, "Activation"):
-        pytest.skip("empirics.kernels.norms has no attention_norms_batched / Activation yet")
+        pytest.skip("sapa.empirics.kernels.norms has no attention_norms_batched / Activation yet")
     act = norms.Activation("poly", p, 1.0)
     rng = np.random.default_rng(500 + p)
     N, T = 5, 20_000 if p == 1 else 100_000

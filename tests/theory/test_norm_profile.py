@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from theory import norm_profile
-from theory.activation import N_, parse_activation, x_
-from theory.entry_moments import model_spec
-from theory.norm_profile import _factor_in_n, profile
+from sapa.theory import norm_profile
+from sapa.theory.activation import N_, parse_activation, x_
+from sapa.theory.entry_moments import model_spec
+from sapa.theory.norm_profile import _factor_in_n, profile
 
 NS = np.array([2.0, 14.0, 196.0, 4096.0, 2.0**20])
 

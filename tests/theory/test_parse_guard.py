@@ -6,9 +6,9 @@ import pytest
 import sympy as sp
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
-from common.deadline import deadline
-from common.validate import InputError
-from theory.parse_guard import MAX_DIGITS, check_powers
+from sapa.common.deadline import deadline
+from sapa.common.validate import InputError
+from sapa.theory.parse_guard import MAX_DIGITS, check_powers
 
 x = sp.Symbol("x", real=True)
 
@@ -53,7 +53,7 @@ def test_the_digit_limit_is_where_it_says():
 
 def test_the_digit_count_of_a_refused_constant_reads_as_a_power_beyond_1e15():
     # mutation run: the switch from a plain number to 10^k moved from 15 to 16 digits unnoticed
-    from theory.parse_guard import _digits
+    from sapa.theory.parse_guard import _digits
 
     assert _digits(1.0, 15.5) == "10^15.5" and _digits(1.0, 15.0) == "1e+15" and _digits(2.0, 3.0) == "2e+03"
 
@@ -63,8 +63,8 @@ def test_a_float_literal_with_millions_of_digits_is_refused_at_once():
 
     import pytest
 
-    from common.validate import InputError
-    from theory.activation_audit import parse_activation
+    from sapa.common.validate import InputError
+    from sapa.theory.activation_audit import parse_activation
 
     t0 = time.monotonic()
     with pytest.raises(InputError, match="10000001 digits of precision"):

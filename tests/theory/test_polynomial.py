@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 import torch
 
-from theory.polynomial import (
+from sapa.theory.polynomial import (
     poly_attention_symbolic,
     poly_fro2,
     poly_jacobian_fro2_closed_form,
@@ -15,7 +15,7 @@ from theory.polynomial import (
     poly_jacobian_wrt_AB_fro2,
     poly_jacobian_wrt_S_fro2,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -182,7 +182,7 @@ def test_input_errors():
 
 def test_symbolic_causal_attention_masks_to_zero():
     # the docstring's promise: masked entries (j > i when causal) are exactly 0, the visible ones c·S_ij^p
-    from theory.polynomial import poly_attention_symbolic
+    from sapa.theory.polynomial import poly_attention_symbolic
 
     X, W, P = poly_attention_symbolic(3, 2, 2, causal=True)
     S = X * W * X.T

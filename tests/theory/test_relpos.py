@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from common.validate import InputError
-from empirics.experiments.activation_sampling import sample_norms, z_scores
-from theory.activation_audit import model_spec, parse_activation, profile
-from theory.relpos import RelposProfile, is_relative, relpos_profile, relpos_worst_case
+from sapa.common.validate import InputError
+from sapa.empirics.experiments.activation_sampling import sample_norms, z_scores
+from sapa.theory.activation_audit import model_spec, parse_activation, profile
+from sapa.theory.relpos import RelposProfile, is_relative, relpos_profile, relpos_worst_case
 
 Z99_9 = 3.2905267314919255  # two-sided 99.9 %: three quantities per case, a fixed seed
 
@@ -99,8 +99,8 @@ def test_worst_case_of_a_non_relative_position_term_is_bounded_and_exact():
     """
     import tracemalloc
 
-    from theory.activation import parse_activation
-    from theory.relpos import relpos_worst_case
+    from sapa.theory.activation import parse_activation
+    from sapa.theory.relpos import relpos_worst_case
 
     tracemalloc.start()
     try:

@@ -4,7 +4,7 @@ budget (of the totals and of the worst case), the worst case's grid, witness and
 Each test names the mutants of ``tools/mutation_sample.py`` (line, change) it kills. References are independent of
 the module: closed forms summed in mpmath (50 digits), brute-force counts of the visible entries of an N×N mask,
 and quadrature sums over every visible (i, j) entry written out in plain loops from the nodes of
-:mod:`theory.gauss_rules` (no offset collapsing, no blocks)."""
+:mod:`sapa.theory.gauss_rules` (no offset collapsing, no blocks)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from common.validate import InputError
-from theory import relpos
-from theory.activation import i_, j_, x_
-from theory.activation_audit import model_spec, parse_activation
-from theory.gauss_rules import _rules
-from theory.relpos import RelposProfile, relpos_worst_case
+from sapa.common.validate import InputError
+from sapa.theory import relpos
+from sapa.theory.activation import i_, j_, x_
+from sapa.theory.activation_audit import model_spec, parse_activation
+from sapa.theory.gauss_rules import _rules
+from sapa.theory.relpos import RelposProfile, relpos_worst_case
 
 mp.mp.dps = 50
 VALUES = 402  # the worst case's s grid: linspace(−B, B, 401) and s = 0 (the docstring's "402 values")
@@ -64,7 +64,7 @@ def test_an_exact_profile_has_zero_errors():
 def test_quadrature_totals_and_errors_match_loops_over_every_entry():
     """Kills relpos.py line 154 ``self.totals(N, 1)`` → ``totals(N, 2)`` (the fine level), and any change of the pair
     lists or of the block sums: the totals at both levels are recomputed over every visible (i, j) entry of a causal
-    5×5 mask from the nodes of theory.gauss_rules, and errors = |fine − coarse|/|fine| + z_error (the docstring)."""
+    5×5 mask from the nodes of sapa.theory.gauss_rules, and errors = |fine − coarse|/|fine| + z_error (the docstring)."""
     act = parse_activation("sigmoid(x/8 - log(N) - 0.1*Abs(i - j))", "none", "causal")
     spec = model_spec("iid", 16, 8)
     N, nz, z_err = 5, 64, 3e-7

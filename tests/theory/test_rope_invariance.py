@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from theory.activation_audit import model_spec, parse_activation, profile
+from sapa.theory.activation_audit import model_spec, parse_activation, profile
 
 Z99_9 = 3.2905267314919255
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from theory.singular import nonintegrable, undefined_part
+from sapa.theory.singular import nonintegrable, undefined_part
 
 x = sp.Symbol("x", real=True)
 N = sp.Symbol("N", positive=True)
@@ -61,14 +61,14 @@ def test_the_search_reports_the_first_singularity_once(text, of):
 @pytest.mark.parametrize("text,poles", [("x/(N-1000)", (("N", 1000),)), ("x/(N**2-49)", (("N", 7),)),
                                         ("x/(i-5)", (("i", 5),)), ("x/(N-1000.5)", ()), ("x/sqrt(N)", ())])
 def test_poles_in_the_length_or_a_position_are_found_at_integers(text, poles):
-    from theory.activation import parse_activation
+    from sapa.theory.activation import parse_activation
 
     assert parse_activation(text).poles == poles
 
 
 def test_index_poles_directly_including_those_the_grid_check_refuses_first():
-    from theory.activation import N_, i_, j_, x_
-    from theory.singular import index_poles
+    from sapa.theory.activation import N_, i_, j_, x_
+    from sapa.theory.singular import index_poles
 
     assert index_poles(x_ / (j_ - 3), x_, N_, i_, j_) == (("j", 3),)
     assert index_poles(x_ / (N_ - 1), x_, N_, i_, j_) == ()  # N = 1 is no length an audit uses

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory.softmax import (
+from sapa.theory.softmax import (
     P2,
     P3,
     jacobian_fro2_in_power_sums,
@@ -29,7 +29,7 @@ from theory.softmax import (
     softmax_matrix_bounds,
     softmax_symbolic,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 HALF = sp.Rational(1, 2)
 QUARTER = sp.Rational(1, 4)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.validate import InputError
-from theory import activation
-from theory.symbols import SYMBOLS, symbols_words
+from sapa.common.validate import InputError
+from sapa.theory import activation
+from sapa.theory.symbols import SYMBOLS, symbols_words
 
 
 def test_the_parser_accepts_exactly_the_table():

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.func import jacrev
 
-from common.validate import InputError
-from theory.worst_case import (
+from sapa.common.validate import InputError
+from sapa.theory.worst_case import (
     QUANTITIES,
     bracket,
     cluster_norms,

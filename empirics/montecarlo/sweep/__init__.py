@@ -11,17 +11,17 @@ metadata.
 
 The package along its seams (this module re-exports the public API):
 
-* :mod:`empirics.montecarlo.sweep.config`: :class:`SweepConfig`, :class:`ActivationSpec`, TOML / dict parsing;
-* :mod:`empirics.montecarlo.sweep.cells`: :class:`Cell`, the grid, sampling keys, cell ids, trial counts;
-* :mod:`empirics.montecarlo.sweep.run`: :func:`run_cell` and :func:`run_sweep` (any standard executor);
-* :mod:`empirics.montecarlo.sweep.store`: sealed Parquet part files and their provenance;
-* :mod:`empirics.montecarlo.sweep.analysis`: :func:`summarise`, :func:`fit_exponents`, :func:`attach_exact`.
+* :mod:`sapa.empirics.montecarlo.sweep.config`: :class:`SweepConfig`, :class:`ActivationSpec`, TOML / dict parsing;
+* :mod:`sapa.empirics.montecarlo.sweep.cells`: :class:`Cell`, the grid, sampling keys, cell ids, trial counts;
+* :mod:`sapa.empirics.montecarlo.sweep.run`: :func:`run_cell` and :func:`run_sweep` (any standard executor);
+* :mod:`sapa.empirics.montecarlo.sweep.store`: sealed Parquet part files and their provenance;
+* :mod:`sapa.empirics.montecarlo.sweep.analysis`: :func:`summarise`, :func:`fit_exponents`, :func:`attach_exact`.
 """
 
 from __future__ import annotations
 
-from empirics.montecarlo.sweep.analysis import attach_exact, fit_exponents, softmax_typical_norm, summarise
-from empirics.montecarlo.sweep.cells import (
+from sapa.empirics.montecarlo.sweep.analysis import attach_exact, fit_exponents, softmax_typical_norm, summarise
+from sapa.empirics.montecarlo.sweep.cells import (
     KEY_COLS,
     SCHEMA,
     Cell,
@@ -34,7 +34,7 @@ from empirics.montecarlo.sweep.cells import (
     sampling_key,
     trials_per_batch,
 )
-from empirics.montecarlo.sweep.config import (
+from sapa.empirics.montecarlo.sweep.config import (
     ACTIVATIONS,
     DTYPES,
     MASKS,
@@ -47,8 +47,8 @@ from empirics.montecarlo.sweep.config import (
     load_config,
     with_overrides,
 )
-from empirics.montecarlo.sweep.run import QUANTITIES, CellFailedError, cell_name, run_cell, run_sweep, torch_threads
-from empirics.montecarlo.sweep.store import STALE_TMP_S, provenance, read_metadata
+from sapa.empirics.montecarlo.sweep.run import QUANTITIES, CellFailedError, cell_name, run_cell, run_sweep, torch_threads
+from sapa.empirics.montecarlo.sweep.store import STALE_TMP_S, provenance, read_metadata
 
 __all__ = [
     "ACTIVATIONS",

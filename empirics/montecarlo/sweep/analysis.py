@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.validate import InputError, positive_int
-from common.seeds import seed_sequence, trial_generator
-from empirics.kernels.scale import PER_ROW, canonical_rule, coefficient
-from empirics.montecarlo.stats import QUANTILES, classify_regime, fit_exponent
-from empirics.montecarlo.sweep.cells import KEY_COLS, SCHEMA
-from empirics.montecarlo.sweep.config import SweepConfig
+from sapa.common.validate import InputError, positive_int
+from sapa.common.seeds import seed_sequence, trial_generator
+from sapa.empirics.kernels.scale import PER_ROW, canonical_rule, coefficient
+from sapa.empirics.montecarlo.stats import QUANTILES, classify_regime, fit_exponent
+from sapa.empirics.montecarlo.sweep.cells import KEY_COLS, SCHEMA
+from sapa.empirics.montecarlo.sweep.config import SweepConfig
 
 
 def summarise(df: pd.DataFrame, quantiles: Sequence[float] = QUANTILES) -> pd.DataFrame:
@@ -85,13 +85,13 @@ def fit_exponents(
 
 
 def attach_exact(summary: pd.DataFrame, config: SweepConfig | None = None) -> pd.DataFrame:
-    """Add ``expected_sq`` = exact E‖·‖² (``theory.moments``) and ``z`` = (mean_sq − E)/se_sq.
+    """Add ``expected_sq`` = exact E‖·‖² (``sapa.theory.moments``) and ``z`` = (mean_sq − E)/se_sq.
 
     Exact moments exist for polynomial cells without mask or row scale, isotropic zero-mean
     inputs with σ_x = 1; weights have std σ_w (default 1/√D), the paper model σ_ab; and
     E‖c φ‖² = c² E‖φ‖² with c = 1/√N, 1/√d or the constant. Other rows get NaN.
     """
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     sigma_w = None if config is None else config.sigma_w
     sigma_ab = 1.0 if config is None else config.sigma_ab

@@ -12,11 +12,11 @@ from typing import Sequence
 
 import torch
 
-from common.validate import InputError
-from empirics.montecarlo.samplers import RandomnessModel
-from common.seeds import stable_hash
-from empirics.kernels.scale import PER_ROW, coefficient, row_coefficients
-from empirics.montecarlo.sweep.config import ActivationSpec, SweepConfig
+from sapa.common.validate import InputError
+from sapa.empirics.montecarlo.samplers import RandomnessModel
+from sapa.common.seeds import stable_hash
+from sapa.empirics.kernels.scale import PER_ROW, coefficient, row_coefficients
+from sapa.empirics.montecarlo.sweep.config import ActivationSpec, SweepConfig
 
 SCHEMA = 1  # bump when the meaning of stored rows changes (invalidates part files)
 KEY_COLS = ("weight_model", "rho", "x_model", "mean_norm", "activation", "p", "scale_policy", "c", "mask", "N", "D", "d", "dtype")
@@ -121,7 +121,7 @@ def cell_id(config: SweepConfig, cell: Cell) -> str:
 
 def resolve_activation(cell: Cell):
     """``(Activation, row_scale (N,) | None, mask)`` realising the cell's scale policy."""
-    from empirics.kernels.norms import Activation
+    from sapa.empirics.kernels.norms import Activation
 
     N, d = cell.N, cell.d
     if cell.scale_policy in PER_ROW:
@@ -148,11 +148,11 @@ def cell_trials(config: SweepConfig, cell: Cell) -> int:
 
     Heavy-tailed cells are c·x^p with p ≥ 2 (squared norms are degree-4p Gaussian polynomials);
     with ``tail_trials_max > 0`` they get min(tail_trials_max, ⌈trials·max(N)/N⌉) trials
-    (:func:`empirics.montecarlo.stats.design_trials`): equal precision of log mean(‖·‖²) at every N.
+    (:func:`sapa.empirics.montecarlo.stats.design_trials`): equal precision of log mean(‖·‖²) at every N.
     """
     if config.tail_trials_max <= 0 or cell.activation != "poly" or cell.p < 2:
         return config.trials
-    from empirics.montecarlo.stats import design_trials
+    from sapa.empirics.montecarlo.stats import design_trials
 
     return design_trials(cell.N, config.N, base=config.trials, cap=max(config.trials, config.tail_trials_max))
 

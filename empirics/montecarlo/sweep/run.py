@@ -1,7 +1,7 @@
 """Running a sweep: one cell (:func:`run_cell`, a pure function of ``(config, cell)``) and all of them.
 
 :func:`run_sweep` runs the pending cells serially or through any ``concurrent.futures.Executor``
-(it knows no Dask: :func:`empirics.montecarlo.distributed.executor_for` hands it one), writes each finished
+(it knows no Dask: :func:`sapa.empirics.montecarlo.distributed.executor_for` hands it one), writes each finished
 cell atomically as ``OUT/cells/<cell_id>.parquet``, skips finished cells on a rerun, and
 assembles ``OUT/results.parquet`` atomically with provenance in the file metadata.
 """
@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.atomic import atomic_write_json, make_dirs
-from common.validate import InputError
-from empirics.montecarlo.samplers import make_population, sample_paper_ab, sample_trials
-from common.seeds import trial_generator, trial_generators
-from empirics.montecarlo.sweep.cells import (
+from sapa.common.atomic import atomic_write_json, make_dirs
+from sapa.common.validate import InputError
+from sapa.empirics.montecarlo.samplers import make_population, sample_paper_ab, sample_trials
+from sapa.common.seeds import trial_generator, trial_generators
+from sapa.empirics.montecarlo.sweep.cells import (
     KEY_COLS,
     Cell,
     _cell_cost,
@@ -34,8 +34,8 @@ from empirics.montecarlo.sweep.cells import (
     sampling_key,
     trials_per_batch,
 )
-from empirics.montecarlo.sweep.config import SweepConfig, load_config
-from empirics.montecarlo.sweep.store import _part_done, _read_part, _remove_stale_tmp, _write_parquet, provenance
+from sapa.empirics.montecarlo.sweep.config import SweepConfig, load_config
+from sapa.empirics.montecarlo.sweep.store import _part_done, _read_part, _remove_stale_tmp, _write_parquet, provenance
 
 QUANTITIES = ("fro", "jac_fro", "max_abs")
 
@@ -71,7 +71,7 @@ def run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
 
 
 def _run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
-    from empirics.kernels import norms
+    from sapa.empirics.kernels import norms
 
     dtype = getattr(torch, config.dtype)
     model = model_config(config, cell)
@@ -173,7 +173,7 @@ def _result(fut, cell: Cell) -> pd.DataFrame:
 
 
 def _progress_bar(total: float, initial: float, n_cells: int, n_done: int, progress: bool | str):
-    from common.progress import progress_bar
+    from sapa.common.progress import progress_bar
 
     bar = progress_bar(total, initial, desc="sweep", progress=progress,
                        bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}] {postfix}")
@@ -199,7 +199,7 @@ def run_sweep(
         ``"force"`` always; ``False`` never.
       executor: ``None`` runs cells serially here; otherwise a ``concurrent.futures.Executor``
         (``ProcessPoolExecutor`` locally; on a Dask cluster ``Client.get_executor()``, or
-        :func:`empirics.montecarlo.distributed.executor_for`) gets ``submit(run_cell, config, cell)`` per
+        :func:`sapa.empirics.montecarlo.distributed.executor_for`) gets ``submit(run_cell, config, cell)`` per
         pending cell; part files are written here as results arrive, in completion order. A
         failed cell raises its :class:`InputError`, or :class:`CellFailedError` naming it. An
         executor with a ``describe()`` method names itself in the progress bar.
@@ -228,7 +228,7 @@ def run_sweep(
     done = {c for c in all_cells if _part_done(parts / f"{ids[c]}.parquet", ids[c])}
     pending = [c for c in run_order if c not in done]
     if not pending and progress is not False:
-        from common.progress import say
+        from sapa.common.progress import say
 
         say(f"sweep: nothing to run: all {len(all_cells)} cells are already finished in {parts} (same config and "
             "seed); assembling them")

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from common.atomic import atomic_write
-from common.validate import InputError
-from common.integrity import seal_table, warn_recompute
-from empirics.montecarlo.sweep.cells import SCHEMA
-from empirics.montecarlo.sweep.config import SweepConfig
+from sapa.common.atomic import atomic_write
+from sapa.common.validate import InputError
+from sapa.common.integrity import seal_table, warn_recompute
+from sapa.empirics.montecarlo.sweep.cells import SCHEMA
+from sapa.empirics.montecarlo.sweep.config import SweepConfig
 
 
 def provenance(config: SweepConfig) -> dict:
@@ -87,7 +87,7 @@ def _part_done(path: Path, cid: str) -> bool:
 
 def _part_intact(path: Path) -> bool:
     """True if the part file's content matches its checksum; else warn (one line) so that it is recomputed."""
-    from common.integrity import CorruptResult, read_parquet_verified
+    from sapa.common.integrity import CorruptResult, read_parquet_verified
 
     try:
         read_parquet_verified(path)
@@ -101,7 +101,7 @@ def _part_intact(path: Path) -> bool:
 
 def _read_part(path: Path) -> pd.DataFrame:
     """A finished part file, checksum verified; a file damaged since the start of this run is an error naming it."""
-    from common.integrity import CorruptResult, read_parquet_verified
+    from sapa.common.integrity import CorruptResult, read_parquet_verified
 
     try:
         return read_parquet_verified(path)
@@ -117,13 +117,13 @@ def _remove_stale_tmp(parts: Path) -> None:
 
     Only files untouched for :data:`STALE_TMP_S` go, so a concurrent writer is never hit.
     Readers never see them anyway: part files are found by exact name. The folder is listed and its files removed
-    through a directory handle (:func:`common.atomic.open_dir`): a link planted at ``parts`` removes nothing elsewhere.
+    through a directory handle (:func:`sapa.common.atomic.open_dir`): a link planted at ``parts`` removes nothing elsewhere.
     """
     import fnmatch
     import stat
     import time
 
-    from common.atomic import open_dir
+    from sapa.common.atomic import open_dir
 
     try:
         dfd = open_dir(parts, create=False)

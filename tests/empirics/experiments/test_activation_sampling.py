@@ -1,4 +1,4 @@
-"""Tests for `empirics/experiments/activation_sampling.py`: exact kernels against autograd, and Monte Carlo against theory.activation_audit.
+"""Tests for `empirics/experiments/activation_sampling.py`: exact kernels against autograd, and Monte Carlo against sapa.theory.activation_audit.
 
 The kernels take φ and φ' from the sympy expression; autograd (torch.autograd.functional.jacobian,
 float64) differentiates the same φ written in torch. Monte Carlo means must agree with the exact /
@@ -13,9 +13,9 @@ import pytest
 import sympy as sp
 import torch
 
-from empirics.kernels.activation_fns import activation_functions
-from empirics.experiments.activation_sampling import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
-from theory.activation_audit import N_, i_, model_spec, parse_activation, profile, x_
+from sapa.empirics.kernels.activation_fns import activation_functions
+from sapa.empirics.experiments.activation_sampling import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
+from sapa.theory.activation_audit import N_, i_, model_spec, parse_activation, profile, x_
 
 
 def _tmax(a, b):
@@ -140,13 +140,13 @@ def test_monte_carlo_agrees_at_vit_base_sizes(text, model):
 def test_audit_compare_result_is_typed_and_round_trips(tmp_path):
     import dataclasses
 
-    from common import figdata
-    from empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult, Curve, run_audit_compare
+    from sapa.common import figdata
+    from sapa.empirics.experiments.activation_sampling import ACTIVATIONS, MODELS, AuditCompareResult, Curve, run_audit_compare
 
     r = run_audit_compare(Ns=(8, 64, 128), mc_Ns=(8, 16), trials=4)
     assert isinstance(r, AuditCompareResult) and set(r.curves) == {(a[0], m) for a in ACTIVATIONS for m in MODELS}
     assert all(isinstance(c, Curve) for c in r.curves.values())
-    from theory.families import family
+    from sapa.theory.families import family
 
     mc = r.curves[(family("softmax").label, "iid")]
     assert mc.method == "monte_carlo" and np.allclose(mc.exponent_N, [np.sqrt(8 * 16)])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.validate import InputError
-from empirics.experiments.audit_workload import NN_ARRAYS, audit_work, check_audit_work
-from empirics.montecarlo.workload import MAX_FLOPS
+from sapa.common.validate import InputError
+from sapa.empirics.experiments.audit_workload import NN_ARRAYS, audit_work, check_audit_work
+from sapa.empirics.montecarlo.workload import MAX_FLOPS
 
 
 def test_monte_carlo_flops_are_the_sweep_formula_summed_over_the_grid():

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from empirics.experiments.causal import (
+from sapa.empirics.experiments.causal import (
     bin_samples,
     binned_agreement,
     exact_matrix_ms,
@@ -23,8 +23,8 @@ from empirics.experiments.causal import (
     row_samples,
     train_length_transfer,
 )
-from empirics.experiments.scale_direction import exact_fro2
-from common.validate import InputError
+from sapa.empirics.experiments.scale_direction import exact_fro2
+from sapa.common.validate import InputError
 
 
 def test_row_formula_sums_to_the_causal_matrix_moment():
@@ -161,7 +161,7 @@ def test_train_length_transfer_exact_ratios():
 
 @pytest.fixture(scope="module")
 def small_run():
-    from empirics.experiments.causal import run_causal_masking
+    from sapa.empirics.experiments.causal import run_causal_masking
 
     return run_causal_masking(Ns=(16,), trials=(4,), D=8, d=4, max_trials=16, N_train=8, transfer_trials=2,
                               transfer_max_trials=8, n_boot=50)
@@ -170,7 +170,7 @@ def small_run():
 def test_run_returns_a_frozen_typed_result(small_run):
     import dataclasses
 
-    from empirics.experiments.causal import PS, CausalResult
+    from sapa.empirics.experiments.causal import PS, CausalResult
 
     r = small_run
     assert isinstance(r, CausalResult) and r.Ns == (16,) and r.N_train == 8 and r.transfer_p == 3
@@ -182,8 +182,8 @@ def test_run_returns_a_frozen_typed_result(small_run):
 
 
 def test_result_json_round_trip(small_run, tmp_path):
-    from common import figdata
-    from empirics.experiments.causal import CausalResult
+    from sapa.common import figdata
+    from sapa.empirics.experiments.causal import CausalResult
 
     figdata.write(tmp_path / "x.json", small_run.to_json(), "stem")
     back = CausalResult.from_json(figdata.read(tmp_path / "x.json")[0])
@@ -193,7 +193,7 @@ def test_result_json_round_trip(small_run, tmp_path):
 
 def test_masked_matrix_exponent_and_crossover():
     """Both are the exact formulas: E‖x^p/√N‖² masked = (N(N−1)/2·m_off + N·m_diag)/N, N* = 1 + m_diag/m_off."""
-    from empirics.experiments.causal import crossover_n, exact_matrix_ms, masked_matrix_exponent
+    from sapa.empirics.experiments.causal import crossover_n, exact_matrix_ms, masked_matrix_exponent
 
     Ns = [16, 64, 256]
     y = 0.5 * np.log([exact_matrix_ms(3, "tied", n, 8, 4, "inv_sqrt_n") for n in Ns])
@@ -205,7 +205,7 @@ def test_masked_matrix_exponent_and_crossover():
 @pytest.mark.parametrize("model,p", [("paper", 1), ("iid", 3), ("tied", 1), ("tied", 3)])
 def test_masked_matrix_sup_exponent_is_the_supremum_over_n(model, p):
     """E‖x^p/√N‖² masked = (N−1)/2·m_off + m_diag, so e(N) = ½·N/(N − 1 + 2r): its sup over N ≥ 2 on a fine grid."""
-    from empirics.experiments.causal import masked_matrix_sup_exponent
+    from sapa.empirics.experiments.causal import masked_matrix_sup_exponent
 
     m_off, m_diag = row_moments(p, model, 8, 4)
     N = np.unique(np.geomspace(2, 1e9, 4000))

@@ -9,10 +9,10 @@ import pytest
 import torch
 from scipy import stats
 
-from common.seeds import rng_for
-from empirics.experiments.lipschitz_ball import BallConfig, BallResult, fit_exponent, make_head, radius_for, run_ball
-from empirics.kernels.ball_ascent import AscentConfig
-from theory.lipschitz_ball import ball_bound, logit_bound
+from sapa.common.seeds import rng_for
+from sapa.empirics.experiments.lipschitz_ball import BallConfig, BallResult, fit_exponent, make_head, radius_for, run_ball
+from sapa.empirics.kernels.ball_ascent import AscentConfig
+from sapa.theory.lipschitz_ball import ball_bound, logit_bound
 
 SMALL = BallConfig(ns=(2, 4, 8), betas=(2.0,), D=4, d=4, d_v=4, ascent=AscentConfig(restarts=4, steps=15))
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.experiments import peer_adversarial as pa
-from empirics.experiments.lipschitz_ball import BallConfig, make_head, radius_for, run_ball
-from empirics.kernels.ball_ascent import AscentConfig
-from empirics.kernels.head_jacobian import Head, forward
+from sapa.empirics.experiments import peer_adversarial as pa
+from sapa.empirics.experiments.lipschitz_ball import BallConfig, make_head, radius_for, run_ball
+from sapa.empirics.kernels.ball_ascent import AscentConfig
+from sapa.empirics.kernels.head_jacobian import Head, forward
 
 
 def test_the_direction_is_an_eigenvector_of_the_peers_a_by_their_rule():

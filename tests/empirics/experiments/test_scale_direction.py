@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from empirics.kernels.norms import Activation, attention_norms, paper_model_norms
-from empirics.experiments.scale_direction import (
+from sapa.empirics.kernels.norms import Activation, attention_norms, paper_model_norms
+from sapa.empirics.experiments.scale_direction import (
     exact_fro2,
     fit_scale_exponents,
     matching_scales,
@@ -19,7 +19,7 @@ from empirics.experiments.scale_direction import (
     sample_norms,
     trials_per_n,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 from tests.tolerances import RTOL as TOLERANCES
 
 RTOL = TOLERANCES["float64"]  # float64 kernel vs float64 reference kernel at N ≤ 12 (observed ~1e-15)
@@ -141,7 +141,7 @@ def test_fit_needs_two_lengths(iid_samples):
 
 @pytest.fixture(scope="module")
 def small_run():
-    from empirics.experiments.scale_direction import run_scale_direction
+    from sapa.empirics.experiments.scale_direction import run_scale_direction
 
     return run_scale_direction([8, 16, 32, 64], models=("iid", "paper"), trials=2, max_trials=32, n_boot=100)
 
@@ -149,7 +149,7 @@ def small_run():
 def test_run_returns_a_frozen_typed_result(small_run):
     import dataclasses
 
-    from empirics.experiments.scale_direction import PS, ScaleDirectionResult
+    from sapa.empirics.experiments.scale_direction import PS, ScaleDirectionResult
 
     r = small_run
     assert isinstance(r, ScaleDirectionResult) and r.Ns == (8, 16, 32, 64) and r.models == ("iid", "paper")
@@ -163,8 +163,8 @@ def test_run_returns_a_frozen_typed_result(small_run):
 
 
 def test_result_json_round_trip(small_run, tmp_path):
-    from common import figdata
-    from empirics.experiments.scale_direction import ScaleDirectionResult
+    from sapa.common import figdata
+    from sapa.empirics.experiments.scale_direction import ScaleDirectionResult
 
     figdata.write(tmp_path / "x.json", small_run.to_json(), "stem")
     data, stem = figdata.read(tmp_path / "x.json")
@@ -175,7 +175,7 @@ def test_result_json_round_trip(small_run, tmp_path):
 
 def test_bound_exponent_is_the_exact_criterion_of_the_fit(small_run):
     """The exact bound slope equals the `bound` row of the fit (same OLS on the same grid, no sampling)."""
-    from empirics.experiments.scale_direction import bound_exponent
+    from sapa.empirics.experiments.scale_direction import bound_exponent
 
     f = small_run.fits[("iid", 1)].set_index("criterion")
     assert bound_exponent(1, "iid", small_run.Ns, 64, 64) == pytest.approx(f.loc["bound", "slope"], abs=1e-12)

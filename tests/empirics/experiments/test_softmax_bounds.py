@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from common.seeds import rng_for
-from empirics.experiments.softmax_bounds import (
+from sapa.common.seeds import rng_for
+from sapa.empirics.experiments.softmax_bounds import (
     adversarial_logits,
     autograd_jacobian_ratio,
     autograd_jacobian_search,
@@ -37,7 +37,7 @@ def test_norm_search_stays_below_the_bound_and_reaches_it():
 
 
 def test_row_jacobian_never_exceeds_the_sharp_half():
-    """‖diag(s) − ssᵀ‖_F ≤ 1/2 for every row (theory.softmax: p2 − 2p3 + p2² ≤ 1/4)."""
+    """‖diag(s) − ssᵀ‖_F ≤ 1/2 for every row (sapa.theory.softmax: p2 − 2p3 + p2² ≤ 1/4)."""
     n, worst = row_jacobian_search([2, 4], 128, seed=1)
     assert n == 2 * (128 + 16) + 256 * 2 and 0.45 < worst <= 0.5 + 1e-12
 

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm
-from empirics.kernels.norms import Activation
-from empirics.experiments.worst_case import (
+from sapa.empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm
+from sapa.empirics.kernels.norms import Activation
+from sapa.empirics.experiments.worst_case import (
     WorstCaseConfig,
     bracket_slope_range,
     sample_w,
     summarise,
     worst_case_growth,
 )
-from common.validate import InputError
-from empirics.montecarlo.stats import loglog_slope as ols_slope
+from sapa.common.validate import InputError
+from sapa.empirics.montecarlo.stats import loglog_slope as ols_slope
 
 SMALL = WorstCaseConfig(Ns=(3, 6), D=3, steps=3, restarts=1, seed=1)
 
@@ -87,8 +87,8 @@ def test_bad_input():
 def test_run_returns_a_frozen_typed_result_that_round_trips(tmp_path):
     import dataclasses
 
-    from common import figdata
-    from empirics.experiments.worst_case import WorstCaseResult, run_worst_case
+    from sapa.common import figdata
+    from sapa.empirics.experiments.worst_case import WorstCaseResult, run_worst_case
 
     r = run_worst_case(ps=(1,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=1)
     assert isinstance(r, WorstCaseResult) and set(r.frames) == {1}
@@ -107,8 +107,8 @@ def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
     1-thread workers' kernels)."""
     import contextlib
 
-    import common.pool
-    from empirics.experiments.worst_case import run_worst_case
+    import sapa.common.pool
+    from sapa.empirics.experiments.worst_case import run_worst_case
 
     asked = []
 
@@ -117,7 +117,7 @@ def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
         asked.append(workers)
         yield spawn_pool
 
-    monkeypatch.setattr(common.pool, "stopping_pool", shared)
+    monkeypatch.setattr(sapa.common.pool, "stopping_pool", shared)
     kw = dict(ps=(3,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=2)
     serial, parallel = run_worst_case(**kw), run_worst_case(**kw, workers=2)
     assert asked == [2]  # workers=2 did go through a process pool

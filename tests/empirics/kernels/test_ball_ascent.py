@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from common.seeds import torch_gen_for
-from empirics.kernels.ball_ascent import AscentConfig, maximise_sigma, power_lower, project_ball, starts, tiled
-from empirics.kernels.head_jacobian import Head, forward
+from sapa.common.seeds import torch_gen_for
+from sapa.empirics.kernels.ball_ascent import AscentConfig, maximise_sigma, power_lower, project_ball, starts, tiled
+from sapa.empirics.kernels.head_jacobian import Head, forward
 
 
 def _head(act: str, D: int = 4) -> Head:
@@ -38,7 +38,7 @@ def test_power_lower_converges_to_the_dense_sigma_from_below():
 def test_power_lower_stops_once_every_residual_is_below_tol_at_the_converged_value(monkeypatch):
     """The early stop saves iterations, not accuracy: the bound equals 500 iterations' to about tol² and stays
     below the dense σ₁; tol = 0 never stops early."""
-    import empirics.kernels.ball_ascent as ba
+    import sapa.empirics.kernels.ball_ascent as ba
 
     calls = []
     real_vjp = ba.vjp

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from common.validate import InputError
-from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
-from empirics.kernels.norms import Activation, attention_norms
-from theory.activation_audit import parse_activation
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
+from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.theory.activation_audit import parse_activation
 
 F64 = torch.float64
 
@@ -185,8 +185,8 @@ def test_requests_are_bounded_before_anything_is_allocated():
     import time
     import tracemalloc
 
-    from common.validate import InputError
-    from empirics.kernels.expr_norms import MAX_BYTES, request_bytes
+    from sapa.common.validate import InputError
+    from sapa.empirics.kernels.expr_norms import MAX_BYTES, request_bytes
 
     rng = np.random.default_rng(3)
     D, H = 4, 8000

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from common.validate import InputError
-from empirics.kernels.expr_norms import (
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.expr_norms import (
     LayerOperator,
     expr_norms,
     homogeneous_degree,
@@ -25,7 +25,7 @@ from empirics.kernels.expr_norms import (
     layer_from_w,
     request_bytes,
 )
-from theory.activation_audit import parse_activation
+from sapa.theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 F64 = torch.float64

@@ -11,8 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_w
-from theory.activation_audit import parse_activation
+from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_w
+from sapa.theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 SOFTMAX = parse_activation("exp(x)", "row")

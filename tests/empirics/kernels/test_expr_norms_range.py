@@ -11,8 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from empirics.kernels.expr_norms import expr_norms, homogeneous_degree, layer_from_w
-from theory.activation_audit import parse_activation
+from sapa.empirics.kernels.expr_norms import expr_norms, homogeneous_degree, layer_from_w
+from sapa.theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 
@@ -80,7 +80,7 @@ def test_homogeneous_degree(text, normalize, degree):
 
 
 def test_a_norm_beyond_float64_is_one_clear_error_not_inf():
-    from empirics.kernels.norms import NormOverflowError
+    from sapa.empirics.kernels.norms import NormOverflowError
 
     X = np.random.default_rng(7).standard_normal((5, 3)) * 1e60  # S ~ 1e120, x³ ~ 1e360
     with pytest.raises(NormOverflowError, match="exceeds float64"):

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from common.validate import InputError
-from empirics.experiments.lipschitz_ball import make_head, radius_for
-from empirics.kernels import half_attention_family as fam
-from empirics.kernels.head_jacobian import forward, jvp
+from sapa.common.validate import InputError
+from sapa.empirics.experiments.lipschitz_ball import make_head, radius_for
+from sapa.empirics.kernels import half_attention_family as fam
+from sapa.empirics.kernels.head_jacobian import forward, jvp
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_bad_inputs_are_refused(head_gap):
 
 def test_the_family_never_exceeds_the_proven_bound(head_gap):
     """Every σ̲ of the family is a certified lower bound, so sapa's proven U_softmax(n) must lie above it."""
-    from theory.lipschitz_ball import ball_bound
+    from sapa.theory.lipschitz_ball import ball_bound
 
     h, R, g = head_gap
     v = float(torch.linalg.matrix_norm(h.W_V, 2))

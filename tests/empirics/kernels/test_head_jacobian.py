@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from common.seeds import torch_gen_for
-from common.validate import InputError
-from empirics.kernels.head_jacobian import Head, at, attention, forward, jvp, power_of, vjp
+from sapa.common.seeds import torch_gen_for
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.head_jacobian import Head, at, attention, forward, jvp, power_of, vjp
 
 
 def _head(act: str, D: int = 5, d: int = 3, dv: int = 4) -> Head:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from empirics.kernels import lanczos_random_start as kw
+from sapa.empirics.kernels import lanczos_random_start as kw
 
 
 def test_epsilon_solves_the_failure_bound():

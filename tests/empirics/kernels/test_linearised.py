@@ -21,8 +21,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import empirics.kernels.linearised as lin
-from empirics.kernels.linearised import (
+import sapa.empirics.kernels.linearised as lin
+from sapa.empirics.kernels.linearised import (
     crossover_flops,
     feature_dim,
     flops,
@@ -31,7 +31,7 @@ from empirics.kernels.linearised import (
     symmetric_features,
     tensor_power_features,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 U = 2.0**-53
 F64 = torch.float64

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from empirics.kernels.lipschitz import (
+from sapa.empirics.kernels.lipschitz import (
     attention_map,
     jacobian_fro,
     jvp,
@@ -19,8 +19,8 @@ from empirics.kernels.lipschitz import (
     spectral_norm,
     structured_inputs,
 )
-from empirics.kernels.norms import Activation, attention_norms
-from common.validate import InputError
+from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.common.validate import InputError
 
 F64 = torch.float64
 
@@ -79,8 +79,8 @@ def test_no_forward_mode_ad_so_no_torch_jit_script_deprecation():
     import sys
     from pathlib import Path
 
-    code = ("import torch; from empirics.kernels.lipschitz import attention_map, jacobian_fro, spectral_norm; "
-            "from empirics.kernels.norms import Activation; import sys; "
+    code = ("import torch; from sapa.empirics.kernels.lipschitz import attention_map, jacobian_fro, spectral_norm; "
+            "from sapa.empirics.kernels.norms import Activation; import sys; "
             "g = torch.Generator().manual_seed(0); W = torch.randn(3, 3, generator=g, dtype=torch.float64); "
             "X = torch.randn(4, 3, generator=g, dtype=torch.float64); f = attention_map(W, Activation('softmax'), 'none'); "
             "jacobian_fro(f, X); spectral_norm(f, X, max_iter=5); "
@@ -164,7 +164,7 @@ def test_growth_report_shape():
 @pytest.mark.slow
 def test_softmax_attention_lipschitz_growth_is_reported():
     # Castin, Ablin, Peyré (ICML 2024): adversarial Lipschitz constant grows like √N. Reported only.
-    from empirics.montecarlo.stats import fit_exponent
+    from sapa.empirics.montecarlo.stats import fit_exponent
 
     df = lipschitz_growth([4, 8, 16, 32], 4, Activation("softmax", scale=1.0), steps=30, restarts=2)
     asc = df[df["input"] == "ascent"]

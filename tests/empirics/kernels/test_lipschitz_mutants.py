@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from empirics.kernels import lipschitz
-from empirics.kernels.lipschitz import (
+from sapa.empirics.kernels import lipschitz
+from sapa.empirics.kernels.lipschitz import (
     _project,
     _tangent,
     attention_map,
@@ -24,7 +24,7 @@ from empirics.kernels.lipschitz import (
     spectral_norm,
     structured_inputs,
 )
-from empirics.kernels.norms import Activation
+from sapa.empirics.kernels.norms import Activation
 
 F64 = torch.float64
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from empirics.kernels.norms import (
+from sapa.empirics.kernels.norms import (
     Activation,
     NormOverflowError,
     NormResult,
@@ -30,7 +30,7 @@ from empirics.kernels.norms import (
     paper_model_norms,
     paper_model_norms_batched,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 from tests.tolerances import RTOL as TOLERANCES
 
 RTOL = TOLERANCES["float64"]  # float64 kernel vs float64 autograd at N ≤ 8, D ≤ 4 (observed ≤ 2e-12)
@@ -199,7 +199,7 @@ def test_batched_equals_unbatched(act, mask):
 def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
     """The sweep's paper-model cells run batched: each trial as :func:`paper_model_norms` gives it alone (its own
     powers of two even when the trials' scales differ by 2^±40), whatever the trial grouping."""
-    import empirics.kernels.norms as norms
+    import sapa.empirics.kernels.norms as norms
 
     rng = np.random.default_rng(9)
     T, N, d = 5, 7, 3
@@ -225,7 +225,7 @@ def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
 
 def test_batched_trial_groups(monkeypatch):
     """Many trials are processed in groups; the result does not depend on the grouping."""
-    import empirics.kernels.norms as norms
+    import sapa.empirics.kernels.norms as norms
 
     rng = np.random.default_rng(8)
     X, W = torch.tensor(rng.standard_normal((5, 6, 2))), torch.tensor(rng.standard_normal((2, 2)))

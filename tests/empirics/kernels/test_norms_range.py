@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.kernels.norms import (
+from sapa.empirics.kernels.norms import (
     Activation,
     NormOverflowError,
     attention_norms,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from common.validate import InputError
-from empirics.kernels.scale import RULES, Scale, canonical_rule, coefficient, row_coefficients
+from sapa.common.validate import InputError
+from sapa.empirics.kernels.scale import RULES, Scale, canonical_rule, coefficient, row_coefficients
 
 
 def test_the_causal_alias_is_one_rule():

@@ -1,8 +1,8 @@
 """Softmax norms at logit gaps from 0 to 10⁴ (values down to 10^{−4000}) against the 60-digit mpmath reference.
 
 Issue 52 (1): past a gap of ~200 the row Jacobians' squares underflowed (‖∂P/∂X‖_F read 0 from gap ~370 on, and
-below 1e−308 everywhere beyond ~745). Both kernels (``attention_norms`` of :mod:`empirics.kernels.norms`, used by the
-ledger, and :func:`empirics.kernels.expr_norms.expr_norms`, used by ``sapa norms``) now carry near-one-hot rows
+below 1e−308 everywhere beyond ~745). Both kernels (``attention_norms`` of :mod:`sapa.empirics.kernels.norms`, used by the
+ledger, and :func:`sapa.empirics.kernels.expr_norms.expr_norms`, used by ``sapa norms``) now carry near-one-hot rows
 divided by t_i = e^{−gap_i}: they must give the value to 1e−10 relative where it is a normal float64, and its log₁₀
 to 1e−10 absolute always.
 """
@@ -15,10 +15,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from empirics.kernels.expr_norms import expr_norms, layer_from_w
-from empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.expr_norms import expr_norms, layer_from_w
+from sapa.empirics.kernels.norms import Activation, attention_norms
 from tests.empirics.kernels.softmax_any_gap_reference import softmax_reference
-from theory.activation_audit import parse_activation
+from sapa.theory.activation_audit import parse_activation
 
 TINY = 2.2250738585072014e-308  # float64's smallest normal number
 GAPS = (0.0, 30.0, 200.0, 300.0, 400.0, 800.0, 2000.0, 1e4)
@@ -97,7 +97,7 @@ def test_the_issue_examples():
 
 def test_batched_and_paper_model_keep_the_log_at_large_gaps():
     """The batched kernel (the ledger's sweeps) and the paper model carry the same row scale."""
-    from empirics.kernels.norms import attention_norms_batched, paper_model_norms
+    from sapa.empirics.kernels.norms import attention_norms_batched, paper_model_norms
 
     X, W = gap_case(3, 2000.0)
     ref = softmax_reference(X, W)
@@ -115,8 +115,8 @@ def test_the_library_bracket_holds_sigma_1(g, scaled):
     """certified_spectral_norm on LayerOperator products (the library path of `sapa norms --spectral` and the real-model
     Lipschitz bracket): at g = 300 RRᵀ (of order ‖J‖⁴ ≈ 1e−510) underflowed and the "converged" bracket excluded σ₁;
     beyond the double range the operator is applied as 2^{−e}·J (``log2_scale``)."""
-    from empirics.kernels.expr_norms import LayerOperator
-    from empirics.kernels.spectral import certified_spectral_norm
+    from sapa.empirics.kernels.expr_norms import LayerOperator
+    from sapa.empirics.kernels.spectral import certified_spectral_norm
 
     X, W = np.eye(2), np.array([[0.0, -g], [-g, 0.0]])
     ref = softmax_reference(X, W)
@@ -134,9 +134,9 @@ def test_the_library_bracket_holds_sigma_1(g, scaled):
 
 def test_an_underflowed_frobenius_norm_is_refused_not_called_converged():
     """‖J‖²_F ≈ 1e−342 reads 0 in float64: the bracket was [0, 0] "converged"; now an error names the remedy."""
-    from common.validate import InputError
-    from empirics.kernels.expr_norms import LayerOperator
-    from empirics.kernels.spectral import certified_spectral_norm
+    from sapa.common.validate import InputError
+    from sapa.empirics.kernels.expr_norms import LayerOperator
+    from sapa.empirics.kernels.spectral import certified_spectral_norm
 
     W = np.array([[0.0, -400.0], [-400.0, 0.0]])
     op = LayerOperator(np.eye(2), layer_from_w(W), parse_activation("exp(x)", "row"), head=0)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
-from empirics.kernels.lipschitz import spectral_norm
-from empirics.kernels.spectral import certified_spectral_norm
-from theory.activation_audit import parse_activation
+from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
+from sapa.empirics.kernels.lipschitz import spectral_norm
+from sapa.empirics.kernels.spectral import certified_spectral_norm
+from sapa.theory.activation_audit import parse_activation
 from tests.empirics.kernels.test_expr_norms import KINDS, _t_phi, _torch_layer, _weights
 
 F64 = torch.float64
@@ -124,7 +124,7 @@ def test_bracket_closes_on_a_low_rank_operator_in_a_large_space():
 
 
 def test_zero_jacobian_and_bad_arguments():
-    from common.validate import InputError
+    from sapa.common.validate import InputError
 
     b = certified_spectral_norm(lambda v: 0 * v, lambda u: 0 * u, (3,), 0.0)
     assert b.converged and b.upper == 0.0
@@ -175,8 +175,8 @@ def test_the_bracket_is_the_best_of_every_check():
 
 
 def test_a_failing_eigensolver_falls_back_and_a_non_finite_product_is_one_clear_error(monkeypatch):
-    from empirics.kernels import spectral
-    from empirics.kernels.norms import NormOverflowError
+    from sapa.empirics.kernels import spectral
+    from sapa.empirics.kernels.norms import NormOverflowError
 
     M = np.diag([3.0, 2.0, 1.0])
     calls = {"n": 0}
@@ -236,8 +236,8 @@ def test_the_cholesky_proof_refuses_an_eigenvalue_below_the_top(monkeypatch):
 
 
 def test_dense_always_refuses_a_matrix_that_would_not_fit():
-    from common.validate import InputError
-    from empirics.kernels.spectral import DENSE_MAX_N
+    from sapa.common.validate import InputError
+    from sapa.empirics.kernels.spectral import DENSE_MAX_N
 
     with pytest.raises(InputError, match="dense certificate"):
         certified_spectral_norm(lambda v: v, lambda u: u, (DENSE_MAX_N + 1,), 1.0, dense="always")
@@ -278,7 +278,7 @@ def test_the_128_by_64_cubic_case_closes_to_1e_6_around_an_autograd_arpack_sigma
 
 @pytest.mark.parametrize("n,blk", [(7, 3), (50, 8), (33, 33), (10, 1)])
 def test_symmetrise_in_blocks_equals_the_whole_matrix_average(n, blk):
-    from empirics.kernels.spectral import _symmetrise
+    from sapa.empirics.kernels.spectral import _symmetrise
 
     A = np.random.default_rng(n).standard_normal((n, n))
     want, asym = 0.5 * (A + A.T), float(np.linalg.norm(A - A.T)) / math.sqrt(2.0)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from empirics.kernels.spectral import certified_spectral_norm, dense_bracket
+from sapa.empirics.kernels.spectral import certified_spectral_norm, dense_bracket
 
 
 def _rank_one(n: int):
@@ -298,7 +298,7 @@ def test_a_refused_cholesky_raises_mu_by_the_larger_of_sixteen_tol_and_four_c(mo
 def test_without_a_lanczos_upper_bound_the_frobenius_norm_widened_by_the_slack_is_reported(monkeypatch):
     """Kills spectral.py line 251 ``sqrt(fro2) * (1 + slack)`` → ``(2 + slack)``: a check whose basis is not trusted
     (ORTHO_TOL < 0 here) gives no Lanczos upper bound, and the upper end is ‖J‖_F·(1 + 64ε(k + m)) (docstring)."""
-    from empirics.kernels import spectral
+    from sapa.empirics.kernels import spectral
 
     monkeypatch.setattr(spectral, "ORTHO_TOL", -1.0)
     M = np.diag([3.0, 2.0, 1.0])

@@ -23,11 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
-from empirics.montecarlo.distributed import executor_for, worker_pids
-from empirics.montecarlo.sweep import CellFailedError, cells, config_from_dict, read_metadata, run_sweep
+import sapa.empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell, _part_done, _write_parquet up here
+from sapa.empirics.montecarlo.distributed import executor_for, worker_pids
+from sapa.empirics.montecarlo.sweep import CellFailedError, cells, config_from_dict, read_metadata, run_sweep
 from sapa.cli import main
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 pytest.importorskip("distributed")
 
@@ -380,7 +380,7 @@ def test_client_interrupted_with_local_cluster_exits_130_and_cleans_up(tmp_path)
 
 def _settled(outcome) -> cf.Future:
     """The future a DaskExecutor hands out once its Dask task ended with ``outcome`` (a value or an exception)."""
-    from empirics.montecarlo.distributed import _settle
+    from sapa.empirics.montecarlo.distributed import _settle
 
     inner, outer = cf.Future(), cf.Future()
     inner.set_running_or_notify_cancel()

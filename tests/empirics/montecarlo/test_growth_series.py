@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirics.montecarlo.growth_series import exact_rms_slope, fit_vs_exact, poly_series, rms_exponent, series_label
+from sapa.empirics.montecarlo.growth_series import exact_rms_slope, fit_vs_exact, poly_series, rms_exponent, series_label
 
 
 def test_exact_slope_is_half_the_power():

@@ -9,10 +9,10 @@ import pytest
 import torch
 from scipy import stats
 
-from common.validate import InputError
-from common.seeds import trial_generators
-from empirics.montecarlo import samplers
-from empirics.montecarlo.samplers import (Population, RandomnessModel, cov_factor, make_population, power_law_cov,
+from sapa.common.validate import InputError
+from sapa.common.seeds import trial_generators
+from sapa.empirics.montecarlo import samplers
+from sapa.empirics.montecarlo.samplers import (Population, RandomnessModel, cov_factor, make_population, power_law_cov,
                                           random_orthonormal, sample_paper_ab, sample_qk, sample_trials, sample_x)
 
 # Each statistical check below runs on a fixed seed, so it is deterministic; thresholds are
@@ -25,7 +25,7 @@ def _g(seed: int = 0) -> torch.Generator:
 
 
 def test_old_model_config_name_is_gone():  # renamed RandomnessModel (tiny_models has TinyModelConfig)
-    assert not hasattr(samplers, "ModelConfig") and RandomnessModel.__module__ == "empirics.montecarlo.samplers"
+    assert not hasattr(samplers, "ModelConfig") and RandomnessModel.__module__ == "sapa.empirics.montecarlo.samplers"
 
 
 @pytest.mark.parametrize("weights", ["iid", "tied", "corr"])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from empirics.montecarlo.stats import (
+from sapa.empirics.montecarlo.stats import (
     ExponentFit,
     bootstrap,
     classify_regime,
@@ -21,7 +21,7 @@ from empirics.montecarlo.stats import (
     summarise_values,
     z_score,
 )
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 N_GRID = np.array([8, 16, 32, 64, 128, 256])
 

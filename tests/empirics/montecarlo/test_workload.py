@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from empirics.montecarlo.sweep import builtin_config, config_from_dict, load_config
-from empirics.montecarlo.workload import MAX_CELLS, MAX_FLOPS, available_memory, cap_workers, check_sweep_work, sweep_work
+from sapa.empirics.montecarlo.sweep import builtin_config, config_from_dict, load_config
+from sapa.empirics.montecarlo.workload import MAX_CELLS, MAX_FLOPS, available_memory, cap_workers, check_sweep_work, sweep_work
 from sapa.cli import main
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 ACT = [{"kind": "poly", "p": 1}]
 
@@ -95,7 +95,7 @@ def test_cli_huge_D_with_force_is_one_line_not_overflow_traceback(tmp_path, caps
 
 
 def test_cli_clamps_workers(tmp_path, capsys, monkeypatch):
-    import empirics.montecarlo.workload as wl
+    import sapa.empirics.montecarlo.workload as wl
 
     monkeypatch.setattr(wl, "usable_cores", lambda: 1)
     rc, cap = _run(["sweep", _toml(tmp_path / "c.toml"), "--out", tmp_path / "o", "--workers", "64", "--no-progress"], capsys)
@@ -121,7 +121,7 @@ def test_scheduler_without_workers_times_out(tmp_path, capsys):
 
 def test_flop_counts_print_without_float_overflow():
     """The refusal message's flop count: ``2.7e+32`` style, and ``~1e<digits>`` where a float would overflow."""
-    from empirics.montecarlo.workload import _sci
+    from sapa.empirics.montecarlo.workload import _sci
 
     assert _sci(27 * 10**31) == "2.7e+32"
     assert _sci(5000) == "5e+03"
@@ -132,7 +132,7 @@ def test_flop_counts_print_without_float_overflow():
 def test_the_limits_are_exclusive_and_the_message_says_what_was_counted(monkeypatch):
     """Exactly MAX_CELLS cells or MAX_FLOPS flops still run; one more is refused. Enumerated grids are counted
     exactly ("2 cells"), only grids too large to enumerate are an upper bound ("up to ...")."""
-    import empirics.montecarlo.workload as wl
+    import sapa.empirics.montecarlo.workload as wl
 
     cfg = _cfg(N=[4, 8], trials=2)
     w = sweep_work(cfg)
@@ -152,7 +152,7 @@ def test_the_limits_are_exclusive_and_the_message_says_what_was_counted(monkeypa
 def test_usable_cores_falls_back_to_cpu_count(monkeypatch):
     import os
 
-    from empirics.montecarlo.workload import usable_cores
+    from sapa.empirics.montecarlo.workload import usable_cores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert usable_cores() == 1
@@ -172,7 +172,7 @@ def test_available_memory_falls_back_to_psutil(tmp_path, monkeypatch):
 
 
 def test_cap_workers_notes_and_default_memory(monkeypatch):
-    import empirics.montecarlo.workload as wl
+    import sapa.empirics.montecarlo.workload as wl
 
     assert cap_workers(8, 100, 400 * 2**20, cores=16, memory=2**30) == \
         (2, "--workers 8 clamped to 2 (1.0 GiB available at ≈400 MiB per worker: 2)")
@@ -184,7 +184,7 @@ def test_cap_workers_notes_and_default_memory(monkeypatch):
 
 
 def test_a_grid_too_large_to_enumerate_gets_an_upper_bound_of_its_flops(monkeypatch):
-    import empirics.montecarlo.workload as wl
+    import sapa.empirics.montecarlo.workload as wl
 
     cfg = _cfg(N=[4, 8], D=[2, 3], trials=2)
     exact = sweep_work(cfg)
@@ -208,7 +208,7 @@ def test_available_memory_reads_proc_meminfo_by_default(monkeypatch):
 
 
 def test_check_cost_refuses_flops_seconds_and_memory_in_one_line_each():
-    from empirics.montecarlo.workload import MAX_FLOPS, MAX_SECONDS, Cost, check_cost
+    from sapa.empirics.montecarlo.workload import MAX_FLOPS, MAX_SECONDS, Cost, check_cost
 
     ok = Cost(flops=int(MAX_FLOPS), bytes=2**30, how="h", seconds=MAX_SECONDS)
     assert check_cost(ok, "it", "reduce --x", memory=2**30) is ok  # at every limit: allowed

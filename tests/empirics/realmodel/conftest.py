@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from empirics.realmodel import real
+from sapa.empirics.realmodel import real
 
 
 @pytest.fixture(scope="module")

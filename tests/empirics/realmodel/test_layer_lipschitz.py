@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.realmodel import real_model as rm
-from empirics.realmodel.layer_lipschitz import LayerLipschitzResult, measure_layer, minilm_layer, run_layer_lipschitz, vit_layer
+from sapa.empirics.realmodel import real_model as rm
+from sapa.empirics.realmodel.layer_lipschitz import LayerLipschitzResult, measure_layer, minilm_layer, run_layer_lipschitz, vit_layer
 
 needs_model = pytest.mark.skipif(not rm.available(), reason="optional extra 'real' not installed")
 
@@ -69,8 +69,8 @@ def test_the_random_start_bound_contains_sigma_one_where_the_bracket_is_wide():
     """A short Lanczos run on a 96-dimensional layer: the deterministic upper bound stays near ‖J‖_F, the random-start
     bound (each fails with probability ≤ KW_DELTA) is far tighter, and σ₁ from autograd's dense Jacobian lies in
     [σ_lower, σ_upper_prob]; the stored value is min(certified, estimate/√(1 − ε))."""
-    from empirics.kernels.lanczos_random_start import upper_bound
-    from empirics.realmodel.layer_lipschitz import KW_DELTA
+    from sapa.empirics.kernels.lanczos_random_start import upper_bound
+    from sapa.empirics.realmodel.layer_lipschitz import KW_DELTA
 
     lay = vit_layer(3, D=8, H=2, d=4)
     X = 2.0 * np.random.default_rng(5).standard_normal((12, 8))
@@ -83,7 +83,7 @@ def test_the_random_start_bound_contains_sigma_one_where_the_bracket_is_wide():
 
 
 def test_result_round_trips_through_stored_figure_data(tmp_path):
-    from common import figdata
+    from sapa.common import figdata
 
     res = run_layer_lipschitz((8,), (4,), minilm_layers=(0,), max_steps=6)
     figdata.write(tmp_path / "data" / "real.json", res.to_json(), "stem")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.kernels.expr_norms import LayerOperator
-from empirics.realmodel.layer_lipschitz import measure_layer, vit_layer
-from empirics.realmodel.peer_estimator import (layer_function, published_from_operator, published_iteration,
+from sapa.empirics.kernels.expr_norms import LayerOperator
+from sapa.empirics.realmodel.layer_lipschitz import measure_layer, vit_layer
+from sapa.empirics.realmodel.peer_estimator import (layer_function, published_from_operator, published_iteration,
                                                published_quantity)
-from theory.activation_audit import parse_activation
+from sapa.theory.activation_audit import parse_activation
 
 SOFTMAX = parse_activation("exp(x)", "row")
 
@@ -75,7 +75,7 @@ def test_it_is_not_sigma_one_and_moves_with_a_constant_output_offset():
 
 
 def test_a_layer_without_values_is_refused():
-    from empirics.kernels.expr_norms import layer_from_qk
+    from sapa.empirics.kernels.expr_norms import layer_from_qk
 
     lay = layer_from_qk(np.eye(3), np.eye(3))
     with pytest.raises(ValueError, match="no values"):

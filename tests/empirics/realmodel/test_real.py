@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from empirics.realmodel import real, real_analysis, real_geometry, real_model, real_records
+from sapa.empirics.realmodel import real, real_analysis, real_geometry, real_model, real_records
 
 
 def test_every_public_name_resolves_to_its_module_object():

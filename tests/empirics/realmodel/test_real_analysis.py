@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.realmodel import real
+from sapa.empirics.realmodel import real
 
 # offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
 pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")
@@ -91,7 +91,7 @@ def test_an_edited_cache_is_not_used_and_says_so(small_result, tmp_path, capsys)
     import json
     import os
 
-    from empirics.realmodel.real_analysis import _cached
+    from sapa.empirics.realmodel.real_analysis import _cached
 
     _, cfg, cache = small_result
     [src] = [p for p in cache.iterdir() if p.name.startswith("real_heads_")]

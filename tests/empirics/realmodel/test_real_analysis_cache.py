@@ -7,7 +7,7 @@ are hand-made files, and the expected texts are built from Python's own errors, 
 
 from __future__ import annotations
 
-from empirics.realmodel.real_analysis import _cached
+from sapa.empirics.realmodel.real_analysis import _cached
 
 
 def test_a_missing_cache_is_none_without_a_warning(tmp_path, capsys):

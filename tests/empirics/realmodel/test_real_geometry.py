@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.realmodel import real
-from empirics.kernels.norms import Activation, attention_norms
-from theory.moments import exact_moments
+from sapa.empirics.realmodel import real
+from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.theory.moments import exact_moments
 
 # offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
 pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")

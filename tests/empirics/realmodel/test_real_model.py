@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.realmodel import real
+from sapa.empirics.realmodel import real
 
 # offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
 pytestmark = pytest.mark.usefixtures("no_network", "real_one_thread")

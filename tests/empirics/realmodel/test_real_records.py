@@ -8,7 +8,7 @@ from dataclasses import asdict, fields, replace
 import numpy as np
 import pytest
 
-from empirics.realmodel import real_records as R
+from sapa.empirics.realmodel import real_records as R
 
 
 def _stats(x: float) -> R.ABStats:

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from empirics.timing.bench import bench_vs_autograd, bench_vs_gemm
-from empirics.kernels.norms import Activation
-from common.validate import InputError
+from sapa.empirics.timing.bench import bench_vs_autograd, bench_vs_gemm
+from sapa.empirics.kernels.norms import Activation
+from sapa.common.validate import InputError
 
 AUTOGRAD_KEYS = {"N", "D", "activation", "kernel_s", "autograd_s", "speedup_vs_autograd", "rel_err", "repeats", "device", "dtype"}
 GEMM_KEYS = {"N", "D", "kernel", "seconds", "seconds_first", "seconds_all", "cost_vs_gemm", "peak_mem_bytes",

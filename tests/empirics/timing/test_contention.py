@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from empirics.timing import contention as ct
+from sapa.empirics.timing import contention as ct
 
 
 def _alive(pid: int) -> bool:

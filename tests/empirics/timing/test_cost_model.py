@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import empirics.timing.overhead as ov
-from empirics.timing.cost_model import Rates, counts, predicted_ratio, predicted_seconds
+import sapa.empirics.timing.overhead as ov
+from sapa.empirics.timing.cost_model import Rates, counts, predicted_ratio, predicted_seconds
 
 
 def _counted(fn, N: int, d: int, backward: bool) -> int:

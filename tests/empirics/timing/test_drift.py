@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from empirics.timing import drift as dr
+from sapa.empirics.timing import drift as dr
 
 
 def synthetic_runs(sigma_b: float, sigma_w: float, runs: int, cells: int, rounds: int, seed: int) -> list[dict]:

@@ -1,4 +1,4 @@
-"""empirics.timing.machine: the load the timing rule's gate reads is the load while the timings run."""
+"""sapa.empirics.timing.machine: the load the timing rule's gate reads is the load while the timings run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from empirics.timing.machine import RunQueueSampler, own_running_threads, running_tasks
+from sapa.empirics.timing.machine import RunQueueSampler, own_running_threads, running_tasks
 
 LINUX = sys.platform.startswith("linux")
 
@@ -41,7 +41,7 @@ def test_busy_processes_raise_the_load_during_the_block_and_an_idle_block_does_n
 
 
 def test_unavailable_counts_give_no_load(monkeypatch):
-    from empirics.timing import machine
+    from sapa.empirics.timing import machine
 
     monkeypatch.setattr(machine, "running_tasks", lambda: None)
     with RunQueueSampler(interval=0.01) as s:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-import empirics.timing.overhead as ov
-from empirics.timing.overhead import OverheadGrid, bench_overhead, measured_crossover
-from common.validate import InputError
+import sapa.empirics.timing.overhead as ov
+from sapa.empirics.timing.overhead import OverheadGrid, bench_overhead, measured_crossover
+from sapa.common.validate import InputError
 
 TINY = OverheadGrid(Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4, 8),
                     crossover_masks=("none",), time_cap_s=5.0, block_s=0.002, linearised_flop_cap=1e9)
@@ -155,7 +155,7 @@ def test_real_compile_runs_or_says_unavailable():
 @pytest.mark.parametrize("p", [1, 3])
 def test_the_causal_blocked_form_is_the_masked_form_and_its_gradient(N, block, p):
     # float64: the blocks on and below the diagonal give exactly what the full product with tril gives
-    from empirics.kernels.linearised import _quadratic
+    from sapa.empirics.kernels.linearised import _quadratic
 
     g = torch.Generator().manual_seed(N * 10 + p)
     Q, K, V = (torch.randn(2, N, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
@@ -263,7 +263,7 @@ def test_cells_timed_again_in_fresh_processes():
 
 
 def test_a_replicate_has_its_own_order_and_must_be_a_count():
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     a = rng_for(0, "overhead-order", 8, "none", "fwd", 32).permutation(4)
     b = rng_for(0, "overhead-order", 8, "none", "fwd", 32, 1).permutation(4)

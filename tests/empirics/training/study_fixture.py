@@ -1,4 +1,4 @@
-"""A synthetic training study with exactly the schema of ``empirics.training.train_study`` (runs, history, config, provenance).
+"""A synthetic training study with exactly the schema of ``sapa.empirics.training.train_study`` (runs, history, config, provenance).
 
 Used by the tests of empirics/training/study_analysis.py, sapa/claims/scale_keeps_training_stable.py, sapa/claims/norm_vs_accuracy.py
 and figures/training_vs_n.py. Accuracies follow a known model, so tests can assert what the analysis must find:
@@ -32,7 +32,7 @@ QUANTITIES = ("train_loss", "val_loss", "val_acc", "attn_fro", "jac_s_fro", "jac
 
 @dataclass(frozen=True)
 class SyntheticStudy:
-    """Duck-typed ``empirics.training.train_study.StudyResult``."""
+    """Duck-typed ``sapa.empirics.training.train_study.StudyResult``."""
 
     runs: pd.DataFrame
     history: pd.DataFrame

@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from empirics.training import mechanism as M
-from empirics.training.activation_train import main_activation
+from sapa.empirics.training import mechanism as M
+from sapa.empirics.training.activation_train import main_activation
 
 
 def test_activation_trains_beside_softmax_and_prints_statistics(tmp_path, monkeypatch, capsys):
@@ -43,9 +43,9 @@ def test_training_shows_its_members_and_a_resumed_run_counts_stored_chunks_as_do
 
 def test_a_trend_is_printed_with_the_verdicts_the_caller_passes(monkeypatch, capsys):
     """Where softmax solves two N cells, the trend line carries the caller's verdict text (the CLI: both questions)."""
-    from empirics.training import activation_train as AT
-    from empirics.training import learning_analysis as LA
-    from empirics.training.censored_trend import interval_trend
+    from sapa.empirics.training import activation_train as AT
+    from sapa.empirics.training import learning_analysis as LA
+    from sapa.empirics.training.censored_trend import interval_trend
     import numpy as np
 
     tr = interval_trend((16, 32), [np.array([[0.0, 0.2], [0.1, 0.3]]), np.array([[1.0, 1.2], [0.9, 1.1]])])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from empirics.training.bigram import bigram_accuracy
+from sapa.empirics.training.bigram import bigram_accuracy
 
 
 def test_bigram_accuracy_by_hand():

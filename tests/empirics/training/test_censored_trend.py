@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common.validate import InputError
-from empirics.training import censored_trend as C
+from sapa.common.validate import InputError
+from sapa.empirics.training import censored_trend as C
 
 NS = (16, 32, 64, 128)
 
@@ -171,7 +171,7 @@ def test_false_growth_rate_at_the_edge_is_the_level():
     """At Δ = 0 with interval-censored exits on the real grid (normal noise), p(Δ ≤ 0) ≤ 0.05 in 5 % of studies."""
     from sapa.rules.learning import simulate_slowdown
 
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     ps = [simulate_slowdown("growth", "holds", rng_for(3, "edge", k)).trend.p_greater[0.0] for k in range(1500)]
     rate = np.mean(np.array(ps) <= 0.05)
@@ -320,7 +320,7 @@ def test_a_spread_the_grid_resolves_is_used_as_fitted():
 
 
 def test_smallest_count_is_the_first_true_of_a_monotone_predicate_and_none_beyond_most():
-    from empirics.training.censored_trend import smallest_count
+    from sapa.empirics.training.censored_trend import smallest_count
 
     for first in (1, 2, 3, 7, 64, 65, 999, 1000):
         calls = []

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.training.dose_response import (Contrast, DoseSlope, dose_slope, dose_table, exact_spearman,
+from sapa.empirics.training.dose_response import (Contrast, DoseSlope, dose_slope, dose_table, exact_spearman,
                                              matched_norm_contrast)
 
 

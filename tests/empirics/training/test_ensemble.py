@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.validate import InputError
-from empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs, build_member,
+from sapa.common.validate import InputError
+from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs, build_member,
                                clip_per_member, ensemble_forward, head_Ws, member_losses, stack_members)
-from empirics.training.tiny_models import Arm, TinyModelConfig, build_model, head_W
+from sapa.empirics.training.tiny_models import Arm, TinyModelConfig, build_model, head_W
 
 CFG = TinyModelConfig(width=8, layers=2, heads=2)
 VOCAB = 20
@@ -188,7 +188,7 @@ def test_bad_specs_are_refused():
 @pytest.mark.parametrize("causal", [False, True])
 def test_masked_power_matches_autograd_of_the_formula(p, causal):
     """_MaskedPower's forward and hand-written backward equal autograd of r_i·S^p with masked_fill (float64)."""
-    from empirics.training.ensemble import _phi
+    from sapa.empirics.training.ensemble import _phi
 
     g = torch.Generator().manual_seed(p + 10 * causal)
     E, B, H, N = 2, 3, 2, 5

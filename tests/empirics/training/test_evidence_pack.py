@@ -10,10 +10,10 @@ from dataclasses import asdict, replace
 import pandas as pd
 import pytest
 
-from common.validate import InputError
-from empirics.training import evidence_pack as EP
-from empirics.training import mechanism as M
-from empirics.training import train_study as ts
+from sapa.common.validate import InputError
+from sapa.empirics.training import evidence_pack as EP
+from sapa.empirics.training import mechanism as M
+from sapa.empirics.training import train_study as ts
 
 CFG = replace(ts.TINY, name="quick", tasks=("digits",), digits=replace(ts.TINY.digits, steps=3))
 TRAINED = ("scale-keeps-training-stable", "norm-vs-accuracy", "mechanism-across-n")
@@ -143,10 +143,10 @@ def test_every_pack_file_is_package_data():
     import tomllib
     from pathlib import Path
 
-    from empirics.training.evidence_pack import FILES, MANIFEST
+    from sapa.empirics.training.evidence_pack import FILES, MANIFEST
 
     root = Path(__file__).resolve().parents[3]
-    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["empirics"]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["sapa.empirics"]
     for name in (*FILES, MANIFEST):
         assert any(fnmatch.fnmatch(f"data/training/full/{name}", p) for p in patterns), name
 

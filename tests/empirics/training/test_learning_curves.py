@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from empirics.training import learning_curves as LC
+from sapa.empirics.training import learning_curves as LC
 
 
 def test_eval_schedule_is_dense_and_log_spaced():

@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from common.validate import InputError
-from empirics.training import ensemble as EN
-from empirics.training import mechanism as M
-from empirics.training.tiny_models import TinyModelConfig
+from sapa.common.validate import InputError
+from sapa.empirics.training import ensemble as EN
+from sapa.empirics.training import mechanism as M
+from sapa.empirics.training.tiny_models import TinyModelConfig
 
 TINY = replace(M.MECH_TINY, probes=(M.Probe("copy1", (16,), 4, 2),))
 
@@ -61,7 +61,7 @@ def test_untrainable_expression_is_one_input_error():
 def test_chunks_identical_serial_and_in_a_pool(tmp_path, spawn_pool):
     cfg = replace(TINY, activation="x/N")
     a = M.run_mechanisms(cfg, tmp_path / "a")
-    b = M.run_mechanisms(cfg, tmp_path / "b", spawn_pool)  # common.pool.process_pool(2), shared (tests/conftest.py)
+    b = M.run_mechanisms(cfg, tmp_path / "b", spawn_pool)  # sapa.common.pool.process_pool(2), shared (tests/conftest.py)
     assert a["results"] == b["results"] and all("cpu_s" not in r and "wall_s" not in r for r in a["results"])
     f = sorted((tmp_path / "a" / "mechanism").glob("*.json"))
     assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.chunk_hash("copy1")
@@ -203,9 +203,9 @@ def test_a_probe_added_later_keeps_the_other_probes_stored_chunks(tmp_path, monk
 def test_a_sealed_chunk_is_reused_only_under_its_own_chunk_hash(tmp_path):
     """A valid, sealed chunk file of another config (another chunk hash) is trained again, never reused; a file
     that is missing, or sealed without a result, reads as nothing to reuse."""
-    from common.atomic import atomic_write_json
-    from common.integrity import seal_record
-    from empirics.training.mechanism import _stored
+    from sapa.common.atomic import atomic_write_json
+    from sapa.common.integrity import seal_record
+    from sapa.empirics.training.mechanism import _stored
 
     path = tmp_path / "copy1_N16_softmax.json"
     assert _stored(path, "a") is None  # nothing there

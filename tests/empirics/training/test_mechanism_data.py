@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from common.validate import InputError
-from empirics.training import mechanism_data as MD
+from sapa.common.validate import InputError
+from sapa.empirics.training import mechanism_data as MD
 
 
 def _gen(s=0):

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from common.validate import InputError
-from empirics.training import study_analysis as SA
+from sapa.common.validate import InputError
+from sapa.empirics.training import study_analysis as SA
 from tests.empirics.training.study_fixture import CHANCE, make_study
 
 
@@ -155,7 +155,7 @@ def test_median_interval_coverage_is_what_it_says():
 
 def test_flattening_finds_where_the_median_curve_stops_rising():
     """t_flat = first t with max_{t' ≥ t} c(t') − c(t) ≤ tol; c = median over seeds at the arm's best lr only."""
-    from empirics.training.study_analysis import flattening
+    from sapa.empirics.training.study_analysis import flattening
 
     steps = [0, 100, 200, 300, 400]
     curves = {  # (task, N): per seed (3), val_acc at each step; the median curve is the middle seed

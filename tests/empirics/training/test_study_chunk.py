@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from empirics.training import ensemble as EN
-from empirics.training import study_chunk as SC
-from empirics.training.study_config import ARMS, TINY, study_config
-from theory.families import FAMILIES
+from sapa.empirics.training import ensemble as EN
+from sapa.empirics.training import study_chunk as SC
+from sapa.empirics.training.study_config import ARMS, TINY, study_config
+from sapa.theory.families import FAMILIES
 
 
 def test_relu_over_n_is_a_training_arm_from_its_table_row():

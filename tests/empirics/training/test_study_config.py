@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from common.validate import InputError
-from empirics.training.study_config import (DOSE_ARMS, FULL, QUICK, StudyConfig, look2_chunks, look2_doses,
+from sapa.common.validate import InputError
+from sapa.empirics.training.study_config import (DOSE_ARMS, FULL, QUICK, StudyConfig, look2_chunks, look2_doses,
                                             plan_chunks)
 
 

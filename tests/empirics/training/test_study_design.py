@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from common.integrity import timing_path, write_sealed_json
-from empirics.training import study_design as SD
-from empirics.training import train_study as ts
+from sapa.common.integrity import timing_path, write_sealed_json
+from sapa.empirics.training import study_design as SD
+from sapa.empirics.training import train_study as ts
 
 MICRO = replace(ts.TINY, arms=("softmax",), tasks=("text",), text=replace(ts.TINY.text, Ns=(8,), steps=2, evals=1))
 

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from common.integrity import timing_path
-from empirics.training.study_config import SCHEMA, Chunk, Member
-from empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
+from sapa.common.integrity import timing_path
+from sapa.empirics.training.study_config import SCHEMA, Chunk, Member
+from sapa.empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
 
 
 def _row(seed: int) -> dict:

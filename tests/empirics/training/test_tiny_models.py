@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from empirics.kernels.norms import attention_norms
-from empirics.training.tiny_models import ARMS, Arm, TinyModelConfig, build_model, head_W, w_invariants
-from common.validate import InputError
+from sapa.empirics.kernels.norms import attention_norms
+from sapa.empirics.training.tiny_models import ARMS, Arm, TinyModelConfig, build_model, head_W, w_invariants
+from sapa.common.validate import InputError
 
 CFG = TinyModelConfig(width=8, layers=2, heads=2, init_std=0.3)  # a larger init: scores far from 0
 
@@ -69,7 +69,7 @@ def test_softmax_arm_causal_rows_sum_to_one_and_see_the_past_only():
 @pytest.mark.parametrize("task,arm", [("digits", "softmax"), ("digits", "x3"), ("digits", "x_sqrtN"),
                                       ("text", "softmax"), ("text", "x3_sqrtN"), ("text", "x3_sqrti")])
 def test_exact_kernel_norms_of_a_head_match_jacrev_through_the_model(task, arm):
-    """‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F of head (1, 1) from empirics.kernels.norms equal those of jacrev through Attention."""
+    """‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F of head (1, 1) from sapa.empirics.kernels.norms equal those of jacrev through Attention."""
     m = _model(task, arm)
     X = m.attention_inputs(_inputs(task, B=1))[1][0]  # (N, D) layer 1, first sample
     attn = m.blocks[1].attn
@@ -120,7 +120,7 @@ def test_step_flops_counts_the_blocks_matmuls_forward_and_backward(width, heads,
     # torch's FlopCounterMode counts 2·m·n·k per matmul; the formula must equal its count over the blocks' matmuls
     from torch.utils.flop_counter import FlopCounterMode
 
-    from empirics.training.tiny_models import Block, step_flops
+    from sapa.empirics.training.tiny_models import Block, step_flops
 
     cfg = TinyModelConfig(width=width, layers=1, heads=heads, mlp_ratio=mlp_ratio)
     blk = Block(cfg, ARMS["x3_sqrtN"], causal=False).double()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from empirics.training import train_bench as tb
+from sapa.empirics.training import train_bench as tb
 
 
 def test_bench_times_both_ways_on_a_tiny_cell(monkeypatch):
@@ -22,7 +22,7 @@ def test_bench_times_both_ways_on_a_tiny_cell(monkeypatch):
 
 
 def test_the_quick_cells_are_the_quick_studys_p3_ensembles():
-    from empirics.training.train_study import QUICK, plan_chunks
+    from sapa.empirics.training.train_study import QUICK, plan_chunks
 
     cells = tb._cells(quick=False)
     assert cells[0].N == QUICK.plan(cells[0].task).Ns[0]  # the speedup is reported at the smallest quick cell

@@ -3,14 +3,14 @@
 import pandas as pd
 import pytest
 
-from empirics.training import train_study as ts
-from empirics.training.mechanism import MECH_TINY
+from sapa.empirics.training import train_study as ts
+from sapa.empirics.training.mechanism import MECH_TINY
 
 
 @pytest.mark.slow
 def test_localcluster_chunks_equal_serial(tmp_path):
     pytest.importorskip("distributed")
-    from empirics.montecarlo.distributed import executor_for
+    from sapa.empirics.montecarlo.distributed import executor_for
 
     cfg = ts.study_config("tiny")
     serial = ts.run_study(cfg, tmp_path / "s", workers=1, progress=False, mechanism=MECH_TINY)

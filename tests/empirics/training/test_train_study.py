@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common.validate import InputError
-from empirics.training import train_study as ts
-from empirics.training.tiny_models import TinyModelConfig
+from sapa.common.validate import InputError
+from sapa.empirics.training import train_study as ts
+from sapa.empirics.training.tiny_models import TinyModelConfig
 
 # Text only, N ∈ {8, 16}: one arm of each scale rule that the checks below need, 2 lrs × 2 seeds.
 MICRO = ts.StudyConfig(
@@ -194,7 +194,7 @@ def test_best_snapshot_keeps_the_weights_np_argmax_would_pick():
     """_BestSnapshot holds member e's weights at argmax over evaluations (earliest of ties, −inf never wins late)."""
     import torch
 
-    from empirics.training.study_chunk import _BestSnapshot
+    from sapa.empirics.training.study_chunk import _BestSnapshot
 
     rng = np.random.default_rng(3)
     E, T = 5, 7
@@ -210,7 +210,7 @@ def test_test_split_is_evaluated_twice_on_the_final_and_the_best_weights(monkeyp
     """The held-out split is read twice — on the final weights and on each member's best-validation weights."""
     import torch
 
-    from empirics.training import study_chunk as sc
+    from sapa.empirics.training import study_chunk as sc
 
     calls = []
     real = sc._evaluate
@@ -243,10 +243,10 @@ def test_text_floor_is_the_bigram_on_the_validation_windows_the_curves_are_read_
 
     import torch
 
-    from empirics.training.bigram import bigram_accuracy
-    from empirics.training.study_chunk import _Data, text_validation
-    from empirics.training.train_data import load_text
-    from empirics.training.train_study import study_config, study_floors, text_validation_floor
+    from sapa.empirics.training.bigram import bigram_accuracy
+    from sapa.empirics.training.study_chunk import _Data, text_validation
+    from sapa.empirics.training.train_data import load_text
+    from sapa.empirics.training.train_study import study_config, study_floors, text_validation_floor
 
     cfg = study_config("full", 0)
     d = _Data(cfg, "text", 64)  # what the trainer evaluates on
@@ -265,8 +265,8 @@ def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypat
     """Evaluation runs in slices of B sequences; each sequence's loss and prediction are those of one whole forward."""
     import torch
 
-    from empirics.training import study_chunk as sc
-    from empirics.training.ensemble import EnsembleSpec, stack_members
+    from sapa.empirics.training import study_chunk as sc
+    from sapa.empirics.training.ensemble import EnsembleSpec, stack_members
 
     cfg = ts.study_config(replace(MICRO, tasks=(task,), arms=("softmax", "x_sqrtN"),
                                   digits=replace(MICRO.digits, batch=8, eval_size=40),
@@ -290,8 +290,8 @@ def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypat
 
 
 def test_progress_weighs_members_by_their_flops_and_counts_a_resumed_run_as_done(study, tmp_path):
-    from common.progress import Tally
-    from empirics.training.tiny_models import step_flops
+    from sapa.common.progress import Tally
+    from sapa.empirics.training.tiny_models import step_flops
 
     out, res = study
     bars = []

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from empirics.training import study_store, train_study as ts
-from common.interrupt import sigterm_as_interrupt
+from sapa.empirics.training import study_store, train_study as ts
+from sapa.common.interrupt import sigterm_as_interrupt
 
 SCRIPT = """
 import sys
 from dataclasses import replace
-import empirics.training.train_study as t
+import sapa.empirics.training.train_study as t
 t.BUDGETS["quick"] = replace(t.TINY, text=replace(t.TINY.text, Ns=(8,), steps=10**6))
 from sapa.cli import main
 if sys.argv[2] == "train":
@@ -117,7 +117,7 @@ def test_killed_train_leaves_no_descendants_and_keeps_finished_runs(tmp_path, si
 
 def test_worker_exits_when_parent_pid_is_not_its_parent():
     """worker_init(parent) in a process whose parent is someone else exits at once (the parent died)."""
-    code = "from common.pool import worker_init; worker_init(1); import time; time.sleep(30)"
+    code = "from sapa.common.pool import worker_init; worker_init(1); import time; time.sleep(30)"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], timeout=60)
     assert r.returncode == 1 and time.monotonic() - t0 < 30

@@ -24,7 +24,7 @@ TINY_SWEEP = {  # 64 cells: 4 models × 4 N × (x/√N, x³/√N, x/16, x³), D 
 def small_growth_context(out_dir):
     """A quick-budget Context whose sweep is :data:`TINY_SWEEP` (run here, serially) and whose worst-case search is
     the closed-form witnesses at N = 3, 6 (seeded restarts: tests/empirics/experiments/test_worst_case.py)."""
-    from empirics.montecarlo.sweep import config_from_dict, run_sweep
+    from sapa.empirics.montecarlo.sweep import config_from_dict, run_sweep
     from sapa.budget import QUICK
     from sapa.ledger import Context
 

@@ -2,7 +2,7 @@
 rows grow like √i; 1/√i makes them uniform.
 
 The headline reading (the whole masked matrix) is checked against E‖·‖² = c²[N(N−1)/2·m_off + N·m_diag] built from
-``theory.moments.exact_moments`` directly. Small sizes in the default run (one reading is left open there); the quick
+``sapa.theory.moments.exact_moments`` directly. Small sizes in the default run (one reading is left open there); the quick
 budget's own sizes under ``-m slow`` (every reading decided).
 """
 
@@ -16,7 +16,7 @@ import pytest
 from sapa.budget import budget_named
 from sapa.claims import causal_masking as entry
 from sapa.ledger import Context, reading_keyed, run_claim
-from theory.moments import exact_moments
+from sapa.theory.moments import exact_moments
 
 SMALL = {"Ns": (64, 128), "trials": (4, 4), "max_trials": 64, "N_train": 32, "transfer_trials": 2,
          "transfer_max_trials": 16}

@@ -2,7 +2,7 @@
 coefficient c = 1/α the sentence is inverted (FAILS).
 
 The headline reading is exact: under the paper's model the bound-matching coefficient is c_b(N) = √N/√E‖S^{∘p}‖²_F,
-checked here against ``theory.moments.exact_moments`` directly. Small sizes in the default run; the quick budget's
+checked here against ``sapa.theory.moments.exact_moments`` directly. Small sizes in the default run; the quick budget's
 own sizes under ``-m slow``.
 """
 
@@ -17,7 +17,7 @@ from sapa.budget import budget_named
 from sapa.claims import fig1_scale_direction as entry
 from sapa.ledger import Context, reading_keyed, run_claim
 from sapa.rules.direction import case_direction
-from theory.moments import exact_moments
+from sapa.theory.moments import exact_moments
 
 SMALL = {"Ns": [8, 16, 64, 256], "trials": 2, "max_trials": 64, "models": ("iid", "tied")}
 

@@ -2,7 +2,7 @@
 
 Each entry runs on a small context (tests/conftest.py ``growth_context``: a tiny seeded sweep, the worst case at
 N = 3, 6) and must give its headline verdict there; the headline reading's exponent is checked against a finite
-difference of ``theory.moments.exact_moments`` at N = 2³⁰, 2³¹ (far beyond every N*), independent of the profile formula the check uses.
+difference of ``sapa.theory.moments.exact_moments`` at N = 2³⁰, 2³¹ (far beyond every N*), independent of the profile formula the check uses.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from sapa.claims import cor4_3_linear_scaled, cor4_5_cubic_scaled, thm4_2_linear, thm4_4_cubic
 from sapa.evidence.growth_profiles import TOL
 from sapa.ledger import reading_keyed, readings_keyed
-from theory.moments import exact_moments
+from sapa.theory.moments import exact_moments
 
 ENTRIES = {m.CLAIM.id: m for m in (thm4_2_linear, cor4_3_linear_scaled, thm4_4_cubic, cor4_5_cubic_scaled)}
 HEADLINE = {"thm4.2-linear": "HOLDS", "cor4.3-linear-scaled": "HOLDS", "thm4.4-cubic": "HOLDS",

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirics.training import learning_analysis as LA
+from sapa.empirics.training import learning_analysis as LA
 from sapa.claims import learning_check as LCL
 from sapa.claims import mechanism_across_n as MAN
 
@@ -39,7 +39,7 @@ def _crafted(exits):
 
 def _study_cells(ex):
     runs, hist = _crafted(ex)
-    from empirics.training.study_analysis import best_lr
+    from sapa.empirics.training.study_analysis import best_lr
 
     Ns = sorted({N for N, _, _ in ex})
     return LA.study_learning(runs, hist, best_lr(runs), {("digits", N): 0.1 for N in Ns})
@@ -144,14 +144,14 @@ def test_mechanism_growth_is_decided_and_the_control_goes_through_the_same_rule(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from empirics.training import train_study as ts
-    from empirics.training.mechanism import MECH_TINY
+    from sapa.empirics.training import train_study as ts
+    from sapa.empirics.training.mechanism import MECH_TINY
 
     return ts.run_study("tiny", tmp_path_factory.mktemp("t"), workers=1, progress=False, mechanism=MECH_TINY)
 
 
 def test_ledger_fields_on_a_tiny_study(tiny):
-    from empirics.training.study_analysis import accuracy_trends, best_lr
+    from sapa.empirics.training.study_analysis import accuracy_trends, best_lr
 
     best = best_lr(tiny.runs)
     floors = {(t, int(n)): 0.1 for t, n in zip(best["task"], best["N"])}
@@ -185,7 +185,7 @@ def test_learning_speed_only_withholds_a_holds():
 def test_power_is_never_read_at_a_spread_below_the_grids_resolution():
     """Three seeds per cell, each inside one grid interval (width 0.94), the largest N right-censored: σ̂ runs to its
     floor, so the power line reads the grid's w/√12 and the noncentral-t power there, and the unbounded se says so."""
-    from empirics.training.censored_trend import design_power, interval_trend
+    from sapa.empirics.training.censored_trend import design_power, interval_trend
     from sapa.rules.learning import ALPHA_FAILS
 
     tr = interval_trend((64, 128), [np.array([[2.1, 3.04]] * 3), np.array([[2.1, 3.04], [2.6, np.inf], [2.6, np.inf]])])
@@ -204,7 +204,7 @@ def test_an_undecided_reading_names_the_seeds_at_its_observed_delta():
     reading does not say it."""
     from dataclasses import replace
 
-    from empirics.training.censored_trend import interval_trend, seeds_for_power
+    from sapa.empirics.training.censored_trend import interval_trend, seeds_for_power
     from sapa.rules.learning import ALPHA_FAILS, ALPHA_HOLDS
 
     rng = np.random.default_rng(3)

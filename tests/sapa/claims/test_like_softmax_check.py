@@ -27,7 +27,7 @@ CLAIMS = [m.CLAIM for m in MODULES.values()]
 def entries(request, tmp_path_factory):
     """The three checks at the quick budget (``-m slow``) or, in the default run, with fewer Monte Carlo trials
     (100 per exact comparison, 16 per normalised row size, 4 for the figure's two Monte Carlo sizes)."""
-    from empirics.experiments import activation_sampling as empirics_audit
+    from sapa.empirics.experiments import activation_sampling as empirics_audit
 
     out = tmp_path_factory.mktemp("ledger")
     ctx = Context(budget_named("quick", seed=0), out)

@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import pytest
 
-from empirics.experiments.lipschitz_ball import BallConfig
-from empirics.kernels.ball_ascent import AscentConfig
+from sapa.empirics.experiments.lipschitz_ball import BallConfig
+from sapa.empirics.kernels.ball_ascent import AscentConfig
 from sapa.budget import budget_named
 from sapa.claims import lipschitz_on_a_ball as LB
 from sapa.ledger import Context, reading_keyed, run_claim
@@ -62,7 +62,7 @@ def test_verdict_is_the_headline_reading_and_the_entry_keeps_the_definitions(ent
 
 
 def test_no_adversarial_input_exceeds_sapas_bound_recomputed_independently(entry):
-    from theory.lipschitz_ball import ball_bound
+    from sapa.theory.lipschitz_ball import ball_bound
 
     e, _ = entry
     ball = e.evidence["ball"]
@@ -97,7 +97,7 @@ def test_polynomials_grow_like_root_n_on_both_balls_and_softmax_flattens_on_the_
 
 
 def test_figure_is_stored_and_redrawn(entry, tmp_path):
-    from figures import lipschitz_ball as fig
+    from sapa.figures import lipschitz_ball as fig
 
     e, out = entry
     assert e.figures and all((out / f).is_file() for f in e.figures)
@@ -117,7 +117,7 @@ def test_full_budget_softmax_series_stays_below_the_bound_and_within_root_n():
     """The full budget's n grid to 256 on the big ball: every σ̲ ≤ U and the exponent interval below ½ + 0.05."""
     from dataclasses import replace
 
-    from empirics.experiments.lipschitz_ball import run_ball
+    from sapa.empirics.experiments.lipschitz_ball import run_ball
     from sapa.rules.growth import TOL
 
     res = run_ball(replace(LB.FULL["ball"], activations=("softmax",), betas=(LB.BIG,)))
@@ -132,9 +132,9 @@ def test_the_published_estimator_is_reported_beside_sigma_on_the_same_inputs(ent
     its secant slope, and a finding says it is not σ₁."""
     import torch
 
-    from empirics.realmodel import real_model as rm
-    from empirics.realmodel.layer_lipschitz import minilm_layer
-    from empirics.realmodel.peer_estimator import layer_function, published_quantity
+    from sapa.empirics.realmodel import real_model as rm
+    from sapa.empirics.realmodel.layer_lipschitz import minilm_layer
+    from sapa.empirics.realmodel.peer_estimator import layer_function, published_quantity
 
     e, _ = entry
     rows = [r for r in e.evidence["real_rows"] if r["model"] == "all-MiniLM-L6-v2"]
@@ -159,9 +159,9 @@ def test_tightness_is_read_on_the_half_attention_family_recomputed_independently
     import torch
     from scipy import stats
 
-    from empirics.experiments.lipschitz_ball import make_head, radius_for
-    from empirics.kernels.half_attention_family import family_point, largest_gap
-    from empirics.kernels.head_jacobian import forward
+    from sapa.empirics.experiments.lipschitz_ball import make_head, radius_for
+    from sapa.empirics.kernels.half_attention_family import family_point, largest_gap
+    from sapa.empirics.kernels.head_jacobian import forward
     from sapa.rules.growth import LEVEL, TOL
 
     e, _ = entry

@@ -8,7 +8,7 @@ import pytest
 
 from sapa.claims import other_powers
 from sapa.ledger import reading_keyed
-from theory.moments import exact_moments
+from sapa.theory.moments import exact_moments
 
 
 @pytest.fixture(scope="module")

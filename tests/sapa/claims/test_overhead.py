@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-import empirics.timing.overhead as ov
-from empirics.timing.overhead import OverheadGrid
+import sapa.empirics.timing.overhead as ov
+from sapa.empirics.timing.overhead import OverheadGrid
 from sapa.budget import budget_named
 from sapa.claims import overhead
 from sapa.claims.overhead import CLAIM, FACTOR, best_ratios, split_cells
@@ -153,8 +153,8 @@ def test_figures_and_stored_data(entry, tmp_path):
     out, e, _ = entry
     assert len(e.figures) == 6 and all((out / f).is_file() for f in e.figures)  # times, crossover, cost model
     assert all(f.startswith("figures/overhead_d8_N16-32_threads1_dtypefloat32_budgetquick") for f in e.figures)
-    from common import figdata
-    from figures import overhead as fig
+    from sapa.common import figdata
+    from sapa.figures import overhead as fig
 
     res, stem = figdata.read(out / "data" / "overhead.json")
     assert "budgetquick" in stem and set(res) >= {"rows", "crossover", "grid", "provenance"}
@@ -169,7 +169,7 @@ def test_full_budget_uses_the_full_grid(monkeypatch, tmp_path):
         seen["grid"], seen["threads"] = grid, threads
         return real(*args, grid=TINY, threads=1, **kwargs)
 
-    from figures import overhead as fig
+    from sapa.figures import overhead as fig
 
     monkeypatch.setattr(ov, "bench_overhead", spy)
     monkeypatch.setattr(ov, "rerun_cells", lambda grid, cells, runs, **kw: seen.setdefault("rerun", grid) and {})
@@ -290,7 +290,7 @@ def test_stored_cells_parse_the_names_and_keep_every_run():
 def test_a_load_row_flags_the_readings_that_flip_between_holds_and_fails(monkeypatch):
     """Stored compute runs far inside 1.5× and memory runs far outside it: the memory row names the flipped
     readings, the compute row none; both judged by the same rule as the run's own readings."""
-    from empirics.timing import drift as dr
+    from sapa.empirics.timing import drift as dr
 
     names = [f"p1/{m}/{p}@N={n}" for m in ("none", "causal") for p in ("fwd", "fwd+bwd") for n in (128, 512)]
     quiet, inside, outside = ({n: r for n in names} for r in (1.0, 1.05, 4.0))

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from empirics.realmodel import real
+from sapa.empirics.realmodel import real
 from sapa.budget import QUICK
 from sapa.claims import real_model_regime
 from sapa.prose import real_model_regime_words as words

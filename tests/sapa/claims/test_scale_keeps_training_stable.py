@@ -105,7 +105,7 @@ def test_findings_table_edges_alpha_and_plateau():
 
 
 def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
-    import empirics.training.train_study as TS
+    import sapa.empirics.training.train_study as TS
     from sapa.budget import budget_named
     from sapa.ledger import Context
 
@@ -126,7 +126,7 @@ def test_study_is_obtained_once_and_its_failure_is_kept(tmp_path, monkeypatch):
 
 def test_check_end_to_end_on_a_cached_study(tmp_path, monkeypatch):
     import sapa.ledger
-    from figures import training_vs_n
+    from sapa.figures import training_vs_n
     from sapa.budget import budget_named
     from sapa.ledger import Context, run_claim
 
@@ -240,7 +240,7 @@ def test_a_floored_arm_is_not_judged_whatever_the_rule_would_read():
 
 def test_a_design_that_cannot_reach_fails_is_marked_as_unable_to_fail():
     # 2 seeds per cell, 2 cells: df = 2, and the rule says FAILS only for Δ < −δ − t(0.9975, 2)·se, beyond −1 at se 0.1
-    from empirics.training.study_analysis import GapTrend
+    from sapa.empirics.training.study_analysis import GapTrend
     from sapa.claims.scale_keeps_training_stable import conditions
 
     def trend(se, df):

@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 
 from sapa.cli import main
-from theory.gaussian import gaussian_expectation
+from sapa.theory.gaussian import gaussian_expectation
 
 KEYS = ("expected_fro2", "expected_jac_s_fro2", "expected_jac_fro2", "growth_exponent", "crossover_n",
         "worst_case_exponent", "verdict", "method", "error_bound")
@@ -32,7 +32,7 @@ def _json(argv, capsys):
 
 def _brute_moments(model: str) -> tuple[sp.Rational, sp.Rational]:
     """(E S_12⁶, E S_11⁶) at D = 2, d = 1, σ² = 1/D, by expanding the degree-12 polynomial in the Gaussian entries
-    (theory.gaussian.gaussian_expectation: E z^{2k} = (2k−1)!!), independent of the audit's cumulant recursions."""
+    (sapa.theory.gaussian.gaussian_expectation: E z^{2k} = (2k−1)!!), independent of the audit's cumulant recursions."""
     a, b, q, g = (sp.symbols(f"{c}0:2") for c in "abqg")
     dot = lambda u, v: sum(s * t for s, t in zip(u, v))  # noqa: E731
     if model == "paper":  # S = A Bᵀ, rows a_i, b_j ~ N(0, 1) (d = 1): S_12 = a_1 b_2, S_11 = a_1 b_1
@@ -150,7 +150,7 @@ def test_text_output_names_why_a_value_is_missing(capsys):
     ["audit"],
 ])
 def test_bad_input_one_line_exit_2(capsys, argv):
-    from common.deadline import deadline
+    from sapa.common.deadline import deadline
 
     with deadline(120, "the test"):  # huge literal powers and mpmath once ran for hours
         code, out, err = _run(argv, capsys)
@@ -204,7 +204,7 @@ def test_a_long_audit_says_it_is_running_and_how(capsys, monkeypatch, expr, how)
     import functools
     import threading
 
-    import common.progress as progress
+    import sapa.common.progress as progress
     import sapa.commands.audit_conventions as C
 
     said, say = threading.Event(), progress.say
@@ -259,9 +259,9 @@ def test_a_family_with_a_free_parameter_asks_for_a_number(capsys):
 
 
 def test_help_lists_every_symbol_the_parser_accepts(capsys):
-    """`sapa audit --help` omitted j: the list is theory.symbols.SYMBOLS, the names the parser accepts."""
-    from theory.activation import parse_activation
-    from theory.symbols import SYMBOLS
+    """`sapa audit --help` omitted j: the list is sapa.theory.symbols.SYMBOLS, the names the parser accepts."""
+    from sapa.theory.activation import parse_activation
+    from sapa.theory.symbols import SYMBOLS
 
     with pytest.raises(SystemExit):
         main(["audit", "--help"])

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from sapa.cli import main
-from theory.activation_audit import model_spec, parse_activation
-from theory.relpos import relpos_profile
-from empirics.experiments.activation_sampling import sample_norms, z_scores
+from sapa.theory.activation_audit import model_spec, parse_activation
+from sapa.theory.relpos import relpos_profile
+from sapa.empirics.experiments.activation_sampling import sample_norms, z_scores
 
 ALIBI = "sigmoid(x/8 - log(N) - 0.1*Abs(i - j))"
 

@@ -8,7 +8,7 @@ import pytest
 
 from sapa.commands.audit_activation import run_audit, text_report
 from sapa.rules.like_softmax import A, TOL
-from theory.activation_audit import model_spec, parse_activation
+from sapa.theory.activation_audit import model_spec, parse_activation
 
 SPEC = model_spec("iid", 768, 64)
 PEAK_BELOW_N_MIN = ("sigmoid(x/8 - log(N))", "sigmoid(x/8 - log(N) - Abs(i - j)/8)")

@@ -46,7 +46,7 @@ def _spinning_rule(cpu_s: float, calls: list):
 def test_the_time_is_estimated_from_a_pilot_and_refused_beyond_the_limit(capsys, monkeypatch):
     """2 ms of CPU per evidence × 2 truths × 10⁸ trials ≈ 4.6 days > 2 days: refused after a pilot of 2·(1 + 4)
     evidences, never 2·10⁸; 10⁶ trials (≈ 1.1 h) pass the check."""
-    import empirics.montecarlo.workload as workload
+    import sapa.empirics.montecarlo.workload as workload
     from sapa.commands import calibrate as cmd
 
     calls: list = []

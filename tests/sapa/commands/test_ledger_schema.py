@@ -74,7 +74,7 @@ def _check_admitted_renders(tmp_path, doc: dict, path, bad) -> bool:
     with a fresh entry and render the table and both reports. True when it was admitted."""
     from dataclasses import asdict
 
-    from common.validate import InputError
+    from sapa.common.validate import InputError
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claim_ids import ORDER

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from empirics.kernels.expr_norms import expr_norms, layer_from_qk, layer_from_w
+from sapa.empirics.kernels.expr_norms import expr_norms, layer_from_qk, layer_from_w
 from sapa.cli import main
-from theory.activation_audit import parse_activation
+from sapa.theory.activation_audit import parse_activation
 
 
 @pytest.fixture
@@ -285,9 +285,9 @@ def test_a_layer_file_without_a_known_head_count_or_against_its_config_is_refuse
 
 def test_minilm_layer_0_is_read_as_its_twelve_heads(capsys):
     """all-MiniLM-L6-v2 (D = 384, 12 heads of d = 32): heads from its config.json, the norm against the twelve heads
-    of empirics.realmodel (its own loader and config), and --heads 1 refused (it read 4.70e7 as one head, 1.51e7 as
+    of sapa.empirics.realmodel (its own loader and config), and --heads 1 refused (it read 4.70e7 as one head, 1.51e7 as
     twelve, on the issue's input)."""
-    real = pytest.importorskip("empirics.realmodel.real_model")
+    real = pytest.importorskip("sapa.empirics.realmodel.real_model")
     if not real.available():
         pytest.skip("optional extra 'real' not installed")
     folder = real.model_dir()

@@ -13,9 +13,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from empirics.kernels.expr_norms import layer_from_w
+from sapa.empirics.kernels.expr_norms import layer_from_w
 from sapa.commands.norms_expr import run_norms
-from theory.activation_audit import parse_activation
+from sapa.theory.activation_audit import parse_activation
 
 mpmath.mp.dps = 60
 

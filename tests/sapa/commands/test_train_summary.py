@@ -25,8 +25,8 @@ def test_alpha_line_is_never_empty(prov, want):
 
 
 def test_one_display_name_per_arm_in_the_summary_and_the_figures():
-    from empirics.training.study_config import ARMS
-    from figures.training_vs_n import LABELS
+    from sapa.empirics.training.study_config import ARMS
+    from sapa.figures.training_vs_n import LABELS
 
     assert LABELS == {k: arm_name(k) for k in ARMS}
     assert arm_name("x_sqrtN") == "x/√N" and arm_name("expr") == "φ"

@@ -64,13 +64,13 @@ def test_costs_from_a_ledger_keep_each_entry_cpu_seconds():
 
 
 def test_a_first_run_prints_its_eta_on_its_first_line(tmp_path, capsys, monkeypatch):
-    import figures.regenerate as rg
+    import sapa.figures.regenerate as rg
     from sapa.cli import main
 
-    import common.progress
+    import sapa.common.progress
 
     monkeypatch.setattr(rg, "JOBS", [])
-    monkeypatch.setattr(common.progress, "FALLBACK_S", 1e6)  # a busy machine's "running 11 s" line is not the test
+    monkeypatch.setattr(sapa.common.progress, "FALLBACK_S", 1e6)  # a busy machine's "running 11 s" line is not the test
     assert main(["verify", "--only", "thm4.1-norm", "--out", str(tmp_path / "new")]) == 0
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith("sapa verify: 1 entries, expected ~") and "shipped costs" in first, first

@@ -39,8 +39,8 @@ def test_without_a_matching_ledger_the_shipped_costs_give_the_estimate(tmp_path)
 
 def test_verify_runs_every_entry_and_the_figures_inside_a_stage(tmp_path, capsys, monkeypatch):
     """Each entry's check runs inside progress.stage (named [i/n] id, with the last run's seconds as its ETA)."""
-    import common.progress as progress
-    import figures.regenerate as rg
+    import sapa.common.progress as progress
+    import sapa.figures.regenerate as rg
     from sapa.cli import main
 
     _ledger(tmp_path)

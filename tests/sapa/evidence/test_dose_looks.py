@@ -33,7 +33,7 @@ def _open_runs(extra=(), wiggle=None) -> pd.DataFrame:
 
 
 def test_gather_marks_the_doses_off_the_grid_as_the_second_looks():
-    from empirics.training.study_config import FULL, look2_doses
+    from sapa.empirics.training.study_config import FULL, look2_doses
 
     t = gather(_Study(_open_runs(look2_doses(FULL)), config=FULL.as_dict()))["text"]
     two = t[t["look"] == 2]
@@ -57,7 +57,7 @@ def test_each_look_is_read_at_the_levels_over_the_looks(monkeypatch, n_looks):
 def test_an_open_reading_is_decided_by_its_second_looks_doses():
     """The grid leaves text x³/c open at both lrs; the second look's 28 doses at lr 0.01, on the line, decide it
     (FAILS: a lower norm costs accuracy) at the halved level; without them it stays open and says none were taken."""
-    from empirics.training.study_config import FULL, look2_doses
+    from sapa.empirics.training.study_config import FULL, look2_doses
 
     before = {k: (v, look) for k, _, v, look in judge(gather(_Study(_open_runs(), config=FULL.as_dict())), 2)}
     assert before[("dose", "text", "x³/c")] == ("UNDETERMINED", 1)
@@ -79,7 +79,7 @@ def test_the_second_look_names_the_open_strata_its_grid_can_decide():
     slope) and not lr 0.001 (out of reach); readings decided on the grid are never looked at again."""
     from dataclasses import replace
 
-    from empirics.training.study_config import FULL
+    from sapa.empirics.training.study_config import FULL
     from sapa.rules import association as RA
 
     runs = _open_runs()

@@ -10,7 +10,7 @@ import pytest
 
 from sapa.evidence import growth_profiles as gp
 from sapa.evidence import monte_carlo as mc
-from theory.moments import exact_moments, local_growth_exponent
+from sapa.theory.moments import exact_moments, local_growth_exponent
 
 
 @pytest.mark.parametrize("r", [0.0, 0.5, 1.0, 1.003, 2.0, 60.0, 19672.9])
@@ -59,7 +59,7 @@ def test_rms_exponent_interval_covers_truth_on_synthetic_data():
 
 
 def test_coefficient_of_scale_policies():
-    from empirics.kernels.scale import coefficient
+    from sapa.empirics.kernels.scale import coefficient
 
     assert coefficient("inv_sqrt_n", 16) == 0.25
     assert coefficient("const", 16, c=0.0625) == 0.0625
@@ -124,7 +124,7 @@ def test_constants_against_softmax_match_exact_moments():
 
 def test_jacobian_wrt_s_moment_against_monte_carlo():
     """E‖∂(S^{∘3})/∂S‖²_F = 9·E‖S^{∘2}‖²_F: exact vs a seeded Monte Carlo (iid weights, small sizes)."""
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
     from sapa.evidence.growth_profiles import jac_s_moments
 
     N, D, d, T = 6, 4, 3, 20_000

@@ -55,7 +55,7 @@ def _fake_sweep(ctx, slope_shift=0.0):
     """A tiny sweep frame and summary for one x³ series (paper model), planted in the context's cache."""
     import pandas as pd
 
-    from theory.moments import exact_moments
+    from sapa.theory.moments import exact_moments
 
     rows, summ = [], []
     rng = np.random.default_rng(0)

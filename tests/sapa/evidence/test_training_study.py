@@ -9,11 +9,11 @@ def test_a_prefetched_study_stays_quiet_until_someone_waits_for_it(monkeypatch, 
     # the background study counts into a Tally that never prints; the waiter prints its line every every_s seconds
     import threading
 
-    from empirics.training import train_study
+    from sapa.empirics.training import train_study
     from sapa.budget import budget_named
     from sapa.ledger import Context
 
-    import common.progress as progress_module
+    import sapa.common.progress as progress_module
 
     S = TS
     release, counted = threading.Event(), threading.Event()

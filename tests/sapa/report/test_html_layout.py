@@ -234,7 +234,7 @@ def test_every_figure_kind_a_ledger_can_produce_has_a_real_caption():
     """Every stem a ledger can list (each kind of figures/catalogue.py with every suffix its module saves, and every
     stem a figure module names) gets its kind's caption in the report; the placeholder of an unknown kind never
     appears for one of them."""
-    from figures.catalogue import FIGURES as KINDS
+    from sapa.figures.catalogue import FIGURES as KINDS
     from sapa.report.figure_plan import UNKNOWN_KIND, plan
     from tests.figures.test_captions import _module_suffixes, _saved_stems
 

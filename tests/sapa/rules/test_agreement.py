@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, calibrate, rule_named
 from sapa.rules import agreement as A
 

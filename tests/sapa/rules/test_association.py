@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirics.training.dose_response import Contrast, DoseSlope, dose_slope
+from sapa.empirics.training.dose_response import Contrast, DoseSlope, dose_slope
 from sapa.rules import calibrate, rule_named
 from sapa.rules.association import (ALPHA_FAILS, ALPHA_HOLDS, DELTA, EQUIVALENCE, DoseEvidence, _power, decide_dose,
                                     decide_matched, doses_to_decide, matched_evidence, power_at_null, raw_p,

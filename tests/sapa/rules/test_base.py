@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from common.seeds import rng_for
+from sapa.common.seeds import rng_for
 from sapa.rules import CLAIM_VERDICTS, FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, cached_calibration, calibrate, rule_named
 
 FAST = {r.name: min(r.trials, 400) for r in all_rules()}  # default run; `sapa calibrate` uses each rule's own count

@@ -36,7 +36,7 @@ def test_stored_rates_agree_with_a_fresh_calibration_within_monte_carlo_error(ru
 
 
 def test_the_fingerprint_follows_what_the_rule_computes_not_its_text(monkeypatch):
-    import empirics.montecarlo.stats as st
+    import sapa.empirics.montecarlo.stats as st
     from sapa.rules import growth
     from sapa.rules.calibration_store import fingerprint
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from empirics.realmodel.real import paired_rms_exponents
-from common.seeds import rng_for
+from sapa.empirics.realmodel.real import paired_rms_exponents
+from sapa.common.seeds import rng_for
 from sapa.rules import all_rules, calibrate, rule_named
 from sapa.rules import heads as R
 

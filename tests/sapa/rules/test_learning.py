@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from empirics.training.censored_trend import interval_trend
-from empirics.training.study_analysis import gap_trend
+from sapa.empirics.training.censored_trend import interval_trend
+from sapa.empirics.training.study_analysis import gap_trend
 from sapa.rules import calibrate, rule_named
 from sapa.rules.learning import (MARGINS, FinalGapEvidence, decide_final_gap, decide_slowdown, final_gap_reason,
                                  slowdown_test, verdicts_line)
@@ -148,7 +148,7 @@ def _grid_interval_by_scan(t, grid, cap):
 
 
 def test_grid_interval_is_the_first_evaluation_at_or_after_the_exit():
-    from empirics.training.mechanism import grid_steps
+    from sapa.empirics.training.mechanism import grid_steps
     from sapa.rules.learning import _grid_interval
 
     grid = grid_steps(2000)
@@ -170,7 +170,7 @@ def _reference_slowdown(question, truth, rng):
     """simulate_slowdown's model: R ∈ {8, 12, 16}, σ ~ U(0.4, 1.0), offset ~ U(0, 1); at cell k of N = 16…128,
     log2 t_s = 5.5 + 0.9k + 0.3z, log2 t_a = log2 t_s + offset + Δ·k/3 + σ·t₄/√2; exits on grid_steps(2000), censored
     beyond 2000; s ∈ (log2 a_lo − log2 s_hi, log2 a_hi − log2 s_lo]."""
-    from empirics.training.mechanism import grid_steps
+    from sapa.empirics.training.mechanism import grid_steps
 
     grid = grid_steps(2000)
     delta = DESIGN_DELTA[f"slowdown-{question}", truth]

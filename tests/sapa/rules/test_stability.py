@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common.seeds import rng_for
-from empirics.training.study_analysis import GapTrend
+from sapa.common.seeds import rng_for
+from sapa.empirics.training.study_analysis import GapTrend
 from sapa.rules import FALSE_FAILS_TARGET, FALSE_HOLDS_TARGET, all_rules, calibrate, rule_named
 from sapa.rules import stability as S
 
@@ -99,13 +99,13 @@ def test_accuracy_rule_has_power_and_holds_when_nothing_changes(monkeypatch):
 
 def _flat(rng):
     """Δ = 0, 5 N cells × 3 seeds, gap sd 0.02, no divergence: the study's design when x^p/√N works."""
-    from empirics.training.study_analysis import gap_trend
+    from sapa.empirics.training.study_analysis import gap_trend
 
     return gap_trend((32, 64, 128, 256, 512), [0.02 * rng.standard_normal(3) for _ in range(5)])
 
 
 def _zeros(Ns, seeds, diverged=None, gaps=None):
-    from empirics.training.study_analysis import gap_trend
+    from sapa.empirics.training.study_analysis import gap_trend
 
     gaps = gaps if gaps is not None else [[0.0] * seeds for _ in Ns]
     return gap_trend(Ns, gaps, quantity="stable_fraction", diverged=diverged if diverged is not None else [0] * len(Ns))

@@ -154,7 +154,7 @@ def test_bad_rounds_are_dropped_and_runs_kept_apart():
 
 
 def test_the_simulation_reruns_only_the_marginal_cells():
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     ev = timing.simulate("holds", rng_for(0, "test-timing-sim"))
     assert len(ev.cells) == timing.SIM_CELLS and ev.clock == "process"
@@ -194,7 +194,7 @@ def test_the_power_line_prints_the_cells_90_percent_interval():
 
 
 def test_the_simulated_effect_is_twice_the_factor():
-    from common.seeds import rng_for
+    from sapa.common.seeds import rng_for
 
     ms = [t.m for k in range(40) for t in timing.tests_of(timing.simulate("fails", rng_for(1, "sim-fails", k))).values()]
     # 640 cells, log ratio log 3 + N(0, 0.1²) + drift + round noise: the mean within 4 se of log 3

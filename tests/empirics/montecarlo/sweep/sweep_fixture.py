@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from empirics.montecarlo.sweep import SweepConfig, config_from_dict
+from sapa.empirics.montecarlo.sweep import SweepConfig, config_from_dict
 
 TINY = {  # 18 cells: (paper, corr) × (softmax, x/√N, x³/√N) × N
     "seed": 3,

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-import empirics.montecarlo.sweep as sw
-from empirics.montecarlo.sweep import (
+import sapa.empirics.montecarlo.sweep as sw
+from sapa.empirics.montecarlo.sweep import (
     cells,
     fit_exponents,
     run_sweep,
@@ -35,10 +35,10 @@ def test_summarise_and_fit_exponents(tmp_path):
 
 
 def test_attach_exact_z_scores_are_moderate(tmp_path):
-    pytest.importorskip("theory.moments")
+    pytest.importorskip("sapa.theory.moments")
     # p = 1 only: for p ≥ 2 the squared norms are so heavy-tailed (degree ≥ 8 in Gaussians)
     # that 64 trials usually miss the tail, biasing both mean and se down (z ≈ −10 seen at
-    # p = 2, corr, N = 4, although 2·10⁶-sample moments match theory.moments).
+    # p = 2, corr, N = 4, although 2·10⁶-sample moments match sapa.theory.moments).
     cfg = tiny(trials=64, N=[4, 16], d=[2], weight_model=["paper", "iid", "tied", "corr"], activation=[{"kind": "poly", "p": 1, "scale": ["inv_sqrt_n", "const"], "c": 0.5}])
     df = run_sweep(cfg, tmp_path, progress=False)
     z = sw.attach_exact(summarise(df), cfg)

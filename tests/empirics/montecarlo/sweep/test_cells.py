@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from empirics.montecarlo.sweep import cells, trials_per_batch
+from sapa.empirics.montecarlo.sweep import cells, trials_per_batch
 from tests.empirics.montecarlo.sweep.sweep_fixture import tiny
 
 
@@ -34,7 +34,7 @@ def test_resolve_activation_is_the_scale_rules():
 
     import torch
 
-    from empirics.montecarlo.sweep import resolve_activation
+    from sapa.empirics.montecarlo.sweep import resolve_activation
 
     cfg = tiny(activation=[{"kind": "poly", "p": 3, "scale": ["inv_sqrt_n", "inv_sqrt_d", "inv_sqrt_i"]},
                            {"kind": "poly", "p": 1, "scale": "const", "c": 0.0625}])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.validate import InputError
-from empirics.montecarlo.sweep import ActivationSpec, builtin_config, config_from_dict, load_config
+from sapa.common.validate import InputError
+from sapa.empirics.montecarlo.sweep import ActivationSpec, builtin_config, config_from_dict, load_config
 from tests.empirics.montecarlo.sweep.sweep_fixture import TINY, tiny
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell up here
-from common.validate import InputError
-from empirics.montecarlo.sweep import cells, read_metadata, run_cell, run_sweep
+import sapa.empirics.montecarlo.sweep.run as sw  # run_sweep looks run_cell up here
+from sapa.common.validate import InputError
+from sapa.empirics.montecarlo.sweep import cells, read_metadata, run_cell, run_sweep
 from tests.empirics.montecarlo.sweep.sweep_fixture import _sorted, tiny
 
 
@@ -100,9 +100,9 @@ def test_executor_path_matches_serial(tmp_path):
 
 @pytest.mark.slow  # a fresh interpreter (~2 s); import-linter checks the same contract statically
 def test_sweep_knows_no_dask():
-    """Importing the sweep loads neither ``empirics.montecarlo.distributed`` nor dask (the contract in pyproject.toml checks the graph)."""
-    code = ("import sys, empirics.montecarlo.sweep; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed') or m == 'empirics.montecarlo.distributed']; "
+    """Importing the sweep loads neither ``sapa.empirics.montecarlo.distributed`` nor dask (the contract in pyproject.toml checks the graph)."""
+    code = ("import sys, sapa.empirics.montecarlo.sweep; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed') or m == 'sapa.empirics.montecarlo.distributed']; "
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -110,7 +110,7 @@ def test_sweep_knows_no_dask():
 
 def test_failed_cell_is_one_line_naming_it(tmp_path):
     """A non-input failure in an executor becomes CellFailedError naming the cell; an InputError stays itself."""
-    from empirics.montecarlo.sweep import CellFailedError
+    from sapa.empirics.montecarlo.sweep import CellFailedError
 
     class Failing(cf.ThreadPoolExecutor):
         def submit(self, fn, /, *args, **kwargs):
@@ -171,7 +171,7 @@ def test_large_cell_stays_under_4_gib(tmp_path):
     code = textwrap.dedent(
         """
         import resource, sys
-        from empirics.montecarlo.sweep import config_from_dict, cells, run_cell
+        from sapa.empirics.montecarlo.sweep import config_from_dict, cells, run_cell
         cfg = config_from_dict({"N": [16384], "D": [768], "d": [64], "trials": 1,
                                 "activation": [{"kind": "softmax"}]})
         df = run_cell(cfg, cells(cfg)[0])

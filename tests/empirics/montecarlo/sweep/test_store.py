@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from empirics.montecarlo.sweep import read_metadata, run_sweep
+from sapa.empirics.montecarlo.sweep import read_metadata, run_sweep
 from tests.empirics.montecarlo.sweep.sweep_fixture import tiny
 
 
@@ -45,8 +45,8 @@ def test_stale_temporary_parts_go_and_nothing_is_removed_through_a_link(tmp_path
 
     import pytest
 
-    from common.atomic import LinkRefused, confined
-    from empirics.montecarlo.sweep.store import STALE_TMP_S, _remove_stale_tmp
+    from sapa.common.atomic import LinkRefused, confined
+    from sapa.empirics.montecarlo.sweep.store import STALE_TMP_S, _remove_stale_tmp
 
     parts, elsewhere = tmp_path / "cells", tmp_path / "elsewhere"
     for d in (parts, elsewhere):

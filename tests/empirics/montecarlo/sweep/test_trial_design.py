@@ -1,4 +1,4 @@
-"""Tests for the sweep's trial design (`empirics.montecarlo.sweep.cell_trials`, `empirics.montecarlo.stats.design_trials`).
+"""Tests for the sweep's trial design (`sapa.empirics.montecarlo.sweep.cell_trials`, `sapa.empirics.montecarlo.stats.design_trials`).
 
 Trials per cell are fixed in advance by the config: light-tailed cells get ``trials``; with
 ``tail_trials_max > 0`` the heavy-tailed cells (c·x^p, p ≥ 2) get min(tail_trials_max, ⌈trials·max(N)/N⌉).
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from empirics.montecarlo.stats import design_trials
-from empirics.montecarlo.sweep import (builtin_config, cell_id, cell_trials, cells, config_from_dict, load_config, run_cell,
+from sapa.empirics.montecarlo.stats import design_trials
+from sapa.empirics.montecarlo.sweep import (builtin_config, cell_id, cell_trials, cells, config_from_dict, load_config, run_cell,
                             with_overrides)
-from common.validate import InputError
+from sapa.common.validate import InputError
 
 RAW = {"N": [8, 32], "D": [4], "d": [2], "weight_model": ["iid"], "trials": 3, "tail_trials_max": 12,
        "activation": [{"kind": "softmax"}, {"kind": "poly", "p": [1, 3], "scale": "inv_sqrt_n"}]}
