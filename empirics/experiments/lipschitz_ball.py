@@ -3,7 +3,9 @@
 One seeded head (W_Q, W_K, W_V entries N(0, 1/D), the same for every φ) and balls named by their largest logit
 β = ‖W_Q W_Kᵀ‖₂R²/√d (so R = (β√d/‖W‖₂)^{1/2}). For each (ball, φ) the n grid is climbed in order and the winner
 at the previous n, tiled, joins the starts (:func:`sapa.empirics.kernels.ball_ascent.maximise_sigma`). Every σ̲ is a
-certified lower bound of Lip(f; B_R^n); U_φ(n) is the rigorous upper bound of :mod:`sapa.theory.lipschitz_ball`.
+certified lower bound of Lip(f; B_R^n); U_φ(n) is the rigorous upper bound of :mod:`sapa.theory.lipschitz_ball`,
+derived for softmax and s^p/√n only: an expression activation (``"expr:<φ>"``, ``"row:<ψ>"``,
+:mod:`sapa.empirics.kernels.head_jacobian`) has σ̲ and no bound (None).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 
 from sapa.common.seeds import torch_gen_for
 from sapa.empirics.kernels.ball_ascent import AscentConfig, maximise_sigma, tiled
-from sapa.empirics.kernels.head_jacobian import Head
+from sapa.empirics.kernels.head_jacobian import Head, expr_of
 from sapa.theory.lipschitz_ball import ball_bound
 
 __all__ = ["BallConfig", "BallResult", "make_head", "radius_for", "run_ball", "fit_exponent"]
@@ -88,7 +90,8 @@ def run_ball(cfg: BallConfig) -> BallResult:
                 res = maximise_sigma(h, n, R, cfg.ascent, gen, extra=() if prev is None else (tiled(prev, n),))
                 prev = res.X
                 rows.append({"activation": act, "beta": float(beta), "R": R, "n": int(n),
-                             "sigma_lower": res.lower, "bound": ball_bound(act, n, beta, v),
+                             "sigma_lower": res.lower,
+                             "bound": ball_bound(act, n, beta, v) if expr_of(act) is None else None,
                              "winner": res.winner, "residual": res.residual})
     conf = {"ns": list(cfg.ns), "betas": list(cfg.betas), "activations": list(cfg.activations), "D": cfg.D,
             "d": cfg.d, "d_v": cfg.d_v, "seed": cfg.seed, "ascent": cfg.ascent.__dict__}

@@ -35,6 +35,13 @@ def test_rows_are_seeded_below_the_bound_and_round_trip():
     assert list(s["n"]) == [2, 4, 8] and np.all(np.diff(s["sigma_lower"]) > 0)
 
 
+def test_an_expression_has_lower_bounds_and_no_upper_bound():
+    res = run_ball(BallConfig(ns=(2, 4), betas=(2.0,), activations=("expr:Max(x, 0)/N",), D=4, d=4, d_v=4,
+                              ascent=AscentConfig(restarts=3, steps=5, polish_iters=20)))
+    assert [r["bound"] for r in res.rows] == [None, None] and all(r["sigma_lower"] > 0 for r in res.rows)
+    assert np.isnan(res.series("expr:Max(x, 0)/N", 2.0)["bound"]).all()
+
+
 def test_fit_is_ols_with_a_t_interval():
     rng = rng_for(0, "test_lipschitz_ball_fit")
     n = np.array([8, 11, 16, 22, 32, 45, 64], dtype=float)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from sapa.common.seeds import torch_gen_for
@@ -87,6 +88,24 @@ def test_ascent_value_is_a_certified_lower_bound_at_a_point_of_the_ball_and_seed
         assert a.lower <= s * (1 + 1e-10)
         assert a.lower >= s * (1 - 1e-6)  # polished: the top singular value at the winner
         assert a.lower >= max(a.per_restart) * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("act", ["expr:Max(x, 0)**2/N", "row:x**4"])
+def test_ascent_of_an_expression_is_a_certified_lower_bound(act):
+    """An expression φ: the ascent's value is σ₁ of autograd's dense Jacobian at its winner (float64)."""
+    h = _head(act)
+    a = maximise_sigma(h, 5, 1.5, AscentConfig(restarts=4, steps=10, polish_iters=200),
+                       torch_gen_for(5, "test_ball_ascent", act))
+    s = _sigma_dense(h, a.X)
+    assert s * (1 - 1e-6) <= a.lower <= s * (1 + 1e-10)
+
+
+def test_ascent_of_the_cube_expression_is_that_of_poly3():
+    """expr:x**3/sqrt(N) climbs as poly3 does from the same starts (derivative by autograd vs closed form)."""
+    cfg = AscentConfig(restarts=4, steps=10, polish_iters=50)
+    a, b = (maximise_sigma(_head(act), 5, 1.5, cfg, torch_gen_for(6, "test_ball_ascent")) for act in
+            ("poly3", "expr:x**3/sqrt(N)"))
+    assert b.lower == pytest.approx(a.lower, rel=1e-9)
 
 
 def test_ascent_beats_random_inputs_of_the_ball():

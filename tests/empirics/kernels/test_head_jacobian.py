@@ -25,7 +25,10 @@ def _dense(h: Head, X: torch.Tensor) -> torch.Tensor:
     return J.reshape(n * h.W_V.shape[1], n * D)
 
 
-@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3"])
+EXPRS = ["expr:Max(x, 0)**2/N", "expr:x/(1 + Abs(x))", "expr:x**3/sqrt(i)", "row:x**4", "row:1/(1 + exp(-x))"]
+
+
+@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3", *EXPRS])
 def test_jvp_and_vjp_are_the_dense_jacobian_and_its_transpose(act):
     h = _head(act)
     g = torch_gen_for(1, "test_head_jacobian", act)
@@ -38,7 +41,7 @@ def test_jvp_and_vjp_are_the_dense_jacobian_and_its_transpose(act):
         torch.testing.assert_close(vjp(h, X, G)[b].reshape(-1), J.T @ G[b].reshape(-1), rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3"])
+@pytest.mark.parametrize("act", ["softmax", "poly1", "poly3", *EXPRS])
 def test_products_at_a_cached_point_are_those_at_the_point(act):
     """``at(h, X)`` only saves recomputing S, P, XW, XW_V: the products are the same bits, after any use of it."""
     h = _head(act)
@@ -59,8 +62,29 @@ def test_attention_is_row_softmax_and_scaled_power():
     torch.testing.assert_close(attention(h3, S), S**3 / 2.0)  # √n = 2
 
 
+def test_expression_forms_are_the_named_ones():
+    """expr:x**3/sqrt(N) is poly3, row:x is S/rowsum S: the same products as the built-in form, to round-off."""
+    g = torch_gen_for(3, "test_head_jacobian", "expr")
+    X, dX = (torch.randn(2, 6, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    G = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    h3, he = _head("poly3"), _head("expr:x**3/sqrt(N)")
+    torch.testing.assert_close(jvp(he, X, dX), jvp(h3, X, dX), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(vjp(he, X, G), vjp(h3, X, G), rtol=1e-12, atol=1e-12)
+    S = torch.rand(1, 4, 4, generator=g, dtype=torch.float64) + 0.5
+    torch.testing.assert_close(attention(_head("row:x"), S), S / S.sum(-1, keepdim=True))
+
+
+def test_a_row_normalised_expression_has_its_own_adjoint():
+    """Jᵀ·G of a row-normalised ψ is not J·G's map transposed blindly: ⟨J dX, G⟩ = ⟨dX, Jᵀ G⟩ (float64)."""
+    h = _head("row:x**4")
+    g = torch_gen_for(4, "test_head_jacobian", "adjoint")
+    X, dX = (torch.randn(1, 6, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    G = torch.randn(1, 6, 4, generator=g, dtype=torch.float64)
+    assert math.isclose(float((jvp(h, X, dX) * G).sum()), float((dX * vjp(h, X, G)).sum()), rel_tol=1e-11)
+
+
 def test_power_of_refuses_unknown_activations():
-    assert power_of("softmax") is None and power_of("poly3") == 3
-    for bad in ("poly0", "relu", "polyx"):
+    assert power_of("softmax") is None and power_of("poly3") == 3 and power_of("expr:x") is None
+    for bad in ("poly0", "relu", "polyx", "expr:", "row: "):
         with pytest.raises(InputError):
             power_of(bad)
