@@ -22,6 +22,11 @@ minima are reported, ratios against softmax of both (CUDA synchronised), torch t
 skipped, and says why, when its estimated memory exceeds ``mem_cap_bytes`` or its time predicted
 from the fastest run at the previous N of its series (∝ N² quadratic, ∝ N linearised)
 exceeds ``time_cap_s`` (softmax, the baseline, is always timed). Measurements, not tests: nothing here asserts a speed.
+
+A form key ``p`` may also be an expression (``"expr:<φ>"`` element-wise, ``"row:<ψ>"`` row-normalised; its scale is
+in the expression, r is ignored): ``naive`` materialises S = QKᵀ and φ(S, N, i, j); under the causal mask φ(S) is
+masked (not S: φ(0) ≠ 0 in general); ``causal_blocked`` likewise per block; ``linearised`` is skipped (no finite
+feature map).
 """
 
 from __future__ import annotations
@@ -166,6 +171,37 @@ def _blocked_fn(p: int, block: int) -> Callable:
     return blocked
 
 
+def expr_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, text: str, row: bool, causal: bool,
+                   block: int | None = None) -> torch.Tensor:
+    """φ(QKᵀ, N, i, j) V (row: each row of φ divided by its sum), causal: φ's entries j > i zeroed after φ; ``block``:
+    query blocks, keys up to the block's last row only (as :func:`causal_blocked`); (…, N, d) -> (…, N, d_v)."""
+    from sapa.empirics.training.ensemble import torch_activation
+
+    f = torch_activation(text)
+    N = Q.shape[-2]
+    n = torch.tensor(float(N), dtype=Q.dtype, device=Q.device)
+    idx = torch.arange(1, N + 1, dtype=Q.dtype, device=Q.device)
+    out = []
+    for i0 in range(0, N, block or N):
+        i1 = min(i0 + (block or N), N)
+        k1 = i1 if (causal and block) else N
+        S = Q[..., i0:i1, :] @ K[..., :k1, :].transpose(-1, -2)  # (…, b, d) @ (…, d, k1) -> (…, b, k1)
+        P = f(S, n, idx[i0:i1, None], idx[None, :k1]) * torch.ones_like(S)
+        if causal:
+            P = torch.tril(P, diagonal=i0)
+        if row:
+            P = P / P.sum(dim=-1, keepdim=True)
+        out.append(P @ V[..., :k1, :])  # (…, b, k1) @ (…, k1, d_v) -> (…, b, d_v)
+    return torch.cat(out, dim=-2)
+
+
+def _expr_fn(text: str, row: bool, causal: bool, block: int | None) -> Callable:
+    def expression(Q, K, V, r):  # r unused: the expression carries its own scale
+        return expr_attention(Q, K, V, text, row, causal, block)
+
+    return expression
+
+
 def _linearised_fn(p: int, causal: bool, chunk: int | None) -> Callable:
     def linearised(Q, K, V, r):
         return _linearised(Q, K, V, p, 1.0, causal, r, "sym", chunk)
@@ -220,6 +256,8 @@ def _mem_estimate(method: str, N: int, d: int, heads: int, p: int | None, pas: s
     item = 4
     if method == "softmax":
         return 8 * heads * N * d * item
+    if _expr_key(p) is not None:  # an expression: the naive form's N × N matrices plus φ's own buffer
+        return ((3 + causal) if pas == "fwd" else (6 + causal)) * heads * N * N * item
     if method in ("naive", "compiled"):
         mats = (2 + causal) if pas == "fwd" else (5 + causal)  # S, S^p (tril) | + saved S, dP, dS
         return mats * heads * N * N * item
@@ -287,7 +325,8 @@ def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
         "ratios": ratios,
         "crossover": crossover_table(rows, g),
         "complexity": COMPLEXITY,
-        "features": {f"p{p}": {"sym": feature_dim(g.d, p, "sym"), "full": g.d**p} for p in g.ps},
+        "features": {f"p{p}": {"sym": feature_dim(g.d, p, "sym"), "full": g.d**p} for p in g.ps
+                     if _expr_key(p) is None},
         "compile": compile_info,
         "scales": {"none": "c = 1/√N", "causal": "row i times 1/√i", "softmax": "1/√d inside (SDPA default)"},
         "grid": {**asdict(g), "mem_cap_gib": g.mem_cap_bytes / GIB},
@@ -320,7 +359,7 @@ def _validated(g: OverheadGrid) -> OverheadGrid:
         choice("mask", m, MASKS)
     for s in g.passes:
         choice("pass", s, PASSES)
-    return replace(g, Ns=Ns, d=positive_int("d", g.d), ps=tuple(positive_int("p", p) for p in g.ps),
+    return replace(g, Ns=Ns, d=positive_int("d", g.d), ps=tuple(_form(p) for p in g.ps),
                    heads=positive_int("heads", g.heads), repeats=positive_int("repeats", g.repeats),
                    crossover_ds=tuple(positive_int("d", x) for x in g.crossover_ds),
                    mem_cap_bytes=positive_int("mem_cap_bytes", g.mem_cap_bytes),
@@ -330,6 +369,26 @@ def _validated(g: OverheadGrid) -> OverheadGrid:
                    block=positive_int("block", g.block),
                    linearised_flop_cap=positive_float("linearised_flop_cap", g.linearised_flop_cap),
                    replicate=_non_negative_int("replicate", g.replicate))
+
+
+def _form(p) -> int | str:
+    """A form key: a degree p ≥ 1, or an expression ``"expr:<φ>"`` / ``"row:<ψ>"`` (translated now: one clear error)."""
+    if isinstance(p, str) and _expr_key(p) is not None:
+        from sapa.empirics.training.ensemble import torch_activation
+
+        torch_activation(_expr_key(p)[0])
+        return p
+    return positive_int("p", int(p) if isinstance(p, str) and p.isdigit() else p)
+
+
+def _expr_key(p) -> tuple[str, bool] | None:
+    """(text, row-normalised) of an expression form key; None for a degree."""
+    if not isinstance(p, str):
+        return None
+    for prefix, row in (("expr:", False), ("row:", True)):
+        if p.startswith(prefix) and p[len(prefix):].strip():
+            return p[len(prefix):], row
+    return None
 
 
 def _non_negative_int(name: str, v) -> int:
@@ -355,13 +414,13 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
         args = (Q, K, V, _poly_scale(N, causal, dev))
         rows, runners, calls = {}, {}, {}
         for method, p in keys:  # phase 1: skip checks, compile checks, one warm-up call, the block size, the memory
+            lin = method == "linearised" and _expr_key(p) is None  # an expression has no linearised form
             row = {"method": method, "p": p, "mask": mask, "N": N, "d": d, "d_v": d, "heads": g.heads, "pass": pas,
                    "seconds": None, "seconds_min": None, "first_call_s": None, "ratio_vs_softmax": None,
                    "ratio_min_vs_softmax": None, "seconds_rounds": None, "ratio_rounds": None, "wall_rounds": None,
                    "wall_ratio_rounds": None, "clock": clock, "calls_per_block": None, "peak_bytes": None,
-                   "repeats": g.repeats, "features": feature_dim(d, p, "sym") if method == "linearised" else None,
-                   "chunk": (g.chunk or default_chunk(feature_dim(d, p, "sym"), causal)) if method == "linearised"
-                   else None, "block": g.block if method == "causal_blocked" else None, "status": "ok"}
+                   "repeats": g.repeats, "features": feature_dim(d, p, "sym") if lin else None,
+                   "chunk": (g.chunk or default_chunk(feature_dim(d, p, "sym"), causal)) if lin else None, "block": g.block if method == "causal_blocked" else None, "status": "ok"}
             row["status"] = _skip_reason(g, method, N, d, p, pas, causal, last.get((method, p)),
                                          stopped.get((method, p)))
             if row["status"] == "ok":
@@ -418,11 +477,11 @@ def time_cells(g: OverheadGrid, cells: list[dict], *, device=None) -> dict[str, 
         groups.setdefault((c["mask"], c["pass"], int(c["N"])), []).append(c)
     out: dict[str, dict] = {}
     for (mask, pas, N), cs in sorted(groups.items()):
-        sub = replace(g, Ns=(N,), ps=tuple(sorted({int(c["p"]) for c in cs})), masks=(mask,), passes=(pas,),
+        sub = replace(g, Ns=(N,), ps=tuple(sorted({_form(c["p"]) for c in cs}, key=str)), masks=(mask,), passes=(pas,),
                       methods=tuple(dict.fromkeys(c["method"] for c in cs)), crossover_ds=(), memory=False)
         rows = {(r["method"], r["p"]): r for r in _series(sub, g.d, mask, pas, sub.methods, dev, {}, {}, False)}
         for c in cs:
-            r = rows.get((c["method"], int(c["p"])), {})
+            r = rows.get((c["method"], _form(c["p"])), {})
             out[f"p{c['p']}/{mask}/{pas}@N={N}"] = {"method": c["method"], "ratio_rounds": r.get("ratio_rounds") or [],
                                                      "wall_ratio_rounds": r.get("wall_ratio_rounds") or [],
                                                      "status": r.get("status", "not timed")}
@@ -582,6 +641,8 @@ def _rounds(runners: dict, calls: dict, repeats: int, dev: torch.device, rows: d
 def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, causal: bool, last, stopped) -> str:
     if stopped is not None:
         return stopped if stopped.startswith("unavailable") else f"skipped: after {stopped}"
+    if _expr_key(p) is not None and method in ("linearised", "compiled"):
+        return f"skipped: the {method} form is defined for c·S^p only (an expression has no finite feature map)"
     if method == "linearised" and d == g.d and g.clock != "wall":
         ratio = flops("linearised", N, d, d, p, causal, chunk=g.chunk) / flops("quadratic", N, d, d, p, causal)
         if ratio > g.linearised_flop_cap:
@@ -601,6 +662,9 @@ def _skip_reason(g: OverheadGrid, method: str, N: int, d: int, p, pas: str, caus
 def _function(method: str, p, causal: bool, chunk: int | None, compiled: dict, block: int = 128) -> Callable:
     if method == "softmax":
         return _softmax_fn(causal)
+    if _expr_key(p) is not None:
+        text, row = _expr_key(p)
+        return _expr_fn(text, row, causal, block if method == "causal_blocked" else None)
     if method == "naive":
         return _naive_fn(p, causal)
     if method == "causal_blocked":
@@ -658,7 +722,7 @@ def crossover_table(rows: list[dict], g: OverheadGrid) -> list[dict]:
     table = []
     for d in g.crossover_ds:
         for mask in g.crossover_masks:
-            for p in g.ps:
+            for p in (p for p in g.ps if _expr_key(p) is None):  # an expression has no linearised form
                 sel = {(r["method"], r["N"]): r["seconds"] for r in rows
                        if r["d"] == d and r["mask"] == mask and r["pass"] == "fwd" and r["p"] == p}
                 Ns = [N for N in g.Ns if sel.get(("naive", N)) and sel.get(("linearised", N))]

@@ -272,3 +272,45 @@ def test_a_replicate_has_its_own_order_and_must_be_a_count():
     for bad in (-1, 1.5, True):
         with pytest.raises(InputError, match="replicate"):
             ov._validated(OverheadGrid(replicate=bad))
+
+
+@pytest.mark.parametrize("row", [False, True])
+@pytest.mark.parametrize("causal, block", [(False, None), (True, None), (True, 8), (True, 128)])
+def test_the_expression_form_is_phi_of_the_scores_masked_after_phi(row, causal, block):
+    """float64, against a brute-force loop: φ(q_i·k_j, N, i, j) for j ≤ i (causal: masked after φ, φ(0) ≠ 0 here),
+    rows divided by their sums when row-normalised, then V; blocked = unblocked, gradients too."""
+    text = "1/(1 + exp(-x)) + i/N"  # φ(0) ≠ 0, and i-dependent: the mask must act on φ(S), not on S
+    g = torch.Generator().manual_seed(7)
+    N = 21
+    Q, K, V = (torch.randn(2, N, 5, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    got = ov.expr_attention(Q, K, V, text, row, causal, block)
+    want = torch.zeros(2, N, 5, dtype=torch.float64)
+    with torch.no_grad():
+        for b in range(2):
+            for i in range(N):
+                w = [1 / (1 + math.exp(-float(Q[b, i] @ K[b, j]))) + (i + 1) / N for j in range(N)]
+                w = [x if (j <= i or not causal) else 0.0 for j, x in enumerate(w)]
+                w = [x / sum(w) for x in w] if row else w
+                want[b, i] = sum(x * V[b, j] for j, x in enumerate(w))
+    torch.testing.assert_close(got.detach(), want, rtol=1e-12, atol=1e-12)
+    if block is not None:
+        full = ov.expr_attention(Q, K, V, text, row, causal, None)
+        ga, gb = (torch.autograd.grad(o.sum(), (Q, K, V)) for o in (got, full))
+        for x, y in zip(ga, gb):
+            torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+
+
+def test_expression_cells_are_timed_and_the_linearised_form_says_why_not():
+    """time_cells takes an expression form key; linearised is skipped for it, with the reason."""
+    g = OverheadGrid(Ns=(32,), d=8, ps=(3,), repeats=3, methods=("naive", "causal_blocked", "linearised"),
+                     crossover_ds=(), block_s=0.002, block=8, memory=False)
+    cells = [{"p": "expr:Max(x, 0)**2/N", "mask": m, "pass": s, "N": 32, "method": meth}
+             for m, s, meth in (("none", "fwd", "naive"), ("causal", "fwd+bwd", "causal_blocked"),
+                                ("causal", "fwd", "linearised"))]
+    got = ov.time_cells(g, cells, device="cpu")
+    ok = got["pexpr:Max(x, 0)**2/N/none/fwd@N=32"]
+    assert ok["status"] == "ok" and len(ok["ratio_rounds"]) == 3 and all(x > 0 for x in ok["ratio_rounds"])
+    assert got["pexpr:Max(x, 0)**2/N/causal/fwd+bwd@N=32"]["status"] == "ok"
+    assert "no finite feature map" in got["pexpr:Max(x, 0)**2/N/causal/fwd@N=32"]["status"]
+    with pytest.raises(InputError):
+        ov.time_cells(g, [{"p": "expr:foo(", "mask": "none", "pass": "fwd", "N": 32, "method": "naive"}])
