@@ -20,7 +20,7 @@ from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_ste
 from sapa.empirics.kernels.norms import Activation, NormOverflowError, attention_norms_batched
 from sapa.common.pool import one_thread
 from sapa.common.seeds import torch_gen_for
-from sapa.empirics.training.study_config import ARMS, MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan
+from sapa.empirics.training.study_config import MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan, arm_of
 from sapa.empirics.training.train_data import load_digits, load_text, text_probe
 
 __all__ = ["train_chunk", "lr_factor"]
@@ -250,7 +250,7 @@ def train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
 def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
     task, N, plan = chunk.task, chunk.N, cfg.plan(chunk.task)
     data = _Data(cfg, task, N)
-    arms = [ARMS[m.arm] for m in chunk.members]
+    arms = [arm_of(m.arm) for m in chunk.members]
     spec = EnsembleSpec(task, N, cfg.model, arms[0].family, vocab=data.vocab, classes=data.classes)
     E = len(chunk.members)
     gens = [torch_gen_for(cfg.seed, "study", task, N, m.seed, "init") for m in chunk.members]
@@ -336,7 +336,7 @@ def _summarise(chunk: Chunk, cfg, data: _Data, rec, n0, n1, alive, dstep, gmax, 
     steps = np.array(rec["step"])
     rows = []
     for e, m in enumerate(chunk.members):
-        arm = ARMS[m.arm]
+        arm = arm_of(m.arm)
         start = float(val_loss[0, e])
         vl_final = float(val_loss[-1, e])
         div = (not alive[e]) or not math.isfinite(vl_final) or vl_final > start

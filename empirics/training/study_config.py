@@ -75,6 +75,22 @@ def _arms() -> dict[str, StudyArm]:
 ARMS: dict[str, StudyArm] = _arms()
 
 
+EXPR_ARM = "expr:"  # an arm named "expr:<φ>" trains the expression φ(x, N, i) (sapa compare's arms)
+
+
+def arm_of(name: str) -> StudyArm:
+    """The arm called ``name``: a row of :data:`ARMS`, or ``"expr:<φ>"``, the expression φ trained as its own arm
+    (scale in the expression; parsed and translated now: one clear :class:`InputError` if it cannot train)."""
+    if name in ARMS:
+        return ARMS[name]
+    if isinstance(name, str) and name.startswith(EXPR_ARM) and name[len(EXPR_ARM):].strip():
+        text = name[len(EXPR_ARM):]
+        arm = StudyArm(name, 0, "none", f"φ = {text}", text)
+        arm.family  # noqa: B018  (parses and translates the expression now)
+        return arm
+    raise InputError(f"arm must be one of {tuple(ARMS)} or 'expr:<φ>', got {name!r}")
+
+
 def _causal_families() -> set[str]:
     from sapa.theory.families import FAMILY_TABLE
 
@@ -148,7 +164,7 @@ class StudyConfig:
             raise InputError(f"look2_refine must be a non-negative integer, got {self.look2_refine!r}")
         positive_int("probe", self.probe)
         for a in self.arms:
-            choice("arm", a, tuple(ARMS))
+            arm_of(a)
         for t in self.tasks:
             choice("task", t, TASKS)
         for N in self.digits.Ns:
@@ -280,7 +296,10 @@ class Chunk:
 
 
 def _family_id(arm: StudyArm) -> str:
-    """The ensemble an arm trains in: softmax, the power p, or its own expression."""
+    """The ensemble an arm trains in: softmax, the power p, or its own expression ("expr:<φ>" arms: "expr-<hash>", a
+    file-safe name)."""
+    if arm.name.startswith(EXPR_ARM):
+        return "expr-" + stable_hash(arm.name)[:12]
     return arm.name if arm.expr else "softmax" if arm.p == 0 else f"p{arm.p}"
 
 
@@ -313,12 +332,12 @@ def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
     N0, arms = cfg.plan(task).Ns[0], cfg.task_arms(task)
     out = {}
     for name in arms:
-        v = grid_value(ARMS[name], N0)
+        v = grid_value(arm_of(name), N0)
         if v is None:
             continue
         for g in arms:
-            ga = ARMS[g]
-            if (ga.p, ga.expr) == (ARMS[name].p, ARMS[name].expr) and ga.scale in GRID_SCALES and any(
+            ga = arm_of(g)
+            if (ga.p, ga.expr) == (arm_of(name).p, arm_of(name).expr) and ga.scale in GRID_SCALES and any(
                     math.isclose(v, a) for a in _grid(cfg, ga)):
                 out[name] = (g, next(a for a in _grid(cfg, ga) if math.isclose(v, a)))
                 break
@@ -333,7 +352,7 @@ def plan_chunks(cfg: StudyConfig, task: str, N: int, alpha_star: dict[int, float
     alias = aliases(cfg, task) if first else {}
     per_family: dict[str, list[Member]] = {}
     for name in cfg.task_arms(task):
-        arm = ARMS[name]
+        arm = arm_of(name)
         if name in alias or (arm.scale in ("dose", "temperature") and not first):
             continue
         if arm.scale in GRID_SCALES:
@@ -387,7 +406,7 @@ def look2_chunks(cfg: StudyConfig, strata) -> list[Chunk]:
 
 
 def alpha_ps(cfg: StudyConfig, task: str) -> tuple[int, ...]:
-    return tuple(sorted({ARMS[a].p for a in cfg.task_arms(task) if ARMS[a].scale == "alpha"}))
+    return tuple(sorted({arm_of(a).p for a in cfg.task_arms(task) if arm_of(a).scale == "alpha"}))
 
 
 def member_count(cfg: StudyConfig) -> int:

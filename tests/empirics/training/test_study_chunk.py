@@ -51,3 +51,25 @@ def test_the_probe_norms_of_an_expression_arm_are_autograd_s():
                     jac.append(j)
         np.testing.assert_allclose(got["attn_fro"][e], np.mean(fro), rtol=1e-10)
         np.testing.assert_allclose(got["jac_x_fro"][e], np.mean(jac), rtol=1e-10)
+
+
+def test_an_expression_arm_trains_as_the_table_row_with_the_same_expression():
+    """arm "expr:Max(x, 0)/N" (sapa compare's arm for any φ) is the relu_N row trained again: its own chunk, the same
+    members' numbers; refused at once when φ cannot train."""
+    import pytest
+
+    from sapa.common.validate import InputError
+    from sapa.empirics.training.study_config import arm_of, plan_chunks
+
+    cfg = replace(study_config(TINY, 0), arms=("relu_N", "expr:Max(x, 0)/N"), tasks=("digits",))
+    chunks = plan_chunks(cfg, "digits", 16, None)
+    assert len(chunks) == 2 and chunks[1].family.startswith("expr-") and "/" not in chunks[1].file_name
+    a, b = (SC.train_chunk(c, cfg)["rows"] for c in chunks)
+    for x, y in zip(a, b):
+        assert x["arm"] == "relu_N" and y["arm"] == "expr:Max(x, 0)/N"
+        assert (x["val_acc_final"], x["val_loss_final"], x["attn_fro"]) == (
+            y["val_acc_final"], y["val_loss_final"], y["attn_fro"])
+    assert arm_of("relu_N") is ARMS["relu_N"]
+    for bad in ("expr:", "expr:foo(", "nope"):
+        with pytest.raises(InputError):
+            arm_of(bad)
