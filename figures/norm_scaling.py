@@ -43,7 +43,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from scipy.stats import t as _student
 
-from sapa.empirics.kernels.scale import coefficient
+from sapa.theory.families import scale_factor as coefficient
 from sapa.empirics.montecarlo.stats import loglog_slope
 from sapa.figures import style
 from sapa.theory.families import family
@@ -59,11 +59,11 @@ class Series:
     name: str  # legend text
     activation: str  # "softmax" | "poly"
     p: int  # 0 for softmax
-    scale_policy: str  # an sapa.empirics.kernels.scale rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
+    scale_policy: str  # a sapa.theory.families rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
     c: float | None = None  # constant of the "const" policy
 
     def coefficient(self, N: np.ndarray) -> np.ndarray:
-        """c(N) of c·x^p under the series' rule (:func:`sapa.empirics.kernels.scale.coefficient`), over real N; (K,)."""
+        """c(N) of c·x^p under the series' rule (:func:`sapa.theory.families.scale_factor`), over real N; (K,)."""
         return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
 
 

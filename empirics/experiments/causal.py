@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sapa.empirics.kernels.scale import row_coefficients as scale_rows
+from sapa.theory.families import row_factors
 from sapa.common.seeds import rng_for
 from sapa.empirics.experiments.scale_direction import row_norms2, sample_factors, trials_per_n
 from sapa.empirics.montecarlo.stats import local_slopes, ols_slopes
@@ -69,7 +69,7 @@ TOL = 0.1  # "uniform in i": the log-log slope of the row profile within ±0.1 o
 def row_coefficients(N: int, scale_policy: str, N_train: int | None = None) -> np.ndarray:
     """c_i, i = 1..N, of a polynomial scale policy: 1/√N, 1/√i, 1/i, 1/√N_train or 1. Returns (N,)."""
     scale_policy = choice("scale_policy", scale_policy, POLICIES[1:])
-    return scale_rows(scale_policy, N, c=1.0, N_train=N_train)  # "const" here is c = 1
+    return row_factors(scale_policy, N, c=1.0, N_train=N_train)  # "const" here is c = 1
 
 
 def row_moments(p: int, model: str, D: int, d: int) -> tuple[float, float]:

@@ -68,10 +68,10 @@ class Arm:
         return self.scale == "inv_sqrt_i"
 
     def coef(self, N: int) -> float:
-        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``sapa.empirics.kernels.scale``)."""
-        from sapa.empirics.kernels.scale import coefficient
+        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``sapa.theory.families``)."""
+        from sapa.theory.families import scale_factor
 
-        return coefficient(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
+        return scale_factor(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
 
     def row_scale(self, N: int, dtype: torch.dtype = torch.float64) -> torch.Tensor | None:
         """(N,) per-row multipliers c_i = 1/√i of the dynamic causal arm, else None."""

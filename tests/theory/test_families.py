@@ -16,13 +16,15 @@ import sympy as sp
 from sapa.common.seeds import rng_for
 from tests.cases import CASES, Case, params
 from tests.tolerances import RTOL
-from sapa.theory.families import COMPARED, FAMILIES, FAMILY_TABLE, KERNEL_KINDS, SCALE_RULES, Family, family, label_of
+from sapa.common.validate import InputError
+from sapa.theory.families import (COMPARED, FAMILIES, FAMILY_TABLE, INV_SQRT_N, KERNEL_KINDS, PER_ROW, SCALE_RULES,
+                                  Family, canonical_rule, family, label_of, power, row_factors, scale_factor, softmax)
 
 
 def test_ids_and_labels_are_unique_and_every_scale_rule_is_named():
     assert len({f.id for f in FAMILY_TABLE}) == len(FAMILY_TABLE) == len(FAMILIES)
     assert len({f.label for f in FAMILY_TABLE}) == len(FAMILY_TABLE)  # one display name per family
-    assert {f.scale for f in FAMILY_TABLE} <= set(SCALE_RULES)
+    assert {f.rule for f in FAMILY_TABLE} <= set(SCALE_RULES)
     assert [c.family for c in CASES] == [f.id for f in FAMILY_TABLE]  # the case table covers every row
 
 
@@ -66,6 +68,96 @@ def test_bad_rows_and_unknown_ids_are_refused():
     with pytest.raises(KeyError, match="known: softmax"):
         family("x5")
     assert label_of("x^3/sqrt(N)") == "x³/√N" and label_of("x3_N") == "x³/N" and label_of("tanh(x)") == "tanh(x)"
+
+
+# --------------------------------------------------------------------------- the scale rules: one arithmetic
+
+
+def test_the_causal_alias_is_one_rule():
+    assert canonical_rule("dynamic_causal") == canonical_rule("inv_sqrt_i") == "inv_sqrt_i" and "inv_sqrt_i" in PER_ROW
+    with pytest.raises(InputError):
+        canonical_rule("bogus")
+
+
+@pytest.mark.parametrize("N", [1, 7, 64])
+def test_row_factors_are_the_formulas(N):
+    i = np.arange(1, N + 1)
+    assert np.array_equal(row_factors("inv_sqrt_i", N), 1 / np.sqrt(i))
+    assert np.array_equal(row_factors("dynamic_causal", N), 1 / np.sqrt(i))
+    assert np.array_equal(row_factors("inv_i", N), 1 / i)
+    assert np.array_equal(row_factors(INV_SQRT_N, N), np.full(N, 1 / math.sqrt(N)))
+    assert np.array_equal(row_factors("fixed", N, N_train=16), np.full(N, 0.25))
+    assert np.array_equal(row_factors("const", N, c=0.5), np.full(N, 0.5))
+    assert np.array_equal(row_factors("inv_sqrt_d", N, d=64), np.full(N, 0.125))
+    assert np.array_equal(family("x3_sqrti").row_scale(N), 1 / np.sqrt(i))
+
+
+def test_global_factors_and_missing_parameters():
+    assert scale_factor(INV_SQRT_N, 256) == 1 / 16 and scale_factor("fixed", 1024, N_train=64) == 0.125
+    assert scale_factor("const", 5, c=2.0) == 2.0 and scale_factor("inv_sqrt_d", 5, d=4) == 0.5
+    assert scale_factor("inv_n", 8) == 0.125 and scale_factor("alpha", 8, value=4.0) == 0.25
+    assert scale_factor(INV_SQRT_N, np.array([4.0, 6.25])).tolist() == [0.5, 0.4]
+    for rule in ("const", "inv_sqrt_d", "fixed", "alpha", "dose", "temperature"):
+        with pytest.raises(InputError):
+            scale_factor(rule, 16)
+
+
+def test_a_family_reads_its_own_parameters():
+    assert family("x_16").const == 0.0625 and family("x3").const == 1.0 and family("x3_sqrtN").const is None
+    assert family("x_16").coefficient(7) == 0.0625 and family("x3_alpha").coefficient(9, alpha=4.0) == 0.25
+    assert family("x_dose").coefficient(9, c=8.0) == 0.125 and family("softmax_tau").coefficient(9, tau=0.5) == 2.0
+    assert family("x3_sqrti").coefficient(9, i=4) == 0.5 and softmax(0.125).coefficient(9) == 0.125
+    assert power(3, 0.5).coefficient(9) == 0.5 and power(3).p == 3 and power(1).id == "x"
+    with pytest.raises(InputError):
+        power(3, -1.0)
+
+
+LENGTHS = [*range(1, 513), 1024, 2048, 4096]
+
+
+def test_the_scale_is_the_training_arms_float32_bytes():
+    """Family.row_scale cast to float32 is bit-equal to what the study and mechanism arms multiplied S^p by
+    (StudyArm.row_coefficients: torch float64 rsqrt or 1/√N, 1/N, 1/α, then float32; MechArm: float32 1/√N)."""
+    import torch
+
+    from sapa.empirics.training.mechanism import MECH_ARMS
+    from sapa.empirics.training.study_config import ARMS
+
+    for name, arm in ARMS.items():
+        f = family(name)
+        if f.kernel is None:  # an expression arm: its scale sits inside φ
+            continue
+        for N in LENGTHS:
+            for v in ((2.0, 0.125, 3.0) if f.params else (None,)):
+                kw = {f.params[0]: v} if f.params else {}
+                got = torch.from_numpy(f.row_scale(N, **kw)).to(torch.float32)
+                assert torch.equal(got, arm.row_coefficients(N, v if v else math.nan)), (name, N, v)
+    for name, arm in MECH_ARMS.items():
+        for N in LENGTHS:
+            want = arm.row_coefficients(N)
+            if want is not None:
+                assert torch.equal(torch.from_numpy(family(name).row_scale(N)).to(torch.float32), want), (name, N)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_apply_is_the_reference_models_activation(dtype):
+    """Family.apply on torch logits is bit-equal to the reference models' arm (tiny_models.Arm.apply), and its numpy
+    branch computes the same φ(S)."""
+    import torch
+
+    from sapa.empirics.training.tiny_models import REFERENCE_ARMS, arm_of
+
+    g = torch.Generator().manual_seed(0)
+    for name in REFERENCE_ARMS:
+        for N in (1, 5, 33):
+            S = torch.randn(2, N, N, generator=g, dtype=getattr(torch, dtype))  # (B, N, N) logits
+            for mask in family(name).masks:
+                got = family(name).apply(S, mask=mask)
+                assert torch.equal(got, arm_of(name).apply(S, mask == "causal")), (name, N, mask)
+                np.testing.assert_allclose(family(name).apply(S.double().numpy(), mask=mask), got.double().numpy(),
+                                           rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-30)
+    with pytest.raises(InputError, match="no exact kernel"):
+        family("relu_N").apply(np.ones((2, 2)))
 
 
 def _phi_by_numpy(case: Case, S: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import torch
 
 from sapa.common.validate import InputError, positive_int
 from sapa.common.seeds import seed_sequence, trial_generator
-from sapa.empirics.kernels.scale import PER_ROW, canonical_rule, coefficient
+from sapa.theory.families import PER_ROW, canonical_rule, scale_factor
 from sapa.empirics.montecarlo.stats import QUANTILES, classify_regime, fit_exponent
 from sapa.empirics.montecarlo.sweep.cells import KEY_COLS, SCHEMA
 from sapa.empirics.montecarlo.sweep.config import SweepConfig
@@ -112,7 +112,7 @@ def attach_exact(summary: pd.DataFrame, config: SweepConfig | None = None) -> pd
         if key not in cache:
             cache[key] = exact_moments(p, wm, N, D, d, rho=key[2], sigma=sigma)
         m = cache[key]
-        c = coefficient(rule, N, c=r["c"], d=d)
+        c = scale_factor(rule, N, c=r["c"], d=d)
         e = m.expected_fro2 if r["quantity"] == "fro" else m.expected_jac_fro2
         out.at[i, "expected_sq"] = float(e) * c * c
     out["z"] = (out["mean_sq"] - out["expected_sq"]) / out["se_sq"]

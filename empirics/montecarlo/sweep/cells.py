@@ -15,7 +15,7 @@ import torch
 from sapa.common.validate import InputError
 from sapa.empirics.montecarlo.samplers import RandomnessModel
 from sapa.common.seeds import stable_hash
-from sapa.empirics.kernels.scale import PER_ROW, coefficient, row_coefficients
+from sapa.theory.families import PER_ROW, row_factors, scale_factor
 from sapa.empirics.montecarlo.sweep.config import ActivationSpec, SweepConfig
 
 SCHEMA = 1  # bump when the meaning of stored rows changes (invalidates part files)
@@ -125,9 +125,9 @@ def resolve_activation(cell: Cell):
 
     N, d = cell.N, cell.d
     if cell.scale_policy in PER_ROW:
-        row_scale = torch.from_numpy(row_coefficients(cell.scale_policy, N))  # (N,) c_i, e.g. 1/√i
+        row_scale = torch.from_numpy(row_factors(cell.scale_policy, N))  # (N,) c_i, e.g. 1/√i
         return Activation(kind=cell.activation, p=max(cell.p, 1), scale=1.0), row_scale, "causal"
-    scale = coefficient(cell.scale_policy, N, c=cell.c, d=d)
+    scale = scale_factor(cell.scale_policy, N, c=cell.c, d=d)
     return Activation(kind=cell.activation, p=max(cell.p, 1), scale=scale), None, cell.mask
 
 

@@ -7,7 +7,7 @@ Scale policies (the coefficient ``c`` of ``c·x^p``, or the softmax temperature 
 ``inv_sqrt_n`` c = 1/√N (the paper); ``const`` a given c (the paper's x/16, x³/1 rows);
 ``inv_sqrt_d`` c = 1/√d (softmax's default τ); ``inv_sqrt_i`` row scale c_i = 1/√i
 under the causal mask (row i sees i tokens). The names and coefficients are
-:mod:`sapa.empirics.kernels.scale`'s; a stored config's old ``dynamic_causal`` still parses, as ``inv_sqrt_i``.
+:mod:`sapa.theory.families`'s; a stored config's old ``dynamic_causal`` still parses, as ``inv_sqrt_i``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import torch
 from sapa.common.validate import InputError, choice, positive_float, positive_int, unit_interval
 from sapa.empirics.montecarlo.samplers import INPUT_MODELS, WEIGHT_MODELS
 from sapa.common.seeds import stable_hash
-from sapa.empirics.kernels.scale import ALIASES, canonical_rule
+from sapa.theory.families import ALIASES, canonical_rule
 
 ACTIVATIONS = ("softmax", "poly")
-POLICIES = ("inv_sqrt_n", "const", "inv_sqrt_d", "inv_sqrt_i")  # sapa.empirics.kernels.scale rule names
+POLICIES = ("inv_sqrt_n", "const", "inv_sqrt_d", "inv_sqrt_i")  # sapa.theory.families rule names
 SOFTMAX_POLICIES = ("inv_sqrt_d", "const")
 MASKS = ("none", "causal")
 DTYPES = ("float64", "float32")
@@ -123,7 +123,7 @@ def _str(name: str, v: object, options: tuple[str, ...]) -> str:
 
 
 def _policy(name: str, v: object, options: tuple[str, ...]) -> str:
-    """A scale rule of ``options`` under its one name (``dynamic_causal`` → ``inv_sqrt_i``, :mod:`sapa.empirics.kernels.scale`)."""
+    """A scale rule of ``options`` under its one name (``dynamic_causal`` → ``inv_sqrt_i``, :mod:`sapa.theory.families`)."""
     return _str(name, ALIASES.get(v, v) if isinstance(v, str) else v, options)
 
 

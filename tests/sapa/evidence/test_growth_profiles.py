@@ -59,7 +59,7 @@ def test_rms_exponent_interval_covers_truth_on_synthetic_data():
 
 
 def test_coefficient_of_scale_policies():
-    from sapa.empirics.kernels.scale import coefficient
+    from sapa.theory.families import scale_factor as coefficient
 
     assert coefficient("inv_sqrt_n", 16) == 0.25
     assert coefficient("const", 16, c=0.0625) == 0.0625
