@@ -1,0 +1,137 @@
+"""log2(steps to threshold of φ ÷ softmax's) on the quick probes: the copy tasks (accuracy 0.5) and digits (chance + 0.03).
+
+Softmax is trained once per (task, N, seed); each row's arm with the same seeds (the same initial weights and
+minibatches: the members are paired). Every chunk is one job of a process pool (one torch thread each). Copy arms:
+softmax / x/√N / x³/√N use their kernels (:data:`sapa.empirics.training.mechanism.MECH_ARMS`), any other element-wise
+φ its expression; digits arms: the study's table arms or ``expr:<φ>``
+(:func:`sapa.empirics.training.study_config.arm_of`). A row-normalised φ other than softmax has no ensemble form.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from sapa.api.compare import Cell, CompareBudget, Row, not_computed
+from sapa.common.validate import InputError
+
+__all__ = ["trainability"]
+
+
+def _mech_cfg(r: Row, b: CompareBudget, seed: int):
+    from sapa.empirics.training.mechanism import MECH_ARMS, mech_config
+
+    cfg = mech_config(b.mech, seed)
+    if b.mech_Ns is not None:
+        cfg = replace(cfg, probes=tuple(replace(p, Ns=tuple(n for n in b.mech_Ns)) for p in cfg.probes
+                                        if p.task.startswith("copy")))
+    arm = r.family if r.family in MECH_ARMS else None
+    return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else r.expr)
+
+
+def _digits_cfg(r: Row, b: CompareBudget, seed: int):
+    from sapa.empirics.training.study_config import ARMS, study_config
+
+    cfg = study_config(b.study, seed)
+    arm = r.family if r.family in ARMS else f"expr:{r.expr}"
+    digits = replace(cfg.digits, Ns=b.digits_Ns, lrs=cfg.digits.lrs[:1],
+                     steps=b.digits_steps or cfg.digits.steps)
+    return replace(cfg, arms=(arm,), digits=digits, tasks=("digits",)), arm
+
+
+def _jobs(r: Row, b: CompareBudget, seed: int) -> list[tuple]:
+    """[(kind, chunk, cfg)] of one row; InputError when the row cannot train."""
+    from sapa.empirics.training.mechanism import plan_mech_chunks
+    from sapa.empirics.training.study_config import plan_chunks
+
+    if r.normalize == "row" and r.id != "softmax":
+        raise InputError("a row-normalised ψ other than softmax has no training ensemble (element-wise φ only)")
+    mc = _mech_cfg(r, b, seed)
+    jobs = [("copy", c, mc) for c in plan_mech_chunks(mc)]
+    if r.mask != "causal":  # digits attend without a mask
+        dc, _ = _digits_cfg(r, b, seed)
+        jobs += [("digits", c, dc) for N in dc.digits.Ns for c in plan_chunks(dc, "digits", N, None)]
+    return jobs
+
+
+def _run(job: tuple) -> dict:
+    """One chunk, trained: {(task, N): {seed: exit step or None}} plus the cap (a module function: picklable)."""
+    from sapa.empirics.training.learning_curves import exit_step
+
+    kind, chunk, cfg = job
+    out: dict = {}
+    if kind == "copy":
+        from sapa.empirics.training.mechanism import HALF, train_mechanism_chunk
+
+        res = train_mechanism_chunk(chunk, cfg)
+        steps = cfg.eval_steps(chunk.task)
+        for e, (_, seed) in enumerate(chunk.members):
+            acc = [a for a in (row[e] for row in res["val_acc"])]
+            hit = next((t for t, a in zip(steps, acc) if t > 0 and a is not None and math.isfinite(a) and a >= HALF),
+                       None)
+            out[seed] = hit
+        return {"key": f"{chunk.task}@N={chunk.N}", "exits": out, "cap": steps[-1], "cpu_s": res["cpu_s"]}
+    from sapa.empirics.training.study_chunk import train_chunk
+
+    res = train_chunk(chunk, cfg)
+    floor = res["rows"][0]["chance_acc"]
+    for m in chunk.members:
+        curve = sorted((step, v) for arm, _, _, s, step, q, v in res["history"] if q == "val_acc" and s == m.seed
+                       and arm == m.arm)
+        out[m.seed] = exit_step([t for t, _ in curve], [v for _, v in curve], floor)
+    return {"key": f"digits@N={chunk.N}", "exits": out, "cap": cfg.digits.steps, "cpu_s": res["cpu_s"]}
+
+
+def trainability(rows: list[Row], b: CompareBudget, seed: int, workers: int, say) -> dict:
+    """{row: {train}}: per probe cell the Kaplan–Meier median exit of φ and of softmax; value: the median over cells
+    of log2(φ's ÷ softmax's); quick: no verdict (2–3 seeds are a smoke test)."""
+    from sapa.common.pool import process_pool
+
+    jobs, out = [], {}
+    for r in rows:
+        try:
+            jobs += [(r.id, j) for j in _jobs(r, b, seed)]
+        except InputError as exc:
+            out[r.id] = {"train": not_computed("train", " ".join(str(exc).split()))}
+    say(f"[compare] training: {len(jobs)} chunks on {workers} worker(s)")
+    results: dict = {}
+    if workers > 1:
+        with process_pool(workers) as ex:
+            futs = [(rid, ex.submit(_run, j)) for rid, j in jobs]
+            for k, (rid, f) in enumerate(futs):
+                results.setdefault(rid, []).append(f.result())
+                say(f"[compare] training chunk {k + 1}/{len(futs)} done")
+    else:
+        for rid, j in jobs:
+            results.setdefault(rid, []).append(_run(j))
+    soft = {x["key"]: x for x in results.get("softmax", [])}
+    for r in rows:
+        if r.id not in out:
+            out[r.id] = {"train": _cell(results.get(r.id, []), soft, b)}
+    return out
+
+
+def _cell(mine: list[dict], soft: dict, b: CompareBudget) -> Cell:
+    from sapa.empirics.training.learning_curves import censored_exits
+
+    per, logs = {}, []
+    for x in mine:
+        s = soft.get(x["key"])
+        a, c = censored_exits(list(x["exits"].values()), x["cap"]), censored_exits(list(s["exits"].values()), s["cap"])
+        lr = None
+        if a["median"] is not None and c["median"] is not None:
+            lr = math.log2(a["median"] / c["median"])
+        elif c["median"] is not None:  # φ censored: at least the cap's ratio
+            lr = math.log2(x["cap"] / c["median"])
+        per[x["key"]] = {"steps": a["median"], "softmax_steps": c["median"], "solved": f"{a['n'] - a['censored']}/"
+                         f"{a['n']}", "softmax_solved": f"{c['n'] - c['censored']}/{c['n']}", "log2_ratio": lr,
+                         "censored": a["median"] is None}
+        if lr is not None:
+            logs.append(lr)
+    if not logs:
+        return Cell("train", None, None, "none", None, None, "not computed: softmax reached no threshold", per)
+    logs.sort()
+    med = logs[len(logs) // 2] if len(logs) % 2 else 0.5 * (logs[len(logs) // 2 - 1] + logs[len(logs) // 2])
+    return Cell("train", med, (logs[0], logs[-1]), "range over probe cells (Kaplan–Meier medians)", None, None,
+                f"no verdict: the {b.name} budget is a smoke test (2–3 seeds cannot decide; the slowdown rule needs "
+                "the full study); copy: accuracy 0.5, digits: chance + 0.03; a censored φ counts at the cap", per)
