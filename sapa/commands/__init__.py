@@ -6,8 +6,9 @@ interrupt leaves behind; ``run`` may say it more precisely in ``KeyboardInterrup
 exception it raises) and ``output_guard(args)`` (check, and hold, where it writes before any work starts).
 :func:`sapa.cli_parser.build_parser` builds the parser from this list and :func:`sapa.cli.main` dispatches to
 ``run``; helpers a command alone uses live beside it (``verify_progress``, ``verify_keep``, ``ledger_merge``,
-``ledger_schema``, ``norms_expr``, ``norms_layerfile``, ``audit_relpos``, ``train_summary``), helpers several share
-in :mod:`sapa.commands.shared`. Importing a command module is light: heavy imports happen inside ``run``.
+``norms_expr``, ``norms_layerfile``, ``train_summary``), helpers several share in :mod:`sapa.commands.shared`; the
+computations live in :mod:`sapa.api`, which the commands print. Importing a command module is light: heavy imports
+happen inside ``run``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import importlib
 from types import ModuleType
 
 COMMANDS: tuple[str, ...] = ("verify", "norms", "exact", "sweep", "train", "bench", "figures", "notebooks", "calibrate",
-                             "audit")
+                             "audit", "compare")
 
 
 def command_module(name: str) -> ModuleType:

@@ -1,0 +1,55 @@
+"""``sapa compare A B …``: a scorecard of activations against softmax (the computation: :mod:`sapa.api.compare`)."""
+
+from __future__ import annotations
+
+KEPT = "nothing was written (--out is written once, at the end)"
+
+
+def add_parser(sub) -> None:
+    """Declare ``sapa compare`` and its arguments on the subparsers ``sub``."""
+    from sapa.commands.arguments import nonneg_int, path_arg, positive_int
+    from sapa.commands.audit_conventions import CONVENTIONS, DEFAULT
+
+    a = sub.add_parser("compare", help="scorecard of activations against softmax: size, growth, worst case, "
+                                       "Lipschitz, time, training")
+    a.add_argument("activations", nargs="+", metavar="ACTIVATION",
+                   help='family ids of theory/families.py (e.g. x3_sqrtN) or sympy expressions (e.g. "Max(x,0)**2/N";'
+                        ' EXPR@row: row-normalised)')
+    a.add_argument("--budget", choices=("quick", "full"), default="quick")
+    a.add_argument("--logit-scale", choices=CONVENTIONS, default=DEFAULT,
+                   help="what x is in the size and growth axes: an entry of S/√d (default) or of S")
+    a.add_argument("--seed", type=nonneg_int, default=0)
+    a.add_argument("--workers", type=positive_int, default=2, help="processes for the training probes")
+    g = a.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("--markdown", action="store_true", help="print a markdown table and each cell's note")
+    a.add_argument("--out", type=path_arg, help="folder for scorecard.json and the figure")
+
+
+def run(args) -> int:
+    """Compare ``args.activations`` with softmax; print the scorecard; write ``--out`` (atomically)."""
+    import json
+
+    from sapa.api.compare import compare, resolve_rows
+
+    resolve_rows(args.activations)  # bad input: one line, exit 2, before any work
+    sc = compare(args.activations, args.budget, logit_scale=args.logit_scale, seed=args.seed, workers=args.workers,
+                 progress=True)
+    d = sc.to_dict()
+    if args.json:
+        print(json.dumps(d, ensure_ascii=False, allow_nan=False))
+    else:
+        print(sc.markdown() if args.markdown else sc.table())
+    if args.out is not None:
+        _write(d, args.out)
+    return 0
+
+
+def _write(d: dict, out) -> None:
+    """scorecard.json and the figure under ``out``, each written atomically."""
+    from sapa.common.atomic import atomic_write_json, make_dirs
+    from sapa.figures import compare_scorecard
+
+    folder = make_dirs(out)
+    atomic_write_json(folder / "scorecard.json", d)
+    compare_scorecard.main(d, folder)
