@@ -1,10 +1,11 @@
-"""The JSON Schema of ``ledger.json`` as ``sapa verify`` reads it back: every value the merge, the table and the reports use.
+"""The JSON Schema of ``ledger.json`` as ``sapa verify`` and ``sapa.load_ledger`` read it back: every value the merge, the
+table and the reports use.
 
 A ledger read from ``--out`` (to merge a rerun into, or to keep an interrupted run's verdicts beside) may have been
 edited by hand or by a tool. It is checked against :data:`LEDGER` (and each entry it keeps against :data:`ENTRY`)
 before any work starts and before anything is written, so a wrong type is one line naming where it is — never a
 TypeError after ``ledger.json`` was rewritten and ``report.html`` left stale. Checked with ``jsonschema``
-(Draft 2020-12); ``tests/sapa/commands/test_ledger_schema.py`` mutates every field of a real ledger to check that
+(Draft 2020-12); ``tests/sapa/api/test_ledger_schema.py`` mutates every field of a real ledger to check that
 whatever the schema admits renders.
 """
 

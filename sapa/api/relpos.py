@@ -1,4 +1,4 @@
-"""``sapa audit`` for activations with a column index j (relative-position logits): the flat result of one audit.
+"""The audit of activations with a column index j (relative-position logits): the flat result of one audit.
 
 Numbers from :mod:`sapa.theory.relpos` (exact for polynomials in x with any position-dependent coefficients,
 quadrature otherwise), the verdict from the calibrated rule ``audit-like-softmax`` as for every other
@@ -21,7 +21,7 @@ RANGE_N_J = (16, 64, 196, 1024, 4096)
 def relpos_result(act, spec, N: int, n_min: float | None = None) -> dict:
     """The keys of ``sapa audit --json`` (plus ``_worst_case``, ``_verdict``, ``_verdict_evidence``, ``_windows`` for the caller).
 
-    The rate is judged as without j (:func:`sapa.commands.audit_activation._verdict_exact`): the sup of the local exponent over the
+    The rate is judged as without j (:func:`sapa.api.audit._verdict_exact`): the sup of the local exponent over the
     secants with both ends at N ≥ ``n_min`` (default :data:`sapa.rules.like_softmax.N_MIN`); every window of secants above
     ½ + TOL is reported, those below ``n_min`` as context only.
     """
@@ -44,20 +44,7 @@ def relpos_result(act, spec, N: int, n_min: float | None = None) -> dict:
     ex = prof.exponents(N)
     # sup of the exponent: secant slopes between neighbours of a doubling grid 2…N_MAX (with N and the range)
     grid = sorted(set(N_GRID_J) | {N} | set(RANGE_N_J))
-    sup_q, sup_n, sup = "fro", float(grid[0]), -math.inf
-    slopes = {}
-    secants = []  # (lo, hi, largest slope over the norm and both Jacobians)
-    for lo, hi in zip(grid[:-1], grid[1:]):
-        tl, th = totals(lo), totals(hi)
-        top = -math.inf
-        for q in ("fro", "jac_s", "jac"):
-            if tl[q] > 0 and th[q] > 0:
-                e = 0.5 * math.log(th[q] / tl[q]) / math.log(hi / lo)
-                slopes[(q, hi)] = e
-                top = max(top, e)
-                if e > sup:
-                    sup_q, sup_n, sup = q, math.sqrt(lo * hi), e
-        secants.append((lo, hi, top))
+    slopes, secants, (sup_q, sup_n, sup) = _secants(grid, totals)
     win = secant_windows(secants, A + TOL, n_min)
     judged = win["sup_from_n_min"]
     asym = slopes.get(("fro", grid[-1]), math.nan)
@@ -92,6 +79,25 @@ def relpos_result(act, spec, N: int, n_min: float | None = None) -> dict:
                         "jac_s": None, "jac": None},
         "_verdict": decide(ev), "_verdict_evidence": ev.__dict__, "_windows": win,
     }
+
+
+def _secants(grid, totals) -> tuple[dict, list, tuple]:
+    """({(quantity, hi): secant exponent}, [(lo, hi, largest over the norm and both Jacobians)], (quantity, N, sup))
+    between neighbours of ``grid``; ``totals(n)`` gives the expected squared norms at n."""
+    sup_q, sup_n, sup = "fro", float(grid[0]), -math.inf
+    slopes, secants = {}, []
+    for lo, hi in zip(grid[:-1], grid[1:]):
+        tl, th = totals(lo), totals(hi)
+        top = -math.inf
+        for q in ("fro", "jac_s", "jac"):
+            if tl[q] > 0 and th[q] > 0:
+                e = 0.5 * math.log(th[q] / tl[q]) / math.log(hi / lo)
+                slopes[(q, hi)] = e
+                top = max(top, e)
+                if e > sup:
+                    sup_q, sup_n, sup = q, math.sqrt(lo * hi), e
+        secants.append((lo, hi, top))
+    return slopes, secants, (sup_q, sup_n, sup)
 
 
 def secant_windows(secants, edge: float, n_min: float) -> dict:

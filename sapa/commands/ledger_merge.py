@@ -20,7 +20,7 @@ from sapa.common.validate import InputError
 def prior_ledger(out_dir: Path, budget: Budget, rerun=frozenset()) -> dict | None:
     """The ledger already in ``out_dir`` (None if none) when it can take a rerun of ``budget``; else InputError.
 
-    The document must fit :mod:`sapa.commands.ledger_schema` and every entry it keeps the entry schema: checked here,
+    The document must fit :mod:`sapa.api.ledger_schema` and every entry it keeps the entry schema: checked here,
     before any work and before ``ledger.json`` is rewritten. A malformed entry in ``rerun`` (the ids about to be
     replaced) is dropped instead: its rerun replaces it.
     """
@@ -33,16 +33,13 @@ def read_ledger(path: Path, budget: Budget, rerun, who: str, instead: str) -> di
 
     ``who`` (what would merge into it: "--only") and ``instead`` (what the user can do) word the one-line refusal.
     """
-    from sapa.common.readfile import read_regular_text
-    from sapa.commands.ledger_schema import entry_problem, ledger_problem
+    from sapa.api.ledger import read_ledger_document
+    from sapa.api.ledger_schema import entry_problem
 
     if not path.exists():
         return None
     try:
-        prior = json.loads(read_regular_text(path, "ledger"))
-        why = ledger_problem(prior)
-        if why is not None:
-            raise ValueError(why)
+        prior = read_ledger_document(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise InputError(f"{who} would merge into {path}, which cannot be read ({why}); {instead}") from None

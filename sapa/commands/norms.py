@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sapa.common.validate import InputError
-from sapa.commands.shared import below_reasons, finite_or_none, load_npy, mark_below_range, readable
+from sapa.commands.shared import below_reasons, load_npy, readable
 
 
 def add_parser(sub) -> None:
@@ -50,67 +49,43 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``sapa norms``: exact norms of φ(S) and its Jacobian w.r.t. X, S = X W Xᵀ."""
-    from sapa.empirics.kernels.norms import Activation, attention_norms
-    from sapa.common.validate import finite_matrix, positive_float
+    """``sapa norms``: exact norms of φ(S) and its Jacobian w.r.t. X, S = X W Xᵀ (the computation: :mod:`sapa.api.norms`)."""
+    from sapa.api.inputs import CLI
+    from sapa.api.norms import is_plain, plain_norms
+    from sapa.common.validate import finite_matrix
 
     X = finite_matrix("--x", load_npy(args.x, "--x"), (None, None))
-    plain = (args.activation in ("softmax", "poly") and args.w is not None and not args.spectral
-             and args.normalize == "none" and args.heads in (None, 1)
-             and all(getattr(args, k) is None for k in ("wq", "wk", "wv", "wo", "safetensors")))
-    if not plain:  # expressions, heads, values, --spectral: sapa.commands.norms_expr
-        from sapa.commands.norms_expr import activation_from_args, layer_from_args, run_norms
-
-        if args.activation in ("softmax", "poly") and args.normalize != "none":
-            raise InputError(f"--normalize applies to expressions; {args.activation} fixes its own")
-        if args.activation not in ("softmax", "poly") and (args.p != 1 or args.scale != 1.0):
-            raise InputError("--p and --scale apply to softmax/poly; write them into the expression")
-        if not 0 < args.tol < 1:
-            raise InputError(f"--tol must be in (0, 1), got {args.tol}")
-        act = activation_from_args(args)
-        layer = layer_from_args(args, X.shape[1])
-        out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed,
-                        certificate=args.certificate)
-        if getattr(args, "heads_from", None):  # a layer file: where its head count came from
-            out = {**out, "heads_from": args.heads_from}
-        if args.json:
-            print(json.dumps(out))
-        else:
-            shown = {**out, "heads": f"{out['heads']} (from {out['heads_from']})"} if "heads_from" in out else out
-            print(readable({k: v for k, v in shown.items() if k != "heads_from"}, below_reasons(out)))
-        return 0
+    if not is_plain(args.activation, args.w is not None, args.spectral, args.normalize, args.heads,
+                    any(getattr(args, k) is not None for k in ("wq", "wk", "wv", "wo", "safetensors"))):
+        return _expression(args, X)  # expressions, heads, values, --spectral
     from sapa.npyfile import load_square_matrix
 
-    W = load_square_matrix(args.w, "--w")
-    if W.shape[0] != X.shape[1]:  # neither file is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
-        raise InputError(f"--x and --w do not match: --x has D = {X.shape[1]} columns (shape {X.shape}) but --w is "
-                         f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
-    scale = positive_float("--scale", args.scale)
-    act = Activation(args.activation, args.p, scale)
-    r = attention_norms(X, W, act, mask=args.mask)
-    out = {
-        "activation": args.activation,
-        "p": args.p if args.activation == "poly" else None,
-        "scale": scale,
-        "mask": args.mask,
-        "n": int(X.shape[0]),
-        "d_model": int(X.shape[1]),
-        "fro_norm": r.fro,
-        "jac_fro_norm": r.jac_fro,
-        "jac_s_fro_norm": r.jac_s_fro,
-        "log10_fro_norm": finite_or_none(r.log10_fro),  # exact even where the norm is below float64's range
-        "log10_jac_fro_norm": finite_or_none(r.log10_jac_fro),
-        "log10_jac_s_fro_norm": finite_or_none(r.log10_jac_s_fro),
-        "max_abs": r.max_abs,
-        "dtype": "float64",
-        "logit_scale": "S",
-        "logit": "S = X W Xᵀ as given (no 1/√d); --scale multiplies: softmax(S/τ) with 1/τ = --scale, c·S^p "
-                 "(--scale 1/√d, i.e. τ = √d, or c = d^(-p/2) gives the S/√d convention)",
-    }
-    below = mark_below_range(out, ("fro_norm", "jac_fro_norm", "jac_s_fro_norm"))
+    out = plain_norms(X, load_square_matrix(args.w, "--w"), args.activation, args.p, args.scale, args.mask, names=CLI)
     if args.json:
         print(json.dumps(out))
     else:
         print(readable(out, {"p": "softmax has no degree", "log10_fro_norm": "the norm is 0",
-                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0", **below}))
+                              "log10_jac_fro_norm": "the norm is 0", "log10_jac_s_fro_norm": "the norm is 0",
+                              **below_reasons(out)}))
+    return 0
+
+
+def _expression(args: argparse.Namespace, X) -> int:
+    """``sapa norms`` with an expression, heads, values or ``--spectral`` (:func:`sapa.api.norms.run_norms`)."""
+    from sapa.api.inputs import CLI
+    from sapa.api.norms import check_expression_options, run_norms
+    from sapa.commands.norms_expr import activation_from_args, layer_from_args
+
+    check_expression_options(args.activation, args.normalize, args.p, args.scale, args.tol, names=CLI)
+    act = activation_from_args(args)
+    layer = layer_from_args(args, X.shape[1])
+    out = run_norms(X, layer, act, spectral=args.spectral, tol=args.tol, max_steps=args.max_steps, seed=args.seed,
+                    certificate=args.certificate)
+    if getattr(args, "heads_from", None):  # a layer file: where its head count came from
+        out = {**out, "heads_from": args.heads_from}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        shown = {**out, "heads": f"{out['heads']} (from {out['heads_from']})"} if "heads_from" in out else out
+        print(readable({k: v for k, v in shown.items() if k != "heads_from"}, below_reasons(out)))
     return 0

@@ -1,11 +1,13 @@
-"""Helpers several ``sapa`` commands share: names selected from a list, a flat result as readable lines, a finite
-number or None, a user's ``.npy`` loaded safely, and ``--out`` held for one run at a time."""
+"""Helpers several ``sapa`` commands share: names selected from a list, a flat result as readable lines, a user's
+``.npy`` loaded safely, and ``--out`` held for one run at a time (a finite number or None, and norms below float64's
+range: :mod:`sapa.api.floats`, importable from here too)."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
 
+from sapa.api.floats import LOG10_MIN_NORMAL, below_reasons, finite_or_none, mark_below_range  # noqa: F401
 from sapa.common.validate import InputError
 
 
@@ -27,33 +29,6 @@ def readable(out: dict, why_missing: dict[str, str]) -> str:
 
     return "\n".join(key_values((k, value_or_reason(v, why_missing.get(k, "not applicable"), digits=6))
                                 for k, v in out.items()))
-
-
-def finite_or_none(v: float) -> float | None:
-    """``v``, or None for ±inf/NaN (log₁₀ 0 = −inf is not valid JSON)."""
-    import math
-
-    return v if math.isfinite(v) else None
-
-
-LOG10_MIN_NORMAL = -307.6526555685888  # log₁₀ of float64's smallest normal number, 2.2250738585072014e−308
-
-
-def mark_below_range(out: dict, keys) -> dict[str, str]:
-    """Where ``out["log10_" + k]`` is below float64's normal range, ``out[k] = None`` and k joins
-    ``out["below_double_range"]`` (created, empty when none): a nonzero value never reads 0. Returns, per such key,
-    the reason the readable output shows in place of the value."""
-    below = [k for k in keys if out.get(f"log10_{k}") is not None and out[f"log10_{k}"] < LOG10_MIN_NORMAL]
-    for k in below:
-        out[k] = None
-    out["below_double_range"] = out.get("below_double_range", []) + below
-    return below_reasons(out)
-
-
-def below_reasons(out: dict) -> dict[str, str]:
-    """Per key of ``out["below_double_range"]``: what the readable output shows in place of its null value."""
-    return {k: f"below float64's range: 10^{out[f'log10_{k}']:.10g} (log10_{k})" for k in out.get("below_double_range", [])
-            if out.get(f"log10_{k}") is not None}
 
 
 def load_npy(path: Path, name: str):

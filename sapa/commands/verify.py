@@ -54,11 +54,10 @@ def run(args: argparse.Namespace) -> int:
     from sapa import report
     from sapa.budget import budget_named
     from sapa.claims import all_claims
-    from sapa.evidence.monte_carlo import close_run_pool, monte_carlo_summary
-    from sapa.ledger import Context, provenance, run_claim
+    from sapa.evidence.monte_carlo import close_run_pool
+    from sapa.ledger import Context, provenance
     from sapa.commands.ledger_merge import ledger_entries
     from sapa.commands.verify_keep import Keeper, choose_target
-    from sapa.common.progress import say, stage
 
     budget = budget_named(args.budget, args.seed)
     claims = select(all_claims(), args.only, lambda c: c.id, "claim id")
@@ -73,39 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the checks' tensors are small: a second thread costs CPU the workers need
-    from sapa.evidence.training_study import prefetch_study, stop_prefetch
+    from sapa.evidence.training_study import prefetch_study
 
     if any(c.id in TRAINED for c in claims):
         prefetch_study(ctx)  # the training study trains in worker processes while the other checks run
-    entries = []
-    run_order = verify_order(claims)
-    drawn = False
     try:
-        for i, claim in enumerate(run_order, 1):
-            if not drawn and (claim.id in TRAINED or claim.id == "overhead"):
-                # the ledger's own figures illustrate earlier checks only: drawn while the study still trains
-                _attach_figures(entries, out_dir, only=args.only)
-                drawn = True
-            tag = f"[{i}/{len(claims)}] {claim.id}"
-            say(f"{tag} ...")
-            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
-                entry = run_claim(claim, ctx)
-            entries.append(entry)
-            keeper.keep(entries, monte_carlo_summary(ctx))  # on disk before it is printed
-            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
-        if not drawn:
-            _attach_figures(entries, out_dir, only=args.only)
-        ledger = keeper.finish(entries, monte_carlo_summary(ctx), merge=bool(args.only))
-    except BaseException as exc:
-        # whatever surfaced (a KeyboardInterrupt, numpy's SystemError around one, a full disk, a failing entry):
-        # the finished verdicts are on disk already; say which, first, so a second interrupt cannot lose the line
-        kept = keeper.line()
-        exc.add_note(kept)
-        stop_prefetch(ctx)  # the training study's workers
-        close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
-        if isinstance(exc, KeyboardInterrupt):  # main prints the one line: what was kept, and where
-            raise Stopped(kept) from None
-        raise
+        ledger = _run_claims(claims, ctx, keeper, expected, basis, only=args.only)
     finally:
         torch.set_num_threads(threads)
         close_run_pool(ctx)
@@ -116,6 +88,46 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nwrote {out_dir / 'ledger.json'}, {out_dir / 'report.md'} and {out_dir / 'report.html'} "
           f"({prov['wall_seconds']:.1f} s)")
     return 0
+
+
+def _run_claims(claims: list, ctx, keeper, expected: dict, basis, only: list[str] | None) -> dict:
+    """Run ``claims`` in :func:`verify_order`, keeping each verdict as it finishes; the finished (merged) ledger.
+
+    The ledger's figures are drawn before the first entry that reads the training study (or at the end). Whatever
+    ends the run early, the finished verdicts are on disk already and the exception says which, first."""
+    from sapa.common.progress import say, stage
+    from sapa.evidence.monte_carlo import close_run_pool, monte_carlo_summary
+    from sapa.evidence.training_study import stop_prefetch
+    from sapa.ledger import run_claim
+
+    entries = []
+    drawn = False
+    try:
+        for i, claim in enumerate(verify_order(claims), 1):
+            if not drawn and (claim.id in TRAINED or claim.id == "overhead"):
+                # the ledger's own figures illustrate earlier checks only: drawn while the study still trains
+                _attach_figures(entries, ctx.out_dir, only=only)
+                drawn = True
+            tag = f"[{i}/{len(claims)}] {claim.id}"
+            say(f"{tag} ...")
+            with stage(tag, expected.get(claim.id), basis):  # a line whenever the log is silent for 10 s
+                entry = run_claim(claim, ctx)
+            entries.append(entry)
+            keeper.keep(entries, monte_carlo_summary(ctx))  # on disk before it is printed
+            say(f"{tag}: {entry.verdict} ({entry.seconds:.1f} s)")
+        if not drawn:
+            _attach_figures(entries, ctx.out_dir, only=only)
+        return keeper.finish(entries, monte_carlo_summary(ctx), merge=bool(only))
+    except BaseException as exc:
+        # whatever surfaced (a KeyboardInterrupt, numpy's SystemError around one, a full disk, a failing entry):
+        # the finished verdicts are on disk already; say which, first, so a second interrupt cannot lose the line
+        kept = keeper.line()
+        exc.add_note(kept)
+        stop_prefetch(ctx)  # the training study's workers
+        close_run_pool(ctx, now=True)  # and the run pool's: an interrupted run waits for no cell in flight
+        if isinstance(exc, KeyboardInterrupt):  # main prints the one line: what was kept, and where
+            raise Stopped(kept) from None
+        raise
 
 
 def _attach_figures(entries: list, out_dir: Path, only: list[str] | None) -> None:

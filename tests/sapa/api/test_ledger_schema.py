@@ -1,4 +1,4 @@
-"""Tests for `sapa/commands/ledger_schema.py`: a tampered ledger.json is one line before anything is written, and
+"""Tests for `sapa/api/ledger_schema.py`: a tampered ledger.json is one line before anything is written, and
 whatever the schema admits, the merge, the table and both reports can show (issue 52, item 11)."""
 
 from __future__ import annotations
