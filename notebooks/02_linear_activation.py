@@ -42,9 +42,10 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sapa.empirics.kernels.norms import Activation, attention_norms_batched
+from sapa.empirics.kernels.norms import attention_norms_batched
 from sapa.empirics.montecarlo.samplers import RandomnessModel, sample_trials
 from sapa.common.seeds import trial_generators
+from sapa.theory.families import power
 from sapa.theory.moments import exact_moments, symbolic_moments
 
 SMALL = os.environ.get("SAPA_SMALL") == "1"
@@ -91,7 +92,7 @@ for model in ("paper", "iid", "tied"):
 # %%
 D, d = 32, 16
 sigma = 1 / math.sqrt(D)
-act = Activation("poly", 1, 1.0)
+act = power(1)  # x itself: S = X W Xᵀ
 for model in ("iid", "tied", "corr"):
     cfg = RandomnessModel(weights=model, rho=0.5 if model == "corr" else (1.0 if model == "tied" else 0.0))
     for N in (4, 32):

@@ -143,7 +143,9 @@ def test_the_training_row_coefficients_keep_their_float32_bytes():
 
 def _resolved(act, rs, mask) -> list:
     """What the norm kernels receive for a cell: kind, degree, the coefficient's exact bits, label, row scale, mask."""
-    return [act.kind, act.p, act.scale.hex(), act.label, None if rs is None else _bytes(rs), mask]
+    from sapa.empirics.kernels.norms import kernel_label
+
+    return [act.kernel, act.p or 1, act.coef.hex(), kernel_label(act), None if rs is None else _bytes(rs), mask]
 
 
 @pytest.mark.parametrize("name", ["quick", "full"])

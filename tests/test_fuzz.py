@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 from sapa.empirics.montecarlo import samplers
 from sapa.common import seeds
-from sapa.empirics.kernels.norms import Activation, attention_norms, paper_model_norms
+from sapa.empirics.kernels.norms import attention_norms, kernel_family, paper_model_norms
+from sapa.theory.families import power
 from sapa.empirics.montecarlo.stats import fit_exponent
 from sapa.empirics.montecarlo.sweep import cells, check_memory, config_from_dict
 from sapa.cli import build_parser, main
@@ -408,7 +409,7 @@ NORMS_CASE = norms_case()
 def check_norms(case) -> None:
     kind, p, scale = case["act"]
     try:
-        act = Activation(kind, p if kind != "softmax" else 1, scale)
+        act = kernel_family(kind, p if kind != "softmax" else 1, scale)
     except InputError:
         act = case["act"]  # hand the junk to the kernel as is
     kw = {k: case[k] for k in ("mask", "row_scale", "chunk", "device", "dtype", "with_rows") if k in case}
@@ -660,7 +661,7 @@ def test_fuzz_found_regressions(pool, cli_dir):
     with pytest.raises(InputError, match="overflows"):
         samplers.sample_trials(samplers.RandomnessModel(sigma_w=1e300), 3, 2, 2, 2, torch.Generator())
     with pytest.raises(InputError, match="not available"):
-        attention_norms(np.ones((2, 2)), np.eye(2), Activation("poly"), device="cuda:99")
+        attention_norms(np.ones((2, 2)), np.eye(2), power(1), device="cuda:99")
     with pytest.raises(InputError, match="device"):
         config_from_dict({"N": [4], "D": [2], "activation": [{"kind": "softmax"}], "device": "tpu"})
 

@@ -135,7 +135,8 @@ def jacobian_wrt_x_growth(seed: int) -> dict:
     maximiser of ‖∂softmax/∂S‖ while ∂S/∂X grows: tokens 1 and 2 equal (x₁ = x₂ = 2e₁) and every other
     token leaning on e₁, so each row's two largest logits stay tied as W = t·I grows; the ratio grows like t.
     """
-    from sapa.empirics.kernels.norms import Activation, attention_norms
+    from sapa.empirics.kernels.norms import attention_norms
+    from sapa.theory.families import softmax
 
     rng = rng_for(seed, "softmax-jacobian-wrt-X")
     N, D = 16, 8
@@ -143,14 +144,14 @@ def jacobian_wrt_x_growth(seed: int) -> dict:
     W0 = rng.standard_normal((D, D)) / D
     out = []
     for t in (0.1, 0.3, 1.0, 3.0):
-        r = attention_norms(X, t * W0, Activation("softmax", 1, 1.0))
+        r = attention_norms(X, t * W0, softmax())
         out.append({"weight_scale": t, "jac_fro_over_sqrtN": r.jac_fro / math.sqrt(N)})
     Xw = 0.1 * rng.standard_normal((N, D))  # (N, D): tied-pair witness
     Xw[:, 0] = 0.5 + 0.1 * rng.random(N)
     Xw[0] = Xw[1] = 2.0 * np.eye(D)[0]
     witness = []
     for t in (1.0, 10.0, 100.0):
-        r = attention_norms(Xw, t * np.eye(D), Activation("softmax", 1, 1.0))
+        r = attention_norms(Xw, t * np.eye(D), softmax())
         witness.append({"weight_scale": t, "jac_fro_over_sqrtN": r.jac_fro / math.sqrt(N)})
     best = max(o["jac_fro_over_sqrtN"] for o in out + witness)
     return {
@@ -169,11 +170,11 @@ def lipschitz_search(Ns: Sequence[int], seed: int, steps: int, restarts: int) ->
     attention w.r.t. X has no N-independent bound even though ‖∂softmax(S)/∂S‖₂ ≤ 1/2.
     """
     from sapa.empirics.kernels.lipschitz import lipschitz_growth
-    from sapa.empirics.kernels.norms import Activation
+    from sapa.theory.families import softmax
     from sapa.empirics.montecarlo.stats import loglog_slope
 
     Ns = list(Ns)
-    lip = lipschitz_growth(Ns, 4, Activation("softmax", scale=1.0), token_radius=2.0, seed=seed,
+    lip = lipschitz_growth(Ns, 4, softmax(), token_radius=2.0, seed=seed,
                            steps=steps, restarts=restarts, constraint="token")
     per_input = {name: g.sort_values("N")["sigma"].tolist() for name, g in lip.groupby("input")}
     worst = lip.groupby("N")["sigma"].max()

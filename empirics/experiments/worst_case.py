@@ -25,10 +25,11 @@ import pandas as pd
 import torch
 
 from sapa.empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm, spectral_norm
-from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.norms import attention_norms
 from sapa.common.seeds import rng_for, torch_gen_for
 from sapa.empirics.montecarlo.stats import loglog_slope
 from sapa.common.validate import InputError, choice, positive_int
+from sapa.theory.families import power
 from sapa.theory.worst_case import CONSTRAINTS, QUANTITIES, bracket, witness_input, witnesses
 
 F64 = torch.float64
@@ -56,7 +57,7 @@ def sample_w(D: int, seed: int) -> np.ndarray:
 
 def measure(X: torch.Tensor, W: torch.Tensor, p: int, quantity: str, seed: int = 0) -> float:
     """‖S^{∘p}‖_F, ‖∂S^{∘p}/∂X‖_F (exact kernel) or ‖∂S^{∘p}/∂X‖₂ (power iteration) at X; S = XWXᵀ."""
-    act = Activation("poly", p=p, scale=1.0)
+    act = power(p)
     if quantity == "jac_spec":
         return spectral_norm(attention_map(W, act), X, tol=1e-10, max_iter=3000, seed=seed).sigma
     res = attention_norms(X, W, act, device="cpu")
@@ -107,7 +108,7 @@ def worst_case_growth(
         gen = torch_gen_for(cfg.seed, "worst_case", N)
         b = bracket(p, q, c, N, Wn, cfg.r)
         wits = {name: torch.as_tensor(witness_input(V, n), dtype=F64) for name, (V, n) in witnesses(c, N, Wn, cfg.r).items()}
-        f = attention_map(Wt, Activation("poly", p=p, scale=1.0))
+        f = attention_map(Wt, power(p))
         radius = cfg.r if c == "token" else cfg.r * math.sqrt(N)  # ‖x_i‖ = r, or ‖X‖_F = r√N
         asc = maximise_jacobian_norm(f, N, D, radius, norm=ASCENT_NORM[q], constraint=c, steps=cfg.steps,
                                      restarts=cfg.restarts, seed=_ascent_seed(cfg.seed, N), inits=list(wits.values()))

@@ -29,6 +29,7 @@ from torch.func import grad, vjp, vmap
 
 from sapa.common.validate import choice, positive_float, positive_int
 from sapa.common.seeds import torch_gen_for
+from sapa.empirics.kernels.norms import at_length
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -71,19 +72,21 @@ def softmax_rows(S: torch.Tensor) -> torch.Tensor:
 def phi(S: torch.Tensor, activation, mask: str = "none", row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``φ(S)``: row-wise ``softmax(τ S)`` or element-wise ``c S^p``, masked, row i times ``c_i``; (N, N) -> (N, N).
 
-    ``activation`` is an ``sapa.empirics.kernels.norms.Activation`` (``kind``, ``p``, ``scale`` = τ or c);
-    under the causal mask entries ``j > i`` are −∞ before softmax and 0 for polynomials;
+    ``activation`` is a family with an exact kernel (``family(id)``, ``power(p, c)``, ``softmax(τ)``), its scale
+    taken at N (:func:`sapa.empirics.kernels.norms.at_length`: ``coef`` = τ or c, a per-row rule's c_i as the row
+    scale); under the causal mask entries ``j > i`` are −∞ before softmax and 0 for polynomials;
     ``row_scale`` (N,) multiplies row i of the result (as in ``sapa.empirics.kernels.norms``).
     """
     choice("mask", mask, ("none", "causal"))
     N = S.shape[-1]
-    scale = float(activation.scale)
+    act, row_scale = at_length(activation, N, row_scale)
+    scale = float(act.coef)
     causal = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if mask == "causal" else None
-    if activation.kind == "softmax":
+    if act.kernel == "softmax":
         Z = scale * S
         P = softmax_rows(Z if causal is None else torch.where(causal, Z, Z.new_tensor(-math.inf)))
     else:
-        P = scale * S ** int(activation.p)
+        P = scale * S ** int(act.p)
         P = P if causal is None else torch.where(causal, P, P.new_zeros(()))
     return P if row_scale is None else P * row_scale.to(S.dtype).reshape(-1, 1)
 

@@ -9,8 +9,10 @@ both exactly for given matrices:
   Jacobian with respect to X;
 * the paper's independent model: S = A Bᵀ, A, B (N, d), Jacobian with respect to (A, B).
 
-Activations: row softmax with temperature τ, P_i = softmax(τ S_i); element-wise polynomial
-φ(x) = c·x^p. Optional causal mask (row i sees j ≤ i; masked entries are exactly 0 and carry
+Activations: a family row of :mod:`sapa.theory.families` with an exact kernel: row softmax with
+inverse temperature τ, P_i = softmax(τ S_i), or element-wise φ(x) = c·x^p, c its scale rule's factor at N
+(``family("x3_sqrtN")``: c = 1/√N; ``power(p, c)``, ``softmax(τ)``: a number already resolved; a per-row rule
+such as x³/√i: its c_i become the row scale). Optional causal mask (row i sees j ≤ i; masked entries are exactly 0 and carry
 no derivative) and an optional per-row output scale ``row_scale`` (row i of φ(S) multiplied
 by c_i, e.g. the dynamic causal scale c_i = 1/√i).
 
@@ -55,10 +57,12 @@ import numpy as np
 import torch
 
 from sapa.common.validate import InputError, choice, finite_matrix, positive_float, positive_int
-from sapa.theory.families import KERNEL_KINDS
+from sapa.theory.families import KERNEL_KINDS, NONE, SOFTMAX, Family, power, softmax
 
 __all__ = [
-    "Activation",
+    "at_length",
+    "kernel_family",
+    "kernel_label",
     "NormResult",
     "NormOverflowError",
     "attention_norms",
@@ -87,36 +91,60 @@ class NormOverflowError(InputError, OverflowError):
     """φ(S) or its derivative is not finite in the compute dtype (names p, N, D and dtype)."""
 
 
-@dataclass(frozen=True)
-class Activation:
-    """φ applied to S: ``softmax`` is P_i = softmax(scale·S_i); ``poly`` is φ(x) = scale·x^p.
+def kernel_family(kind: str, p: int = 1, scale: float = 1.0) -> Family:
+    """The family of the kernels' (kind, p, scale) triple: ``softmax(scale)`` (τ inside) or ``power(p, scale)``
+    (scale·x^p). The sweep's cells and the timing bench store activations as these three plain values.
 
-    Attributes:
-      kind: "softmax" or "poly".
-      p: integer degree ≥ 1 (poly only; must stay 1 for softmax).
-      scale: softmax temperature τ (inside), or the polynomial coefficient c; > 0.
+    >>> kernel_label(kernel_family("poly", 3, 0.03125)), kernel_label(kernel_family("softmax", scale=0.125))
+    ('0.03125·x^3', 'softmax(τ=0.125)')
     """
+    choice("activation kind", kind, KINDS)
+    p = positive_int("p", p)
+    if p > P_MAX:
+        raise InputError(f"p must be at most {P_MAX} (torch takes int64 exponents), got {p}")
+    scale = positive_float("scale", scale)
+    if kind == "softmax" and p != 1:
+        raise InputError(f"p applies to poly activations only; got p={p} for softmax")
+    return softmax(scale) if kind == "softmax" else power(p, scale)
 
-    kind: str  # "softmax" | "poly"
-    p: int = 1  # degree (poly only)
-    scale: float = 1.0  # softmax: temperature τ inside; poly: coefficient c
 
-    def __post_init__(self) -> None:
-        choice("activation kind", self.kind, KINDS)
-        object.__setattr__(self, "p", positive_int("p", self.p))
-        if self.p > P_MAX:
-            raise InputError(f"p must be at most {P_MAX} (torch takes int64 exponents), got {self.p}")
-        object.__setattr__(self, "scale", positive_float("scale", self.scale))
-        if self.kind == "softmax" and self.p != 1:
-            raise InputError(f"p applies to poly activations only; got p={self.p} for softmax")
+Activation = kernel_family  # the old name, for callers not yet moved to families (study_chunk, tiny_models, sweep cells)
 
-    @property
-    def label(self) -> str:
-        """Short name, e.g. ``softmax(τ=0.125)`` or ``0.03125·x^3``."""
-        if self.kind == "softmax":
-            return f"softmax(τ={self.scale:g})"
-        coef = "" if self.scale == 1.0 else f"{self.scale:g}·"
-        return f"{coef}x^{self.p}"
+
+def kernel_label(f: Family) -> str:
+    """The kernels' short name of a resolved family (:func:`at_length`): ``softmax(τ=0.125)`` or ``0.03125·x^3``
+    (bench rows, overflow messages)."""
+    if f.kernel == "softmax":
+        return f"softmax(τ={f.coef:g})"
+    coef = "" if f.coef == 1.0 else f"{f.coef:g}·"
+    return f"{coef}x^{f.p}"
+
+
+def at_length(activation: object, N: int, row_scale=None, **params) -> tuple[Family, object]:
+    """``(family, row_scale)`` the kernels compute at length N: the family's scale at N resolved into its ``coef``
+    (rule "none" or "softmax": a family already resolved is returned as it is), a per-row rule's c_i as the row scale.
+    ``params``: the value of a free parameter (``alpha=4.0``, ``tau=0.5``); the kernels themselves take none.
+
+    Raises InputError for anything but a family with an exact kernel (``family(id)``, ``power(p, c)``, ``softmax(τ)``).
+    """
+    if not isinstance(activation, Family):
+        raise InputError("activation must be a family of sapa.theory.families (family(id), power(p, c), softmax(τ)), "
+                         f"got {activation!r}")
+    f = activation
+    if f.kernel is None:
+        raise InputError(f"{f.id} ({f.label}) has no exact kernel: use sapa.empirics.kernels.expr_norms")
+    if f.p is not None and f.p > P_MAX:
+        raise InputError(f"p must be at most {P_MAX} (torch takes int64 exponents), got {f.p}")
+    if f.per_row:
+        if row_scale is not None:
+            raise InputError(f"{f.id} ({f.label}) has its own row scale c_i: pass no row_scale")
+        row_scale = torch.from_numpy(f.row_scale(N, **params))  # (N,) c_i
+        c = f.coef
+    elif f.rule in (NONE, SOFTMAX):
+        return f, row_scale
+    else:
+        c = f.coefficient(N, **params)
+    return (softmax(c) if f.kernel == "softmax" else power(f.p, c)), row_scale
 
 
 @dataclass(frozen=True)
@@ -386,7 +414,7 @@ def _scaled_paper(A: torch.Tensor, B: torch.Tensor, dt: torch.dtype) -> _Scaled:
 
 def _norms_core(
     sc: _Scaled,
-    act: Activation,
+    act: Family,
     mask: str,
     lrs: torch.Tensor | None,  # (T, N) log₂|row scale| or None
     tied: bool,
@@ -402,11 +430,11 @@ def _norms_core(
     dev = K.device
     B = _rows_per_chunk(chunk, N, N, T, K.dtype)
     ynorm2 = Y.to(torch.float64).square().sum(-1)  # (T, N)
-    if act.kind == "softmax":
+    if act.kernel == "softmax":
         ynorm2 = ynorm2.to(K.dtype)
     out = [torch.empty(T, N, dtype=torch.float64, device=dev) for _ in range(4)]
-    lc = math.log2(act.scale)
-    mt, et = math.frexp(act.scale)  # τ = mt·2^et exactly
+    lc = math.log2(act.coef)
+    mt, et = math.frexp(act.coef)  # τ = mt·2^et exactly
     es = sc.es.to(dev)[:, None]  # (T, 1)
     ey = sc.ey.to(dev)[:, None]
     for r0 in range(0, N, B):
@@ -417,7 +445,7 @@ def _norms_core(
         vis = None
         if mask == "causal":
             vis = torch.arange(M, device=dev)[None, :] <= torch.arange(r0, r1, device=dev)[:, None]  # (B, M)
-        if act.kind == "softmax":
+        if act.kernel == "softmax":
             top = (Sc if vis is None else Sc.masked_fill(~vis, -math.inf)).amax(-1, keepdim=True)  # (T, B, 1)
             logits = _mul_pow2(Sc.sub_(top).mul_(mt), sc.es.to(dev) + et)  # τ(S_ij − max_j S_ij) ≤ 0: no +inf
             f2, j2, mx, s2, lt = (v.to(torch.float64) for v in _softmax_rows(logits, Y[:, :M], ynorm2[:, :M], Zc, vis,
@@ -439,13 +467,13 @@ def _norms_core(
     return tuple(out)
 
 
-def _overflow(act: Activation, N: int, D: int, dtype: torch.dtype, detail: str) -> NormOverflowError:
+def _overflow(act: Family, N: int, D: int, dtype: torch.dtype, detail: str) -> NormOverflowError:
     """The error raised when a norm (or softmax's scores) exceeds the range of ``dtype``."""
     name = str(dtype).removeprefix("torch.")
-    if act.kind == "poly":
-        what = f"x^{act.p} (p={act.p}, c={act.scale:g}) or its derivative"
+    if act.kernel == "poly":
+        what = f"x^{act.p} (p={act.p}, c={act.coef:g}) or its derivative"
     else:
-        what = f"softmax(τ={act.scale:g}) attention (S = X W Xᵀ or ‖W x‖²)"
+        what = f"softmax(τ={act.coef:g}) attention (S = X W Xᵀ or ‖W x‖²)"
     hint = "use dtype=torch.float64 or rescale X, W" if dtype != torch.float64 else "rescale X, W or the scale"
     return NormOverflowError(f"{what} overflows {name} at N={N}, D={D} ({detail}); {hint}")
 
@@ -466,14 +494,14 @@ def _log2_sum(L: torch.Tensor) -> torch.Tensor:
     return (M + torch.log2(torch.exp2(L - M).sum(-1, keepdim=True))).squeeze(-1)
 
 
-def _norm_from_log2(L2: torch.Tensor, act: Activation, N: int, D: int, what: str) -> torch.Tensor:
+def _norm_from_log2(L2: torch.Tensor, act: Family, N: int, D: int, what: str) -> torch.Tensor:
     """‖·‖ = 2^{L2/2} from log₂ of a squared norm; NormOverflowError if it exceeds float64."""
     if bool((L2 / 2 >= 1024.0).any()):
         raise _overflow(act, N, D, torch.float64, f"{what} ≈ 10^{float(L2.max()) / 2 * math.log10(2):.1f}")
     return _exp2(L2 / 2)
 
 
-def _finish(rows: tuple[torch.Tensor, ...], with_rows: bool, dtype: torch.dtype, act: Activation, D: int) -> NormResult:
+def _finish(rows: tuple[torch.Tensor, ...], with_rows: bool, dtype: torch.dtype, act: Family, D: int) -> NormResult:
     """Combine per-row log₂ values (each (1, N)) into a NormResult."""
     lf2, lj2, ls2, lmx = (r[0].cpu() for r in rows)
     N = lf2.shape[0]
@@ -498,19 +526,13 @@ def _log2_abs(rs: torch.Tensor) -> torch.Tensor:
     return torch.log2(rs.abs())
 
 
-def _check_activation(activation: object) -> Activation:
-    if not isinstance(activation, Activation):
-        raise InputError(f"activation must be an Activation(kind, p, scale), got {activation!r}")
-    return activation
-
-
 # ----------------------------------------------------------------------------- public API
 
 
 def attention_norms(
     X,  # (N, D)
     W,  # (D, D)
-    activation: Activation,
+    activation: Family,
     mask: str = "none",
     row_scale=None,  # (N,) or None
     *,
@@ -524,9 +546,10 @@ def attention_norms(
     Args:
       X: (N, D) tokens (numpy or torch).
       W: (D, D) bilinear form W = W_Q W_Kᵀ, not necessarily symmetric.
-      activation: ``Activation("softmax", scale=τ)`` or ``Activation("poly", p, scale=c)``.
+      activation: a family with an exact kernel (:func:`at_length`): ``family("x3_sqrtN")``, ``softmax(τ)``
+        (τ inside), ``power(p, c)`` (c·x^p).
       mask: "none" or "causal" (row i sees j ≤ i; softmax normalises over j ≤ i).
-      row_scale: optional (N,) multipliers c_i of row i of φ(S) (e.g. 1/√i).
+      row_scale: optional (N,) multipliers c_i of row i of φ(S) (e.g. 1/√i; a per-row family brings its own).
       chunk: rows per chunk (default: one (chunk, N) buffer ≈ 64 MB).
       device: default CUDA when available, else CPU.
       dtype: compute dtype, float64 (default) or float32; sums are float64.
@@ -535,15 +558,15 @@ def attention_norms(
     Returns:
       NormResult(fro, jac_fro, max_abs, row_fro, dtype).
 
-    >>> r = attention_norms(np.eye(2), np.eye(2), Activation("poly", p=1))
+    >>> r = attention_norms(np.eye(2), np.eye(2), power(1))
     >>> round(r.fro, 12), round(r.jac_fro ** 2, 12)   # S = I: 2·(1 + 1) off-diagonal + 2·‖2 x_i‖²
     (1.414213562373, 12.0)
     """
-    act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
     Xt = _tensor("X", X, (None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     N, D = Xt.shape
+    act, row_scale = at_length(activation, N, row_scale)
     Wt = _tensor("W", W, (D, D), dev, torch.float64)
     lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64))[None]
     rows = _norms_core(_scaled_shared(Xt[None], Wt[None], dt), act, mask, lrs, tied=True, chunk=ch)
@@ -553,7 +576,7 @@ def attention_norms(
 def attention_norms_batched(
     X,  # (T, N, D)
     W,  # (T, D, D) or (D, D)
-    activation: Activation,
+    activation: Family,
     mask: str = "none",
     row_scale=None,  # (N,) or (T, N)
     *,
@@ -572,12 +595,12 @@ def attention_norms_batched(
       "log10_fro", "log10_jac_fro", "log10_jac_s_fro" (T,) (finite where a norm is below float64's range), plus
       "row_fro": (T, N) when ``with_rows``.
     """
-    act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
     f64 = torch.float64  # inputs are validated and scaled in float64, then cast to dt
     Xt = _tensor("X", X, (None, None, None), dev, f64)
     T, N, D = Xt.shape
+    act, row_scale = at_length(activation, N, row_scale)
     if (W.ndim if isinstance(W, torch.Tensor) else np.ndim(W)) == 2:  # one W shared by all trials
         Wt = _tensor("W", W, (D, D), dev, f64).expand(T, D, D)
     else:
@@ -596,7 +619,7 @@ def attention_norms_batched(
     return _batched_out(parts, act, N, D, with_rows)
 
 
-def _batched_out(parts: list, act: Activation, N: int, D: int, with_rows: bool) -> dict[str, torch.Tensor]:
+def _batched_out(parts: list, act: Family, N: int, D: int, with_rows: bool) -> dict[str, torch.Tensor]:
     """The per-trial norms from :func:`_norms_core`'s per-row log₂ values of consecutive trial groups."""
     lf2, lj2, ls2, lmx = (torch.cat([p[k] for p in parts]).cpu() for k in range(4))
     tot = {"fro": _log2_sum(lf2), "jac_fro": _log2_sum(lj2), "jac_s_fro": _log2_sum(ls2)}
@@ -612,7 +635,7 @@ def _batched_out(parts: list, act: Activation, N: int, D: int, with_rows: bool) 
 def paper_model_norms(
     A,  # (N, d)
     B,  # (N, d)
-    activation: Activation,
+    activation: Family,
     mask: str = "none",
     row_scale=None,  # (N,)
     *,
@@ -628,11 +651,11 @@ def paper_model_norms(
     softmax: ‖∂P‖²_F = τ² Σ_i [‖J_i B‖²_F + ‖a_i‖² ‖J_i‖²_F] (no cross term: A and B are
     different variables). Arguments as in :func:`attention_norms`.
     """
-    act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
     At = _tensor("A", A, (None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     N, d = At.shape
+    act, row_scale = at_length(activation, N, row_scale)
     Bt = _tensor("B", B, (N, d), dev, torch.float64)
     lrs = None if row_scale is None else _log2_abs(_tensor("row_scale", row_scale, (N,), dev, torch.float64))[None]
     rows = _norms_core(_scaled_paper(At[None], Bt[None], dt), act, mask, lrs, tied=False, chunk=ch)
@@ -642,7 +665,7 @@ def paper_model_norms(
 def paper_model_norms_batched(
     A,  # (T, N, d)
     B,  # (T, N, d)
-    activation: Activation,
+    activation: Family,
     mask: str = "none",
     row_scale=None,  # (N,)
     *,
@@ -653,11 +676,11 @@ def paper_model_norms_batched(
 ) -> dict[str, torch.Tensor]:
     """Per trial t: ‖φ(A_t B_tᵀ)‖_F, ‖∂φ/∂(A_t, B_t)‖_F, max |φ| as :func:`paper_model_norms`, vectorised over
     trials (each trial scaled by its own powers of two); the keys and shapes of :func:`attention_norms_batched`."""
-    act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev, dt, ch = default_device(device), _dtype(dtype), _chunk(chunk)
     At = _tensor("A", A, (None, None, None), dev, torch.float64)  # validated and scaled in float64, then cast to dt
     T, N, d = At.shape
+    act, row_scale = at_length(activation, N, row_scale)
     Bt = _tensor("B", B, (T, N, d), dev, torch.float64)
     lrs = None
     if row_scale is not None:
@@ -671,7 +694,7 @@ def paper_model_norms_batched(
 def linear_fro_gram(X, W, c: float = 1.0, *, device=None) -> float:
     """‖c X W Xᵀ‖_F = c·sqrt(tr(G W G Wᵀ)), G = XᵀX (D, D): the p = 1 norm in O(N D² + D³).
 
-    Exact (float64); it matches ``attention_norms(X, W, Activation("poly", 1, c)).fro``.
+    Exact (float64); it matches ``attention_norms(X, W, power(1, c)).fro``.
 
     >>> round(linear_fro_gram(np.eye(3), 2 * np.eye(3), c=0.5), 12)   # ‖I‖_F = √3
     1.732050807569
@@ -692,27 +715,27 @@ def linear_fro_gram(X, W, c: float = 1.0, *, device=None) -> float:
         raise NormOverflowError(f"‖c X W Xᵀ‖_F (c={c:g}) overflows float64") from None
 
 
-def _phi(S: torch.Tensor, act: Activation, mask: str, rs: torch.Tensor | None) -> torch.Tensor:
+def _phi(S: torch.Tensor, act: Family, mask: str, rs: torch.Tensor | None) -> torch.Tensor:
     """φ(S) (N, N) with mask and row scale, differentiable, for the autograd references."""
     N = S.shape[-1]
     vis = torch.ones(N, N, dtype=torch.bool, device=S.device)
     if mask == "causal":
         vis = torch.tril(vis)
-    if act.kind == "softmax":
-        P = torch.softmax((act.scale * S).masked_fill(~vis, -math.inf), dim=-1)
+    if act.kernel == "softmax":
+        P = torch.softmax((act.coef * S).masked_fill(~vis, -math.inf), dim=-1)
     else:
-        P = torch.where(vis, act.scale * S**act.p, torch.zeros((), dtype=S.dtype, device=S.device))
+        P = torch.where(vis, act.coef * S**act.p, torch.zeros((), dtype=S.dtype, device=S.device))
     if rs is not None:
         P = P * rs[:, None]
     return P
 
 
 def _autograd_args(name_a, a, name_b, b, activation, mask, row_scale, device, square_b):
-    act = _check_activation(activation)
     mask = choice("mask", mask, MASKS)
     dev = torch.device("cpu") if device is None else default_device(device)
     at = _tensor(name_a, a, (None, None), dev, torch.float64)
     N, D = at.shape
+    act, row_scale = at_length(activation, N, row_scale)
     bt = _tensor(name_b, b, (D, D) if square_b else (N, D), dev, torch.float64)
     if N * N * N * D * (1 if square_b else 2) > AUTOGRAD_MAX_ENTRIES:
         raise InputError(f"jacobian_autograd is for small sizes; N={N}, D={D} gives {N**3 * D} entries")
@@ -720,7 +743,7 @@ def _autograd_args(name_a, a, name_b, b, activation, mask, row_scale, device, sq
     return act, mask, at, bt, rs
 
 
-def jacobian_autograd(X, W, activation: Activation, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
+def jacobian_autograd(X, W, activation: Family, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
     """∂ vec φ(X W Xᵀ) / ∂ vec X by ``torch.func.jacrev``: reference, float64, small sizes only.
 
     Returns:
@@ -735,7 +758,7 @@ def jacobian_autograd(X, W, activation: Activation, mask: str = "none", row_scal
     return torch.func.jacrev(f)(Xt).reshape(N * N, N * D)
 
 
-def paper_jacobian_autograd(A, B, activation: Activation, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
+def paper_jacobian_autograd(A, B, activation: Family, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
     """∂ vec φ(A Bᵀ) / ∂ (vec A, vec B) by ``torch.func.jacrev``: (N·N, 2·N·d) float64 reference."""
     act, mask, At, Bt, rs = _autograd_args("A", A, "B", B, activation, mask, row_scale, device, False)
     N, d = At.shape
@@ -747,7 +770,7 @@ def paper_jacobian_autograd(A, B, activation: Activation, mask: str = "none", ro
     return torch.cat([ja.reshape(N * N, N * d), jb.reshape(N * N, N * d)], dim=1)
 
 
-def jacobian_s_autograd(X, W, activation: Activation, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
+def jacobian_s_autograd(X, W, activation: Family, mask: str = "none", row_scale=None, *, device=None) -> torch.Tensor:
     """∂ vec φ(S) / ∂ vec S at S = X W Xᵀ by ``torch.func.jacrev``: (N·N, N·N) float64 reference, small sizes only.
 
     Its Frobenius norm is ``NormResult.jac_s_fro`` (masked entries of S carry no derivative).

@@ -86,19 +86,23 @@ def analyse(config: RealConfig = QUICK, *, cache_dir=None, progress=None) -> Rea
 
 
 def phi_fro(S: torch.Tensor, act) -> torch.Tensor:
-    """‖φ(S)‖_F per leading index of S (…, n, n): row softmax(τS), or c·S^∘p (float64; the Jacobian needs the kernels)."""
-    if act.kind == "softmax":
-        return torch.linalg.matrix_norm(torch.softmax(act.scale * S, dim=-1))
-    return act.scale * torch.linalg.matrix_norm(S**act.p)
+    """‖φ(S)‖_F per leading index of S (…, n, n): row softmax(τS), or c·S^∘p (float64; the Jacobian needs the kernels).
+
+    ``act``: a family resolved at n (:func:`sapa.empirics.kernels.norms.at_length`: τ or c in ``coef``)."""
+    if act.kernel == "softmax":
+        return torch.linalg.matrix_norm(torch.softmax(act.coef * S, dim=-1))
+    return act.coef * torch.linalg.matrix_norm(S**act.p)
+
+
+FAMILY_OF = {"softmax": "softmax", "x/sqrt(N)": "x_sqrtN", "x^3/sqrt(N)": "x3_sqrtN"}  # ACTIVATIONS → family id
 
 
 def _activation(name: str, n: int):
-    """The :class:`sapa.empirics.kernels.norms.Activation` of an ACTIVATIONS name at matrix size n."""
-    from sapa.empirics.kernels.norms import Activation
+    """The family of an ACTIVATIONS name with its scale at matrix size n (x/√N: c = 1/√n)."""
+    from sapa.empirics.kernels.norms import at_length
+    from sapa.theory.families import family
 
-    if name == "softmax":
-        return Activation("softmax", scale=1.0)
-    return Activation("poly", 1 if name == "x/sqrt(N)" else 3, scale=1 / math.sqrt(n))
+    return at_length(family(FAMILY_OF[name]), n)[0]
 
 
 @dataclass(frozen=True)

@@ -36,18 +36,21 @@ from typing import Callable
 import torch
 
 from sapa.empirics.kernels.norms import (
-    Activation,
     _rows_per_chunk,
+    at_length,
     attention_norms,
     default_device,
     jacobian_autograd,
+    kernel_family,
+    kernel_label,
 )
 from sapa.common.seeds import torch_gen_for
 from sapa.common.validate import InputError, positive_int
+from sapa.theory.families import Family, power, softmax
 
 __all__ = ["bench_vs_autograd", "bench_vs_gemm", "bench_all", "DEFAULT_ACTIVATIONS"]
 
-DEFAULT_ACTIVATIONS = (Activation("softmax", scale=1.0), Activation("poly", p=3, scale=1.0))
+DEFAULT_ACTIVATIONS = (softmax(), power(3))  # families with a global scale (taken at each N)
 # Blocks of 64 KiB and more are mmap-ed and unmapped on free, so RSS follows live memory:
 # without it glibc keeps one kernel's freed buffers resident and the next one's peak hides.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
@@ -105,7 +108,7 @@ def _provenance(device: torch.device, dtype: torch.dtype) -> dict:
 def bench_vs_autograd(
     Ns: tuple[int, ...] = (32, 64, 96),
     D: int = 32,
-    activations: tuple[Activation, ...] = DEFAULT_ACTIVATIONS,
+    activations: tuple[Family, ...] = DEFAULT_ACTIVATIONS,
     repeats: int = 3,
     *,
     seed: int = 0,
@@ -158,7 +161,7 @@ def _bench_vs_autograd(Ns, D, activations, repeats, seed, dev) -> list[dict]:
                 {
                     "N": N,
                     "D": D,
-                    "activation": act.label,
+                    "activation": kernel_label(at_length(act, N)[0]),
                     "kernel_s": statistics.median(runs_kernel),
                     "autograd_s": statistics.median(runs_auto),
                     "speedup_vs_autograd": min(runs_auto) / min(runs_kernel),  # interleaved minima
@@ -226,8 +229,8 @@ def _worker(spec: dict) -> list[dict]:
         if k["kind"] == "gemm":
             label, fn = "gemm", (lambda: _form_scores(X, W, chunk))
         else:
-            act = Activation(k["kind"], p=k["p"], scale=k["scale"])
-            label, fn = act.label, (lambda act=act: attention_norms(X, W, act, chunk=chunk, device=dev, dtype=dtype))
+            act = kernel_family(k["kind"], p=k["p"], scale=k["scale"])
+            label, fn = kernel_label(act), (lambda act=act: attention_norms(X, W, act, chunk=chunk, device=dev, dtype=dtype))
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -266,7 +269,7 @@ def _worker(spec: dict) -> list[dict]:
 def bench_vs_gemm(
     Ns: tuple[int, ...] = (1024, 4096, 16384),
     D: int = 768,
-    activations: tuple[Activation, ...] = DEFAULT_ACTIVATIONS,
+    activations: tuple[Family, ...] = DEFAULT_ACTIVATIONS,
     repeats: int = 3,
     *,
     seed: int = 0,
@@ -297,9 +300,10 @@ def bench_vs_gemm(
     if dtype not in (torch.float64, torch.float32):
         raise InputError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
     dev = default_device(device)
-    kernels = [{"kind": "gemm"}] + [{"kind": a.kind, "p": a.p, "scale": a.scale} for a in activations]
     rows: list[dict] = []
     for N in Ns:
+        kernels = [{"kind": "gemm"}] + [{"kind": a.kernel, "p": a.p or 1, "scale": a.coef}
+                                        for a in (at_length(f, N)[0] for f in activations)]
         spec = {"N": N, "D": D, "repeats": repeats, "seed": seed, "device": str(dev),
                 "dtype": str(dtype).removeprefix("torch."), "chunk": chunk, "kernels": kernels}
         got = _run_isolated(spec, timeout_s) if isolate else _worker(spec)

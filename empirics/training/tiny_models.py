@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sapa.empirics.kernels.norms import Activation
+from sapa.theory.families import Family, power, softmax
 from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
@@ -79,11 +79,11 @@ class Arm:
             return None
         return torch.arange(1, N + 1, dtype=dtype).rsqrt()
 
-    def activation(self, N: int) -> Activation:
-        """The :class:`sapa.empirics.kernels.norms.Activation` of this arm at length N (1/√d is inside W, so τ = 1)."""
+    def activation(self, N: int) -> Family:
+        """The family of this arm resolved at length N, for the norm kernels (1/√d is inside W, so τ = 1)."""
         if self.kind == "softmax":
-            return Activation("softmax", 1, 1.0)
-        return Activation("poly", self.p, self.coef(N))
+            return softmax()
+        return power(self.p, self.coef(N))
 
     def apply(self, S: torch.Tensor, causal: bool) -> torch.Tensor:
         """φ(S) for scores S (..., N, N); causal: row i sees j ≤ i (softmax renormalises, poly zeroes)."""

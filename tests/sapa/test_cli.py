@@ -35,14 +35,14 @@ def xw(tmp_path):
 def test_norms_json_agrees_with_autograd(xw, capsys, activation, p, scale, mask):
     import torch
 
-    from sapa.empirics.kernels.norms import Activation, jacobian_autograd
+    from sapa.empirics.kernels.norms import jacobian_autograd, kernel_family
 
     d, X, W = xw
     code, out, err = _run(["norms", "--x", str(d / "X.npy"), "--w", str(d / "W.npy"), "--activation", activation,
                            "--p", str(p), "--scale", str(scale), "--mask", mask, "--json"], capsys)
     assert code == 0, err
     got = json.loads(out)
-    act = Activation(activation, p, scale)
+    act = kernel_family(activation, p, scale)
     J = jacobian_autograd(X, W, act, mask=mask)
     Xt, Wt = torch.as_tensor(X), torch.as_tensor(W)
     S = Xt @ Wt @ Xt.T  # (N, D) @ (D, D) @ (D, N)

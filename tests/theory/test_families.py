@@ -176,10 +176,12 @@ def _phi_by_numpy(case: Case, S: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("case", params([c for c in CASES if FAMILIES[c.family].kernel]))
 def test_the_exact_kernel_computes_the_familys_expression(case):
-    """sapa.empirics.kernels.norms (kernel, p, coefficient) against numpy's φ(S) of the expression: ‖φ(S)‖_F."""
+    """sapa.empirics.kernels.norms against numpy's φ(S) of the expression: ‖φ(S)‖_F, once given the row itself (its
+    scale rule resolved by the kernel at N; a free parameter's value bound first), once given (p, c) read off the
+    expression's values."""
     import torch
 
-    from sapa.empirics.kernels.norms import Activation, attention_norms
+    from sapa.empirics.kernels.norms import at_length, attention_norms
 
     fam, N = FAMILIES[case.family], case.Ns[-1]
     rng = rng_for(0, "test-families", case.family)
@@ -187,13 +189,16 @@ def test_the_exact_kernel_computes_the_familys_expression(case):
     S = X @ W @ X.T  # (N, D) @ (D, D) @ (D, N) -> (N, N)
     want = float(np.linalg.norm(_phi_by_numpy(case, S)))
     if fam.kernel == "softmax":  # softmax(S/τ): the kernel's logit scale is 1/τ (τ = 1 for plain softmax)
-        act = Activation("softmax", scale=1.0 / case.params.get("tau", 1.0))
+        act = softmax(1.0 / case.params.get("tau", 1.0))
         row_scale = None
     else:  # c(N, i)·x^p: the coefficient at i = 1, the rows' own factors as the kernel's row scale
         c = _phi_by_numpy(case, np.ones((N, N)))  # (N, N): c(N, i) on each row
-        act = Activation("poly", fam.p, float(c[-1, 0]))
+        act = power(fam.p, float(c[-1, 0]))
         row_scale = torch.tensor(c[:, 0] / c[-1, 0], dtype=torch.float64)
     got = attention_norms(X, W, act, mask=case.mask, row_scale=row_scale).fro
+    assert abs(got - want) <= RTOL["float64"] * want
+    row, rs = at_length(fam, N, **case.params) if fam.params else (fam, None)
+    got = attention_norms(X, W, row, mask=case.mask, row_scale=rs).fro
     assert abs(got - want) <= RTOL["float64"] * want
 
 

@@ -544,11 +544,11 @@ def test_monte_carlo_full_matrix_direct_kernel(model, p):
 @pytest.mark.parametrize("p", [1, 3])
 @pytest.mark.parametrize("model", ["shared", "corr"])
 def test_monte_carlo_vs_empirics_kernel(model, p):
-    """Same, with the per-sample kernels of sapa.empirics.kernels.norms (skipped until that module exists)."""
-    norms = pytest.importorskip("sapa.empirics.kernels.norms")
-    if not hasattr(norms, "attention_norms_batched") or not hasattr(norms, "Activation"):
-        pytest.skip("sapa.empirics.kernels.norms has no attention_norms_batched / Activation yet")
-    act = norms.Activation("poly", p, 1.0)
+    """Same, with the per-sample kernels of sapa.empirics.kernels.norms."""
+    from sapa.empirics.kernels import norms
+    from sapa.theory.families import power
+
+    act = power(p)
     rng = np.random.default_rng(500 + p)
     N, T = 5, 20_000 if p == 1 else 100_000
     X, W = _sample_full(rng, T, N, model, W=_W_FIXED)

@@ -120,15 +120,16 @@ def cell_id(config: SweepConfig, cell: Cell) -> str:
 
 
 def resolve_activation(cell: Cell):
-    """``(Activation, row_scale (N,) | None, mask)`` realising the cell's scale policy."""
-    from sapa.empirics.kernels.norms import Activation
+    """``(family, row_scale (N,) | None, mask)`` realising the cell's scale policy (a family resolved at N:
+    :func:`sapa.empirics.kernels.norms.kernel_family` of the cell's kind, p and coefficient)."""
+    from sapa.empirics.kernels.norms import kernel_family
 
     N, d = cell.N, cell.d
     if cell.scale_policy in PER_ROW:
         row_scale = torch.from_numpy(row_factors(cell.scale_policy, N))  # (N,) c_i, e.g. 1/√i
-        return Activation(kind=cell.activation, p=max(cell.p, 1), scale=1.0), row_scale, "causal"
+        return kernel_family(kind=cell.activation, p=max(cell.p, 1), scale=1.0), row_scale, "causal"
     scale = scale_factor(cell.scale_policy, N, c=cell.c, d=d)
-    return Activation(kind=cell.activation, p=max(cell.p, 1), scale=scale), None, cell.mask
+    return kernel_family(kind=cell.activation, p=max(cell.p, 1), scale=scale), None, cell.mask
 
 
 def trials_per_batch(N: int, D: int, T: int, *, itemsize: int = 8, budget_bytes: float = 3 * 2**30) -> int:

@@ -9,7 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from sapa.empirics.kernels.norms import Activation, attention_norms, paper_model_norms
+from sapa.empirics.kernels.norms import attention_norms, paper_model_norms
+from sapa.theory.families import power, softmax
 from sapa.empirics.experiments.scale_direction import (
     exact_fro2,
     fit_scale_exponents,
@@ -36,10 +37,10 @@ def test_row_norms2_matches_attention_norms(mask, N, D):
     X, W = _xw(N, D, 7 * N + D)
     L, R = torch.from_numpy(X @ W)[None], torch.from_numpy(X)[None]  # S = (XW) Xᵀ
     got = row_norms2(L, R, tau=0.7, ps=(1, 2, 3), mask=mask)
-    ref = attention_norms(X, W, Activation("softmax", scale=0.7), mask, with_rows=True).row_fro ** 2
+    ref = attention_norms(X, W, softmax(0.7), mask, with_rows=True).row_fro ** 2
     assert np.allclose(got["softmax"][0].numpy(), ref, rtol=RTOL, atol=0)
     for p in (1, 2, 3):
-        ref = attention_norms(X, W, Activation("poly", p=p), mask, with_rows=True).row_fro ** 2
+        ref = attention_norms(X, W, power(p), mask, with_rows=True).row_fro ** 2
         assert np.allclose(got[p][0].numpy(), ref, rtol=RTOL, atol=1e-300)
 
 
@@ -47,9 +48,9 @@ def test_row_norms2_paper_model_matches():
     rng = np.random.default_rng(3)
     A, B = rng.standard_normal((9, 4)), rng.standard_normal((9, 4))
     got = row_norms2(torch.from_numpy(A)[None], torch.from_numpy(B)[None], tau=0.5, ps=(3,))
-    assert math.isclose(float(got[3].sum()), paper_model_norms(A, B, Activation("poly", p=3)).fro ** 2, rel_tol=RTOL)
+    assert math.isclose(float(got[3].sum()), paper_model_norms(A, B, power(3)).fro ** 2, rel_tol=RTOL)
     assert math.isclose(float(got["softmax"].sum()),
-                        paper_model_norms(A, B, Activation("softmax", scale=0.5)).fro ** 2, rel_tol=RTOL)
+                        paper_model_norms(A, B, softmax(0.5)).fro ** 2, rel_tol=RTOL)
 
 
 def test_softmax_rows_bounded_and_causal_first_row_is_one():

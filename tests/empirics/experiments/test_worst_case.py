@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sapa.empirics.kernels.lipschitz import attention_map, maximise_jacobian_norm
-from sapa.empirics.kernels.norms import Activation
+from sapa.theory.families import power
 from sapa.empirics.experiments.worst_case import (
     WorstCaseConfig,
     bracket_slope_range,
@@ -63,7 +63,7 @@ def test_slope_helpers():
 
 def test_token_constrained_ascent_stays_on_the_product_of_spheres():
     W = torch.as_tensor(sample_w(3, 0))
-    f = attention_map(W, Activation("poly", p=3, scale=1.0))
+    f = attention_map(W, power(3, 1.0))
     res = maximise_jacobian_norm(f, 5, 3, 0.8, norm="value", constraint="token", steps=5, restarts=1, seed=2)
     assert torch.allclose(torch.linalg.vector_norm(res.X, dim=1), torch.full((5,), 0.8, dtype=torch.float64))
     assert res.value == pytest.approx(float(torch.linalg.vector_norm(f(res.X))), rel=1e-12)

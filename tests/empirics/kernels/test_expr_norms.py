@@ -10,7 +10,8 @@ import torch
 
 from sapa.common.validate import InputError
 from sapa.empirics.kernels.expr_norms import LayerOperator, expr_norms, layer_from_qk, layer_from_w
-from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.norms import attention_norms
+from sapa.theory.families import power, softmax
 from sapa.theory.activation_audit import parse_activation
 
 F64 = torch.float64
@@ -122,10 +123,10 @@ def test_row_normalised_exp_is_softmax_and_polynomials_match_the_existing_kernel
     rng = np.random.default_rng(8)
     X, W = rng.standard_normal((N, D)), rng.standard_normal((D, D)) * 0.5
     r = expr_norms(X, layer_from_w(W), parse_activation("exp(0.7*x)", "row", mask))
-    ref = attention_norms(X, W, Activation("softmax", scale=0.7), mask, device="cpu")
+    ref = attention_norms(X, W, softmax(0.7), mask, device="cpu")
     assert (r.fro[0], r.jac_fro[0], r.jac_s_fro[0]) == pytest.approx((ref.fro, ref.jac_fro, ref.jac_s_fro), rel=1e-12)
     r3 = expr_norms(X, layer_from_w(W), parse_activation("0.25*x**3", "none", mask))
-    ref3 = attention_norms(X, W, Activation("poly", p=3, scale=0.25), mask, device="cpu")
+    ref3 = attention_norms(X, W, power(3, 0.25), mask, device="cpu")
     assert (r3.fro[0], r3.jac_fro[0], r3.jac_s_fro[0]) == pytest.approx((ref3.fro, ref3.jac_fro, ref3.jac_s_fro),
                                                                        rel=1e-12)
 
@@ -136,7 +137,7 @@ def test_norms_are_scaled_before_squaring():
     rng = np.random.default_rng(9)
     X, W = rng.standard_normal((N, D)) * 1e-30, rng.standard_normal((D, D))
     r = expr_norms(X, layer_from_w(W), parse_activation("x**3"))
-    ref = attention_norms(X, W, Activation("poly", p=3), device="cpu")
+    ref = attention_norms(X, W, power(3), device="cpu")
     assert r.fro[0] > 0 and r.fro[0] == pytest.approx(ref.fro, rel=1e-12)
     assert r.jac_fro[0] == pytest.approx(ref.jac_fro, rel=1e-12)
     assert r.log10_fro[0] == pytest.approx(ref.log10_fro, rel=1e-12)

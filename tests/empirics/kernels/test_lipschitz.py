@@ -19,7 +19,8 @@ from sapa.empirics.kernels.lipschitz import (
     spectral_norm,
     structured_inputs,
 )
-from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.norms import attention_norms
+from sapa.theory.families import power, softmax
 from sapa.common.validate import InputError
 
 F64 = torch.float64
@@ -35,12 +36,12 @@ def _dense_norms(f, x):
 
 
 CASES = [
-    (Activation("softmax", scale=0.5), "none", False, False),
-    (Activation("softmax", scale=0.5), "causal", False, False),
-    (Activation("softmax", scale=1.0), "none", False, True),
-    (Activation("poly", p=1, scale=0.25), "none", False, False),
-    (Activation("poly", p=3, scale=0.1), "causal", True, False),
-    (Activation("poly", p=2, scale=1.0), "none", False, True),
+    (softmax(0.5), "none", False, False),
+    (softmax(0.5), "causal", False, False),
+    (softmax(1.0), "none", False, True),
+    (power(1, 0.25), "none", False, False),
+    (power(3, 0.1), "causal", True, False),
+    (power(2, 1.0), "none", False, True),
 ]
 
 
@@ -80,9 +81,9 @@ def test_no_forward_mode_ad_so_no_torch_jit_script_deprecation():
     from pathlib import Path
 
     code = ("import torch; from sapa.empirics.kernels.lipschitz import attention_map, jacobian_fro, spectral_norm; "
-            "from sapa.empirics.kernels.norms import Activation; import sys; "
+            "from sapa.theory.families import softmax; import sys; "
             "g = torch.Generator().manual_seed(0); W = torch.randn(3, 3, generator=g, dtype=torch.float64); "
-            "X = torch.randn(4, 3, generator=g, dtype=torch.float64); f = attention_map(W, Activation('softmax'), 'none'); "
+            "X = torch.randn(4, 3, generator=g, dtype=torch.float64); f = attention_map(W, softmax(), 'none'); "
             "jacobian_fro(f, X); spectral_norm(f, X, max_iter=5); "
             "assert 'torch._decomp.decompositions_for_jvp' not in sys.modules")
     root = Path(__file__).resolve().parents[3]
@@ -129,7 +130,7 @@ def test_ascent_on_softmax_logits_approaches_but_never_exceeds_half():
 def test_ascent_beats_its_initial_points(norm):
     N, D, r = 4, 3, 3.0
     W = _rand(D, D, seed=11, scale=0.6)
-    f = attention_map(W, Activation("softmax", scale=1.0))
+    f = attention_map(W, softmax(1.0))
     inits = [structured_inputs(W, N, r, k) for k in ("aligned", "two_cluster")]
     measure = (lambda x: spectral_norm(f, x).sigma) if norm == "spectral" else (lambda x: jacobian_fro(f, x))
     res = maximise_jacobian_norm(f, N, D, r, norm=norm, steps=10, restarts=1, seed=3, inits=inits)
@@ -154,7 +155,7 @@ def test_structured_inputs_geometry():
 
 
 def test_growth_report_shape():
-    df = lipschitz_growth([3, 5], 3, Activation("softmax", scale=1.0), steps=2, restarts=1)
+    df = lipschitz_growth([3, 5], 3, softmax(1.0), steps=2, restarts=1)
     assert set(df["input"]) == {"random", "aligned", "two_cluster", "one_vs_rest", "ascent"}
     asc = df[df["input"] == "ascent"].set_index("N")["sigma"]
     best = df[df["input"] != "ascent"].groupby("N")["sigma"].max()
@@ -166,7 +167,7 @@ def test_softmax_attention_lipschitz_growth_is_reported():
     # Castin, Ablin, Peyré (ICML 2024): adversarial Lipschitz constant grows like √N. Reported only.
     from sapa.empirics.montecarlo.stats import fit_exponent
 
-    df = lipschitz_growth([4, 8, 16, 32], 4, Activation("softmax", scale=1.0), steps=30, restarts=2)
+    df = lipschitz_growth([4, 8, 16, 32], 4, softmax(1.0), steps=30, restarts=2)
     asc = df[df["input"] == "ascent"]
     fit = fit_exponent(asc["N"].to_numpy(), [[v] for v in asc["sigma"]], n_boot=10)
     print(f"adversarial softmax-attention Lipschitz slope vs N: {fit.slope:.3f} (Castin et al.: 0.5)")
@@ -174,10 +175,10 @@ def test_softmax_attention_lipschitz_growth_is_reported():
 
 
 def test_growth_report_with_token_constraint():
-    df = lipschitz_growth([3, 5], 3, Activation("softmax", scale=1.0), steps=2, restarts=1, constraint="token",
+    df = lipschitz_growth([3, 5], 3, softmax(1.0), steps=2, restarts=1, constraint="token",
                           token_radius=1.5)
     asc = df[df["input"] == "ascent"].set_index("N")["sigma"]
     best = df[df["input"] != "ascent"].groupby("N")["sigma"].max()
     assert np.all(asc.to_numpy() >= best.to_numpy() - 1e-9)
     with pytest.raises(InputError):
-        lipschitz_growth([3, 5], 3, Activation("softmax", scale=1.0), constraint="ball")
+        lipschitz_growth([3, 5], 3, softmax(1.0), constraint="ball")

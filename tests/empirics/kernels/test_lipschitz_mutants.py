@@ -24,7 +24,7 @@ from sapa.empirics.kernels.lipschitz import (
     spectral_norm,
     structured_inputs,
 )
-from sapa.empirics.kernels.norms import Activation
+from sapa.theory.families import power
 
 F64 = torch.float64
 
@@ -111,7 +111,7 @@ def test_ascent_defaults_three_restarts_and_ten_power_steps(monkeypatch):
     """Kills lipschitz.py line 266 ``restarts = 3`` → 4 and line 269 ``power_iters = 10`` → 11 (the signature's
     defaults): with steps = 0 each restart evaluates its start once, with at most 10 power steps."""
     W = _rand(3, 3, seed=6)
-    f = attention_map(W, Activation("poly", p=1, scale=1.0))
+    f = attention_map(W, power(1, 1.0))
     calls = []
     real = lipschitz.spectral_norm
 
@@ -132,7 +132,7 @@ def test_growth_report_defaults_to_tokens_of_norm_one():
     """Kills lipschitz.py line 336 ``token_radius = 1.0`` → 2.0: the aligned probe is every token = u₁ (unit, the
     top eigenvector of W_s from numpy), and its σ₁ is the dense Jacobian's (jacrev + SVD)."""
     W = _rand(3, 3, seed=7)
-    act = Activation("poly", p=1, scale=0.5)
+    act = power(1, 0.5)
     df = lipschitz_growth([4], 3, act, W=W, steps=0, restarts=1)
     lam, Q = np.linalg.eigh(0.5 * (W.numpy() + W.numpy().T))
     X = torch.tensor(np.tile(Q[:, -1], (4, 1)))
@@ -147,7 +147,7 @@ def test_the_ascent_takes_every_step_it_is_given():
     holds the best value after each of the steps + 1 evaluations, never decreasing, and the ascent improves on its
     random start (‖∂f/∂X‖_F of a cubic attention map, whose gradient on the sphere is not 0)."""
     W = _rand(3, 3, seed=8)
-    f = attention_map(W, Activation("poly", p=3, scale=0.5))
+    f = attention_map(W, power(3, 0.5))
     res = maximise_jacobian_norm(f, 4, 3, 2.0, norm="fro", steps=6, restarts=1)
     assert len(res.history) == 7
     assert all(b >= a for a, b in zip(res.history, res.history[1:]))
@@ -208,7 +208,7 @@ def test_ascent_iterates_follow_the_documented_step(norm, constraint):
 
     lr = 0.02: small steps, so each iterate improves on the last and is the one returned (best = last)."""
     W = _rand(3, 3, seed=11)
-    f = attention_map(W, Activation("poly", p=2, scale=0.5))
+    f = attention_map(W, power(2, 0.5))
     N, D, radius, lr, steps = 4, 3, 1.5, 0.02, 2
     X0 = _project(_rand(N, D, seed=12), radius, constraint)
     if norm == "value":
@@ -232,7 +232,7 @@ def test_spectral_ascent_iterates_follow_the_top_singular_pair(constraint):
     through the SVD of the dense Jacobian (jacrev). W, X₀ are chosen with σ₂/σ₁ ≤ 0.27 at the start, so ten warm
     power steps give (u, v) to ~10⁻¹¹ and the iterates agree to 10⁻⁸."""
     W = _rand(3, 3, seed=18)
-    f = attention_map(W, Activation("poly", p=3, scale=0.5))
+    f = attention_map(W, power(3, 0.5))
     N, D, radius, lr, steps = 4, 3, 1.5, 0.02, 2
     X0 = _project(_rand(N, D, seed=13), radius, constraint)
     obj = lambda X: torch.linalg.matrix_norm(jacrev(f)(X).reshape(N * N, N * D), 2)  # noqa: E731

@@ -18,26 +18,28 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from sapa.empirics.kernels.norms import (
-    Activation,
     NormOverflowError,
     NormResult,
     attention_norms,
     attention_norms_batched,
     default_device,
     jacobian_autograd,
+    kernel_family,
+    kernel_label,
     linear_fro_gram,
     paper_jacobian_autograd,
     paper_model_norms,
     paper_model_norms_batched,
 )
+from sapa.theory.families import FAMILIES, power, softmax
 from sapa.common.validate import InputError
 from tests.tolerances import RTOL as TOLERANCES
 
 RTOL = TOLERANCES["float64"]  # float64 kernel vs float64 autograd at N ≤ 8, D ≤ 4 (observed ≤ 2e-12)
 F32_RTOL = TOLERANCES["float32"]  # float32 compute (sums in float64) vs float64 at N = 64, D = 16
 
-ACTIVATIONS = [Activation("softmax", scale=t) for t in (0.5, 1.0, 2.0)] + [
-    Activation("poly", p=p, scale=0.7) for p in (1, 2, 3, 4, 5)
+ACTIVATIONS = [softmax(t) for t in (0.5, 1.0, 2.0)] + [
+    power(p, 0.7) for p in (1, 2, 3, 4, 5)
 ]
 SIZES = [(N, D) for N in (1, 2, 5, 8) for D in (1, 3, 4)]
 BATCHED_KEYS = {"fro", "jac_fro", "jac_s_fro", "max_abs", "row_fro", "log10_fro", "log10_jac_fro", "log10_jac_s_fro"}
@@ -49,17 +51,17 @@ def _inputs(N: int, D: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.n
     return rng.standard_normal((N, D)), rng.standard_normal((D, D)) / math.sqrt(D), rng.uniform(0.2, 2.0, N)
 
 
-def _phi_direct(X: np.ndarray, W: np.ndarray, act: Activation, mask: str, rs) -> np.ndarray:
+def _phi_direct(X: np.ndarray, W: np.ndarray, act, mask: str, rs) -> np.ndarray:
     """φ(X W Xᵀ) (N, N) built densely in numpy: the forward reference."""
     S = X @ W @ X.T  # (N, D) @ (D, D) @ (D, N)
     N = S.shape[0]
     vis = np.tril(np.ones((N, N), bool)) if mask == "causal" else np.ones((N, N), bool)
-    if act.kind == "softmax":
-        t = np.where(vis, act.scale * S, -np.inf)
+    if act.kernel == "softmax":
+        t = np.where(vis, act.coef * S, -np.inf)
         e = np.exp(t - t.max(1, keepdims=True))
         P = e / e.sum(1, keepdims=True)
     else:
-        P = np.where(vis, act.scale * S**act.p, 0.0)
+        P = np.where(vis, act.coef * S**act.p, 0.0)
     return P if rs is None else P * np.asarray(rs)[:, None]
 
 
@@ -70,7 +72,7 @@ def _rel(a: float, b: float) -> float:
 # ----------------------------------------------------------------------------- vs autograd
 
 
-@pytest.mark.parametrize("act", ACTIVATIONS, ids=lambda a: a.label)
+@pytest.mark.parametrize("act", ACTIVATIONS, ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 @pytest.mark.parametrize("scaled", [False, True], ids=["c=1", "row_scale"])
 def test_kernel_matches_autograd(act, mask, scaled):
@@ -86,7 +88,7 @@ def test_kernel_matches_autograd(act, mask, scaled):
         np.testing.assert_allclose(got.row_fro, np.linalg.norm(P, axis=1), rtol=RTOL)
 
 
-@pytest.mark.parametrize("act", ACTIVATIONS, ids=lambda a: a.label)
+@pytest.mark.parametrize("act", ACTIVATIONS, ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_paper_model_matches_autograd(act, mask):
     for N, D in SIZES:
@@ -105,7 +107,7 @@ def test_paper_model_poly_closed_form():
     S = A @ B.T  # (N, d) @ (d, N)
     for p, c in [(1, 1.0), (3, 0.25)]:
         expect = c * c * p * p * np.sum(S ** (2 * p - 2) * ((B**2).sum(1)[None, :] + (A**2).sum(1)[:, None]))
-        assert _rel(paper_model_norms(A, B, Activation("poly", p, c)).jac_fro ** 2, expect) <= 1e-12
+        assert _rel(paper_model_norms(A, B, power(p, c)).jac_fro ** 2, expect) <= 1e-12
 
 
 def test_poly_closed_form_shared_x():
@@ -116,15 +118,15 @@ def test_poly_closed_form_shared_x():
     R = S ** (2 * p - 2)
     off = R * ((Y**2).sum(1)[None, :] + (Z**2).sum(1)[:, None])
     expect = c * c * p * p * (off.sum() - np.trace(off) + np.sum(np.diag(R) * ((Y + Z) ** 2).sum(1)))
-    assert _rel(attention_norms(X, W, Activation("poly", p, c)).jac_fro ** 2, expect) <= 1e-12
+    assert _rel(attention_norms(X, W, power(p, c)).jac_fro ** 2, expect) <= 1e-12
 
 
 def test_softmax_one_token_and_causal_first_row_have_zero_jacobian():
     X, W, _ = _inputs(1, 3)
-    r = attention_norms(X, W, Activation("softmax", scale=2.0))
+    r = attention_norms(X, W, softmax(2.0))
     assert (r.fro, r.jac_fro, r.max_abs) == (1.0, 0.0, 1.0)
     X, W, _ = _inputs(2, 3)
-    rows = attention_norms(X[:1], W, Activation("softmax"), "causal")
+    rows = attention_norms(X[:1], W, softmax(), "causal")
     assert rows.jac_fro == 0.0
 
 
@@ -155,13 +157,13 @@ def test_softmax_keeps_relative_accuracy_on_peaked_rows(tau):
     rng = np.random.default_rng(1)
     X, W = rng.standard_normal((5, 3)), rng.standard_normal((3, 3))
     ref = _mp_softmax_jac_fro(X, W, tau)
-    assert _rel(attention_norms(X, W, Activation("softmax", scale=tau)).jac_fro, ref) <= 1e-12
+    assert _rel(attention_norms(X, W, softmax(tau)).jac_fro, ref) <= 1e-12
 
 
 # ----------------------------------------------------------------------------- routes agree
 
 
-@pytest.mark.parametrize("act", [Activation("softmax", scale=1.5), Activation("poly", 3, 0.5)], ids=lambda a: a.label)
+@pytest.mark.parametrize("act", [softmax(1.5), power(3, 0.5)], ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_chunked_equals_unchunked(act, mask):
     X, W, rs = _inputs(11, 4)
@@ -174,7 +176,7 @@ def test_chunked_equals_unchunked(act, mask):
         np.testing.assert_allclose(part.row_fro, full.row_fro, rtol=1e-13)
 
 
-@pytest.mark.parametrize("act", [Activation("softmax", scale=0.8), Activation("poly", 2, 1.0)], ids=lambda a: a.label)
+@pytest.mark.parametrize("act", [softmax(0.8), power(2, 1.0)], ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_batched_equals_unbatched(act, mask):
     rng = np.random.default_rng(5)
@@ -194,7 +196,7 @@ def test_batched_equals_unbatched(act, mask):
             np.testing.assert_allclose(out["row_fro"][t].numpy(), one.row_fro, rtol=1e-13)
 
 
-@pytest.mark.parametrize("act", [Activation("softmax", scale=0.8), Activation("poly", 3, 1.0)], ids=lambda a: a.label)
+@pytest.mark.parametrize("act", [softmax(0.8), power(3, 1.0)], ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
     """The sweep's paper-model cells run batched: each trial as :func:`paper_model_norms` gives it alone (its own
@@ -205,7 +207,7 @@ def test_paper_model_batched_equals_one_trial_at_a_time(act, mask, monkeypatch):
     T, N, d = 5, 7, 3
     scale = 2.0 ** rng.integers(-40, 41, (T, 1, 1))  # trials far apart in size: per-trial scaling must hold
     A, B, r = rng.standard_normal((T, N, d)) * scale, rng.standard_normal((T, N, d)), rng.uniform(0.5, 2, N)
-    if act.kind == "poly":
+    if act.kernel == "poly":
         A = A / scale  # x³ of 2^40-sized logits overflows float64 (refused, tested elsewhere)
     for rs in (None, r):
         out = paper_model_norms_batched(A, B, act, mask, rs, chunk=3, with_rows=True)
@@ -229,7 +231,7 @@ def test_batched_trial_groups(monkeypatch):
 
     rng = np.random.default_rng(8)
     X, W = torch.tensor(rng.standard_normal((5, 6, 2))), torch.tensor(rng.standard_normal((2, 2)))
-    act = Activation("softmax")
+    act = softmax()
     whole = attention_norms_batched(X, W, act)
     monkeypatch.setattr(norms, "CHUNK_BYTES", 8 * 6 * 2)  # two trials of one row each per group
     grouped = attention_norms_batched(X, W, act)
@@ -242,13 +244,13 @@ def test_linear_gram_route_equals_direct(c):
     for N, D in [(1, 1), (6, 3), (40, 7)]:
         X, W, _ = _inputs(N, D)
         gram = linear_fro_gram(X, W, c)
-        assert _rel(gram, attention_norms(X, W, Activation("poly", 1, c)).fro) <= 1e-12
+        assert _rel(gram, attention_norms(X, W, power(1, c)).fro) <= 1e-12
         assert _rel(gram, c * float(np.linalg.norm(X @ W @ X.T))) <= 1e-12
 
 
 def test_numpy_and_torch_inputs_agree():
     X, W, rs = _inputs(6, 3)
-    act = Activation("poly", 2, 0.5)
+    act = power(2, 0.5)
     a = attention_norms(X, W, act, "causal", rs)
     b = attention_norms(torch.tensor(X), torch.tensor(W), act, "causal", torch.tensor(rs), device="cpu")
     assert _rel(a.jac_fro, b.jac_fro) <= 1e-15 and isinstance(a, NormResult) and a.row_fro is None
@@ -257,7 +259,7 @@ def test_numpy_and_torch_inputs_agree():
 # ----------------------------------------------------------------------------- float32, overflow
 
 
-@pytest.mark.parametrize("act", [Activation("softmax", scale=1.0), Activation("poly", 3, 1 / 8)], ids=lambda a: a.label)
+@pytest.mark.parametrize("act", [softmax(1.0), power(3, 1 / 8)], ids=kernel_label)
 def test_float32_is_labelled_and_close(act):
     rng = np.random.default_rng(2)
     X, W = rng.standard_normal((64, 16)), rng.standard_normal((16, 16)) / 16
@@ -270,21 +272,21 @@ def test_float32_is_labelled_and_close(act):
 
 def test_poly_overflow_names_p_n_d_and_dtype():
     X = np.full((4, 2), 1e5)  # S = 2e10: S^5 = 3.2e51 overflows float32, but rows are scaled before powers
-    r32 = attention_norms(X, np.eye(2), Activation("poly", 5), dtype=torch.float32)
-    ok = attention_norms(X, np.eye(2), Activation("poly", 5))
+    r32 = attention_norms(X, np.eye(2), power(5), dtype=torch.float32)
+    ok = attention_norms(X, np.eye(2), power(5))
     assert math.isfinite(ok.jac_fro) and _rel(r32.fro, ok.fro) <= F32_RTOL and _rel(r32.jac_fro, ok.jac_fro) <= F32_RTOL
     with pytest.raises(NormOverflowError, match=r"x\^4 .*float64 at N=3, D=2") as info:  # the true norm is 1e321
-        attention_norms(np.full((3, 2), 1e40), np.eye(2), Activation("poly", 4))
+        attention_norms(np.full((3, 2), 1e40), np.eye(2), power(4))
     assert isinstance(info.value, InputError) and isinstance(info.value, OverflowError)
 
 
 def test_softmax_is_stable_for_huge_scores():
     X = np.array([[30.0, 0.0], [0.0, 30.0], [20.0, 20.0]])
-    r = attention_norms(X, np.eye(2), Activation("softmax", scale=10.0))
+    r = attention_norms(X, np.eye(2), softmax(10.0))
     assert math.isfinite(r.jac_fro) and abs(r.fro - math.sqrt(3)) < 1e-12
     X = np.full((3, 2), 1e20)  # S = 2e40 overflows float32; logits are formed as τ(S_ij − max_j S_ij) from scaled X
-    r32 = attention_norms(X, np.eye(2), Activation("softmax"), dtype=torch.float32)
-    r64 = attention_norms(X, np.eye(2), Activation("softmax"))
+    r32 = attention_norms(X, np.eye(2), softmax(), dtype=torch.float32)
+    r64 = attention_norms(X, np.eye(2), softmax())
     assert _rel(r32.jac_fro, r64.jac_fro) <= F32_RTOL and abs(r64.fro - 1.0) < 1e-15  # tied rows: uniform P
 
 
@@ -307,11 +309,13 @@ def test_softmax_is_stable_for_huge_scores():
         (dict(chunk=0), "chunk must be a positive integer"),
         (dict(dtype=torch.float16), "dtype must be torch.float64 or torch.float32"),
         (dict(device="abacus"), "device must be a torch device"),
-        (dict(activation="softmax"), "activation must be an Activation"),
+        (dict(activation="softmax"), "activation must be a family"),
+        (dict(activation=FAMILIES["relu_N"]), "no exact kernel"),
+        (dict(activation=FAMILIES["x3_sqrti"], row_scale=np.ones(2)), "has its own row scale"),
     ],
 )
 def test_bad_inputs_raise_input_error(kwargs, message):
-    args = dict(X=np.ones((2, 3)), W=np.eye(3), activation=Activation("softmax"))
+    args = dict(X=np.ones((2, 3)), W=np.eye(3), activation=softmax())
     args.update(kwargs)
     X, W, act = args.pop("X"), args.pop("W"), args.pop("activation")
     with pytest.raises(InputError, match=message):
@@ -332,11 +336,11 @@ def test_bad_inputs_raise_input_error(kwargs, message):
 )
 def test_bad_activation_raises_input_error(kwargs, message):
     with pytest.raises(InputError, match=message):
-        Activation(**kwargs)
+        kernel_family(**kwargs)
 
 
 def test_other_entry_points_validate():
-    act = Activation("poly", 2)
+    act = power(2)
     with pytest.raises(InputError, match=r"B has shape \(3, 2\); axis 0 must be 2"):
         paper_model_norms(np.ones((2, 2)), np.ones((3, 2)), act)
     with pytest.raises(InputError, match=r"W has shape \(3, 2, 2\); axis 0 must be 4"):
@@ -347,7 +351,7 @@ def test_other_entry_points_validate():
         linear_fro_gram(np.ones((2, 2)), np.eye(2), c=-1.0)
     with pytest.raises(InputError, match="jacobian_autograd is for small sizes"):
         jacobian_autograd(np.ones((300, 64)), np.eye(64), act)
-    assert Activation("poly", 2.0).p == 2 and Activation("poly", 3, 0.5).label == "0.5·x^3"
+    assert kernel_family("poly", 2.0).p == 2 and kernel_label(power(3, 0.5)) == "0.5·x^3"
     assert default_device("cpu") == torch.device("cpu")
 
 
@@ -362,7 +366,7 @@ def _cases(draw):
     X = draw(hnp.arrays(np.float64, (N, D), elements=_values))
     W = draw(hnp.arrays(np.float64, (D, D), elements=_values))
     kind = draw(st.sampled_from(["softmax", "poly"]))
-    act = Activation(kind, p=draw(st.integers(1, 5)) if kind == "poly" else 1, scale=draw(st.floats(0.1, 2.0)))
+    act = kernel_family(kind, p=draw(st.integers(1, 5)) if kind == "poly" else 1, scale=draw(st.floats(0.1, 2.0)))
     mask = draw(st.sampled_from(["none", "causal"]))
     rs = draw(st.none() | hnp.arrays(np.float64, (N,), elements=st.floats(0.1, 3.0)))
     return X, W, act, mask, rs
@@ -389,10 +393,10 @@ def test_hypothesis_kernel_matches_reference(case):
         S, Y, Z = Xm * Wm * Xm.T, Xm * Wm.T, Xm * Wm
         smax = max(abs(v) for v in S)
         rmax = mp.mpf(1) if rs is None else mp.mpf(float(rs.max()))
-        lead = act.scale if act.kind == "softmax" else act.scale * act.p * max(smax, 1) ** (act.p - 1)
+        lead = act.coef if act.kernel == "softmax" else act.coef * act.p * max(smax, 1) ** (act.p - 1)
         ynorm = max(mp.norm(Y[i, :]) for i in range(Y.rows)) + max(mp.norm(Z[i, :]) for i in range(Z.rows))
         jscale = lead * ynorm * len(X) * rmax
-        fscale = (1 if act.kind == "softmax" else act.scale * smax**act.p) * len(X) * rmax
+        fscale = (1 if act.kernel == "softmax" else act.coef * smax**act.p) * len(X) * rmax
         sub = 1e-320  # true values below float64's range round to 0 or a subnormal
         assert abs(got.jac_fro - ref["jac_fro"]) <= 1e-9 * ref["jac_fro"] + 1e-12 * jscale + sub, (got.jac_fro, ref["jac_fro"])
         assert abs(got.fro - ref["fro"]) <= 1e-12 * ref["fro"] + 1e-12 * fscale + sub, (got.fro, ref["fro"])

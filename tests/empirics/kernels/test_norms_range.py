@@ -17,23 +17,25 @@ import pytest
 import torch
 
 from sapa.empirics.kernels.norms import (
-    Activation,
     NormOverflowError,
     attention_norms,
     attention_norms_batched,
     jacobian_autograd,
     jacobian_s_autograd,
+    kernel_family,
+    kernel_label,
     linear_fro_gram,
     paper_jacobian_autograd,
     paper_model_norms,
 )
+from sapa.theory.families import power, softmax
 
 RTOL = 1e-11  # kernel vs 50-digit reference; log₂ round trips at |log₂| ≈ 2000 cost ~2e-13
 LOG_ATOL = 1e-11  # log₁₀ of norms outside float64's normal range
 TINY, HUGE = 2.2250738585072014e-308, 1.7976931348623157e308
 
 
-def _mp_rows(X, W, act: Activation, mask: str, rs):
+def _mp_rows(X, W, act, mask: str, rs):
     """Yield per row i: (P_i, dP_i/dS_i as {(j, l): value}, y, z) in mpmath."""
     N, D = X.shape
     Xm = [[mp.mpf(float(v)) for v in row] for row in X]
@@ -44,8 +46,8 @@ def _mp_rows(X, W, act: Activation, mask: str, rs):
     for i in range(N):
         vis = [j for j in range(N) if mask == "none" or j <= i]
         r = mp.mpf(1) if rs is None else mp.mpf(float(rs[i]))
-        c = mp.mpf(act.scale)
-        if act.kind == "softmax":
+        c = mp.mpf(act.coef)
+        if act.kernel == "softmax":
             top = max(c * S[i][j] for j in vis)
             e = {j: mp.exp(c * S[i][j] - top) for j in vis}
             tot = mp.fsum(e.values())
@@ -57,7 +59,7 @@ def _mp_rows(X, W, act: Activation, mask: str, rs):
         yield {j: r * v for j, v in P.items()}, dP, y, z
 
 
-def mp_norms(X, W, act: Activation, mask: str = "none", rs=None) -> dict[str, mp.mpf]:
+def mp_norms(X, W, act, mask: str = "none", rs=None) -> dict[str, mp.mpf]:
     """‖φ(S)‖_F, ‖∂φ(S)/∂X‖_F, ‖∂φ(S)/∂S‖_F and max |φ(S)_ij| at 50 digits, entry by entry."""
     N, D = X.shape
     with mp.workdps(50):
@@ -125,7 +127,7 @@ def test_extreme_magnitudes_match_mpmath(case):
     kind, p, c, sx, sw, mask, rs = case
     X, W = _base()
     X, W = X * sx, W * sw
-    act = Activation(kind, p, c)
+    act = kernel_family(kind, p, c)
     ref = mp_norms(X, W, act, mask, rs)
     if max(ref["fro"], ref["jac_fro"], ref["jac_s_fro"]) > HUGE:  # the true norm exceeds float64
         with pytest.raises(NormOverflowError, match="overflows float64"):
@@ -146,7 +148,7 @@ def test_extreme_magnitudes_match_mpmath(case):
 def test_issue_example_p1_x_1e_minus_100():
     """X ≈ 1e-100, p = 1 gave fro_norm 0.0 beside max_abs 1e-199."""
     X, W = _base()
-    r = attention_norms(X * 1e-100, W, Activation("poly", 1))
+    r = attention_norms(X * 1e-100, W, power(1))
     ref = float(np.linalg.norm((X @ W @ X.T)) * 1e-200)
     assert r.fro == pytest.approx(ref, rel=1e-13) and r.fro > 1e-200
     assert linear_fro_gram(X * 1e-100, W) == pytest.approx(ref, rel=1e-12)
@@ -156,14 +158,14 @@ def test_paper_model_extreme_magnitudes():
     """Ã = 2^-660 A, B̃ = 2^500 B (S̃ = 2^-160 S): ‖∂φ/∂Ã‖ is 2^660 times ‖∂φ/∂A‖ of the same φ(S) (autograd)."""
     rng = np.random.default_rng(4)
     A, B = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
-    for act, tiny_act in [(Activation("poly", 3, 0.5), Activation("poly", 3, 0.5)),
-                          (Activation("softmax", scale=2.0), Activation("softmax", scale=2.0 * 2.0**160))]:
+    for act, tiny_act in [(power(3, 0.5), power(3, 0.5)),
+                          (softmax(2.0), softmax(2.0 * 2.0**160))]:
         base = paper_model_norms(A, B, act)
         tiny = paper_model_norms(A * 2.0**-660, B * 2.0**500, tiny_act)  # exact powers of two
         jA = float(paper_jacobian_autograd(A, B, act)[:, :15].norm())  # the A-block (the B-block is 2^-1160 smaller)
-        shift = 660 - 160 * act.p if act.kind == "poly" else 660  # poly: φ(S̃) = 2^{-160p} φ(S)
+        shift = 660 - 160 * act.p if act.kernel == "poly" else 660  # poly: φ(S̃) = 2^{-160p} φ(S)
         assert tiny.log10_jac_fro == pytest.approx(math.log10(jA) + shift * math.log10(2), abs=1e-12)
-        assert tiny.fro == pytest.approx(base.fro * (2.0**-480 if act.kind == "poly" else 1.0), rel=1e-13)
+        assert tiny.fro == pytest.approx(base.fro * (2.0**-480 if act.kernel == "poly" else 1.0), rel=1e-13)
 
 
 def test_softmax_jacobian_below_float64_keeps_its_log10():
@@ -176,10 +178,10 @@ def test_softmax_jacobian_below_float64_keeps_its_log10():
     # above forms P_k(1 − P_k) at 50 digits, which is 0 once e^{−τΔ} < 1e−50
 
     X, W = _base()
-    X, act = X * 1e20, Activation("softmax", scale=1e-30)
+    X, act = X * 1e20, softmax(1e-30)
     r = attention_norms(X, W, act, "causal")
-    ref = softmax_reference(X, W, act.scale, "causal")
-    logit_err = 8 * 3 * np.finfo(float).eps * act.scale * float(np.max(np.abs(X) @ np.abs(W) @ np.abs(X).T))
+    ref = softmax_reference(X, W, act.coef, "causal")
+    logit_err = 8 * 3 * np.finfo(float).eps * act.coef * float(np.max(np.abs(X) @ np.abs(W) @ np.abs(X).T))
     assert r.jac_fro < 1e-300 and r.fro >= 1.0 and math.isfinite(r.log10_jac_fro)
     assert abs(r.log10_jac_fro - float(ref["jac_fro"])) <= logit_err * math.log10(math.e) + LOG_ATOL
     assert abs(r.log10_jac_s_fro - float(ref["jac_s_fro"])) <= logit_err * math.log10(math.e) + LOG_ATOL
@@ -188,8 +190,8 @@ def test_softmax_jacobian_below_float64_keeps_its_log10():
 # ----------------------------------------------------------------------------- ‖∂φ(S)/∂S‖_F
 
 
-@pytest.mark.parametrize("act", [Activation("softmax", scale=t) for t in (0.3, 1.0, 4.0)]
-                         + [Activation("poly", p, 0.7) for p in (1, 2, 3, 5)], ids=lambda a: a.label)
+@pytest.mark.parametrize("act", [softmax(t) for t in (0.3, 1.0, 4.0)]
+                         + [power(p, 0.7) for p in (1, 2, 3, 5)], ids=kernel_label)
 @pytest.mark.parametrize("mask", ["none", "causal"])
 @pytest.mark.parametrize("scaled", [False, True], ids=["c=1", "row_scale"])
 def test_jac_s_matches_autograd(act, mask, scaled):
@@ -208,11 +210,11 @@ def test_jac_s_softmax_closed_form():
     X = np.zeros((N, 2))
     X[:, 0] = 1.0
     W = np.zeros((2, 2))  # S = 0: uniform rows, p_k = N^{1−k}
-    r = attention_norms(X, W, Activation("softmax", scale=3.0))
+    r = attention_norms(X, W, softmax(3.0))
     p2, p3 = 1 / N, 1 / N**2
     assert r.jac_s_fro == pytest.approx(3.0 * math.sqrt(N * (p2 - 2 * p3 + p2 * p2)), rel=1e-14)
     big = np.array([[1.0, 0.0]] * 3 + [[0.0, 1.0]] * 3)  # rows tie between two groups under W = [[0, 1], [1, 0]]·0
-    assert attention_norms(big, np.zeros((2, 2)), Activation("softmax")).jac_s_fro > 0
+    assert attention_norms(big, np.zeros((2, 2)), softmax()).jac_s_fro > 0
 
 
 def test_jac_s_poly_closed_form_with_mask_and_scale():
@@ -221,14 +223,14 @@ def test_jac_s_poly_closed_form_with_mask_and_scale():
     X, W, rs = rng.standard_normal((5, 3)), rng.standard_normal((3, 3)), rng.uniform(0.5, 2, 5)
     S = X @ W @ X.T
     D = np.tril(0.5 * 3 * S**2) * rs[:, None]
-    assert attention_norms(X, W, Activation("poly", 3, 0.5), "causal", rs).jac_s_fro == pytest.approx(
+    assert attention_norms(X, W, power(3, 0.5), "causal", rs).jac_s_fro == pytest.approx(
         float(np.linalg.norm(D)), rel=1e-13)
 
 
 def test_mp_reference_agrees_with_autograd_at_ordinary_sizes():
     """The reference itself is checked against torch.func.jacrev where both are in range."""
     X, W = _base(9)
-    for act, mask, rs in [(Activation("softmax", scale=0.8), "causal", _RS), (Activation("poly", 3, 0.5), "none", None)]:
+    for act, mask, rs in [(softmax(0.8), "causal", _RS), (power(3, 0.5), "none", None)]:
         ref = mp_norms(X, W, act, mask, rs)
         assert float(ref["jac_fro"]) == pytest.approx(float(jacobian_autograd(X, W, act, mask, rs).norm()), rel=1e-12)
         assert float(ref["jac_s_fro"]) == pytest.approx(float(jacobian_s_autograd(X, W, act, mask, rs).norm()), rel=1e-12)

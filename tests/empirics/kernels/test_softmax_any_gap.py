@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from sapa.empirics.kernels.expr_norms import expr_norms, layer_from_w
-from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.norms import attention_norms
+from sapa.theory.families import softmax
 from tests.empirics.kernels.softmax_any_gap_reference import softmax_reference
 from sapa.theory.activation_audit import parse_activation
 
@@ -72,7 +73,7 @@ CASES = [(s, g, "none") for s, g in enumerate(GAPS)] + [(10 + s, g, "causal") fo
 def test_both_kernels_match_mpmath_at_any_gap(seed, gap, mask):
     X, W = gap_case(seed, gap, mask)
     ref = softmax_reference(X, W, 1.0, mask)
-    r = attention_norms(X, W, Activation("softmax"), mask)
+    r = attention_norms(X, W, softmax(), mask)
     for v, lg, key in ((r.fro, r.log10_fro, "fro"), (r.jac_fro, r.log10_jac_fro, "jac_fro"),
                        (r.jac_s_fro, r.log10_jac_s_fro, "jac_s_fro")):
         check(v, lg, ref[key], f"attention_norms {key}")
@@ -86,12 +87,12 @@ def test_the_issue_examples():
     """X = I₂, W = [[0, −g], [−g, 0]]: g = 400 read 0 though ‖J_X‖_F = 3.753e−171; g = 1000 is below float64."""
     for g, want in ((300.0, 7.56628e-128), (400.0, 3.753e-171)):
         W = np.array([[0.0, -g], [-g, 0.0]])
-        r = attention_norms(np.eye(2), W, Activation("softmax"))
+        r = attention_norms(np.eye(2), W, softmax())
         assert r.jac_fro == pytest.approx(want, rel=1e-4)
     W = np.array([[0.0, -1000.0], [-1000.0, 0.0]])
     ref = softmax_reference(np.eye(2), W)
-    for r in (attention_norms(np.eye(2), W, Activation("softmax")), attention_norms(np.eye(2), W * 0.5,
-                                                                                        Activation("softmax", scale=2.0))):
+    for r in (attention_norms(np.eye(2), W, softmax()), attention_norms(np.eye(2), W * 0.5,
+                                                                                        softmax(2.0))):
         assert abs(r.log10_jac_fro - float(ref["jac_fro"])) <= LOG_ATOL
 
 
@@ -101,12 +102,12 @@ def test_batched_and_paper_model_keep_the_log_at_large_gaps():
 
     X, W = gap_case(3, 2000.0)
     ref = softmax_reference(X, W)
-    b = attention_norms_batched(np.stack([X, X]), W, Activation("softmax"))
+    b = attention_norms_batched(np.stack([X, X]), W, softmax())
     assert float(b["jac_fro"][0]) == 0.0 or float(b["jac_fro"][0]) < 1e-300  # below float64 here
     assert abs(float(b["log10_jac_fro"][1]) - float(ref["jac_fro"])) <= LOG_ATOL
-    one = attention_norms(X, W, Activation("softmax"))
+    one = attention_norms(X, W, softmax())
     assert abs(one.log10_jac_fro - float(ref["jac_fro"])) <= LOG_ATOL
-    p = paper_model_norms(X, X @ W.T, Activation("softmax"))  # S = A Bᵀ = X W Xᵀ, A and B independent
+    p = paper_model_norms(X, X @ W.T, softmax())  # S = A Bᵀ = X W Xᵀ, A and B independent
     assert math.isfinite(p.log10_jac_fro) and p.log10_jac_fro < -800
 
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from sapa.empirics.realmodel import real
-from sapa.empirics.kernels.norms import Activation, attention_norms
+from sapa.empirics.kernels.norms import attention_norms
+from sapa.theory.families import power, softmax
 from sapa.theory.moments import exact_moments
 
 # offline, sockets refused (tests/conftest.py); one torch thread (conftest.py here)
@@ -34,7 +35,7 @@ def test_bias_is_an_exact_token_shift():
     assert g.U.shape == (24, 8) and g.shift_residual < 1e-12
     np.testing.assert_allclose(Xr @ g.W_r @ Xr.T, S, rtol=1e-12, atol=1e-12)
 
-@pytest.mark.parametrize("act", [Activation("softmax"), Activation("poly", 1, 0.5), Activation("poly", 3, 0.5)])
+@pytest.mark.parametrize("act", [softmax(), power(1, 0.5), power(3, 0.5)])
 def test_reduced_norms_equal_autograd_with_biases(act):
     """‖φ(S)‖_F and ‖∂φ(S)/∂X‖_F with biases (X in R^{N×D}) from the reduced kernel vs torch.func.jacrev."""
     rng = np.random.default_rng(2)
@@ -46,7 +47,7 @@ def test_reduced_norms_equal_autograd_with_biases(act):
 
     def phi(x):
         S = (x @ t(qk.W_Q) + t(qk.b_Q)) @ (x @ t(qk.W_K) + t(qk.b_K)).T / math.sqrt(qk.d)
-        return torch.softmax(act.scale * S, -1) if act.kind == "softmax" else act.scale * S**act.p
+        return torch.softmax(act.coef * S, -1) if act.kernel == "softmax" else act.coef * S**act.p
 
     J = torch.func.jacrev(phi)(t(X))  # (N, N, N, D)
     assert r.fro == pytest.approx(float(phi(t(X)).norm()), rel=1e-10)

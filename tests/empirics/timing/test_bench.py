@@ -10,7 +10,7 @@ import json
 import pytest
 
 from sapa.empirics.timing.bench import bench_vs_autograd, bench_vs_gemm
-from sapa.empirics.kernels.norms import Activation
+from sapa.theory.families import power, softmax
 from sapa.common.validate import InputError
 
 AUTOGRAD_KEYS = {"N", "D", "activation", "kernel_s", "autograd_s", "speedup_vs_autograd", "rel_err", "repeats", "device", "dtype"}
@@ -40,7 +40,7 @@ def test_quick_bench_vs_gemm_in_subprocess():
 
 
 def test_bench_vs_gemm_in_process_with_options():
-    rows = bench_vs_gemm(Ns=(32, 64), D=8, activations=(Activation("poly", 2),), repeats=1, chunk=16, isolate=False)
+    rows = bench_vs_gemm(Ns=(32, 64), D=8, activations=(power(2),), repeats=1, chunk=16, isolate=False)
     assert [(r["N"], r["kernel"]) for r in rows] == [(32, "gemm"), (32, "x^2"), (64, "gemm"), (64, "x^2")]
     assert rows[3]["cost_vs_gemm"] == rows[3]["seconds_min"] / rows[2]["seconds_min"] and rows[1]["chunk_rows"] == 16
 

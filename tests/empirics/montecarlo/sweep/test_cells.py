@@ -43,7 +43,7 @@ def test_resolve_activation_is_the_scale_rules():
         N, d = cell.N, cell.d
         if cell.scale_policy == "inv_sqrt_i":
             i = torch.arange(1, N + 1, dtype=torch.float64)
-            assert act.scale == 1.0 and mask == "causal" and torch.equal(row_scale, 1 / i.sqrt())
+            assert act.coef == 1.0 and mask == "causal" and torch.equal(row_scale, 1 / i.sqrt())
         else:
             want = {"inv_sqrt_n": 1 / math.sqrt(N), "inv_sqrt_d": 1 / math.sqrt(d), "const": 0.0625}[cell.scale_policy]
-            assert act.scale == want and row_scale is None and mask == cell.mask
+            assert act.coef == want and row_scale is None and mask == cell.mask
