@@ -8,13 +8,16 @@ log φ = τx, stably.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy as sp
+import torch
 
+from sapa.common.validate import InputError
 from sapa.theory.activation_audit import Activation, x_
 
-__all__ = ["activation_functions"]
+__all__ = ["activation_functions", "torch_activation"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,33 @@ def activation_functions(act: Activation) -> _Fns:
         if not L.has(sp.exp):  # e.g. exp(x/8) -> x/8: softmax evaluated stably
             logf, dlogf = _np(L), _np(sp.diff(L, x_))
     return _Fns(_np(act.expr), _np(sp.diff(act.expr, x_)), logf, dlogf)
+
+
+@functools.lru_cache(maxsize=32)
+def torch_activation(text: str):
+    """φ(x, N, i, j) of ``text`` (:func:`sapa.theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
+
+    sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
+    An expression the printer cannot translate is one :class:`InputError`.
+    """
+    import sympy as sp
+
+    from sapa.theory.activation import i_, j_, N_, parse_activation, x_
+
+    act = parse_activation(text)
+    expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()
+
+    def as_t(v):
+        return v if torch.is_tensor(v) else torch.tensor(float(v))
+
+    mods = [{"max": lambda *a: functools.reduce(torch.maximum, map(as_t, a)),
+             "min": lambda *a: functools.reduce(torch.minimum, map(as_t, a))}, "torch"]
+    try:
+        f = sp.lambdify((x_, N_, i_, j_), expr, modules=mods)
+        one = torch.tensor(1.0, dtype=torch.float64)
+        probe = f(torch.linspace(-2, 2, 5, dtype=torch.float64), torch.tensor(4.0, dtype=torch.float64), one, one)
+        as_t(probe)
+    except Exception as exc:  # noqa: BLE001 - the printer's or torch's refusal, in one line
+        raise InputError(f"activation {text!r} cannot be trained (no torch translation: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:160]})") from None
+    return f

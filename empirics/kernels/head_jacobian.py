@@ -14,7 +14,7 @@ No Jacobian is built: each product costs O(B n² (D + d_v)). Checked against aut
 Any other activation is an expression φ(x, N, i, j) (``"expr:<text>"``, element-wise: φ'(S)[E] = φ'(S) ∘ E,
 self-adjoint) or a row-normalised ψ (``"row:<text>"``: P = ψ(S)/r, r = rowsum ψ(S); φ'(S)[E] = D∘E − P∘rowsum(D∘E)
 with D = ψ'(S)/r, whose adjoint is D∘(G − rowsum(P∘G)), not the same map). The element-wise derivative ψ' comes from
-torch autograd of the lambdified expression (:func:`sapa.empirics.training.ensemble.torch_activation`), computed
+torch autograd of the lambdified expression (:func:`sapa.empirics.kernels.activation_fns.torch_activation`), computed
 once per X (:func:`at`) with a graph, so the ascent can differentiate J(X)·v in X.
 """
 
@@ -55,7 +55,7 @@ def power_of(activation: str) -> int | None:
 
 def _psi(text: str, S: torch.Tensor) -> torch.Tensor:
     """ψ(S, N, i, j) element-wise (i, j 1-based row and column), broadcast to S's shape; (B, n, n) -> (B, n, n)."""
-    from sapa.empirics.training.ensemble import torch_activation
+    from sapa.empirics.kernels.activation_fns import torch_activation
 
     n = S.shape[-1]
     i = torch.arange(1, n + 1, dtype=S.dtype, device=S.device)[:, None]  # (n, 1)

@@ -175,7 +175,7 @@ def expr_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, text: str,
                    block: int | None = None) -> torch.Tensor:
     """φ(QKᵀ, N, i, j) V (row: each row of φ divided by its sum), causal: φ's entries j > i zeroed after φ; ``block``:
     query blocks, keys up to the block's last row only (as :func:`causal_blocked`); (…, N, d) -> (…, N, d_v)."""
-    from sapa.empirics.training.ensemble import torch_activation
+    from sapa.empirics.kernels.activation_fns import torch_activation
 
     f = torch_activation(text)
     N = Q.shape[-2]
@@ -374,7 +374,7 @@ def _validated(g: OverheadGrid) -> OverheadGrid:
 def _form(p) -> int | str:
     """A form key: a degree p ≥ 1, or an expression ``"expr:<φ>"`` / ``"row:<ψ>"`` (translated now: one clear error)."""
     if isinstance(p, str) and _expr_key(p) is not None:
-        from sapa.empirics.training.ensemble import torch_activation
+        from sapa.empirics.kernels.activation_fns import torch_activation
 
         torch_activation(_expr_key(p)[0])
         return p

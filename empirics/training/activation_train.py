@@ -1,7 +1,7 @@
 """``sapa train --activation EXPR``: φ(x, N, i) beside softmax on the mechanism tasks across N, with curve statistics.
 
 The training counterpart of ``sapa audit EXPR``: any expression the audit parser accepts
-(:func:`sapa.theory.activation.parse_activation`) becomes an ensemble family (:func:`sapa.empirics.training.ensemble.torch_activation`)
+(:func:`sapa.theory.activation.parse_activation`) becomes an ensemble family (:func:`sapa.empirics.kernels.activation_fns.torch_activation`)
 and trains on copy (lag 1, 2), induction and MQAR at the budget's N grid, paired with softmax at the same
 seeds (:mod:`sapa.empirics.training.mechanism`). Printed per (task, N, arm): runs that reached accuracy 0.5 within
 the cap (the rest censored: not converged within the cap) and the Kaplan–Meier median step, the solved fraction

@@ -19,7 +19,6 @@ Float32 for speed; the norms of :mod:`sapa.empirics.training.train_study` are me
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 
 from sapa.empirics.training.tiny_models import TinyModelConfig, build_model, Arm
 from sapa.common.validate import InputError, choice, positive_int
+from sapa.empirics.kernels.activation_fns import torch_activation
 
 __all__ = ["Family", "EnsembleSpec", "stack_members", "ensemble_forward", "member_losses", "AdamWState",
            "adamw_step", "clip_per_member", "attention_inputs", "head_Ws",
@@ -152,36 +152,6 @@ class _MaskedPower(torch.autograd.Function):
         for _ in range(ctx.p - 1):
             dS.mul_(S)
         return dS, None, None
-
-
-@functools.lru_cache(maxsize=32)
-def torch_activation(text: str):
-    """φ(x, N, i, j) of ``text`` (:func:`sapa.theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
-
-    sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
-    An expression the printer cannot translate is one :class:`InputError`.
-    """
-    import sympy as sp
-
-    from sapa.theory.activation import i_, j_, N_, parse_activation, x_
-
-    act = parse_activation(text)
-    expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()
-
-    def as_t(v):
-        return v if torch.is_tensor(v) else torch.tensor(float(v))
-
-    mods = [{"max": lambda *a: functools.reduce(torch.maximum, map(as_t, a)),
-             "min": lambda *a: functools.reduce(torch.minimum, map(as_t, a))}, "torch"]
-    try:
-        f = sp.lambdify((x_, N_, i_, j_), expr, modules=mods)
-        one = torch.tensor(1.0, dtype=torch.float64)
-        probe = f(torch.linspace(-2, 2, 5, dtype=torch.float64), torch.tensor(4.0, dtype=torch.float64), one, one)
-        as_t(probe)
-    except Exception as exc:  # noqa: BLE001 - the printer's or torch's refusal, in one line
-        raise InputError(f"activation {text!r} cannot be trained (no torch translation: {type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:160]})") from None
-    return f
 
 
 def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torch.Tensor:
