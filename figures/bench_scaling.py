@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sapa.figures import style
+from sapa.theory.families import INV_SQRT_N
 
 # Fixed sweep: 12 cells, ≈ 5–10 s serially on one core (softmax and x³/√N at N up to 512).
 CONFIG = {
@@ -33,7 +34,7 @@ CONFIG = {
     "D": [32],
     "d": [16],
     "weight_model": ["iid", "tied"],
-    "activation": [{"kind": "softmax"}, {"kind": "poly", "p": 3, "scale": "inv_sqrt_n"}],
+    "activation": [{"kind": "softmax"}, {"kind": "poly", "p": 3, "scale": INV_SQRT_N}],
 }
 SMALL_CONFIG = {**CONFIG, "name": "bench-scaling-small", "trials": 8, "N": [32, 64], "D": [8], "d": [4]}
 WARMUP = {"seed": 0, "trials": 1, "N": [4], "D": [2], "weight_model": ["iid", "tied"],

@@ -21,6 +21,7 @@ import numpy as np
 from sapa.common import figdata
 from sapa.empirics.experiments.causal import PS, CausalResult, bin_scaled, exact_row_ms
 from sapa.figures import style
+from sapa.theory.families import FIXED, INV_SQRT_I, INV_SQRT_N, SOFTMAX
 
 NAME = "causal_masking"  # stored by ``sapa verify`` under RESULTS/data/NAME.json
 
@@ -38,10 +39,10 @@ def check(res: CausalResult | dict, tol: float = 0.1) -> None:
         assert a["agree"].all(), (key, a[~a["agree"]].to_dict("records"))
     for key, e in res.expo.items():
         e = e.set_index(["policy", "criterion"])
-        g, r = e.loc[("inv_sqrt_n", "bound")], e.loc[("inv_sqrt_i", "bound")]
+        g, r = e.loc[(INV_SQRT_N, "bound")], e.loc[(INV_SQRT_I, "bound")]
         assert 0.4 < g["exact_slope"] < 0.6, (key, g.to_dict())
         assert -tol < r["exact_slope"] < tol, (key, r.to_dict())
-        for pol in ("inv_sqrt_n", "inv_sqrt_i"):
+        for pol in (INV_SQRT_N, INV_SQRT_I):
             b = e.loc[(pol, "bound")]
             assert b["ci_lo"] <= b["exact_slope"] <= b["ci_hi"], (key, pol, b.to_dict())
 
@@ -54,7 +55,7 @@ def _profile_panel(ax, res: CausalResult, N: int) -> None:
     k = 0
     ax.plot(xm, soft, ms=5, lw=1.4, **style.series_style(k), label="softmax(S/√d), MC (bin RMS)")
     ax.axhline(1.0, color="0.35", ls=(0, (1, 1)), lw=1.2, label="softmax row bound ‖P_i‖ ≤ 1")
-    for pol, word in (("inv_sqrt_n", "global 1/√N"), ("inv_sqrt_i", "per-row 1/√i")):
+    for pol, word in ((INV_SQRT_N, "global 1/√N"), (INV_SQRT_I, "per-row 1/√i")):
         for p in PS:
             k += 1
             st = style.series_style(k)
@@ -76,13 +77,13 @@ def _profile_panel(ax, res: CausalResult, N: int) -> None:
 def _transfer_panel(ax, res: CausalResult, quantity: str) -> None:
     t = res.transfer
     t = t[t["quantity"] == quantity]
-    names = {"fixed": "fixed c = 1/√N_train", "inv_sqrt_n": "global dynamic 1/√N", "inv_sqrt_i": "per-row 1/√i",
-             "softmax": "softmax(S/√d)"}
+    names = {FIXED: "fixed c = 1/√N_train", INV_SQRT_N: "global dynamic 1/√N", INV_SQRT_I: "per-row 1/√i",
+             SOFTMAX: "softmax(S/√d)"}
     if quantity == "last_row":
-        names["inv_sqrt_n"] = "global dynamic 1/√N (= 1/√i at row N)"
-    for pol in ("softmax", "fixed", "inv_sqrt_n", "inv_sqrt_i"):
+        names[INV_SQRT_N] = "global dynamic 1/√N (= 1/√i at row N)"
+    for pol in (SOFTMAX, FIXED, INV_SQRT_N, INV_SQRT_I):
         g = t[t["policy"] == pol].sort_values("factor")
-        st = style.series_style({"softmax": 0, "fixed": 1, "inv_sqrt_n": 3, "inv_sqrt_i": 4}[pol])
+        st = style.series_style({SOFTMAX: 0, FIXED: 1, INV_SQRT_N: 3, INV_SQRT_I: 4}[pol])
         if pol == "softmax":
             ax.errorbar(g["factor"], g["mc_ratio"], yerr=[g["mc_ratio"] - g["mc_lo"], g["mc_hi"] - g["mc_ratio"]],
                         capsize=2, ms=5, lw=1.4, label=f"{names[pol]}: MC, 95% CI", **st)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,37 +42,37 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from scipy.stats import t as _student
 
-from sapa.theory.families import scale_factor as coefficient
 from sapa.empirics.montecarlo.stats import loglog_slope
 from sapa.figures import style
-from sapa.theory.families import family
+from sapa.theory.families import CONST, INV_SQRT_D, INV_SQRT_N, Family, family
 
 QUANTITIES = ("fro", "jac_fro")
 ALPHA = 0.01  # family-wise level of the MC-vs-exact agreement check
 
 
-@dataclass(frozen=True)
-class Series:
-    """One activation row of the paper: how to find it in a summary, and how to draw it."""
-
-    name: str  # legend text
-    activation: str  # "softmax" | "poly"
-    p: int  # 0 for softmax
-    scale_policy: str  # a sapa.theory.families rule: "inv_sqrt_d" | "inv_sqrt_n" | "const"
-    c: float | None = None  # constant of the "const" policy
-
-    def coefficient(self, N: np.ndarray) -> np.ndarray:
-        """c(N) of c·x^p under the series' rule (:func:`sapa.theory.families.scale_factor`), over real N; (K,)."""
-        return coefficient(self.scale_policy, np.asarray(N, dtype=np.float64), c=self.c)
+# The paper's activation rows, in legend order (theory/families.py: label, degree, scale rule); softmax on S/√d.
+SERIES: tuple[Family, ...] = tuple(family(i) for i in ("softmax", "x_sqrtN", "x3_sqrtN", "x_16", "x3"))
 
 
-SERIES = (  # legend text: the family's one label (theory/families.py); softmax on the logits S/√d
-    Series(family("softmax").label + " on S/√d", "softmax", 0, "inv_sqrt_d"),
-    Series(family("x_sqrtN").label, "poly", 1, "inv_sqrt_n"),
-    Series(family("x3_sqrtN").label, "poly", 3, "inv_sqrt_n"),
-    Series(family("x_16").label, "poly", 1, "const", 0.0625),
-    Series(family("x3").label, "poly", 3, "const", 1.0),
-)
+def series_name(f: Family) -> str:
+    """The legend text of a series: the family's one label (softmax: on the logits S/√d)."""
+    return f.label + " on S/√d" if f.kernel == "softmax" else f.label
+
+
+def sweep_columns(f: Family) -> tuple[str, int, str, float | None]:
+    """(activation, p, scale_policy, c) of a family's cells in a sweep summary: softmax on S/√d (τ = 1/√d), c·x^p
+    under its rule, a constant coefficient (x/16, x³) as the sweep's "const" with that c."""
+    if f.kernel == "softmax":
+        return "softmax", 0, INV_SQRT_D, None
+    if f.const is not None:
+        return "poly", f.p, CONST, f.const
+    return "poly", f.p, f.rule, None
+
+
+def _curve(f: Family, N) -> np.ndarray:
+    """c(N) of c·x^p under the family's rule, over real N; (K,)."""
+    return f.coefficient(np.asarray(N, dtype=np.float64))
+
 
 # (weight_model, panel title); corr's ρ is filled in by `draw`
 PANELS = (
@@ -135,15 +134,16 @@ def crossover(p: int, model: str, D: int, d: int, quantity: str = "fro", *, rho:
 # --------------------------------------------------------------------------- selecting
 
 
-def _rows(summary: pd.DataFrame, s: Series, model: str, D: int, d: int, quantity: str, rho: float) -> pd.DataFrame:
+def _rows(summary: pd.DataFrame, s: Family, model: str, D: int, d: int, quantity: str, rho: float) -> pd.DataFrame:
     """Summary rows of one series in one panel, sorted by N (float64 preferred; plain cells only)."""
+    kind, p, policy, c = sweep_columns(s)
     m = (summary["quantity"] == quantity) & (summary["weight_model"] == model) & (summary["d"] == d)
     m &= summary["D"] == (d if model == "paper" else D)
-    m &= (summary["activation"] == s.activation) & (summary["scale_policy"] == s.scale_policy)
-    if s.activation == "poly":
-        m &= summary["p"] == s.p
-    if s.c is not None:
-        m &= np.isclose(summary["c"].astype(float), s.c)
+    m &= (summary["activation"] == kind) & (summary["scale_policy"] == policy)
+    if kind == "poly":
+        m &= summary["p"] == p
+    if c is not None:
+        m &= np.isclose(summary["c"].astype(float), c)
     for col, val in (("row", -1), ("mask", "none"), ("x_model", "iso"), ("mean_norm", 0.0)):
         if col in summary.columns:
             m &= summary[col] == val
@@ -179,15 +179,15 @@ def check(summary: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho: 
             if g.empty:
                 continue
             N = g["N"].to_numpy(float)
-            exact = np.sqrt(exact_sq(s.p, model, N, D, d, quantity, rho=rho, sigma=sig)) * s.coefficient(N)
+            exact = np.sqrt(exact_sq(s.p, model, N, D, d, quantity, rho=rho, sigma=sig)) * _curve(s, N)
             rms = np.sqrt(g["mean_sq"].to_numpy(float))
             cv = (g["std_sq"] / g["mean_sq"]).to_numpy(float)
             n = g["n"].to_numpy(float)
             if len(N) >= 2:
                 # RMS exponents: half the log-log slope of the mean squared norm
-                slopes[(model, s.name)] = (0.5 * loglog_slope(N, rms**2), 0.5 * loglog_slope(N, exact**2))
+                slopes[(model, series_name(s))] = (0.5 * loglog_slope(N, rms**2), 0.5 * loglog_slope(N, exact**2))
             for i in range(len(N)):
-                recs.append({"model": model, "series": s.name, "p": s.p, "N": int(N[i]), "n": int(n[i]), "rms": rms[i],
+                recs.append({"model": model, "series": series_name(s), "p": s.p, "N": int(N[i]), "n": int(n[i]), "rms": rms[i],
                              "exact": exact[i], "rel_err": rms[i] / exact[i] - 1, "cv": cv[i],
                              "n_eff": n[i] / (1 + cv[i] ** 2),
                              "se_rel": cv[i] * math.sqrt(1 + cv[i] ** 2) / (2 * math.sqrt(n[i]))})
@@ -255,8 +255,8 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
             for i, s in enumerate(SERIES):
                 st = style.series_style(i)
                 g = _rows(summary_df, s, model, D, d, quantity, rho)
-                if s.activation == "poly":
-                    e = np.sqrt(exact_sq(s.p, model, dense, D, d, quantity, rho=rho, sigma=sig)) * s.coefficient(dense)
+                if s.kernel == "poly":
+                    e = np.sqrt(exact_sq(s.p, model, dense, D, d, quantity, rho=rho, sigma=sig)) * _curve(s, dense)
                     ax.plot(dense, e, color=st["color"], ls=st["linestyle"], lw=1.4, zorder=2)
                 if g.empty:
                     continue
@@ -296,10 +296,10 @@ def draw(summary_df: pd.DataFrame, D: int, d: int, quantity: str = "fro", *, rho
         for i, s in enumerate(SERIES):
             st = style.series_style(i)
             kw = dict(color=st["color"], marker=st["marker"], mfc="white" if i % 2 else st["color"], mew=1.2, ms=5)
-            if s.activation == "poly":
-                handles.append(Line2D([], [], ls=st["linestyle"], lw=1.4, label=s.name, **kw))
+            if s.kernel == "poly":
+                handles.append(Line2D([], [], ls=st["linestyle"], lw=1.4, label=series_name(s), **kw))
             else:
-                handles.append(Line2D([], [], ls="none", label=s.name + " (MC only)", **kw))
+                handles.append(Line2D([], [], ls="none", label=series_name(s) + " (MC only)", **kw))
         sqrt_label = "√N (softmax bound, Thm 4.1)" if quantity == "fro" else "√N (reference, slope ½)"
         refs = [Line2D([], [], color="0.55", lw=1.0, label=sqrt_label),
                 Line2D([], [], color="0.55", lw=1.0, ls="--", label="N (reference, slope 1)"),
@@ -337,9 +337,9 @@ def tiny_config(small: bool):
         "rho": [0.5],
         "activation": [
             {"kind": "softmax"},
-            {"kind": "poly", "p": [1, 3], "scale": "inv_sqrt_n"},
-            {"kind": "poly", "p": 1, "scale": "const", "c": 0.0625},
-            {"kind": "poly", "p": 3, "scale": "const", "c": 1.0},
+            {"kind": "poly", "p": [1, 3], "scale": INV_SQRT_N},
+            {"kind": "poly", "p": 1, "scale": CONST, "c": 0.0625},
+            {"kind": "poly", "p": 3, "scale": CONST, "c": 1.0},
         ],
     }
     return config_from_dict(raw)

@@ -6,9 +6,9 @@ diagonal ones (:mod:`sapa.theory.moments`), so for φ = c_i·x^p applied to row 
 
     E‖φ(S)_i‖² = c_i² [(i − 1)·m_off + m_diag],   m_off = E S_12^{2p},  m_diag = E S_11^{2p}.
 
-Scale policies (``scale_policy``):
+Scale policies (``scale_policy``, the rule codes of :mod:`sapa.theory.families`):
 
-``inv_sqrt_n``  global c = 1/√N: E‖row_i‖² = ((i−1) m_off + m_diag)/N, tiny early rows, ≈ m_off at i = N;
+``INV_SQRT_N``  global c = 1/√N: E‖row_i‖² = ((i−1) m_off + m_diag)/N, tiny early rows, ≈ m_off at i = N;
 ``inv_sqrt_i``  dynamic per-row c_i = 1/√i (the effective length): ((i−1) m_off + m_diag)/i → m_off,
                 rows of equal expected size (within ±TOL in log-slope from i ≥ 1 − r + |1−r|/(2 TOL),
                 r = m_diag/m_off), as softmax's rows all share the bound ‖P_i‖ ≤ 1;
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sapa.theory.families import row_factors
+from sapa.theory.families import CONST, FIXED, INV_I, INV_SQRT_I, INV_SQRT_N, SOFTMAX, row_factors
 from sapa.common.seeds import rng_for
 from sapa.empirics.experiments.scale_direction import row_norms2, sample_factors, trials_per_n
 from sapa.empirics.montecarlo.stats import local_slopes, ols_slopes
@@ -62,7 +62,7 @@ __all__ = [
     "causal_agreement",
 ]
 
-POLICIES = ("softmax", "inv_sqrt_n", "inv_sqrt_i", "inv_i", "fixed", "const")
+POLICIES = (SOFTMAX, INV_SQRT_N, INV_SQRT_I, INV_I, FIXED, CONST)
 TOL = 0.1  # "uniform in i": the log-log slope of the row profile within ±0.1 of 0
 
 
@@ -98,7 +98,7 @@ def exact_row_ms(p: int, model: str, N: int, D: int, d: int, scale_policy: str, 
     return row_coefficients(N, scale_policy, N_train) ** 2 * ((i - 1) * m_off + m_diag)
 
 
-def exact_row_profile(N: int, p: int, model: str = "iid", D: int = 64, d: int = 64, scale_policy: str = "inv_sqrt_n",
+def exact_row_profile(N: int, p: int, model: str = "iid", D: int = 64, d: int = 64, scale_policy: str = INV_SQRT_N,
                       N_train: int | None = None) -> pd.DataFrame:
     """Rows i = 1..N with c_i, exact E‖row_i‖² and its root (E-RMS), and the local log-slope in i."""
     ms = exact_row_ms(p, model, N, D, d, scale_policy, N_train)
@@ -152,7 +152,7 @@ def _scaled(samples: dict, p: int | None, scale_policy: str, N_train: int | None
     return sq * row_coefficients(sq.shape[1], scale_policy, N_train) ** 2
 
 
-def row_profiles(N: int, p: int, model: str = "iid", D: int = 64, d: int = 64, scale_policy: str = "inv_sqrt_n",
+def row_profiles(N: int, p: int, model: str = "iid", D: int = 64, d: int = 64, scale_policy: str = INV_SQRT_N,
                  trials: int = 64, seed: int = 0, *, N_train: int | None = None, samples: dict | None = None) -> pd.DataFrame:
     """Per row i = 1..N: Monte Carlo mean and se of ‖φ(S)_i‖² over trials, its root (E-RMS), mean ‖φ(S)_i‖,
     and (polynomials) the exact E‖φ(S)_i‖² with z = (mean − exact)/se.
@@ -254,7 +254,7 @@ def binned_agreement(bsamples: list[dict], p: int, model: str, D: int, d: int, s
 
 
 def profile_exponents(bsamples: list[dict], p: int, model: str, D: int, d: int,
-                      policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i"), *, N_train: int | None = None,
+                      policies: Sequence[str] = (INV_SQRT_N, INV_SQRT_I), *, N_train: int | None = None,
                       level: float = 0.99, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Log-log slope β of the causal row profile in i, with percentile-bootstrap CIs.
 
@@ -319,7 +319,7 @@ def train_length_transfer(N_train: int = 256, p: int = 3, model: str = "iid", D:
                           seed: int = 0, *, max_trials: int = 1024) -> pd.DataFrame:
     """Causal attention at lengths N = f·N_train with the scale chosen at N_train: E-RMS norms relative to N_train.
 
-    Policies: ``fixed`` (c = 1/√N_train at every N), ``inv_sqrt_n`` (global, re-scaled to the current N),
+    Policies: ``fixed`` (c = 1/√N_train at every N), global 1/√N (re-scaled to the current N),
     ``inv_sqrt_i`` (per row), and ``softmax``. Quantities: ``matrix`` (√E‖φ(S)‖²_F) and ``last_row``
     (√E‖φ(S)_N‖², the row of the newest token in generation). Polynomial ratios are exact; the Monte
     Carlo ones (causal draws, trials per N by :func:`trials_per_n`, ⌈256/N⌉ token sequences per weight draw)
@@ -337,7 +337,7 @@ def train_length_transfer(N_train: int = 256, p: int = 3, model: str = "iid", D:
     Tn = trials_per_n(Ns, trials, max_trials)
     # short sequences: several token sequences per weight draw (reps), which tames the tails cheaply
     draws = {N: row_samples(N, model, D, d, Tn[N], seed, ps=(p,), reps=max(1, math.ceil(256 / N))) for N in Ns}
-    pols = ("fixed", "inv_sqrt_n", "inv_sqrt_i", "softmax")
+    pols = (FIXED, INV_SQRT_N, INV_SQRT_I, SOFTMAX)
     stat: dict = {}
     for N, smp in draws.items():
         for pol in pols:
@@ -433,7 +433,7 @@ class CausalResult:
 def run_causal_masking(Ns: Sequence[int] = (256, 1024), trials: Sequence[int] = (16, 8), model: str = "iid",
                        D: int = 64, d: int = 64, seed: int = 0, max_trials: int = 1024, N_train: int = 256,
                        transfer_trials: int = 4, transfer_max_trials: int = 256, transfer_p: int = 3,
-                       n_boot: int = 1000, policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i"),
+                       n_boot: int = 1000, policies: Sequence[str] = (INV_SQRT_N, INV_SQRT_I),
                        level: float = 0.99) -> CausalResult:
     """Per N one binned draw (:func:`bin_samples`); per p its agreement with the exact rows and profile exponents;
     then the train-length transfer at ``N_train``."""
@@ -451,7 +451,7 @@ def run_causal_masking(Ns: Sequence[int] = (256, 1024), trials: Sequence[int] = 
                         m={p: row_moments(p, model, D, d) for p in PS})
 
 
-def causal_agreement(res: CausalResult, policies: Sequence[str] = ("inv_sqrt_n", "inv_sqrt_i")) -> dict:
+def causal_agreement(res: CausalResult, policies: Sequence[str] = (INV_SQRT_N, INV_SQRT_I)) -> dict:
     """Monte Carlo vs exact per (N, p) of a run, keyed ``N{N}/p{p}``: every row bin's t-test (``res.agree``) and, per
     policy, the bootstrap interval of the ``bound`` profile slope holding the exact slope. ``agree`` when all hold."""
     out = {}

@@ -32,6 +32,7 @@ from sapa.empirics.montecarlo.samplers import RandomnessModel, sample_paper_ab, 
 from sapa.common.seeds import rng_for, trial_generator
 from sapa.empirics.montecarlo.stats import ols_slopes
 from sapa.common.validate import InputError, choice, positive_int
+from sapa.theory.families import INV_SQRT_N
 
 __all__ = [
     "MODELS",
@@ -199,7 +200,7 @@ def matching_scales(
 
     Returns one row per N with columns model, p, D, d, N, trials, softmax_mean, softmax_se,
     softmax_lo, softmax_hi, poly_rms_exact, poly_ms_mc, poly_ms_se, poly_z, c_typical,
-    c_typical_lo, c_typical_hi, c_typical_mc, c_bound, c_bound_mc, inv_sqrt_n.
+    c_typical_lo, c_typical_hi, c_typical_mc, c_bound, c_bound_mc, and the paper's 1/√N (column ``INV_SQRT_N``).
     """
     p = positive_int("p", p)
     if samples is None:
@@ -219,7 +220,7 @@ def matching_scales(
             "c_typical": sm / root, "c_typical_lo": (sm - Z95 * sse) / root, "c_typical_hi": (sm + Z95 * sse) / root,
             "c_typical_mc": sm / math.sqrt(qm),
             "c_bound": math.sqrt(N) / root, "c_bound_mc": math.sqrt(N / qm),
-            "inv_sqrt_n": 1.0 / math.sqrt(N),
+            INV_SQRT_N: 1.0 / math.sqrt(N),
         })
     return pd.DataFrame(out)
 
@@ -243,7 +244,7 @@ def fit_scale_exponents(
 
     Criteria: ``typical`` (c_a, softmax MC / exact poly), ``typical_mc`` (both MC), ``bound``
     (c_b exact: a deterministic slope, CI of zero width), ``bound_mc`` (√N / MC poly RMS) and
-    ``inv_sqrt_n`` (−½, the reference). The bootstrap resamples trials within each N, jointly
+    the paper's 1/√N (−½, the reference). The bootstrap resamples trials within each N, jointly
     for the softmax and polynomial norms of a trial (they share one draw). ``n_range`` limits
     the fit to N in [lo, hi].
 
@@ -272,7 +273,7 @@ def fit_scale_exponents(
         "typical_mc": (ms - mq, np.log(bs) - 0.5 * np.log(bq), ms - half_logM),
         "bound": (half_x - half_logM, None, half_x - half_logM),
         "bound_mc": (half_x - mq, half_x - 0.5 * np.log(bq), half_x - half_logM),
-        "inv_sqrt_n": (-half_x, None, -half_x),
+        INV_SQRT_N: (-half_x, None, -half_x),
     }
     a = (1 - level) / 2
     rows = []

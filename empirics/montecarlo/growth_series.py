@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from sapa.theory.families import INV_SQRT_N
+
 __all__ = ["exact_rms_slope", "fit_vs_exact", "poly_series", "rms_exponent", "series_label"]
 
 
@@ -53,7 +55,7 @@ def fit_vs_exact(g: pd.DataFrame, s: pd.DataFrame, level: float) -> dict:
 
 def series_label(p: int, scale_policy: str, c: float | None) -> str:
     """x^3/sqrt(N), 0.0625*x^1 … (the sweep's activation labels)."""
-    return f"x^{p}/sqrt(N)" if scale_policy == "inv_sqrt_n" else f"{float(c):g}*x^{p}"
+    return f"x^{p}/sqrt(N)" if scale_policy == INV_SQRT_N else f"{float(c):g}*x^{p}"
 
 
 def poly_series(df: pd.DataFrame, summ: pd.DataFrame, *, p: int, scale_policy: str, c: float | None,

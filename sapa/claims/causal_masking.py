@@ -18,9 +18,10 @@ from sapa.ledger import Claim, Context, Contract, Outcome, store_figure_data
 from sapa.prose import causal_masking_words as words
 from sapa.rules.profile import TOL, ProfileEvidence, case_shape
 from sapa.rules.profile import decide as decide_profile
+from sapa.theory.families import INV_I, INV_SQRT_I, INV_SQRT_N
 
 LEVEL = 0.99  # bootstrap interval level for every exponent used by a verdict
-POLICIES = ("inv_sqrt_n", "inv_sqrt_i", "inv_i")  # global 1/√N, per-row 1/√i, and 1/i (softmax's typical rows' shape)
+POLICIES = (INV_SQRT_N, INV_SQRT_I, INV_I)  # global 1/√N, per-row 1/√i, and 1/i (softmax's typical rows' shape)
 
 
 def causal_config(ctx: Context) -> dict:
@@ -60,7 +61,7 @@ def check(ctx: Context) -> Outcome:
         tested_statement=words.tested(cfg, res.d, LEVEL),
         corrected_claim=words.corrected(profiles, exact, transfer, cfg),
         figures=_figure(ctx, res),
-        evidence={"whole_matrix_under_mask": whole, "cases_global_inv_sqrt_n": cases,
+        evidence={"whole_matrix_under_mask": whole, f"cases_global_{INV_SQRT_N}": cases,
                   "corrected_claim_cases": corrected_cases,
                   "corrected_claim_holds_in_iid_model": all(c["inv_sqrt_i/bound"] == "uniform"
                                                             for c in corrected_cases.values()),
@@ -90,8 +91,8 @@ def _verdicts(res, sup_whole: float, tol_profile: float = TOL, tol_growth: float
 
     ev = UpperEvidence(0.5, sup_whole, sup_whole, True)
     return {"whole": decide_upper(ev) if tol_growth is None else decide_upper(ev, tol=tol_growth),
-            "inv_sqrt_n/bound": profile_verdict(res, "inv_sqrt_n", "bound", tol_profile),
-            "inv_sqrt_n/typical": profile_verdict(res, "inv_sqrt_n", "typical", tol_profile),
+            words.G_BOUND: profile_verdict(res, INV_SQRT_N, "bound", tol_profile),
+            words.G_TYPICAL: profile_verdict(res, INV_SQRT_N, "typical", tol_profile),
             "inv_sqrt_i/bound": profile_verdict(res, "inv_sqrt_i", "bound", tol_profile)}
 
 
@@ -109,7 +110,7 @@ def _profiles(res) -> tuple[dict, dict, dict]:
                               "last_bin_over_row1": float(f"{e.loc[(pol, crit), 'last_over_first']:.4g}")}
             for pol, crit in e.index}
         shape = lambda pol, crit: case_shape(float(e.loc[(pol, crit), "ci_lo"]), float(e.loc[(pol, crit), "ci_hi"]))  # noqa: E731
-        cases[key] = {c: shape("inv_sqrt_n", c) for c in ("bound", "typical")}
+        cases[key] = {c: shape(INV_SQRT_N, c) for c in ("bound", "typical")}
         corrected_cases[key] = {"inv_sqrt_i/bound": shape("inv_sqrt_i", "bound"), "inv_i/typical": shape("inv_i", "typical")}
     return profiles, cases, corrected_cases
 
@@ -123,7 +124,7 @@ def _exact_per_model(res, cfg: dict) -> dict:
         for p in (1, 3):
             m_off, m_diag = row_moments(p, m, res.D, res.d)
             r = m_diag / m_off
-            g = exact_row_ms(p, m, N, res.D, res.d, "inv_sqrt_n")
+            g = exact_row_ms(p, m, N, res.D, res.d, INV_SQRT_N)
             dyn = exact_row_ms(p, m, N, res.D, res.d, "inv_sqrt_i")
             exact[f"{m}/p{p}"] = {"m_off": float(f"{m_off:.6g}"), "m_diag": float(f"{m_diag:.6g}"), "r": float(f"{r:.6g}"),
                                   f"global_last_over_first_N{N}": float(f"{math.sqrt(g[-1] / g[0]):.4g}"),

@@ -17,6 +17,7 @@ from sapa.ledger import Claim, Context, Contract, Outcome, store_figure_data
 from sapa.prose import scale_direction_words as words
 from sapa.rules.direction import DirectionEvidence, case_direction
 from sapa.rules.direction import decide as decide_direction
+from sapa.theory.families import INV_SQRT_N
 
 LEVEL = 0.99  # bootstrap interval level for every exponent used by a verdict
 FAMILY = 0.01  # family-wise level of the Monte Carlo vs exact z-tests (Bonferroni within a family)
@@ -94,7 +95,7 @@ def exponents(res) -> dict:
     for (m, p), f in res.fits.items():
         f = f.set_index("criterion")
         ex = {}
-        for crit in ("typical", "typical_mc", "bound", "bound_mc", "inv_sqrt_n"):
+        for crit in ("typical", "typical_mc", "bound", "bound_mc", INV_SQRT_N):
             r = f.loc[crit]
             ex[crit] = {"slope": round(float(r["slope"]), 5), "ci": [round(float(r["ci_lo"]), 5), round(float(r["ci_hi"]), 5)],
                         "local": [round(v, 4) for v in r["local"]]}
@@ -130,7 +131,7 @@ def _tables(res, cfg: dict, seed: int, ex: dict) -> dict:
                         "poly_rms_exact": float(f"{r.poly_rms_exact:.6g}"), "poly_z": round(r.poly_z, 3),
                         "c_typical": float(f"{r.c_typical:.6g}"),
                         "c_typical_ci95": [float(f"{r.c_typical_lo:.6g}"), float(f"{r.c_typical_hi:.6g}")],
-                        "c_bound": float(f"{r.c_bound:.6g}"), "inv_sqrt_n": float(f"{r.inv_sqrt_n:.6g}")}
+                        "c_bound": float(f"{r.c_bound:.6g}"), INV_SQRT_N: float(f"{getattr(r, INV_SQRT_N):.6g}")}
                        for r in t.itertuples()]
         sub = t.set_index("N")
         at_reviewer[key] = {int(n): {"c_typical": float(f"{sub.loc[n, 'c_typical']:.4g}"),

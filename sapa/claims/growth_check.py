@@ -20,6 +20,7 @@ from sapa.evidence import growth_profiles as gp
 from sapa.evidence import monte_carlo as mc
 from sapa.ledger import Context, Outcome, Reading
 from sapa.prose import growth_words as words
+from sapa.theory.families import CONST, INV_SQRT_N
 
 ORDER = {"HOLDS": 0, "HOLDS_IN_REGIME": 1, "UNDETERMINED": 2, "FAILS": 3}  # the least favourable verdict is the max
 CONTROL_SHIFT = 0.1  # the false variant φ·N^0.1: E‖·‖² × N^0.2 exactly, every local exponent + 0.1
@@ -59,7 +60,7 @@ def check_growth(ctx: Context, p: int, scaled: bool) -> Outcome:
     sup_jac_s = max(gp.sup_local_exponent(r, shift) for r in jac_s_r)
     # Monte Carlo: the claimed activation, and the opposite scaling as negative control (exact-regime models only)
     claimed, control = (mc.series(ctx, p=p, scale_policy=s) for s in
-                        (("inv_sqrt_n", "const") if scaled else ("const", "inv_sqrt_n")))
+                        ((INV_SQRT_N, CONST) if scaled else (CONST, INV_SQRT_N)))
     gate, n_indep, miss_indep = gp.mc_gate(claimed + control)
     judged = [s for s in claimed + control if s["agree"] is not None]
     ctrl = [s for s in control if s["weight_model"] in ("paper", "iid")]

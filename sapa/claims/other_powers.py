@@ -13,6 +13,7 @@ from sapa.evidence import growth_profiles as gp
 from sapa.evidence import monte_carlo as mc
 from sapa.ledger import Claim, Context, Contract, Outcome
 from sapa.prose import growth_words as words
+from sapa.theory.families import INV_SQRT_N
 
 POWERS = range(1, 6)
 CONTROL_SHIFT = 0.1  # the false variant x^p·N^0.1/√N: every exponent + 0.1
@@ -28,7 +29,7 @@ def check(ctx: Context) -> Outcome:
     asym_ok = all(t["asymptotic_scaled_exponent"] == 0.5 for t in table)
     base = {(t["p"], t["model"]): t for t in table if t["setting"] == "ViT-Base"}
     grows = all(base[(p + 1, "tied")]["crossover_n"] > base[(p, "tied")]["crossover_n"] for p in range(1, 5))
-    series = mc.series(ctx, p=3, scale_policy="inv_sqrt_n") + mc.series(ctx, p=1, scale_policy="inv_sqrt_n")
+    series = mc.series(ctx, p=3, scale_policy=INV_SQRT_N) + mc.series(ctx, p=1, scale_policy=INV_SQRT_N)
     judged = [s for s in series if s["agree"] is not None]
     gate, _, _ = gp.mc_gate(series)
     readings = []

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from sapa.ledger import Reading
 from sapa.rules.profile import TOL
+from sapa.theory.families import INV_SQRT_N
+
+G_BOUND, G_TYPICAL = f"{INV_SQRT_N}/bound", f"{INV_SQRT_N}/typical"  # the global 1/√N readings' keys
 
 EXACT_ROW_FORMULA = "E‖c_i (S^{∘p})_i‖² = c_i²[(i−1) m_off + m_diag], m_off = E S_12^{2p}, m_diag = E S_11^{2p}"
 BINS = ("geometric row bins [1], [2], [3,4], …; bin [lo, hi] drawn at length hi with clip(trials·(N/hi)², trials, "
@@ -29,12 +32,12 @@ def readings(v: dict, whole: dict, profiles: dict, exact: dict, cfg: dict) -> tu
                     f"iid x {whole['iid/p1']['exponent_on_grid']:.3f}, x³ {whole['iid/p3']['exponent_on_grid']:.3f} — the "
                     "mask costs a factor √2, not the rate"),
         Reading(name="rows under global 1/√N as uniform as softmax's row bound", rule="uniform-profile",
-                verdict=v["inv_sqrt_n/bound"], key=("rows", "inv_sqrt_n", "bound"),
+                verdict=v[G_BOUND], key=("rows", INV_SQRT_N, "bound"),
                 statement=f"the row profile √E‖φ(S)_i‖² of x^p/√N has log-log slope in i within ±{TOL}",
-                why=f"β = {P1['inv_sqrt_n/bound']['slope']:.2f} (x), {P['inv_sqrt_n/bound']['slope']:.2f} (x³) at N = {Nb}: "
+                why=f"β = {P1[G_BOUND]['slope']:.2f} (x), {P[G_BOUND]['slope']:.2f} (x³) at N = {Nb}: "
                     "rows grow like √i"),
         Reading(name="rows under global 1/√N as uniform as softmax's typical rows", rule="uniform-profile",
-                verdict=v["inv_sqrt_n/typical"], key=("rows", "inv_sqrt_n", "typical"),
+                verdict=v[G_TYPICAL], key=("rows", INV_SQRT_N, "typical"),
                 statement=f"the row profile of x^p/√N relative to softmax's typical row norm is flat in i (±{TOL})",
                 why=f"softmax's typical rows fall like i^{P1['softmax/typical']['slope']:.2f}"),
         Reading(name="rows under per-row 1/√i (effective length) uniform", rule="uniform-profile",
@@ -53,8 +56,8 @@ def _t8(transfer: dict) -> dict:
 
 def headline(profiles: dict, exact: dict, cfg: dict) -> str:
     Nb, P1, P = _at_largest(profiles, cfg)
-    return (f"row-profile slope in i at N = {Nb}: global 1/√N β = {P1['inv_sqrt_n/bound']['slope']:.2f} (x), "
-            f"{P['inv_sqrt_n/bound']['slope']:.2f} (x³) vs softmax bound 0 and typical "
+    return (f"row-profile slope in i at N = {Nb}: global 1/√N β = {P1[G_BOUND]['slope']:.2f} (x), "
+            f"{P[G_BOUND]['slope']:.2f} (x³) vs softmax bound 0 and typical "
             f"{P['softmax/typical']['slope']:.2f}; per-row 1/√i β = {P1['inv_sqrt_i/bound']['slope']:.3f}, "
             f"{P['inv_sqrt_i/bound']['slope']:.3f}; last/first row E-RMS: global "
             f"{exact['iid/p1'][f'global_last_over_first_N{Nb}']:.3g}, 1/√i "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from sapa.ledger import Reading
+from sapa.theory.families import INV_SQRT_N
 
 CRITERIA_WORDS = {"typical": "c_a(N) = E‖softmax(S/√d)‖_F / √E‖S^{∘p}‖²_F (softmax MC, polynomial exact)",
                   "bound": "c_b(N) = √N / √E‖S^{∘p}‖²_F (closed form from exact moments)"}
@@ -85,6 +86,6 @@ def falsifiability(v_coef: str) -> dict:
 
 
 def reviewer_numbers(ns) -> dict:
-    return {"N": list(ns), "inv_sqrt_n": [round(1 / math.sqrt(n), 4) for n in ns],
+    return {"N": list(ns), INV_SQRT_N: [round(1 / math.sqrt(n), 4) for n in ns],
             "note": "the review lists 0.125, 0.0625 for N = 256, 64; 1/√256 = 0.0625 and 1/√64 = 0.125 (the first two "
                     "are swapped); 1/√N increases as N decreases either way"}
