@@ -156,3 +156,40 @@ def test_sweep_hash_cell_ids_and_resolved_activations(name):
     assert cfg.hash() == config_hash
     assert _digest([cell_id(cfg, c) for c in cs]) == ids
     assert _digest([_resolved(*resolve_activation(c)) for c in cs]) == resolved
+
+
+# --------------------------------------------------------------------------- the done checks of issue 53
+
+PACKAGE = [ROOT / d for d in ("common", "theory", "empirics", "figures", "sapa")]
+PARALLEL_TYPES = (("sapa.empirics.training.ensemble", "Family"), ("sapa.empirics.training.study_config", "StudyArm"),
+                  ("sapa.empirics.training.tiny_models", "Arm"), ("sapa.empirics.training.mechanism", "MechArm"),
+                  ("sapa.empirics.montecarlo.sweep.config", "ActivationSpec"))
+
+
+def test_the_deleted_activation_types_stay_deleted():
+    """The norm kernels' Activation, the norm figure's Series and kernels/scale.py's Scale are gone: the family row
+    (sapa.theory.families.Family) is what they take."""
+    import importlib.util
+    import inspect
+
+    from sapa.empirics.kernels import norms
+    from sapa.figures import norm_scaling
+
+    assert not inspect.isclass(getattr(norms, "Activation", None)) and not hasattr(norm_scaling, "Series")
+    assert importlib.util.find_spec("sapa.empirics.kernels.scale") is None
+
+
+def _modules_with(text: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for d in PACKAGE for p in d.rglob("*.py") if text in p.read_text())
+
+
+@pytest.mark.xfail(reason="issue 53 stages 2b (training types) and 3 (sweep codec) not done yet", strict=False)
+def test_one_activation_type_and_one_scale_vocabulary():
+    """At most two classes describe an activation (the row and its parsed form, sapa.theory.activation.Activation),
+    and the rule code inv_sqrt_n is spelled out in at most three modules (the rest use families.INV_SQRT_N)."""
+    import importlib
+    import inspect
+
+    left = [f"{m}.{n}" for m, n in PARALLEL_TYPES if inspect.isclass(getattr(importlib.import_module(m), n, None))]
+    assert left == []
+    assert len(_modules_with("inv_sqrt_n")) <= 3, _modules_with("inv_sqrt_n")  # textual, docstrings too

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sapa.theory.families import Family, power, softmax
+from sapa.theory.families import CONST, INV_SQRT_I, INV_SQRT_N, NONE, Family, power, softmax
 from sapa.common.validate import InputError, choice, positive_int
 
 __all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
            "w_invariants"]
 
-SCALES = ("none", "const", "inv_sqrt_n", "inv_sqrt_i")
+SCALES = (NONE, CONST, INV_SQRT_N, INV_SQRT_I)
 PATCHES = (1, 2, 4, 8)  # divisors of 8: N = 64, 16, 4, 1 tokens per 8×8 image
 
 
@@ -45,7 +45,7 @@ class Arm:
       name: file-safe id (``x3_sqrtN``).
       kind: "softmax" | "poly".
       p: degree (poly).
-      scale: "none" (softmax), "const" (c given), "inv_sqrt_n" (c = 1/√N), "inv_sqrt_i" (row i: c_i = 1/√i).
+      scale: a rule code of sapa.theory.families: none (softmax), const (c given), 1/√N, 1/√i (row i: c_i = 1/√i).
       c: the constant of "const".
       label: printable name (``x³/√N``).
     """
@@ -65,17 +65,17 @@ class Arm:
     @property
     def causal_only(self) -> bool:
         """The dynamic row scale 1/√i only means something under a causal mask."""
-        return self.scale == "inv_sqrt_i"
+        return self.scale == INV_SQRT_I
 
     def coef(self, N: int) -> float:
         """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``sapa.theory.families``)."""
         from sapa.theory.families import scale_factor
 
-        return scale_factor(self.scale, N, c=self.c) if self.scale in ("inv_sqrt_n", "const") else 1.0
+        return scale_factor(self.scale, N, c=self.c) if self.scale in (INV_SQRT_N, CONST) else 1.0
 
     def row_scale(self, N: int, dtype: torch.dtype = torch.float64) -> torch.Tensor | None:
         """(N,) per-row multipliers c_i = 1/√i of the dynamic causal arm, else None."""
-        if self.scale != "inv_sqrt_i":
+        if self.scale != INV_SQRT_I:
             return None
         return torch.arange(1, N + 1, dtype=dtype).rsqrt()
 
@@ -95,7 +95,7 @@ class Arm:
             return torch.softmax(S, dim=-1)
         P = S.pow(self.p) if self.p > 1 else S
         P = P * self.coef(N)
-        if self.scale == "inv_sqrt_i":
+        if self.scale == INV_SQRT_I:
             P = P * self.row_scale(N, S.dtype).to(S.device)[:, None]  # row i times 1/√i
         if vis is not None:
             P = P.masked_fill(~vis, 0.0)
@@ -108,20 +108,16 @@ REFERENCE_ARMS = ("softmax", "x_sqrtN", "x3_sqrtN", "x_16", "x3", "x3_sqrti")  #
 def arm_of(family_id: str) -> Arm:
     """The :class:`Arm` of a row of :data:`sapa.theory.families.FAMILY_TABLE` (a softmax or power family): its degree,
     scale rule and label from the row, a constant coefficient read off its expression (x/16 → 1/16, x³ → 1)."""
-    import sympy as sp
-
     from sapa.theory.families import family
 
     f = family(family_id)
     if f.kernel == "softmax":
         return Arm(f.id, "softmax", label=f.label)
-    if f.kernel != "poly" or f.scale not in ("const", "none", "inv_sqrt_n", "inv_sqrt_i"):
+    if f.kernel != "poly" or f.rule not in SCALES:
         raise InputError(f"{f.id} ({f.label}) is no softmax or c·x^p arm of the reference models")
-    if f.scale in ("inv_sqrt_n", "inv_sqrt_i"):
-        return Arm(f.id, "poly", f.p, f.scale, label=f.label)
-    x = sp.Symbol("x")
-    c = float(sp.simplify(sp.sympify(f.expr, locals={"x": x}) / x ** f.p))
-    return Arm(f.id, "poly", f.p, "const", c, label=f.label)
+    if f.rule in (INV_SQRT_N, INV_SQRT_I):
+        return Arm(f.id, "poly", f.p, f.rule, label=f.label)
+    return Arm(f.id, "poly", f.p, CONST, f.const, label=f.label)  # x/16 → c = 1/16, x³ → 1
 
 
 ARMS: dict[str, Arm] = {a: arm_of(a) for a in REFERENCE_ARMS}

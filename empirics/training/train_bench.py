@@ -37,7 +37,7 @@ from sapa.empirics.training.ensemble import AdamWState, EnsembleSpec, adamw_step
 from sapa.empirics.training.ensemble import stack_members
 from sapa.common.pool import one_thread
 from sapa.common.seeds import torch_gen_for
-from sapa.empirics.training.tiny_models import Arm, build_model
+from sapa.empirics.training.tiny_models import arm_of, build_model
 
 __all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile", "member_step_rates"]
 
@@ -99,7 +99,7 @@ def _time_ensemble(cell: BenchCell, spec: EnsembleSpec, data, B: int) -> float:
 
 def _time_loop(cell: BenchCell, spec: EnsembleSpec, data, vocab: int) -> float:
     """Seconds for ``loop_members`` members trained one after the other (nn.Module, fused AdamW, clipping)."""
-    arm = Arm("x3_sqrtN", "poly", 3, "inv_sqrt_n")
+    arm = arm_of("x3_sqrtN")
     t0 = time.perf_counter()
     for e in range(cell.loop_members):
         m = build_model(cell.task, arm, spec.model, torch_gen_for(0, "train_bench", e), vocab=vocab, context=cell.N,

@@ -17,8 +17,9 @@ from sapa.common.seeds import rng_for
 from tests.cases import CASES, Case, params
 from tests.tolerances import RTOL
 from sapa.common.validate import InputError
-from sapa.theory.families import (COMPARED, FAMILIES, FAMILY_TABLE, INV_SQRT_N, KERNEL_KINDS, PER_ROW, SCALE_RULES,
-                                  Family, canonical_rule, family, label_of, power, row_factors, scale_factor, softmax)
+from sapa.theory.families import (COMPARED, FAMILIES, FAMILY_TABLE, INV_N, INV_SQRT_N, KERNEL_KINDS, PAPER, PER_ROW,
+                                  SCALE_RULES, Family, canonical_rule, family, label_of, power, resolve, row_factors,
+                                  scale_factor, softmax)
 
 
 def test_ids_and_labels_are_unique_and_every_scale_rule_is_named():
@@ -220,3 +221,28 @@ def test_the_audit_of_each_family_agrees_with_a_monte_carlo(case):
         exact = float(profile(act, spec).totals([N])["fro"][0])
         z = (float(mc.fro2.mean()) - exact) / (float(mc.fro2.std(ddof=1)) / math.sqrt(mc.fro2.size))
         assert abs(z) < 4, (N, exact, float(mc.fro2.mean()))  # heavy tails for x³: a 4σ bound, fixed seed
+
+
+NEW_ROWS = (Family("x2_N", "x**2/N", "x²/N", INV_N, PAPER, p=2, kernel="poly"),  # c·x^p: an exact kernel
+            Family("tanh_N", "tanh(x)/N", "tanh(x)/N", INV_N, "a test row"))  # any other φ: its expression only
+
+
+@pytest.mark.parametrize("row", NEW_ROWS, ids=lambda f: f.id)
+def test_a_new_row_flows_through(row, monkeypatch):
+    """Adding a family is one row (docs/extending.md): a row put into the table reaches the lookups, the audit (its
+    closed form or quadrature against a Monte Carlo) and the exact norm kernels (given the row itself), with no other
+    type to register it in."""
+    import sapa.theory.families as F
+    from sapa.empirics.kernels.norms import attention_norms
+
+    monkeypatch.setitem(F.FAMILIES, row.id, row)
+    monkeypatch.setattr(F, "FAMILY_TABLE", F.FAMILY_TABLE + (row,))
+    case = Case(row.id, trials=2000)
+    assert family(row.id) is row and label_of(row.id) == row.label and resolve(row.id) == (row.expr, "none", "none")
+    assert row.coefficient(8) == 0.125
+    test_the_audit_of_each_family_agrees_with_a_monte_carlo(case)
+    if row.kernel:
+        test_the_exact_kernel_computes_the_familys_expression(case)
+    else:
+        with pytest.raises(InputError, match="no exact kernel"):
+            attention_norms(np.ones((2, 2)), np.eye(2), row)
