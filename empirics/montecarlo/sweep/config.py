@@ -3,11 +3,24 @@
 A TOML file (:func:`load_config`) or a dict (:func:`config_from_dict`) becomes a frozen
 :class:`SweepConfig`; every key is validated, an unknown one raises :class:`InputError` naming it.
 
-Scale policies (the coefficient ``c`` of ``c·x^p``, or the softmax temperature τ):
-``inv_sqrt_n`` c = 1/√N (the paper); ``const`` a given c (the paper's x/16, x³/1 rows);
-``inv_sqrt_d`` c = 1/√d (softmax's default τ); ``inv_sqrt_i`` row scale c_i = 1/√i
-under the causal mask (row i sees i tokens). The names and coefficients are
-:mod:`sapa.theory.families`'s; a stored config's old ``dynamic_causal`` still parses, as ``inv_sqrt_i``.
+This module is the sweep's stored format (TOML keys, :meth:`SweepConfig.as_dict`/``hash``, the cells' columns
+``activation, p, scale_policy, c``): an activation is held as that plain 4-tuple, never as an object, so the
+hashes and part-file ids of a config do not depend on any class. Three spellings of an ``[[activation]]`` table:
+
+* ``kind = "softmax" | "poly"`` with ``p``, ``scale`` and ``c``: ``softmax(τ S)`` or ``c·S^p``, the coefficient
+  set by a scale policy: ``inv_sqrt_n`` c = 1/√N (the paper); ``const`` a given c (the paper's x/16, x³/1 rows);
+  ``inv_sqrt_d`` c = 1/√d (softmax's default τ); ``inv_n`` c = 1/N; ``inv_sqrt_i`` row scale c_i = 1/√i under
+  the causal mask (row i sees i tokens). The names and coefficients are :mod:`sapa.theory.families`'s; a stored
+  config's old ``dynamic_causal`` still parses, as ``inv_sqrt_i``.
+* ``family = "relu_N"`` (or a list): rows of :data:`sapa.theory.families.FAMILY_TABLE`, run as written on the
+  sweep's logit S. A row with an exact kernel becomes the ``kind`` cell it is (``x3_sqrtN`` → poly, 3,
+  inv_sqrt_n; ``x_16`` → poly, 1, const, 0.0625; ``softmax`` → softmax(S), i.e. softmax, const, c = 1: the
+  attention convention softmax(S/√d) is ``kind = "softmax"``), so it shares that cell's part file; any other row
+  is the cell ``(id, 0, its rule, None)`` (``relu_N``, 0, inv_n), computed from its expression. A row with a free
+  parameter (x/α*, softmax(S/τ)) needs a number: write it as ``expr``.
+* ``expr = "x/(1+Abs(x))"`` (or a list), optional ``normalize = "row"``: any φ(x, N, i, j)
+  :func:`sapa.theory.activation.parse_activation` accepts, the cell ``("expr:<text>" | "row:<text>", 0, "expr",
+  None)``. Family and expression cells run in float64.
 """
 
 from __future__ import annotations
@@ -22,34 +35,73 @@ import torch
 from sapa.common.validate import InputError, choice, positive_float, positive_int, unit_interval
 from sapa.empirics.montecarlo.samplers import INPUT_MODELS, WEIGHT_MODELS
 from sapa.common.seeds import stable_hash
-from sapa.theory.families import ALIASES, canonical_rule
+from sapa.theory import families as F
 
-ACTIVATIONS = ("softmax", "poly")
-POLICIES = ("inv_sqrt_n", "const", "inv_sqrt_d", "inv_sqrt_i")  # sapa.theory.families rule names
+ACTIVATIONS = ("softmax", "poly")  # the exact kernels' kinds (sapa.empirics.kernels.norms)
+POLICIES = ("inv_sqrt_n", "const", "inv_sqrt_d", "inv_sqrt_i", "inv_n")  # sapa.theory.families rule codes
 SOFTMAX_POLICIES = ("inv_sqrt_d", "const")
 MASKS = ("none", "causal")
 DTYPES = ("float64", "float32")
+EXPR, ROW = "expr:", "row:"  # activation prefixes of an expression cell (element-wise, row-normalised)
+EXPR_RULE = "expr"  # scale_policy of an expression cell: the scale sits inside φ(x, N, i, j)
+
+# One activation as stored: (activation, p, scale_policy, c), the columns of its cells.
+Act = tuple  # tuple[str, int, str, float | None]
 
 
-@dataclass(frozen=True)
-class ActivationSpec:
-    """One activation: ``softmax(τ S)`` (p = 0) or ``c·S^p`` with ``c`` set by ``scale``."""
+def is_kernel(activation: str) -> bool:
+    """Whether cells of this ``activation`` column run on the exact kernels (softmax, poly)."""
+    return activation in ACTIVATIONS
 
-    kind: str  # "softmax" | "poly"
-    p: int = 0  # degree; 0 for softmax
-    scale: str = "inv_sqrt_d"  # policy, see module docstring
-    c: float | None = None  # the constant of the "const" policy
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", canonical_rule(self.scale))  # "dynamic_causal" → "inv_sqrt_i"
+def expression(activation: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """``(text, normalize, masks)`` of an expression or table-family ``activation`` column; None for a kernel kind.
 
-    def label(self) -> str:
-        """Readable name: ``softmax``, ``x^3/sqrt(N)``, ``0.0625*x^1``, ``x^1/sqrt(i)``."""
-        if self.kind == "softmax":
-            return "softmax" if self.scale == "inv_sqrt_d" else f"softmax(tau={self.c:g})"
-        if self.scale == "const":
-            return f"{self.c:g}*x^{self.p}"
-        return f"x^{self.p}/" + {"inv_sqrt_n": "sqrt(N)", "inv_sqrt_d": "sqrt(d)", "inv_sqrt_i": "sqrt(i)"}[self.scale]
+    >>> expression("relu_N"), expression("row:x**2")
+    (('Max(x, 0)/N', 'none', ('none', 'causal')), ('x**2', 'row', ('none', 'causal')))
+    """
+    if is_kernel(activation):
+        return None
+    for prefix, normalize in ((EXPR, "none"), (ROW, "row")):
+        if activation.startswith(prefix):
+            return activation[len(prefix):], normalize, F.MASKS
+    f = F.family(activation)
+    return f.expr, f.normalize, f.masks
+
+
+def label(a: Act) -> str:
+    """Readable name (the rows' ``label`` column): ``softmax``, ``x^3/sqrt(N)``, ``0.0625*x^1``, ``x^1/sqrt(i)``,
+    a family's label (``ReLU(x)/N``), an expression's text (``row-normalised x**4`` when row-normalised)."""
+    kind, p, scale, c = a
+    if kind == "softmax":
+        return "softmax" if scale == F.INV_SQRT_D else f"softmax(tau={c:g})"
+    if kind == "poly":
+        if scale == F.CONST:
+            return f"{c:g}*x^{p}"
+        return f"x^{p}/" + {F.INV_SQRT_N: "sqrt(N)", F.INV_SQRT_D: "sqrt(d)", F.INV_SQRT_I: "sqrt(i)", F.INV_N: "N"}[scale]
+    if kind.startswith(EXPR):
+        return kind[len(EXPR):]
+    if kind.startswith(ROW):
+        return "row-normalised " + kind[len(ROW):]
+    return F.family(kind).label
+
+
+def cell_columns(f: F.Family) -> Act:
+    """The stored columns of a table family as written (no free parameter): its kernel cell or ``(id, 0, rule, None)``.
+
+    >>> cell_columns(F.family("x3_sqrtN")), cell_columns(F.family("x3")), cell_columns(F.family("relu_N"))
+    (('poly', 3, 'inv_sqrt_n', None), ('poly', 3, 'const', 1.0), ('relu_N', 0, 'inv_n', None))
+    """
+    if f.params:
+        raise InputError(f"activation family {f.id} ({f.label}) has the free parameter {', '.join(f.params)}: "
+                         f"write its expression {f.expr!r} with a number in its place as expr = \"...\"")
+    if f.kernel == "softmax":
+        return ("softmax", 0, F.CONST, 1.0)  # softmax(S) as written; softmax(S/√d) is kind = "softmax"
+    if f.kernel == "poly":
+        if f.const is not None:
+            return ("poly", f.p, F.CONST, f.const)
+        return ("poly", f.p, f.rule, None)
+    return (f.id, 0, f.rule, None)
 
 
 @dataclass(frozen=True)
@@ -58,7 +110,7 @@ class SweepConfig:
 
     N: tuple[int, ...]  # tokens
     D: tuple[int, ...]  # model width
-    activations: tuple[ActivationSpec, ...]
+    activations: tuple[Act, ...]  # (activation, p, scale_policy, c) each, see the module docstring
     d: tuple[int | str, ...] = ("D",)  # head width; "D" means d = D
     weight_model: tuple[str, ...] = ("iid",)  # paper | iid | tied | corr
     rho: tuple[float, ...] = (0.5,)  # corr only
@@ -93,19 +145,29 @@ class SweepConfig:
         return stable_hash(self.as_dict())
 
 
-def _activation_entry(a: ActivationSpec) -> dict:
-    """The TOML table of one activation (``p`` only for poly, ``c`` only for const)."""
-    e: dict = {"kind": a.kind, "scale": a.scale}
-    if a.kind == "poly":
-        e["p"] = a.p
-    if a.c is not None:
-        e["c"] = a.c
+def _activation_entry(a: Act) -> dict:
+    """The TOML table of one activation: ``kind``, ``scale`` (``p`` only for poly, ``c`` only for const), or
+    ``family`` / ``expr`` (+ ``normalize = "row"``) for the cells computed from an expression."""
+    kind, p, scale, c = a
+    if kind.startswith(EXPR):
+        return {"expr": kind[len(EXPR):]}
+    if kind.startswith(ROW):
+        return {"expr": kind[len(ROW):], "normalize": "row"}
+    if not is_kernel(kind):
+        return {"family": kind}
+    e: dict = {"kind": kind, "scale": scale}
+    if kind == "poly":
+        e["p"] = p
+    if c is not None:
+        e["c"] = c
     return e
 
 
 _GRID = {"N", "D", "d", "weight_model", "rho", "mask", "x_model", "mean_norm"}
 _SCALARS = {f.name for f in fields(SweepConfig)} - _GRID - {"activations"}
 _ACT_KEYS = {"kind", "p", "scale", "c"}
+_FAMILY_KEYS = {"family"}
+_EXPR_KEYS = {"expr", "normalize"}
 
 
 def _as_list(name: str, v: object) -> list:
@@ -124,7 +186,7 @@ def _str(name: str, v: object, options: tuple[str, ...]) -> str:
 
 def _policy(name: str, v: object, options: tuple[str, ...]) -> str:
     """A scale rule of ``options`` under its one name (``dynamic_causal`` → ``inv_sqrt_i``, :mod:`sapa.theory.families`)."""
-    return _str(name, ALIASES.get(v, v) if isinstance(v, str) else v, options)
+    return _str(name, F.ALIASES.get(v, v) if isinstance(v, str) else v, options)
 
 
 def _nonneg_int(name: str, v: object) -> int:
@@ -150,15 +212,54 @@ def _device(v: object) -> str:
     return v
 
 
-def _parse_activation(i: int, entry: object) -> list[ActivationSpec]:
+def _parse_family(where: str, entry: dict) -> list[Act]:
+    out = []
+    for k, v in enumerate(_as_list(f"{where}.family", entry["family"])):
+        if not isinstance(v, str):
+            raise InputError(f"{where}.family[{k}] must be a family id (one of {', '.join(F.FAMILIES)}), got {v!r}")
+        if v not in F.FAMILIES:
+            raise InputError(f"{where}.family[{k}]: unknown activation family {v!r}; known: {', '.join(F.FAMILIES)}")
+        out.append(cell_columns(F.FAMILIES[v]))
+    return out
+
+
+def _parse_expr(where: str, entry: dict) -> list[Act]:
+    from sapa.theory.activation import parse_activation
+
+    normalize = entry.get("normalize", "none")
+    if not isinstance(normalize, str):
+        raise InputError(f"{where}.normalize must be 'none' or 'row', got {normalize!r}")
+    normalize = choice(f"{where}.normalize", normalize, ("none", "row"))
+    out = []
+    for k, text in enumerate(_as_list(f"{where}.expr", entry["expr"])):
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{where}.expr[{k}] must be an expression φ(x, N, i, j) as text, got {text!r}")
+        parse_activation(text, normalize)  # one-line InputError for an expression the audit refuses
+        out.append(((ROW if normalize == "row" else EXPR) + text, 0, EXPR_RULE, None))
+    return out
+
+
+def _parse_activation(i: int, entry: object) -> list[Act]:
     where = f"activation[{i}]"
+    allowed = _ACT_KEYS | _FAMILY_KEYS | _EXPR_KEYS
     if not isinstance(entry, dict):
-        raise InputError(f"{where} must be a table with keys {sorted(_ACT_KEYS)}, got {entry!r}")
+        raise InputError(f"{where} must be a table with keys {sorted(_ACT_KEYS)}, 'family' or 'expr', got {entry!r}")
     for key in entry:
-        if key not in _ACT_KEYS:
-            raise InputError(f"unknown config key {where}.{key!r} (allowed: {', '.join(sorted(_ACT_KEYS))})")
+        if key not in allowed:
+            raise InputError(f"unknown config key {where}.{key!r} (allowed: {', '.join(sorted(allowed))})")
+    spellings = [s for s in ("kind", "family", "expr") if s in entry]
+    if len(spellings) > 1:
+        raise InputError(f"{where} has {' and '.join(spellings)}: give one of kind, family, expr")
+    if "family" in entry or "expr" in entry:
+        own = _FAMILY_KEYS if "family" in entry else _EXPR_KEYS
+        extra = sorted(set(entry) - own)
+        if extra:
+            raise InputError(f"{where}.{extra[0]} is not used with {spellings[0]!r}; remove it")
+        return _parse_family(where, entry) if "family" in entry else _parse_expr(where, entry)
+    if "normalize" in entry:
+        raise InputError(f"{where}.normalize is only used with 'expr'")
     if "kind" not in entry:
-        raise InputError(f"{where} needs 'kind' (softmax or poly)")
+        raise InputError(f"{where} needs 'kind' (softmax or poly), 'family' or 'expr'")
     kind = _str(f"{where}.kind", entry["kind"], ACTIVATIONS)
     c = entry.get("c")
     if c is not None:
@@ -166,20 +267,18 @@ def _parse_activation(i: int, entry: object) -> list[ActivationSpec]:
     if kind == "softmax":
         if "p" in entry:
             raise InputError(f"{where}.p is not used by softmax; remove it")
-        policies = [_policy(f"{where}.scale", s, SOFTMAX_POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", "inv_sqrt_d"))]
+        policies = [_policy(f"{where}.scale", s, SOFTMAX_POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", F.INV_SQRT_D))]
         degrees = [0]
     else:
-        policies = [_policy(f"{where}.scale", s, POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", "inv_sqrt_n"))]
+        policies = [_policy(f"{where}.scale", s, POLICIES) for s in _as_list(f"{where}.scale", entry.get("scale", F.INV_SQRT_N))]
         if "p" not in entry:
             raise InputError(f"{where} (poly) needs 'p'")
         degrees = [positive_int(f"{where}.p", p) for p in _as_list(f"{where}.p", entry["p"])]
-    if "const" in policies and c is None:
+    if F.CONST in policies and c is None:
         raise InputError(f"{where}: scale 'const' needs 'c'")
-    if c is not None and "const" not in policies:
+    if c is not None and F.CONST not in policies:
         raise InputError(f"{where}.c is only used with scale 'const'")
-    return [
-        ActivationSpec(kind=kind, p=p, scale=s, c=(c if s == "const" else None)) for p in degrees for s in policies
-    ]
+    return [(kind, p, s, (c if s == F.CONST else None)) for p in degrees for s in policies]
 
 
 def config_from_dict(raw: dict) -> SweepConfig:
@@ -212,6 +311,9 @@ def config_from_dict(raw: dict) -> SweepConfig:
     if not isinstance(acts, list) or not acts:
         raise InputError("activation must be a non-empty array of tables ([[activation]])")
     kw["activations"] = tuple(dict.fromkeys(a for i, e in enumerate(acts) for a in _parse_activation(i, e)))
+    if raw.get("dtype", "float64") != "float64" and not all(is_kernel(a[0]) for a in kw["activations"]):
+        raise InputError("family and expr activations (computed from their expression) run in float64 only: "
+                         "set dtype = \"float64\"")
     checks = {
         "trials": positive_int,
         "seed": _nonneg_int,

@@ -25,10 +25,12 @@ from sapa.empirics.montecarlo.sweep.cells import (
     KEY_COLS,
     Cell,
     _cell_cost,
+    cell_expression,
     cell_id,
     cell_trials,
     cells,
     check_memory,
+    expr_trials_per_batch,
     model_config,
     resolve_activation,
     sampling_key,
@@ -70,16 +72,55 @@ def run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
         return _run_cell(config, cell)
 
 
+def _expr_batch(phi, A: torch.Tensor, B: torch.Tensor, *, paper: bool, with_rows: bool) -> dict[str, np.ndarray]:
+    """The norms of a family or expression cell for a batch of trials, per trial with the expression kernels.
+
+    :func:`sapa.empirics.kernels.expr_norms.expr_norms` gives ‖φ(S)‖_F and ‖∂φ/∂X‖_F exactly (range-safe) for
+    S = X W Xᵀ (one head W_Q = W, W_K = I); the paper's model S = A Bᵀ with the Jacobian w.r.t. (A, B) is the same
+    kernel on X = [A | B] with W_Q = [I; 0], W_K = [0; I] (so dS_ik = da_i·b_k + a_i·db_k, no cross term).
+    max |φ| and the per-row norms come from :func:`sapa.empirics.kernels.expr_norms.attention_rows` on S.
+    All in float64 on the CPU.
+    """
+    from sapa.empirics.kernels.activation_fns import activation_functions
+    from sapa.empirics.kernels.expr_norms import attention_rows, expr_norms, layer_from_qk, layer_from_w
+
+    a, b = _to_np(A), _to_np(B)  # shared: X (t, N, D), W (t, D, D); paper: A, B (t, N, d)
+    fns = activation_functions(phi)
+    out: dict[str, list] = {"fro": [], "jac_fro": [], "max_abs": [], "row_fro": []}
+    if paper:
+        d = a.shape[2]
+        eye, zero = np.eye(d), np.zeros((d, d))
+        layer = layer_from_qk(np.vstack([eye, zero]), np.vstack([zero, eye]))  # (2d, d) each
+    for t in range(a.shape[0]):
+        if paper:
+            X, S = np.concatenate([a[t], b[t]], axis=1), a[t] @ b[t].T  # (N, 2d); (N, d) @ (d, N)
+        else:
+            X, layer = a[t], layer_from_w(b[t])
+            S = X @ b[t] @ X.T  # (N, D) @ (D, D) @ (D, N)
+        r = expr_norms(X, layer, phi)
+        P, _ = attention_rows(S, phi, fns)
+        out["fro"].append(r.fro[0])
+        out["jac_fro"].append(r.jac_fro[0])
+        out["max_abs"].append(float(np.abs(P).max()))
+        if with_rows:
+            out["row_fro"].append(np.sqrt(np.einsum("ik,ik->i", P, P)))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if v}
+
+
 def _run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
     from sapa.empirics.kernels import norms
 
     dtype = getattr(torch, config.dtype)
     model = model_config(config, cell)
     skey = sampling_key(config, cell)
-    act, row_scale, mask = resolve_activation(cell)
+    phi = cell_expression(cell)  # a family or expression cell: its parsed φ; a kernel cell: None
+    if phi is None:
+        act, row_scale, mask = resolve_activation(cell)
     N, D, d, T = cell.N, cell.D, cell.d, cell_trials(config, cell)
     itemsize = torch.empty((), dtype=dtype).element_size()
     batch = trials_per_batch(N, D, T, itemsize=itemsize, budget_bytes=config.memory_gib * 2**30)
+    if phi is not None:
+        batch = min(batch, expr_trials_per_batch(N, T, budget_bytes=config.memory_gib * 2**30))
     opts = {"chunk": None, "device": config.device, "dtype": dtype, "with_rows": config.with_rows}
     per_q: dict[str, list[np.ndarray]] = {q: [] for q in QUANTITIES}
     rows: list[np.ndarray] = []
@@ -92,10 +133,12 @@ def _run_cell(config: SweepConfig, cell: Cell) -> pd.DataFrame:
         gens = trial_generators(config.seed, skey, idx)  # trial t's draws from its own stream, whatever the batch
         if paper:
             A, B = sample_paper_ab(model, len(idx), N, d, gens)  # (t, N, d) each
-            out = norms.paper_model_norms_batched(A, B, act, mask, row_scale, **opts)
+            out = norms.paper_model_norms_batched(A, B, act, mask, row_scale, **opts) if phi is None else \
+                _expr_batch(phi, A, B, paper=True, with_rows=config.with_rows)
         else:
-            X, W = sample_trials(model, N, D, d, len(idx), gens, population=pop)
-            out = norms.attention_norms_batched(X, W, act, mask, row_scale, **opts)  # X (t, N, D), W (t, D, D)
+            X, W = sample_trials(model, N, D, d, len(idx), gens, population=pop)  # X (t, N, D), W (t, D, D)
+            out = norms.attention_norms_batched(X, W, act, mask, row_scale, **opts) if phi is None else \
+                _expr_batch(phi, X, W, paper=False, with_rows=config.with_rows)
         for q in QUANTITIES:
             per_q[q].append(_to_np(out[q]).reshape(len(idx)))
         if config.with_rows:
@@ -126,7 +169,7 @@ def _frame(cell: Cell, quantity: np.ndarray, trial: np.ndarray, row: np.ndarray,
             cols[name] = np.full(n, int(v), dtype=np.int64)
         else:
             cols[name] = np.full(n, v, dtype=object)
-    cols["label"] = np.full(n, cell.spec().label(), dtype=object)
+    cols["label"] = np.full(n, cell.label(), dtype=object)
     cols["trial"] = trial.astype(np.int64)
     cols["quantity"] = quantity.astype(object)
     cols["row"] = row.astype(np.int64)
@@ -143,7 +186,7 @@ class CellFailedError(InputError):
 
 def cell_name(cell: Cell) -> str:
     """A cell in one short line, e.g. ``paper/iso/softmax/mask=none N=4 D=3 d=3 float64``."""
-    return (f"{cell.weight_model}/{cell.x_model}/{cell.spec().label()}/mask={cell.mask} "
+    return (f"{cell.weight_model}/{cell.x_model}/{cell.label()}/mask={cell.mask} "
             f"N={cell.N} D={cell.D} d={cell.d} {cell.dtype}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sapa.common.validate import InputError
-from sapa.empirics.montecarlo.sweep import ActivationSpec, builtin_config, config_from_dict, load_config
+from sapa.empirics.montecarlo.sweep import activation_label, builtin_config, config_from_dict, load_config
 from tests.empirics.montecarlo.sweep.sweep_fixture import TINY, tiny
 
 
@@ -13,24 +13,27 @@ def test_builtin_configs_load():
     quick, full = load_config(builtin_config("quick")), load_config(builtin_config("full"))
     assert quick.N[0] == 8 and quick.N[-1] == 512 and quick.dtype == "float64"
     assert max(full.N) >= 4096 and set(full.D) >= {64, 384, 768}
-    labels = {a.label() for a in quick.activations}
+    labels = {activation_label(a) for a in quick.activations}
     assert labels == {"softmax", "x^1/sqrt(N)", "x^3/sqrt(N)", "0.0625*x^1", "1*x^3"}
     assert set(quick.weight_model) == {"paper", "iid", "tied", "corr"}
 
 
 def test_activation_labels():
-    assert ActivationSpec("softmax").label() == "softmax"
-    assert ActivationSpec("softmax", 0, "const", 0.5).label() == "softmax(tau=0.5)"
-    assert ActivationSpec("poly", 3, "inv_sqrt_n").label() == "x^3/sqrt(N)"
-    assert ActivationSpec("poly", 1, "const", 0.0625).label() == "0.0625*x^1"
-    assert ActivationSpec("poly", 1, "inv_sqrt_i").label() == "x^1/sqrt(i)"
-    assert ActivationSpec("poly", 1, "dynamic_causal") == ActivationSpec("poly", 1, "inv_sqrt_i")  # the old name
+    """The rows' ``label`` column: the stored text of the kernel cells (unchanged), a family's label, an expression."""
+    assert activation_label(("softmax", 0, "inv_sqrt_d", None)) == "softmax"
+    assert activation_label(("softmax", 0, "const", 0.5)) == "softmax(tau=0.5)"
+    assert activation_label(("poly", 3, "inv_sqrt_n", None)) == "x^3/sqrt(N)"
+    assert activation_label(("poly", 1, "const", 0.0625)) == "0.0625*x^1"
+    assert activation_label(("poly", 1, "inv_sqrt_i", None)) == "x^1/sqrt(i)"
+    assert activation_label(("relu_N", 0, "inv_n", None)) == "ReLU(x)/N"
+    assert activation_label(("expr:x/(1+Abs(x))", 0, "expr", None)) == "x/(1+Abs(x))"
+    assert activation_label(("row:x**2", 0, "expr", None)) == "row-normalised x**2"
 
 
 def test_stored_dynamic_causal_parses_as_inv_sqrt_i():
     old = tiny(activation=[{"kind": "poly", "p": 1, "scale": "dynamic_causal"}])
     assert old == tiny(activation=[{"kind": "poly", "p": 1, "scale": "inv_sqrt_i"}])
-    assert [a.scale for a in old.activations] == ["inv_sqrt_i"]
+    assert [a[2] for a in old.activations] == ["inv_sqrt_i"]  # (activation, p, scale_policy, c)
 
 
 def test_config_round_trips_through_dict():
