@@ -22,8 +22,9 @@ import pytest
 
 from sapa.empirics.montecarlo.sweep.cells import cell_id, cells, resolve_activation
 from sapa.empirics.montecarlo.sweep.config import load_config
-from sapa.empirics.training.mechanism import MECH_ARMS, mech_config, plan_mech_chunks
-from sapa.empirics.training.study_config import ARMS, alpha_ps, look2_chunks, plan_chunks, study_config
+from sapa.empirics.training.mechanism import MECH_ARMS, mech_config, member_scales, plan_mech_chunks
+from sapa.empirics.training.study_config import (ARMS, alpha_ps, arm_p, look2_chunks, plan_chunks, row_coefficients,
+                                                 study_config)
 from sapa.empirics.training.study_design import design_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,7 @@ def test_the_mechanism_config_and_chunks_are_the_shipped_packs():
 def test_the_study_arms_write_the_shipped_p_and_scale_columns():
     runs = pd.read_parquet(PACK / "runs.parquet", columns=["arm", "p", "scale"]).drop_duplicates()
     for arm, p, scale in runs.itertuples(index=False):
-        assert (ARMS[arm].p, ARMS[arm].scale) == (p, scale), arm
+        assert (arm_p(ARMS[arm]), ARMS[arm].rule) == (p, scale), arm
 
 
 # --------------------------------------------------------------------------- against the values before the migration
@@ -132,11 +133,11 @@ def test_mechanism_hashes_and_chunk_plans(budget):
 def test_the_training_row_coefficients_keep_their_float32_bytes():
     """Every study arm's (N,) float32 r_i at N = 1 … 512 and three long lengths (grid arms at four α), and the
     mechanism arms' at N = 1 … 512: the bytes the shipped training runs multiplied S^p by."""
-    vec = {f"{name}/{N}/{al}": _bytes(a.row_coefficients(N, al))
+    vec = {f"{name}/{N}/{al}": _bytes(row_coefficients(a, N, al))
            for name, a in ARMS.items() for N in LENGTHS for al in (math.nan, 2.0, 0.125, 3.0)
-           if a.scale in ("alpha", "dose", "temperature") or math.isnan(al)}
+           if a.rule in ("alpha", "dose", "temperature") or math.isnan(al)}
     assert _digest(vec) == "86e6c7b67c242163cb9c1f261507de341d477c26a997ad03e0b2f768d9e28a2a"
-    mv = {f"{name}/{N}": None if (r := a.row_coefficients(N)) is None else _bytes(r)
+    mv = {f"{name}/{N}": None if (r := member_scales(a, N)) is None else _bytes(r)
           for name, a in MECH_ARMS.items() for N in range(1, 513)}
     assert _digest(mv) == "50aab7ecf151dd1c3e020a42dc224c10a7287e76215bfc3d45bd369d717cc7f7"
 

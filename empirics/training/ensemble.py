@@ -25,39 +25,30 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from sapa.empirics.training.tiny_models import TinyModelConfig, build_model, Arm
 from sapa.common.validate import InputError, choice, positive_int
 from sapa.empirics.kernels.activation_fns import torch_activation
+from sapa.empirics.training.tiny_models import TinyModelConfig, build_model
+from sapa.theory import families  # the row families.Family is the ensemble's activation (no class of its own here)
 
-__all__ = ["Family", "EnsembleSpec", "stack_members", "ensemble_forward", "member_losses", "AdamWState",
-           "adamw_step", "clip_per_member", "attention_inputs", "head_Ws",
+__all__ = ["EnsembleSpec", "expression_family", "row_coefficients", "stack_members", "ensemble_forward",
+           "member_losses", "AdamWState", "adamw_step", "clip_per_member", "attention_inputs", "head_Ws",
            "torch_activation", "phi"]
 
-FAMILIES = ("softmax", "poly", "expr")
 LN_EPS = 1e-5  # nn.LayerNorm's default
 
 
-@dataclass(frozen=True)
-class Family:
-    """The activation family shared by an ensemble: row softmax, the element-wise power S^p, or φ(x, N, i) from text.
+def expression_family(id: str, text: str) -> families.Family:
+    """φ(x, N, i) = ``text`` as an unlisted family (no exact kernel; its scale sits inside φ, rule "none"), parsed and
+    translated to torch now: one clear :class:`InputError` if it cannot train (the study's ``expr:<φ>`` arms, the
+    mechanism study's ``expr`` arm)."""
+    torch_activation(text)
+    return families.Family(id, text, f"φ = {text}", families.NONE, "an expression given at run time")
 
-    ``expr``: any activation :func:`sapa.theory.activation.parse_activation` accepts (kind "expr"), applied
-    element-wise to S with N the sequence length and i the 1-based row index (masked entries exactly 0).
-    """
 
-    kind: str  # "softmax" | "poly" | "expr"
-    p: int = 1
-    expr: str = ""
-
-    def __post_init__(self) -> None:
-        choice("family", self.kind, FAMILIES)
-        positive_int("p", self.p)
-        if self.kind == "softmax" and self.p != 1:
-            raise InputError("the softmax family has no degree")
-        if (self.kind == "expr") != bool(self.expr):
-            raise InputError("an expression family needs its expression, and only it has one")
-        if self.kind == "expr":
-            torch_activation(self.expr)  # parse now: a bad expression is one clear error
+def row_coefficients(f: families.Family, N: int, value: float = math.nan) -> torch.Tensor:
+    """(N,) float32 r_i of a member of family row ``f`` at length N: the rule's factor in float64
+    (:meth:`sapa.theory.families.Family.row_scale`; ``value``: α, c or τ of a grid rule, r = 1/value), then float32."""
+    return torch.from_numpy(f.row_scale(N, value=value)).to(torch.float32)
 
 
 @dataclass(frozen=True)
@@ -67,7 +58,7 @@ class EnsembleSpec:
     task: str  # "digits" | "text"
     N: int  # tokens per sequence (digits: (8 / patch)²; text: the context)
     model: TinyModelConfig
-    family: Family
+    family: families.Family  # a row of sapa.theory.families (or an expression_family): its kernel, p and expr are read
     vocab: int = 0  # text: characters; digits: 0
     classes: int = 10  # digits: classes; text: = vocab
 
@@ -78,6 +69,8 @@ class EnsembleSpec:
             raise InputError(f"digits take N = (8/patch)² ∈ {{1, 4, 16, 64}}, got {self.N}")
         if self.task == "text":
             positive_int("vocab", self.vocab)
+        if self.family.kernel is None:
+            torch_activation(self.family.expr)  # parse now: a bad expression is one clear error
 
     @property
     def patch(self) -> int:
@@ -88,16 +81,15 @@ class EnsembleSpec:
         return self.task == "text"
 
 
-def _template_arm(family: Family) -> Arm:
-    """An Arm of the family (its scale is not used by the ensemble: r_e carries it; parameters do not depend on it)."""
-    if family.kind in ("softmax", "expr"):
-        return Arm("softmax", "softmax")
-    return Arm(f"x{family.p}", "poly", family.p, "const", 1.0)
+def _template(f: families.Family) -> families.Family:
+    """The family the member's module is built with (its scale is not used by the ensemble: r_e carries it; parameters
+    do not depend on it)."""
+    return families.power(f.p) if f.kernel == "poly" else families.softmax()
 
 
 def build_member(spec: EnsembleSpec, gen: torch.Generator) -> torch.nn.Module:
     """Member e's float32 module of :mod:`sapa.empirics.training.tiny_models`, initialised from ``gen`` (the one-at-a-time model)."""
-    return build_model(spec.task, _template_arm(spec.family), spec.model, gen, vocab=spec.vocab, context=spec.N,
+    return build_model(spec.task, _template(spec.family), spec.model, gen, vocab=spec.vocab, context=spec.N,
                        patch=spec.patch if spec.task == "digits" else 2)
 
 
@@ -159,13 +151,13 @@ def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torc
     causal: j > i masked."""
     N = S.shape[-1]
     vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if spec.causal else None  # (N, N)
-    if spec.family.kind == "softmax":
+    if spec.family.kernel == "softmax":
         if rowc is not None:  # softmax(r_e,i·S_i): a member's inverse temperature 1/τ (the study's temperature sweep)
             S = S * rowc[:, None, None, :, None]
         if vis is not None:
             S = S.masked_fill(~vis, -math.inf)
         return torch.softmax(S, dim=-1)
-    if spec.family.kind == "expr":
+    if spec.family.kernel is None:  # any other φ: its expression
         f = torch_activation(spec.family.expr)
         i = torch.arange(1, N + 1, dtype=S.dtype, device=S.device)[:, None]  # (N, 1) row index
         j = i.reshape(1, N)  # (1, N) column index

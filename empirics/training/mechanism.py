@@ -37,12 +37,14 @@ from sapa.common.pool import one_thread
 from sapa.common.validate import InputError, choice, positive_int
 from sapa.common.seeds import stable_hash, torch_gen_for
 from sapa.empirics.training import mechanism_data as MD
-from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs,
-                                        clip_per_member, ensemble_forward, head_Ws, phi, stack_members)
+from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, attention_inputs,
+                                        clip_per_member, ensemble_forward, expression_family, head_Ws, phi,
+                                        row_coefficients, stack_members)
 from sapa.empirics.training.learning_curves import log_eval_steps
 from sapa.empirics.training.tiny_models import TinyModelConfig
+from sapa.theory.families import Family, family
 
-__all__ = ["MechArm", "MECH_ARMS", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
+__all__ = ["MECH_ARMS", "member_scales", "MechConfig", "MECH_BUDGETS", "mech_config", "MechChunk", "plan_mech_chunks",
            "train_mechanism_chunk", "run_mechanisms", "start_mechanisms", "OFFSETS", "SOLVED", "expr_arm", "resolve_device"]
 
 SCHEMA = 3  # 3: per-probe sizes, the geometric evaluation grid, members stop once solved
@@ -52,28 +54,19 @@ HALF = 0.5  # the main exit threshold: steps to validation accuracy ≥ 0.5 (far
 GATE = 0.9  # a (task, N) cell enters a verdict when softmax solves it in ≥ 90 % of its seeds within the cap
 
 
-@dataclass(frozen=True)
-class MechArm:
-    """An arm: softmax, r·S^p with r = 1/√N (scale "inv_sqrt_n"), or φ(x, N, i) from text (scale "expr")."""
-
-    name: str
-    family: Family
-    scale: str  # "softmax" | "inv_sqrt_n" | "expr"
-    label: str
-
-    def row_coefficients(self, N: int) -> torch.Tensor | None:
-        """(N,) float32 r_i of a power arm, None otherwise."""
-        return torch.full((N,), 1 / math.sqrt(N), dtype=torch.float32) if self.scale == "inv_sqrt_n" else None
+# The arms: the family rows softmax, x/√N, x³/√N (each trains as its kernel's ensemble, r = the row's scale 1/√N), and
+# an activation expression φ(x, N, i) given at run time (:func:`expr_arm`).
+MECH_ARMS: dict[str, Family] = {a: family(a) for a in ("softmax", "x_sqrtN", "x3_sqrtN")}
 
 
-MECH_ARMS = {"softmax": MechArm("softmax", Family("softmax"), "softmax", "softmax"),
-             "x_sqrtN": MechArm("x_sqrtN", Family("poly", 1), "inv_sqrt_n", "x/√N"),
-             "x3_sqrtN": MechArm("x3_sqrtN", Family("poly", 3), "inv_sqrt_n", "x³/√N")}
+def expr_arm(text: str) -> Family:
+    """The arm "expr" of an activation expression (parsed and translated now: one clear error if it cannot train)."""
+    return expression_family("expr", text)
 
 
-def expr_arm(text: str) -> MechArm:
-    """The arm of an activation expression (parsed and translated now: one clear error if it cannot train)."""
-    return MechArm("expr", Family("expr", expr=text), "expr", f"φ = {text}")
+def member_scales(arm: Family, N: int) -> torch.Tensor | None:
+    """(N,) float32 r_i of a power arm at length N (its row's scale), None for softmax and an expression."""
+    return row_coefficients(arm, N) if arm.kernel == "poly" else None
 
 
 def grid_steps(cap: int, first: int = 8, ratio: float = 2 ** 0.2) -> tuple[int, ...]:
@@ -176,7 +169,7 @@ class MechConfig:
     def plan(self, task: str) -> Probe:
         return next(p for p in self.probes if p.task == task)
 
-    def arm_list(self) -> list[MechArm]:
+    def arm_list(self) -> list[Family]:
         return [MECH_ARMS[a] for a in self.arms] + ([expr_arm(self.activation)] if self.activation else [])
 
     def eval_steps(self, task: str) -> tuple[int, ...]:
@@ -252,8 +245,9 @@ class MechChunk:
         return f"{self.task}_N{self.N}_{self.family}.json"
 
 
-def _family_id(arm: MechArm) -> str:
-    return arm.family.kind if arm.family.kind != "poly" else f"p{arm.family.p}"
+def _family_id(arm: Family) -> str:
+    """The chunk an arm trains in: "softmax", "p<p>" or "expr" (the chunk file names and mechanism.json.gz)."""
+    return f"p{arm.p}" if arm.kernel == "poly" else arm.kernel or "expr"
 
 
 def plan_mech_chunks(cfg: MechConfig) -> list[MechChunk]:
@@ -264,7 +258,7 @@ def plan_mech_chunks(cfg: MechConfig) -> list[MechChunk]:
             fams: dict[str, list] = {}
             for a in cfg.arm_list():
                 fams.setdefault(_family_id(a), []).extend(
-                    (a.name, r) for r in range(pr.first_seed, pr.first_seed + pr.seeds))
+                    (a.id, r) for r in range(pr.first_seed, pr.first_seed + pr.seeds))
             out += [MechChunk(pr.task, N, f, tuple(ms)) for f, ms in fams.items()]
     return out
 
@@ -359,14 +353,14 @@ def _train(chunk: MechChunk, cfg: MechConfig, dev: torch.device) -> dict:
     task, N = chunk.task, chunk.N
     pr = cfg.plan(task)
     V = pr.vocab
-    arms = {a.name: a for a in cfg.arm_list()}
+    arms = {a.id: a for a in cfg.arm_list()}
     mem = [arms[a] for a, _ in chunk.members]
-    spec = EnsembleSpec("text", N, cfg.model_of(task), mem[0].family, vocab=V, classes=V)
+    spec = EnsembleSpec("text", N, cfg.model_of(task), mem[0], vocab=V, classes=V)
     E = len(chunk.members)
     seeds = sorted({r for _, r in chunk.members})
     prm = stack_members(spec, [torch_gen_for(cfg.seed, "mech", task, N, r, "init") for _, r in chunk.members])
     prm = {k: v.detach().to(dev).requires_grad_(True) for k, v in prm.items()}
-    rc = [a.row_coefficients(N) for a in mem]
+    rc = [member_scales(a, N) for a in mem]
     rowc = None if rc[0] is None else torch.stack(rc).to(dev)  # (E, N)
     gens = {r: torch_gen_for(cfg.seed, "mech", task, N, r, "data") for r in seeds}
     who = torch.tensor([seeds.index(r) for _, r in chunk.members])

@@ -17,10 +17,12 @@ import torch
 from sapa.common.validate import InputError
 from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, attention_inputs, clip_per_member,
                                ensemble_forward, head_Ws, member_losses, stack_members)
-from sapa.empirics.kernels.norms import Activation, NormOverflowError, attention_norms_batched
+from sapa.empirics.kernels.norms import NormOverflowError, attention_norms_batched
 from sapa.common.pool import one_thread
 from sapa.common.seeds import torch_gen_for
-from sapa.empirics.training.study_config import MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan, arm_of
+from sapa.empirics.training.study_config import (MEMORY_BYTES, NORMS, VAL_FRACTION, Chunk, StudyConfig, TaskPlan, arm_of,
+                                                arm_p, row_coefficients)
+from sapa.theory.families import TEMPERATURE, power, softmax
 from sapa.empirics.training.train_data import load_digits, load_text, text_probe
 
 __all__ = ["train_chunk", "lr_factor"]
@@ -131,11 +133,11 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
     live = torch.nonzero(alive).flatten().tolist()
     if not live:
         return out
-    if spec.family.kind == "expr":
+    if spec.family.kernel is None:
         return _probe_norms_expr(prm, spec, data, live, out)
     P = data.probe.shape[0]
     xs = attention_inputs(prm, data.probe.expand(E, *data.probe.shape), spec, rowc)  # per layer (E, P, N, D)
-    act = Activation("softmax", 1, 1.0) if spec.family.kind == "softmax" else Activation("poly", spec.family.p, 1.0)
+    act = softmax() if spec.family.kernel == "softmax" else power(spec.family.p)  # r_i, 1/τ: the row scale, W/τ
     mask = "causal" if spec.causal else "none"
     H, N = spec.model.heads, spec.N
     acc = {q: np.zeros(E) for q in NORMS}
@@ -146,7 +148,7 @@ def _probe_norms(prm, spec: EnsembleSpec, rowc, data: _Data, alive: torch.Tensor
         Xt = X[:, None].expand(-1, H, -1, -1, -1).reshape(-1, N, X.shape[-1])  # (e·H·P, N, D)
         Wt = W[:, :, None].expand(-1, -1, P, -1, -1).reshape(-1, W.shape[-1], W.shape[-1])  # (e·H·P, D, D)
         rs, inv_tau = None, None
-        if rowc is not None and spec.family.kind == "softmax":  # softmax(X (W/τ) Xᵀ) = softmax(S/τ) exactly
+        if rowc is not None and spec.family.kernel == "softmax":  # softmax(X (W/τ) Xᵀ) = softmax(S/τ) exactly
             inv_tau = rowc[es, 0].to(torch.float64)[:, None, None].expand(-1, H, P).reshape(-1)  # (e·H·P,)
             Wt = Wt * inv_tau[:, None, None]
         elif rowc is not None:
@@ -251,13 +253,13 @@ def _train_chunk(chunk: Chunk, cfg: StudyConfig) -> dict:
     task, N, plan = chunk.task, chunk.N, cfg.plan(chunk.task)
     data = _Data(cfg, task, N)
     arms = [arm_of(m.arm) for m in chunk.members]
-    spec = EnsembleSpec(task, N, cfg.model, arms[0].family, vocab=data.vocab, classes=data.classes)
+    spec = EnsembleSpec(task, N, cfg.model, arms[0], vocab=data.vocab, classes=data.classes)
     E = len(chunk.members)
     gens = [torch_gen_for(cfg.seed, "study", task, N, m.seed, "init") for m in chunk.members]
     prm = stack_members(spec, gens)
-    tempered = any(a.scale == "temperature" for a in arms)  # softmax(S/τ): rowc holds 1/τ (None: τ = 1 for all)
-    rowc = None if spec.family.kind == "expr" or (spec.family.kind == "softmax" and not tempered) else torch.stack(
-        [a.row_coefficients(N, m.alpha) for a, m in zip(arms, chunk.members)])  # (E, N)
+    tempered = any(a.rule == TEMPERATURE for a in arms)  # softmax(S/τ): rowc holds 1/τ (None: τ = 1 for all)
+    rowc = None if spec.family.kernel is None or (spec.family.kernel == "softmax" and not tempered) else torch.stack(
+        [row_coefficients(a, N, m.alpha) for a, m in zip(arms, chunk.members)])  # (E, N)
     seeds = sorted({m.seed for m in chunk.members})
     data_gens = {r: torch_gen_for(cfg.seed, "study", task, N, r, "data") for r in seeds}
     who = torch.tensor([seeds.index(m.seed) for m in chunk.members])  # member -> its replicate's batch
@@ -342,7 +344,7 @@ def _summarise(chunk: Chunk, cfg, data: _Data, rec, n0, n1, alive, dstep, gmax, 
         div = (not alive[e]) or not math.isfinite(vl_final) or vl_final > start
         va = np.where(np.isfinite(val_loss[:, e]), val_acc[:, e], -np.inf)
         b = int(np.argmax(va[1:]) + 1) if len(va) > 1 else 0  # best evaluation after step 0
-        row = {"task": chunk.task, "N": chunk.N, "arm": m.arm, "p": arm.p, "scale": arm.scale, "alpha": m.alpha,
+        row = {"task": chunk.task, "N": chunk.N, "arm": m.arm, "p": arm_p(arm), "scale": arm.rule, "alpha": m.alpha,
                "lr": m.lr, "seed": m.seed, "in_study": True, "steps": cfg.plan(chunk.task).steps,
                "diverged": bool(div), "diverged_step": int(dstep[e]) if dstep[e] >= 0 else (
                    int(steps[-1]) if div else -1),

@@ -11,89 +11,55 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-import torch
 
 from sapa.common.validate import InputError, choice, positive_int
-from sapa.empirics.training.ensemble import Family
+from sapa.empirics.training.ensemble import expression_family, row_coefficients
 from sapa.common.seeds import stable_hash
 from sapa.empirics.training.tiny_models import TinyModelConfig
+from sapa.theory.families import (ALPHA, DOSE, FAMILY_TABLE, GRID_RULES, INV_N, INV_SQRT_N, NONE, SOFTMAX,
+                                  TEMPERATURE, Family)
 
-__all__ = ["StudyArm", "ARMS", "CAUSAL_ONLY", "GRID_SCALES", "aliases", "grid_value", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS",
-           "study_config", "Member", "Chunk", "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS",
-           "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES", "DOSE_ARMS", "look2_doses", "look2_chunks"]
+__all__ = ["ARMS", "arm_of", "arm_p", "row_coefficients", "CAUSAL_ONLY", "GRID_SCALES", "aliases", "grid_value",
+           "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "BUDGETS", "study_config", "Member", "Chunk",
+           "plan_chunks", "member_count", "alpha_ps", "SCHEMA", "TASKS", "HISTORY_QUANTITIES", "NORMS", "VAL_FRACTION", "MEMORY_BYTES", "DOSE_ARMS", "look2_doses", "look2_chunks"]
 
 SCHEMA = 3  # bump when the meaning of stored chunks changes (3: dose / temperature grids, aliased arms)
 TASKS = ("digits", "text")
-SCALES = ("softmax", "inv_sqrt_n", "alpha", "none", "inv_n", "inv_sqrt_i", "dose", "temperature")
-GRID_SCALES = ("alpha", "dose", "temperature")  # arms trained over a grid at the task's smallest N (Member.alpha)
+GRID_SCALES = GRID_RULES  # α, c, τ: arms trained over a grid at the task's smallest N (Member.alpha)
 HISTORY_QUANTITIES = ("train_loss", "val_loss", "val_acc", "attn_fro", "jac_s_fro", "jac_x_fro", "grad_norm")
 NORMS = ("attn_fro", "jac_s_fro", "jac_x_fro")
 VAL_FRACTION = 0.2  # digits: of the training images; text: the tail of the training stream
 MEMORY_BYTES = 1.5e9  # activations one ensemble chunk may hold (float32), chosen for 2 workers in 24 GiB
 
 
-@dataclass(frozen=True)
-class StudyArm:
-    """An attention activation of the study: φ(S)_ij = r_i · S_ij^p (masked j > i → 0 on text), row softmax, or any
-    other family of :data:`sapa.theory.families.FAMILY_TABLE` trained as its expression φ(x, N, i).
-
-    ``scale``: softmax; inv_sqrt_n r = 1/√N; alpha r = 1/α (a grid at the smallest N, then the tuned α*); none
-    r = 1; inv_n r = 1/N; inv_sqrt_i r_i = 1/√i; dose r = 1/c over the dose grid at the smallest N only (the
-    dose-response of norm-vs-accuracy); temperature: softmax(S/τ) over a grid of τ at the smallest N only.
-    ``expr``: the expression of a family with no exact kernel (its scale is in the expression; p is 0).
-    """
-
-    name: str
-    p: int  # 0 for softmax and expression arms
-    scale: str
-    label: str
-    expr: str = ""
-
-    def row_coefficients(self, N: int, alpha: float = math.nan) -> torch.Tensor:
-        """(N,) float32 r_i of the poly arm at length N (α, c or τ of a grid arm: r = 1/α)."""
-        i = torch.arange(1, N + 1, dtype=torch.float64)
-        c = {"inv_sqrt_n": 1 / math.sqrt(N), "alpha": 1 / alpha, "dose": 1 / alpha, "temperature": 1 / alpha,
-             "none": 1.0, "inv_n": 1 / N, "softmax": 1.0}
-        r = i.rsqrt() if self.scale == "inv_sqrt_i" else torch.full((N,), c[self.scale], dtype=torch.float64)
-        return r.to(torch.float32)
-
-    @property
-    def family(self) -> Family:
-        if self.expr:
-            return Family("expr", expr=self.expr)
-        return Family("softmax") if self.p == 0 else Family("poly", self.p)
-
-
-def _arms() -> dict[str, StudyArm]:
-    """The training arms: every row of the families table marked ``train`` (one row adds an arm)."""
-    from sapa.theory.families import FAMILY_TABLE
-
-    return {f.id: StudyArm(f.id, f.p or 0, f.scale, f.label, "" if f.kernel else f.expr)
-            for f in FAMILY_TABLE if f.train}
-
-
-ARMS: dict[str, StudyArm] = _arms()
+# The training arms: every row of the families table marked ``train`` (one row adds an arm). An arm trains as the
+# ensemble of its row's kernel (softmax, the power p) or, without one, as its expression φ(x, N, i); each member's
+# r_i = the row's scale (:func:`sapa.empirics.training.ensemble.row_coefficients`): 1/√N, 1/α (a grid at the smallest N,
+# then the tuned α*), 1, 1/N, 1/√i, 1/c over the dose grid at the smallest N only (the dose-response of
+# norm-vs-accuracy), softmax(S/τ) over a grid of τ at the smallest N only.
+ARMS: dict[str, Family] = {f.id: f for f in FAMILY_TABLE if f.train}
 
 
 EXPR_ARM = "expr:"  # an arm named "expr:<φ>" trains the expression φ(x, N, i) (sapa compare's arms)
 
 
-def arm_of(name: str) -> StudyArm:
+def arm_of(name: str) -> Family:
     """The arm called ``name``: a row of :data:`ARMS`, or ``"expr:<φ>"``, the expression φ trained as its own arm
-    (scale in the expression; parsed and translated now: one clear :class:`InputError` if it cannot train)."""
+    (scale in the expression, rule "none"; parsed and translated now: one clear :class:`InputError` if it cannot
+    train)."""
     if name in ARMS:
         return ARMS[name]
     if isinstance(name, str) and name.startswith(EXPR_ARM) and name[len(EXPR_ARM):].strip():
-        text = name[len(EXPR_ARM):]
-        arm = StudyArm(name, 0, "none", f"φ = {text}", text)
-        arm.family  # noqa: B018  (parses and translates the expression now)
-        return arm
+        return expression_family(name, name[len(EXPR_ARM):])
     raise InputError(f"arm must be one of {tuple(ARMS)} or 'expr:<φ>', got {name!r}")
 
 
-def _causal_families() -> set[str]:
-    from sapa.theory.families import FAMILY_TABLE
+def arm_p(f: Family) -> int:
+    """The runs' ``p`` column of an arm: its degree, 0 for softmax and the expression arms."""
+    return f.p or 0
 
+
+def _causal_families() -> set[str]:
     return {f.id for f in FAMILY_TABLE if f.masks == ("causal",)}
 
 
@@ -284,7 +250,7 @@ class Chunk:
 
     task: str
     N: int
-    family: str  # "softmax" | "p1" | "p3"
+    family: str  # "softmax" | "p1" | "p3" | an expression arm's (_family_id)
     index: int  # chunk k of the family at this N
     members: tuple[Member, ...]
     look: int = 1  # 2: the dose-response's second look (look2_chunks)
@@ -295,12 +261,12 @@ class Chunk:
         return f"{self.task}_N{self.N}_{self.family}_{tag}{self.index}.json"
 
 
-def _family_id(arm: StudyArm) -> str:
-    """The ensemble an arm trains in: softmax, the power p, or its own expression ("expr:<φ>" arms: "expr-<hash>", a
-    file-safe name)."""
-    if arm.name.startswith(EXPR_ARM):
-        return "expr-" + stable_hash(arm.name)[:12]
-    return arm.name if arm.expr else "softmax" if arm.p == 0 else f"p{arm.p}"
+def _family_id(arm: Family) -> str:
+    """The ensemble an arm trains in: softmax, the power p, or its own expression (a row's id; "expr:<φ>" arms:
+    "expr-<hash>", a file-safe name)."""
+    if arm.id.startswith(EXPR_ARM):
+        return "expr-" + stable_hash(arm.id)[:12]
+    return arm.id if arm.kernel is None else SOFTMAX if arm.kernel == SOFTMAX else f"p{arm.p}"
 
 
 def bytes_per_member(cfg: StudyConfig, task: str, N: int) -> float:
@@ -311,16 +277,21 @@ def bytes_per_member(cfg: StudyConfig, task: str, N: int) -> float:
     return 4.0 * m.layers * (attn + dense)
 
 
-def _grid(cfg: StudyConfig, arm: StudyArm) -> tuple[float, ...]:
-    return cfg.temperatures if arm.scale == "temperature" else cfg.alphas
+def _grid(cfg: StudyConfig, arm: Family) -> tuple[float, ...]:
+    return cfg.temperatures if arm.rule == TEMPERATURE else cfg.alphas
 
 
-def grid_value(arm: StudyArm, N: int) -> float | None:
+def grid_value(arm: Family, N: int) -> float | None:
     """The grid value (α, c or τ) at which a fixed-scale arm equals a grid arm of its family at length N (None: none).
 
     x^p → c = 1, x^p/√N → c = √N, x^p/N → c = N; softmax → τ = 1.
     """
-    return {"none": 1.0, "inv_sqrt_n": math.sqrt(N), "inv_n": float(N), "softmax": 1.0}.get(arm.scale)
+    return {NONE: 1.0, INV_SQRT_N: math.sqrt(N), INV_N: float(N), SOFTMAX: 1.0}.get(arm.rule)
+
+
+def _trains_as(arm: Family) -> tuple:
+    """What an arm trains as, apart from its scale: (degree, expression of an arm without a kernel)."""
+    return arm_p(arm), "" if arm.kernel else arm.expr
 
 
 def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
@@ -337,7 +308,7 @@ def aliases(cfg: StudyConfig, task: str) -> dict[str, tuple[str, float]]:
             continue
         for g in arms:
             ga = arm_of(g)
-            if (ga.p, ga.expr) == (arm_of(name).p, arm_of(name).expr) and ga.scale in GRID_SCALES and any(
+            if _trains_as(ga) == _trains_as(arm_of(name)) and ga.rule in GRID_SCALES and any(
                     math.isclose(v, a) for a in _grid(cfg, ga)):
                 out[name] = (g, next(a for a in _grid(cfg, ga) if math.isclose(v, a)))
                 break
@@ -353,9 +324,9 @@ def plan_chunks(cfg: StudyConfig, task: str, N: int, alpha_star: dict[int, float
     per_family: dict[str, list[Member]] = {}
     for name in cfg.task_arms(task):
         arm = arm_of(name)
-        if name in alias or (arm.scale in ("dose", "temperature") and not first):
+        if name in alias or (arm.rule in (DOSE, TEMPERATURE) and not first):
             continue
-        if arm.scale in GRID_SCALES:
+        if arm.rule in GRID_SCALES:
             alphas = _grid(cfg, arm) if first else (alpha_star[arm.p],)
         else:
             alphas = (math.nan,)
@@ -406,7 +377,7 @@ def look2_chunks(cfg: StudyConfig, strata) -> list[Chunk]:
 
 
 def alpha_ps(cfg: StudyConfig, task: str) -> tuple[int, ...]:
-    return tuple(sorted({arm_of(a).p for a in cfg.task_arms(task) if arm_of(a).scale == "alpha"}))
+    return tuple(sorted({arm_p(arm_of(a)) for a in cfg.task_arms(task) if arm_of(a).rule == ALPHA}))
 
 
 def member_count(cfg: StudyConfig) -> int:

@@ -4,16 +4,17 @@ The paper replaces row-softmax by element-wise polynomials c·x^p (x/√N, x³/�
 that 1/√N-scaled polynomials regularize ‖φ(S)‖_F as softmax does. The models here make that
 testable in training:
 
-* :class:`Arm` — one activation: ``softmax`` (row softmax of S), or ``c·S^p`` with
-  c = 1/√N, a constant, or the dynamic causal row scale c_i = 1/√i (row i sees i tokens).
-  Polynomial arms set masked entries to exactly 0 and do not normalise.
+* the activation is a family row of :mod:`sapa.theory.families` with an exact kernel (:data:`ARMS`): row softmax
+  of S, or ``c·S^p`` with c = 1/√N, a constant, or the dynamic causal row scale c_i = 1/√i (row i sees i tokens),
+  applied by :meth:`sapa.theory.families.Family.apply`. Polynomial families set masked entries to exactly 0 and do
+  not normalise.
 * :class:`TinyViT` — 8×8 images cut into 2×2 patches (N = 16 tokens), pre-LayerNorm blocks,
   mean-pooled head.
 * :class:`TinyCharLM` — causal character model over a context of N characters.
 
 Every attention projection is bias-free, so for head h with W_h = W_Q,h W_K,hᵀ (D, D) the
 scores are exactly S_h = X W_h Xᵀ/√d, X = LayerNorm(block input) (N, D): the input of the
-exact kernels of :mod:`sapa.empirics.kernels.norms` (:func:`head_W`, :meth:`Arm.activation`).
+exact kernels of :mod:`sapa.empirics.kernels.norms` (:func:`head_W`, the model's family).
 Parameters are initialised from an explicit ``torch.Generator`` (:func:`init_params`); torch's
 default initialisers run inside a forked global RNG state, so building a model leaves the global
 generator as it was.
@@ -27,100 +28,23 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sapa.theory.families import CONST, INV_SQRT_I, INV_SQRT_N, NONE, Family, power, softmax
+from sapa.theory.families import Family, family
 from sapa.common.validate import InputError, choice, positive_int
 
-__all__ = ["Arm", "ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params", "head_W",
-           "w_invariants"]
+__all__ = ["ARMS", "REFERENCE_ARMS", "TinyModelConfig", "TinyViT", "TinyCharLM", "build_model", "init_params",
+           "head_W", "w_invariants"]
 
-SCALES = (NONE, CONST, INV_SQRT_N, INV_SQRT_I)
 PATCHES = (1, 2, 4, 8)  # divisors of 8: N = 64, 16, 4, 1 tokens per 8×8 image
-
-
-@dataclass(frozen=True)
-class Arm:
-    """φ(S): ``softmax`` row softmax; ``poly`` c·S^p with c from ``scale`` (masked entries exactly 0).
-
-    Attributes:
-      name: file-safe id (``x3_sqrtN``).
-      kind: "softmax" | "poly".
-      p: degree (poly).
-      scale: a rule code of sapa.theory.families: none (softmax), const (c given), 1/√N, 1/√i (row i: c_i = 1/√i).
-      c: the constant of "const".
-      label: printable name (``x³/√N``).
-    """
-
-    name: str
-    kind: str  # "softmax" | "poly"
-    p: int = 1
-    scale: str = "none"
-    c: float = 1.0
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        choice("arm kind", self.kind, ("softmax", "poly"))
-        choice("arm scale", self.scale, SCALES)
-        positive_int("p", self.p)
-
-    @property
-    def causal_only(self) -> bool:
-        """The dynamic row scale 1/√i only means something under a causal mask."""
-        return self.scale == INV_SQRT_I
-
-    def coef(self, N: int) -> float:
-        """The global coefficient c of c·S^p (1 for softmax and for the per-row arm; ``sapa.theory.families``)."""
-        from sapa.theory.families import scale_factor
-
-        return scale_factor(self.scale, N, c=self.c) if self.scale in (INV_SQRT_N, CONST) else 1.0
-
-    def row_scale(self, N: int, dtype: torch.dtype = torch.float64) -> torch.Tensor | None:
-        """(N,) per-row multipliers c_i = 1/√i of the dynamic causal arm, else None."""
-        if self.scale != INV_SQRT_I:
-            return None
-        return torch.arange(1, N + 1, dtype=dtype).rsqrt()
-
-    def activation(self, N: int) -> Family:
-        """The family of this arm resolved at length N, for the norm kernels (1/√d is inside W, so τ = 1)."""
-        if self.kind == "softmax":
-            return softmax()
-        return power(self.p, self.coef(N))
-
-    def apply(self, S: torch.Tensor, causal: bool) -> torch.Tensor:
-        """φ(S) for scores S (..., N, N); causal: row i sees j ≤ i (softmax renormalises, poly zeroes)."""
-        N = S.shape[-1]
-        vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if causal else None  # (N, N)
-        if self.kind == "softmax":
-            if vis is not None:
-                S = S.masked_fill(~vis, -math.inf)
-            return torch.softmax(S, dim=-1)
-        P = S.pow(self.p) if self.p > 1 else S
-        P = P * self.coef(N)
-        if self.scale == INV_SQRT_I:
-            P = P * self.row_scale(N, S.dtype).to(S.device)[:, None]  # row i times 1/√i
-        if vis is not None:
-            P = P.masked_fill(~vis, 0.0)
-        return P
-
-
 REFERENCE_ARMS = ("softmax", "x_sqrtN", "x3_sqrtN", "x_16", "x3", "x3_sqrti")  # the one-at-a-time models' activations
+ARMS: dict[str, Family] = {a: family(a) for a in REFERENCE_ARMS}
 
 
-def arm_of(family_id: str) -> Arm:
-    """The :class:`Arm` of a row of :data:`sapa.theory.families.FAMILY_TABLE` (a softmax or power family): its degree,
-    scale rule and label from the row, a constant coefficient read off its expression (x/16 → 1/16, x³ → 1)."""
-    from sapa.theory.families import family
-
-    f = family(family_id)
-    if f.kernel == "softmax":
-        return Arm(f.id, "softmax", label=f.label)
-    if f.kernel != "poly" or f.rule not in SCALES:
-        raise InputError(f"{f.id} ({f.label}) is no softmax or c·x^p arm of the reference models")
-    if f.rule in (INV_SQRT_N, INV_SQRT_I):
-        return Arm(f.id, "poly", f.p, f.rule, label=f.label)
-    return Arm(f.id, "poly", f.p, CONST, f.const, label=f.label)  # x/16 → c = 1/16, x³ → 1
-
-
-ARMS: dict[str, Arm] = {a: arm_of(a) for a in REFERENCE_ARMS}
+def _exact(f: Family) -> Family:
+    """``f`` when it has an exact kernel (softmax or c·x^p: what the reference models apply), else InputError."""
+    if not isinstance(f, Family) or f.kernel is None:
+        what = f"{f.id} ({f.label})" if isinstance(f, Family) else repr(f)
+        raise InputError(f"{what} is no softmax or c·x^p family of the reference models")
+    return f
 
 
 @dataclass(frozen=True)
@@ -155,10 +79,10 @@ def step_flops(model: TinyModelConfig, B: int, N: int) -> float:
 class Attention(nn.Module):
     """Multi-head attention y = φ(S) V W_O, S_h = X W_Q,h W_K,hᵀ Xᵀ/√d, all projections bias-free."""
 
-    def __init__(self, D: int, heads: int, arm: Arm, causal: bool) -> None:
+    def __init__(self, D: int, heads: int, family: Family, causal: bool) -> None:
         super().__init__()
         self.D, self.H, self.d = D, heads, D // heads
-        self.arm, self.causal = arm, causal
+        self.family, self.causal = family, causal
         self.q = nn.Linear(D, D, bias=False)  # weight (D_out, D_in): rows h·d..(h+1)·d−1 are W_Q,hᵀ
         self.k = nn.Linear(D, D, bias=False)
         self.v = nn.Linear(D, D, bias=False)
@@ -173,7 +97,7 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, D = x.shape
-        P = self.arm.apply(self.scores(x), self.causal)  # (B, H, N, N)
+        P = self.family.apply(self.scores(x), mask="causal" if self.causal else "none")  # (B, H, N, N)
         v = self.v(x).view(B, N, self.H, self.d).transpose(1, 2)  # (B, H, N, d)
         y = (P @ v).transpose(1, 2).reshape(B, N, D)  # (B, H, N, N) @ (B, H, N, d) -> (B, N, D)
         return self.o(y)
@@ -182,11 +106,11 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm block: x + Attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
+    def __init__(self, cfg: TinyModelConfig, family: Family, causal: bool) -> None:
         super().__init__()
         D = cfg.width
         self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.attn = Attention(D, cfg.heads, arm, causal)
+        self.attn = Attention(D, cfg.heads, family, causal)
         self.mlp = nn.Sequential(nn.Linear(D, cfg.mlp_ratio * D), nn.GELU(), nn.Linear(cfg.mlp_ratio * D, D))
 
     def forward(self, x: torch.Tensor, capture: list | None = None) -> torch.Tensor:
@@ -198,10 +122,10 @@ class Block(nn.Module):
 
 
 class _Tiny(nn.Module):
-    def __init__(self, cfg: TinyModelConfig, arm: Arm, causal: bool) -> None:
+    def __init__(self, cfg: TinyModelConfig, family: Family, causal: bool) -> None:
         super().__init__()
-        self.cfg, self.arm, self.causal = cfg, arm, causal
-        self.blocks = nn.ModuleList(Block(cfg, arm, causal) for _ in range(cfg.layers))
+        self.cfg, self.family, self.causal = cfg, _exact(family), causal
+        self.blocks = nn.ModuleList(Block(cfg, family, causal) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(cfg.width)
 
     def _trunk(self, h: torch.Tensor, capture: list | None) -> torch.Tensor:
@@ -223,11 +147,11 @@ class TinyViT(_Tiny):
     ``patch`` 2 gives N = 16 (the default), 1 gives N = 64 (one token per pixel).
     """
 
-    def __init__(self, cfg: TinyModelConfig, arm: Arm, classes: int = 10, patch: int = 2) -> None:
-        if arm.causal_only:
-            raise InputError(f"arm {arm.name} needs a causal mask; the vision model has none")
+    def __init__(self, cfg: TinyModelConfig, family: Family, classes: int = 10, patch: int = 2) -> None:
+        if "none" not in _exact(family).masks:
+            raise InputError(f"arm {family.id} needs a causal mask; the vision model has none")
         choice("patch", patch, PATCHES)
-        super().__init__(cfg, arm, causal=False)
+        super().__init__(cfg, family, causal=False)
         self.PATCH = int(patch)
         self.N = (8 // self.PATCH) ** 2
         self.embed = nn.Linear(self.PATCH * self.PATCH, cfg.width)
@@ -246,8 +170,8 @@ class TinyViT(_Tiny):
 class TinyCharLM(_Tiny):
     """Causal character model: token + position embeddings, causal blocks, logits for the next character."""
 
-    def __init__(self, cfg: TinyModelConfig, arm: Arm, vocab: int, context: int) -> None:
-        super().__init__(cfg, arm, causal=True)
+    def __init__(self, cfg: TinyModelConfig, family: Family, vocab: int, context: int) -> None:
+        super().__init__(cfg, family, causal=True)
         self.N = positive_int("context", context)
         self.tok = nn.Embedding(vocab, cfg.width)
         self.pos = nn.Parameter(torch.empty(context, cfg.width))
@@ -275,14 +199,15 @@ def init_params(model: nn.Module, gen: torch.Generator, std: float) -> nn.Module
     return model
 
 
-def build_model(task: str, arm: Arm, cfg: TinyModelConfig, gen: torch.Generator, *, vocab: int = 0,
+def build_model(task: str, family: Family, cfg: TinyModelConfig, gen: torch.Generator, *, vocab: int = 0,
                 context: int = 0, patch: int = 2) -> _Tiny:
-    """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text"), initialised from ``gen``."""
+    """A float32 TinyViT (task "digits", p×p patches) or TinyCharLM (task "text") applying ``family`` (a row with an
+    exact kernel: :data:`ARMS`, ``power(p, c)``, ``softmax(τ)``), initialised from ``gen``."""
     choice("task", task, ("digits", "text"))
     # torch's default initialisers draw from the global generator: fork it, so building leaves it unchanged. (Not
     # the meta device: constructing under `torch.device("meta")` imports torch._dynamo, 1.5–2.4 CPU-s per process.)
     with torch.random.fork_rng(devices=[]):
-        model = TinyViT(cfg, arm, patch=patch) if task == "digits" else TinyCharLM(cfg, arm, vocab, context)
+        model = TinyViT(cfg, family, patch=patch) if task == "digits" else TinyCharLM(cfg, family, vocab, context)
     return init_params(model, gen, cfg.init_std)
 
 

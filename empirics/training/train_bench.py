@@ -37,7 +37,8 @@ from sapa.empirics.training.ensemble import AdamWState, EnsembleSpec, adamw_step
 from sapa.empirics.training.ensemble import stack_members
 from sapa.common.pool import one_thread
 from sapa.common.seeds import torch_gen_for
-from sapa.empirics.training.tiny_models import arm_of, build_model
+from sapa.empirics.training.tiny_models import build_model
+from sapa.theory.families import family
 
 __all__ = ["GEMM_OPS", "BenchCell", "bench_training", "gemm_profile", "member_step_rates"]
 
@@ -99,7 +100,7 @@ def _time_ensemble(cell: BenchCell, spec: EnsembleSpec, data, B: int) -> float:
 
 def _time_loop(cell: BenchCell, spec: EnsembleSpec, data, vocab: int) -> float:
     """Seconds for ``loop_members`` members trained one after the other (nn.Module, fused AdamW, clipping)."""
-    arm = arm_of("x3_sqrtN")
+    arm = family("x3_sqrtN")
     t0 = time.perf_counter()
     for e in range(cell.loop_members):
         m = build_model(cell.task, arm, spec.model, torch_gen_for(0, "train_bench", e), vocab=vocab, context=cell.N,
@@ -140,14 +141,13 @@ def bench_training(quick: bool = False, rounds: int = 3) -> dict:
     The profiled rounds (one loop, one ensemble per cell, after the timed ones) are not timed for the
     speedup. Quick mode profiles its own short cell (2 members × 6 steps one at a time).
     """
-    from sapa.empirics.training.ensemble import Family
     from sapa.empirics.training.train_study import QUICK
 
     rows = []
     with one_thread():
         for cell in _cells(quick):
             vocab = 96 if cell.task == "text" else 0
-            spec = EnsembleSpec(cell.task, cell.N, QUICK.model, Family("poly", 3), vocab=vocab,
+            spec = EnsembleSpec(cell.task, cell.N, QUICK.model, family("x3_sqrtN"), vocab=vocab,
                                 classes=vocab or 10)
             B = QUICK.plan(cell.task).sequences(cell.N)
             data = _batches(cell, B, vocab, cell.members)
@@ -182,14 +182,13 @@ def member_step_rates(Ns=(16, 32, 64, 128), members: int = 6, steps: int = 8, ro
     with ``vocab`` tokens (the mechanism tasks' 16 cost the same to within the embedding). These are the
     rates the full budget's time estimate multiplies (docs/training.md). One torch thread.
     """
-    from sapa.empirics.training.ensemble import Family
     from sapa.empirics.training.train_study import QUICK
 
     out = []
     with one_thread():
         for N in Ns:
             cell = BenchCell("text", N, members, steps, 1)
-            spec = EnsembleSpec("text", N, QUICK.model, Family("poly", 3), vocab=vocab, classes=vocab)
+            spec = EnsembleSpec("text", N, QUICK.model, family("x3_sqrtN"), vocab=vocab, classes=vocab)
             data = _batches(cell, 16, vocab, members)
             best = min(_time_ensemble(cell, spec, data, 16) for _ in range(rounds))
             out.append({"task": "text", "N": N, "members": members, "steps": steps, "batch": 16,

@@ -55,11 +55,11 @@ from sapa.common.numerics import PINNED
 from sapa.common.pool import process_pool, stop_pool
 from sapa.empirics.training.study_chunk import train_chunk
 from sapa.empirics.training.study_config import (ARMS, BUDGETS, aliases, CAUSAL_ONLY, FULL, HISTORY_QUANTITIES, MEMORY_BYTES, NORMS, QUICK,
-                                   SCHEMA, TASKS, TINY, Chunk, Member, StudyArm, StudyConfig, TaskPlan, alpha_ps,
+                                   SCHEMA, TASKS, TINY, Chunk, Member, StudyConfig, TaskPlan, alpha_ps,
                                    bytes_per_member, look2_chunks, member_count, plan_chunks, study_config)
 from sapa.empirics.training.study_store import chunk_ok, chunk_record_problem, read_chunk, store_chunk
 
-__all__ = ["StudyArm", "ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
+__all__ = ["ARMS", "TaskPlan", "StudyConfig", "QUICK", "FULL", "TINY", "study_config", "Member",
            "Chunk", "plan_chunks", "train_chunk", "run_study", "load_study", "StudyResult", "select_alpha",
            "HISTORY_QUANTITIES", "best_lr_summary", "member_count", "BUDGETS", "CAUSAL_ONLY", "MEMORY_BYTES",
            "NORMS", "TASKS", "chunk_record_problem", "chunk_ok", "bytes_per_member"]
@@ -242,7 +242,7 @@ def add_aliases(cfg: StudyConfig, runs: pd.DataFrame, hist: pd.DataFrame) -> tup
             sel = (runs["task"] == task) & (runs["N"] == N0) & (runs["arm"] == grid_arm) & np.isclose(runs["alpha"],
                                                                                                           value)
             r = runs[sel].copy()
-            r["arm"], r["scale"], r["alpha"], r["in_study"], r["cpu_s"] = name, arm.scale, math.nan, True, 0.0
+            r["arm"], r["scale"], r["alpha"], r["in_study"], r["cpu_s"] = name, arm.rule, math.nan, True, 0.0
             hs = (hist["task"] == task) & (hist["N"] == N0) & (hist["arm"] == grid_arm) & np.isclose(hist["alpha"],
                                                                                                      value)
             h = hist[hs].copy()

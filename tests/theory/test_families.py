@@ -116,45 +116,85 @@ def test_a_family_reads_its_own_parameters():
 LENGTHS = [*range(1, 513), 1024, 2048, 4096]
 
 
-def test_the_scale_is_the_training_arms_float32_bytes():
-    """Family.row_scale cast to float32 is bit-equal to what the study and mechanism arms multiplied S^p by
-    (StudyArm.row_coefficients: torch float64 rsqrt or 1/√N, 1/N, 1/α, then float32; MechArm: float32 1/√N)."""
+def _study_r(rule: str, N: int, alpha: float):
+    """The study arms' float32 r_i as the old StudyArm.row_coefficients computed them (torch float64, then float32)."""
     import torch
 
-    from sapa.empirics.training.mechanism import MECH_ARMS
+    i = torch.arange(1, N + 1, dtype=torch.float64)
+    c = {"inv_sqrt_n": 1 / math.sqrt(N), "alpha": 1 / alpha, "dose": 1 / alpha, "temperature": 1 / alpha,
+         "none": 1.0, "inv_n": 1 / N, "softmax": 1.0}
+    return (i.rsqrt() if rule == "inv_sqrt_i" else torch.full((N,), c[rule], dtype=torch.float64)).to(torch.float32)
+
+
+def test_the_scale_is_the_training_arms_float32_bytes():
+    """Family.row_scale cast to float32 (what the training ensembles multiply S^p by:
+    sapa.empirics.training.ensemble.row_coefficients) is bit-equal to the old arms' arithmetic (StudyArm: torch
+    float64 rsqrt or 1/√N, 1/N, 1/α, then float32; MechArm: float32 1/√N)."""
+    import torch
+
+    from sapa.empirics.training.ensemble import row_coefficients
+    from sapa.empirics.training.mechanism import MECH_ARMS, member_scales
     from sapa.empirics.training.study_config import ARMS
 
     for name, arm in ARMS.items():
         f = family(name)
+        assert arm is f
         if f.kernel is None:  # an expression arm: its scale sits inside φ
             continue
         for N in LENGTHS:
             for v in ((2.0, 0.125, 3.0) if f.params else (None,)):
                 kw = {f.params[0]: v} if f.params else {}
                 got = torch.from_numpy(f.row_scale(N, **kw)).to(torch.float32)
-                assert torch.equal(got, arm.row_coefficients(N, v if v else math.nan)), (name, N, v)
+                want = _study_r(f.rule, N, v if v else math.nan)
+                assert torch.equal(got, want) and torch.equal(row_coefficients(f, N, v if v else math.nan), want), \
+                    (name, N, v)
     for name, arm in MECH_ARMS.items():
         for N in LENGTHS:
-            want = arm.row_coefficients(N)
-            if want is not None:
+            got = member_scales(arm, N)
+            if arm.kernel == "poly":
+                want = torch.full((N,), 1 / math.sqrt(N), dtype=torch.float32)
                 assert torch.equal(torch.from_numpy(family(name).row_scale(N)).to(torch.float32), want), (name, N)
+                assert torch.equal(got, want), (name, N)
+            else:
+                assert got is None
+
+
+def _reference_apply(f, S, causal: bool):
+    """φ(S) as the old reference models' arm (tiny_models.Arm.apply) computed it, in its op order."""
+    import torch
+
+    N = S.shape[-1]
+    vis = torch.ones(N, N, dtype=torch.bool, device=S.device).tril() if causal else None
+    if f.kernel == "softmax":
+        if vis is not None:
+            S = S.masked_fill(~vis, -math.inf)
+        return torch.softmax(S, dim=-1)
+    coef = 1.0 / math.sqrt(N) if f.rule == INV_SQRT_N else f.const if f.rule in ("const", "none") else 1.0  # Arm.coef
+    P = S.pow(f.p) if f.p > 1 else S
+    P = P * coef
+    if f.rule == "inv_sqrt_i":
+        P = P * torch.arange(1, N + 1, dtype=S.dtype).rsqrt().to(S.device)[:, None]
+    if vis is not None:
+        P = P.masked_fill(~vis, 0.0)
+    return P
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_apply_is_the_reference_models_activation(dtype):
-    """Family.apply on torch logits is bit-equal to the reference models' arm (tiny_models.Arm.apply), and its numpy
-    branch computes the same φ(S)."""
+    """Family.apply on torch logits (what the reference models of sapa.empirics.training.tiny_models apply) is
+    bit-equal to the old arm's op order (tiny_models.Arm.apply), and its numpy branch computes the same φ(S)."""
     import torch
 
-    from sapa.empirics.training.tiny_models import REFERENCE_ARMS, arm_of
+    from sapa.empirics.training.tiny_models import ARMS, REFERENCE_ARMS
 
     g = torch.Generator().manual_seed(0)
     for name in REFERENCE_ARMS:
+        assert ARMS[name] is family(name)
         for N in (1, 5, 33):
             S = torch.randn(2, N, N, generator=g, dtype=getattr(torch, dtype))  # (B, N, N) logits
             for mask in family(name).masks:
                 got = family(name).apply(S, mask=mask)
-                assert torch.equal(got, arm_of(name).apply(S, mask == "causal")), (name, N, mask)
+                assert torch.equal(got, _reference_apply(family(name), S, mask == "causal")), (name, N, mask)
                 np.testing.assert_allclose(family(name).apply(S.double().numpy(), mask=mask), got.double().numpy(),
                                            rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-30)
     with pytest.raises(InputError, match="no exact kernel"):

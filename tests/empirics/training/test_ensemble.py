@@ -10,9 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from sapa.common.validate import InputError
-from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, Family, adamw_step, attention_inputs, build_member,
-                               clip_per_member, ensemble_forward, head_Ws, member_losses, stack_members)
-from sapa.empirics.training.tiny_models import Arm, TinyModelConfig, build_model, head_W
+from sapa.empirics.training.ensemble import (AdamWState, EnsembleSpec, adamw_step, attention_inputs, build_member,
+                               clip_per_member, ensemble_forward, expression_family, head_Ws, member_losses,
+                               stack_members)
+from sapa.empirics.training.tiny_models import TinyModelConfig, build_model, head_W
+from sapa.theory.families import CONST, INV_SQRT_I, INV_SQRT_N, NONE, Family, family, power, softmax
 
 CFG = TinyModelConfig(width=8, layers=2, heads=2)
 VOCAB = 20
@@ -77,12 +79,19 @@ def _assert_same(prm, e, alone):
 
 CASES = [
     # task, N, family, per-member arms (the reference) and their row coefficients r_i
-    ("digits", 16, Family("poly", 1), [("inv_sqrt_n", 0.25), ("const", 1 / 16), ("const", 1.0)], 0.0),
-    ("digits", 64, Family("poly", 3), [("inv_sqrt_n", 0.125), ("const", 1.0)], 0.05),
-    ("digits", 16, Family("softmax"), [None, None], 0.0),
-    ("text", 12, Family("poly", 3), [("inv_sqrt_i", None), ("inv_sqrt_n", 1 / math.sqrt(12))], 0.0),
-    ("text", 12, Family("softmax"), [None, None], 0.05),
+    ("digits", 16, power(1), [(INV_SQRT_N, 0.25), (CONST, 1 / 16), (CONST, 1.0)], 0.0),
+    ("digits", 64, power(3), [(INV_SQRT_N, 0.125), (CONST, 1.0)], 0.05),
+    ("digits", 16, softmax(), [None, None], 0.0),
+    ("text", 12, power(3), [(INV_SQRT_I, None), (INV_SQRT_N, 1 / math.sqrt(12))], 0.0),
+    ("text", 12, softmax(), [None, None], 0.05),
 ]
+
+
+def _reference(p: int, scale: str, c: float | None) -> Family:
+    """The one-at-a-time model's family: c·x^p (a constant), or the table's row x^p/√N, x^p/√i."""
+    if scale == CONST:
+        return power(p, c)
+    return family(("x" if p == 1 else f"x{p}") + ("_sqrti" if scale == INV_SQRT_I else "_sqrtN"))
 
 
 @pytest.mark.parametrize("task,N,family,arms,wd", CASES, ids=lambda v: str(v)[:12])
@@ -91,18 +100,16 @@ def test_each_member_equals_one_at_a_time_training(task, N, family, arms, wd):
     seeds = [100 + e for e in range(E)]
     lrs = [1e-3 * 3 ** e for e in range(E)]
     xs, ys = _data(task, N, E, STEPS)
-    if family.kind == "softmax":
-        rowc, ref_arms = None, [Arm("s", "softmax")] * E
+    if family.kernel == "softmax":
+        rowc, ref_arms = None, [softmax()] * E
     else:
         rows, ref_arms = [], []
         for scale, c in arms:
-            if scale == "inv_sqrt_i":
+            if scale == INV_SQRT_I:
                 rows.append(torch.arange(1, N + 1, dtype=torch.float32).rsqrt())
-                ref_arms.append(Arm("i", "poly", family.p, "inv_sqrt_i"))
             else:
                 rows.append(torch.full((N,), c, dtype=torch.float32))
-                ref_arms.append(Arm("c", "poly", family.p, "const", c) if scale == "const"
-                                else Arm("n", "poly", family.p, "inv_sqrt_n"))
+            ref_arms.append(_reference(family.p, scale, c))
         rowc = torch.stack(rows)
     prm = _train_ensemble(_spec(task, N, family), rowc, lrs, xs, ys, wd, seeds)
     for e in range(E):
@@ -112,7 +119,7 @@ def test_each_member_equals_one_at_a_time_training(task, N, family, arms, wd):
 
 def test_a_diverging_member_does_not_touch_the_others():
     """Member 1 (unscaled x³, huge lr) blows up; members 0 and 2 equal their training in a 2-member ensemble."""
-    task, N, fam = "text", 12, Family("poly", 3)
+    task, N, fam = "text", 12, power(3)
     xs, ys = _data(task, N, 3, STEPS)
     rowc = torch.tensor([[0.3] * N, [30.0] * N, [0.1] * N])
     spec = _spec(task, N, fam)
@@ -155,7 +162,7 @@ def test_clip_per_member_is_clip_grad_norm_member_by_member():
 
 def test_head_Ws_give_the_scores_of_the_module():
     """S_h = X W_h Xᵀ with X the captured attention input and W_h from head_Ws equals the module's own scores."""
-    spec = _spec("text", 10, Family("poly", 1))
+    spec = _spec("text", 10, power(1))
     gens = [torch.Generator().manual_seed(s) for s in (7, 8)]
     prm = stack_members(spec, gens)
     x = torch.randint(0, VOCAB, (2, 3, 10), generator=torch.Generator().manual_seed(1))
@@ -175,13 +182,15 @@ def test_head_Ws_give_the_scores_of_the_module():
 
 def test_bad_specs_are_refused():
     with pytest.raises(InputError):
-        EnsembleSpec("digits", 32, CFG, Family("poly", 1))  # 8×8 images give N ∈ {1, 4, 16, 64}
+        EnsembleSpec("digits", 32, CFG, power(1))  # 8×8 images give N ∈ {1, 4, 16, 64}
     with pytest.raises(InputError):
-        EnsembleSpec("text", 8, CFG, Family("poly", 1))  # no vocabulary
+        EnsembleSpec("text", 8, CFG, power(1))  # no vocabulary
     with pytest.raises(InputError):
-        Family("softmax", 3)
+        expression_family("bad", "x +")  # an expression that does not parse
     with pytest.raises(InputError):
-        stack_members(_spec("digits", 16, Family("poly", 1)), [])
+        EnsembleSpec("text", 8, CFG, Family("bad", "x +", "x +", NONE, "a test"), vocab=VOCAB)
+    with pytest.raises(InputError):
+        stack_members(_spec("digits", 16, power(1)), [])
 
 
 @pytest.mark.parametrize("p", [1, 2, 3])
@@ -192,7 +201,7 @@ def test_masked_power_matches_autograd_of_the_formula(p, causal):
 
     g = torch.Generator().manual_seed(p + 10 * causal)
     E, B, H, N = 2, 3, 2, 5
-    spec = EnsembleSpec("text" if causal else "digits", N if causal else 16, CFG, Family("poly", p), vocab=VOCAB)
+    spec = EnsembleSpec("text" if causal else "digits", N if causal else 16, CFG, power(p), vocab=VOCAB)
     N = spec.N
     S = torch.randn(E, B, H, N, N, generator=g, dtype=torch.float64, requires_grad=True)
     rowc = torch.rand(E, N, generator=g, dtype=torch.float64) + 0.5

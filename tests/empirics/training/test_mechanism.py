@@ -10,6 +10,7 @@ from sapa.common.validate import InputError
 from sapa.empirics.training import ensemble as EN
 from sapa.empirics.training import mechanism as M
 from sapa.empirics.training.tiny_models import TinyModelConfig
+from sapa.theory.families import power
 
 TINY = replace(M.MECH_TINY, probes=(M.Probe("copy1", (16,), 4, 2),))
 
@@ -32,8 +33,8 @@ def test_expression_family_equals_the_power_family():
     """φ = x³/√N from text gives the poly family's forward (r = 1/√N) to float32 round-off."""
     cfg = TinyModelConfig(width=8, layers=1, heads=2)
     gens = [torch.Generator().manual_seed(s) for s in (1, 2)]
-    spec_p = EN.EnsembleSpec("text", 12, cfg, EN.Family("poly", 3), vocab=10, classes=10)
-    spec_e = EN.EnsembleSpec("text", 12, cfg, EN.Family("expr", expr="x^3/sqrt(N)"), vocab=10, classes=10)
+    spec_p = EN.EnsembleSpec("text", 12, cfg, power(3), vocab=10, classes=10)
+    spec_e = EN.EnsembleSpec("text", 12, cfg, EN.expression_family("expr", "x^3/sqrt(N)"), vocab=10, classes=10)
     prm = EN.stack_members(spec_p, gens)
     x = torch.randint(0, 10, (2, 3, 12), generator=torch.Generator().manual_seed(3))
     rowc = torch.full((2, 12), 12 ** -0.5)
@@ -43,8 +44,8 @@ def test_expression_family_equals_the_power_family():
 
 
 def test_expression_uses_the_row_index_and_masks():
-    spec = EN.EnsembleSpec("text", 4, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="relu(x)/i"),
-                           vocab=5, classes=5)
+    spec = EN.EnsembleSpec("text", 4, TinyModelConfig(width=8, layers=1, heads=1),
+                           EN.expression_family("expr", "relu(x)/i"), vocab=5, classes=5)
     S = torch.ones(1, 1, 1, 4, 4) * 2.0
     P = EN.phi(S, spec, None)[0, 0, 0]
     want = torch.tensor([[2.0, 0, 0, 0], [1, 1, 0, 0], [2 / 3, 2 / 3, 2 / 3, 0], [0.5, 0.5, 0.5, 0.5]])
@@ -129,13 +130,13 @@ def test_a_training_step_and_the_offset_profile_stay_on_the_parameters_device(ac
     """--device cuda, checked without a GPU: on the meta device any tensor made on the CPU is a device-mismatch error."""
     cfg = replace(TINY, activation=activation)
     for chunk in M.plan_mech_chunks(cfg):
-        arms = {a.name: a for a in cfg.arm_list()}
+        arms = {a.id: a for a in cfg.arm_list()}
         mem = [arms[a] for a, _ in chunk.members]
         V = cfg.plan(chunk.task).vocab
-        spec = EN.EnsembleSpec("text", chunk.N, cfg.model, mem[0].family, vocab=V, classes=V)
+        spec = EN.EnsembleSpec("text", chunk.N, cfg.model, mem[0], vocab=V, classes=V)
         prm = {k: v.detach().to("meta").requires_grad_(True)
                for k, v in EN.stack_members(spec, [torch.Generator() for _ in mem]).items()}
-        rc = [a.row_coefficients(chunk.N) for a in mem]
+        rc = [M.member_scales(a, chunk.N) for a in mem]
         rowc = None if rc[0] is None else torch.stack(rc).to("meta")
         x, y = (t.expand(len(mem), *t.shape).to("meta") for t in M.MD.batch("copy1", 2, chunk.N, V,
                                                                               torch.Generator()))
@@ -160,8 +161,8 @@ def test_cuda_trains_a_chunk_and_starts_where_the_cpu_starts():
 
 
 def test_expression_uses_the_column_index():
-    spec = EN.EnsembleSpec("text", 3, TinyModelConfig(width=8, layers=1, heads=1), EN.Family("expr", expr="x*j/N"),
-                           vocab=5, classes=5)
+    spec = EN.EnsembleSpec("text", 3, TinyModelConfig(width=8, layers=1, heads=1),
+                           EN.expression_family("expr", "x*j/N"), vocab=5, classes=5)
     P = EN.phi(torch.ones(1, 1, 1, 3, 3), spec, None)[0, 0, 0]
     assert torch.allclose(P, torch.tensor([[1 / 3, 0, 0], [1 / 3, 2 / 3, 0], [1 / 3, 2 / 3, 1.0]]))
 

@@ -16,8 +16,7 @@ from sapa.theory.families import FAMILIES
 
 def test_relu_over_n_is_a_training_arm_from_its_table_row():
     f, a = FAMILIES["relu_N"], ARMS["relu_N"]
-    assert f.train and a.label == f.label == "ReLU(x)/N" and a.expr == f.expr
-    assert a.family == EN.Family("expr", expr=f.expr)
+    assert f.train and a is f and a.label == "ReLU(x)/N" and a.kernel is None  # trained as its expression
 
 
 def _autograd_norms(X: torch.Tensor, W: torch.Tensor, causal: bool) -> tuple[float, float]:
@@ -35,7 +34,7 @@ def _autograd_norms(X: torch.Tensor, W: torch.Tensor, causal: bool) -> tuple[flo
 def test_the_probe_norms_of_an_expression_arm_are_autograd_s():
     cfg = study_config(replace(TINY, arms=("relu_N",), tasks=("text",)))
     data = SC._Data(cfg, "text", 8)
-    spec = EN.EnsembleSpec("text", 8, cfg.model, ARMS["relu_N"].family, vocab=data.vocab, classes=data.classes)
+    spec = EN.EnsembleSpec("text", 8, cfg.model, ARMS["relu_N"], vocab=data.vocab, classes=data.classes)
     prm = EN.stack_members(spec, [torch.Generator().manual_seed(s) for s in (3, 4)])
     for v in prm.values():  # larger weights than the 0.02 initialisation, so that ReLU keeps and drops entries
         v.data.mul_(20.0)

@@ -1,4 +1,4 @@
-"""Tests for `empirics/training/tiny_models.py`: the model's scores are X W_Q W_Kᵀ Xᵀ/√d, its φ is the arm's, and the
+"""Tests for `empirics/training/tiny_models.py`: the model's scores are X W_Q W_Kᵀ Xᵀ/√d, its φ is the family's, and the
 exact kernels of `empirics/kernels/norms.py` on the tracked head agree with torch.func.jacrev through the model's own code."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from sapa.empirics.kernels.norms import attention_norms
-from sapa.empirics.training.tiny_models import ARMS, Arm, TinyModelConfig, build_model, head_W, w_invariants
+from sapa.empirics.training.tiny_models import ARMS, TinyModelConfig, build_model, head_W, w_invariants
 from sapa.common.validate import InputError
+from sapa.theory.families import family
 
 CFG = TinyModelConfig(width=8, layers=2, heads=2, init_std=0.3)  # a larger init: scores far from 0
 
@@ -47,7 +48,7 @@ def test_polynomial_arms_are_c_S_to_the_p_and_zero_above_the_diagonal(arm):
     a = ARMS[arm]
     N = 7
     S = torch.randn(2, 3, N, N, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    P = a.apply(S, causal=True)
+    P = a.apply(S, mask="causal")
     rows = torch.arange(1, N + 1, dtype=torch.float64)
     c = {"x_sqrtN": 1 / math.sqrt(N), "x3_sqrtN": 1 / math.sqrt(N), "x_16": 1 / 16, "x3": 1.0}.get(arm)
     scale = rows.rsqrt()[:, None] if arm == "x3_sqrti" else torch.full((N, 1), c, dtype=torch.float64)
@@ -56,12 +57,12 @@ def test_polynomial_arms_are_c_S_to_the_p_and_zero_above_the_diagonal(arm):
     torch.testing.assert_close(P[..., tril], want[..., tril], rtol=1e-15, atol=0)
     assert bool((P[..., ~tril] == 0).all())
     if arm != "x3_sqrti":  # no mask: every entry c·S^p
-        torch.testing.assert_close(a.apply(S, causal=False), want, rtol=1e-15, atol=0)
+        torch.testing.assert_close(a.apply(S), want, rtol=1e-15, atol=0)
 
 
 def test_softmax_arm_causal_rows_sum_to_one_and_see_the_past_only():
     S = torch.randn(4, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    P = ARMS["softmax"].apply(S, causal=True)
+    P = ARMS["softmax"].apply(S, mask="causal")
     torch.testing.assert_close(P.sum(-1), torch.ones(4, 5, dtype=torch.float64))
     assert bool((P.triu(1) == 0).all())
 
@@ -74,14 +75,14 @@ def test_exact_kernel_norms_of_a_head_match_jacrev_through_the_model(task, arm):
     X = m.attention_inputs(_inputs(task, B=1))[1][0]  # (N, D) layer 1, first sample
     attn = m.blocks[1].attn
     h = 1
-    N = X.shape[0]
+
+    mask = "causal" if m.causal else "none"
 
     def phi(x: torch.Tensor) -> torch.Tensor:  # the model's own φ(S_h) as a function of its attention input
-        return m.arm.apply(attn.scores(x[None])[0, h], m.causal)
+        return m.family.apply(attn.scores(x[None])[0, h], mask=mask)
 
     J = torch.func.jacrev(phi)(X).detach()  # (N, N, N, D)
-    r = attention_norms(X, head_W(attn, h), m.arm.activation(N), "causal" if m.causal else "none",
-                        m.arm.row_scale(N))
+    r = attention_norms(X, head_W(attn, h), m.family, mask)  # the kernels resolve the row's scale at N
     assert r.fro == pytest.approx(float(phi(X).detach().norm()), rel=1e-10)
     assert r.jac_fro == pytest.approx(float(J.norm()), rel=1e-9)
 
@@ -107,8 +108,8 @@ def test_w_invariants():
 
 
 def test_bad_arms():
-    with pytest.raises(InputError):
-        Arm("bad", "relu")
+    with pytest.raises(InputError, match="no softmax or c·x\\^p family"):
+        build_model("digits", family("relu_N"), CFG, torch.Generator())  # no exact kernel
     with pytest.raises(InputError):
         build_model("digits", ARMS["x3_sqrti"], CFG, torch.Generator())
     with pytest.raises(InputError):

@@ -266,7 +266,7 @@ def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypat
     import torch
 
     from sapa.empirics.training import study_chunk as sc
-    from sapa.empirics.training.ensemble import EnsembleSpec, stack_members
+    from sapa.empirics.training.ensemble import EnsembleSpec, row_coefficients, stack_members
 
     cfg = ts.study_config(replace(MICRO, tasks=(task,), arms=("softmax", "x_sqrtN"),
                                   digits=replace(MICRO.digits, batch=8, eval_size=40),
@@ -274,10 +274,10 @@ def test_evaluation_in_slices_of_the_training_batch_equals_one_forward(monkeypat
     data = sc._Data(cfg, task, N)
     chunk = [c for c in ts.plan_chunks(cfg, task, N, None) if c.family == "p1"][0]
     arm = ts.ARMS[chunk.members[0].arm]
-    spec = EnsembleSpec(task, N, cfg.model, arm.family, vocab=data.vocab, classes=data.classes)
+    spec = EnsembleSpec(task, N, cfg.model, arm, vocab=data.vocab, classes=data.classes)
     E = len(chunk.members)
     prm = stack_members(spec, [torch.Generator().manual_seed(e) for e in range(E)])
-    rowc = torch.stack([ts.ARMS[m.arm].row_coefficients(N, m.alpha) for m in chunk.members])  # (E, N)
+    rowc = torch.stack([row_coefficients(ts.ARMS[m.arm], N, m.alpha) for m in chunk.members])  # (E, N)
     n = len(data.test[1])
     assert sc._eval_batch(cfg, data, E) == data.B < n  # several slices, the last one short
     loss, acc = sc._evaluate(prm, spec, rowc, data, data.test, E, cfg)
