@@ -108,9 +108,6 @@ def kernel_family(kind: str, p: int = 1, scale: float = 1.0) -> Family:
     return softmax(scale) if kind == "softmax" else power(p, scale)
 
 
-Activation = kernel_family  # the old name, for callers not yet moved to families (study_chunk, tiny_models, sweep cells)
-
-
 def kernel_label(f: Family) -> str:
     """The kernels' short name of a resolved family (:func:`at_length`): ``softmax(τ=0.125)`` or ``0.03125·x^3``
     (bench rows, overflow messages)."""

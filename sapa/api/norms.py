@@ -136,14 +136,14 @@ def _layer(D: int, W, wq, wk, wv, wo, heads: int | None):
 def plain_norms(X: np.ndarray, W: np.ndarray, activation: str, p: int, scale: float, mask: str,
                 names: Names = PY) -> dict:
     """The flat result of ``sapa norms`` for softmax or poly on one W (closed-form kernels)."""
-    from sapa.empirics.kernels.norms import Activation, attention_norms
+    from sapa.empirics.kernels.norms import attention_norms, kernel_family
 
     if W.shape[0] != X.shape[1]:  # neither matrix is wrong alone: S = X W Xᵀ needs W to be D × D for X's D
         x, w = names("x"), names("w")
         raise InputError(f"{x} and {w} do not match: {x} has D = {X.shape[1]} columns (shape {X.shape}) but {w} is "
                          f"{W.shape[0]} × {W.shape[1]}; S = X W Xᵀ needs W of shape ({X.shape[1]}, {X.shape[1]})")
     scale = positive_float(names("scale"), scale)
-    r = attention_norms(X, W, Activation(activation, p, scale), mask=mask)
+    r = attention_norms(X, W, kernel_family(activation, p, scale), mask=mask)
     out = {
         "activation": activation,
         "p": p if activation == "poly" else None,
