@@ -32,7 +32,7 @@ def audit_work(monte_carlo: bool, model: str, D: int, d: int, Ns, trials: int, u
         return AuditWork(flops=203 * n_top if uses_i else 0, bytes=rows, how="exact or quadrature")
     flops = sum(_cell_flops(int(n), k, d, trials) for n in Ns)
     t = max(1, min(trials, CHUNK_ELEMS // max(1, n_top * max(k, 3 * n_top))))  # draws per chunk (sapa.empirics.experiments.activation_sampling)
-    per = 8 * t * (NN_ARRAYS * n_top * n_top + 4 * n_top * k + 3 * D * d)
+    per = 8 * t * (NN_ARRAYS * n_top * n_top + 4 * n_top * k + 3 * (D or 0) * d)  # the paper model (D None): no weights
     return AuditWork(flops=flops, bytes=per + rows, how=f"Monte Carlo, N = {', '.join(str(int(n)) for n in Ns)}, "
                                                          f"trials = {trials:,}")
 

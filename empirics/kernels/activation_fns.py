@@ -47,8 +47,9 @@ def activation_functions(act: Activation) -> _Fns:
 
 
 @functools.lru_cache(maxsize=32)
-def torch_activation(text: str):
+def torch_activation(text: str, normalize: str = "none"):
     """φ(x, N, i, j) of ``text`` (:func:`sapa.theory.activation.parse_activation`) as a torch function of (S, N, i, j) tensors.
+    ``normalize="row"``: a ψ valid only row-normalised (exp(x), softmax's) is accepted too.
 
     sympy's torch printer, with Max / Min over tensors and constants evaluated to floats; erfc as 1 − erf.
     An expression the printer cannot translate is one :class:`InputError`.
@@ -57,7 +58,12 @@ def torch_activation(text: str):
 
     from sapa.theory.activation import i_, j_, N_, parse_activation, x_
 
-    act = parse_activation(text)
+    try:
+        act = parse_activation(text)
+    except InputError:
+        if normalize != "row":
+            raise
+        act = parse_activation(text, "row")  # e.g. exp(x): refused element-wise (it overflows), a softmax row-normalised
     expr = act.expr.replace(sp.erfc, lambda a: 1 - sp.erf(a)).evalf()
 
     def as_t(v):

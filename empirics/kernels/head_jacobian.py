@@ -53,20 +53,20 @@ def power_of(activation: str) -> int | None:
                      f"{activation!r}")
 
 
-def _psi(text: str, S: torch.Tensor) -> torch.Tensor:
+def _psi(text: str, S: torch.Tensor, normalize: str = "none") -> torch.Tensor:
     """ψ(S, N, i, j) element-wise (i, j 1-based row and column), broadcast to S's shape; (B, n, n) -> (B, n, n)."""
     from sapa.empirics.kernels.activation_fns import torch_activation
 
     n = S.shape[-1]
     i = torch.arange(1, n + 1, dtype=S.dtype, device=S.device)[:, None]  # (n, 1)
-    return torch_activation(text)(S, torch.tensor(float(n), dtype=S.dtype), i, i.reshape(1, n)) * torch.ones_like(S)
+    return torch_activation(text, normalize)(S, torch.tensor(float(n), dtype=S.dtype), i, i.reshape(1, n)) * torch.ones_like(S)
 
 
-def _psi_and_slope(text: str, S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _psi_and_slope(text: str, S: torch.Tensor, normalize: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """(ψ(S), ψ'(S)) element-wise by autograd; differentiable in S when S carries a graph (the ascent's step)."""
     with torch.enable_grad():
         Sg = S if S.requires_grad else S.detach().requires_grad_(True)
-        Y = _psi(text, Sg)
+        Y = _psi(text, Sg, normalize)
         (D,) = torch.autograd.grad(Y.sum(), Sg, create_graph=S.requires_grad)
     return (Y if S.requires_grad else Y.detach()), D
 
@@ -94,7 +94,7 @@ def attention(h: Head, S: torch.Tensor) -> torch.Tensor:
     """P = φ(S): row softmax, S^{∘p}/√n, φ(S) or ψ(S)/rowsum ψ(S); (B, n, n) -> (B, n, n)."""
     p, ex = power_of(h.activation), expr_of(h.activation)
     if ex is not None:
-        Y = _psi(ex[0], S)
+        Y = _psi(ex[0], S, ex[1])
         return Y if ex[1] == "none" else Y / Y.sum(dim=-1, keepdim=True)
     if p is None:
         E = torch.exp(S - S.amax(dim=-1, keepdim=True))
@@ -148,7 +148,7 @@ def at(h: Head, X: torch.Tensor) -> At:
     ex = expr_of(h.activation)
     if ex is None:
         return At(X, S, attention(h, S), XW, X @ h.W_V)
-    Y, D = _psi_and_slope(ex[0], S)
+    Y, D = _psi_and_slope(ex[0], S, ex[1])
     if ex[1] == "none":
         return At(X, S, Y, XW, X @ h.W_V, D)
     r = Y.sum(dim=-1, keepdim=True)  # (B, n, 1)

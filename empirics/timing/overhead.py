@@ -177,7 +177,7 @@ def expr_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, text: str,
     query blocks, keys up to the block's last row only (as :func:`causal_blocked`); (…, N, d) -> (…, N, d_v)."""
     from sapa.empirics.kernels.activation_fns import torch_activation
 
-    f = torch_activation(text)
+    f = torch_activation(text, "row" if row else "none")
     N = Q.shape[-2]
     n = torch.tensor(float(N), dtype=Q.dtype, device=Q.device)
     idx = torch.arange(1, N + 1, dtype=Q.dtype, device=Q.device)
@@ -376,7 +376,8 @@ def _form(p) -> int | str:
     if isinstance(p, str) and _expr_key(p) is not None:
         from sapa.empirics.kernels.activation_fns import torch_activation
 
-        torch_activation(_expr_key(p)[0])
+        text, row = _expr_key(p)
+        torch_activation(text, "row" if row else "none")
         return p
     return positive_int("p", int(p) if isinstance(p, str) and p.isdigit() else p)
 

@@ -121,3 +121,21 @@ def test_non_polynomial_families_run_and_are_finite():
         df = run_cell(cfg, c)
         assert set(df["quantity"]) == {"fro", "jac_fro", "max_abs"} and np.all(np.isfinite(df["value"]))
         assert (df["value"] > 0).all()
+
+
+def test_analysis_takes_family_cells():
+    """x/N (a kernel cell under the rule inv_n) gets its exact E‖φ‖² and a z-score; relu_N (no closed form here) NaN;
+    both get growth exponents."""
+    import pandas as pd
+
+    from sapa.empirics.montecarlo.sweep import attach_exact, fit_exponents, summarise
+
+    cfg = tiny(trials=8, N=[4, 8, 16], weight_model=["paper"], activation=[{"family": ["x_N", "relu_N"]}])
+    df = pd.concat([run_cell(cfg, c) for c in cells(cfg)], ignore_index=True)
+    s = attach_exact(summarise(df), cfg)
+    fro = s[(s["quantity"] == "fro") & (s["row"] == -1)]
+    exact = fro[fro["activation"] == "poly"]
+    assert len(exact) == 3 and exact["expected_sq"].notna().all() and (exact["z"].abs() < 5).all()
+    assert fro.loc[fro["activation"] == "relu_N", "expected_sq"].isna().all()
+    fits = fit_exponents(df, n_boot=50)
+    assert set(fits["activation"]) == {"poly", "relu_N"} and fits["slope"].notna().all()
