@@ -57,6 +57,7 @@ def draw(d: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
         ax.set_yticks([i + 0.5 for i in range(len(rows))], [style.unicode_math(r["label"]) for r in rows],
                       fontsize=8)
         ax.tick_params(length=0)
+        ax.grid(False)  # the style's grid would cross the cells
         for s in ax.spines.values():
             s.set_visible(False)
         ax.set_title(f"activations against softmax ({d.get('budget', '')} budget): red fails, green holds, "

@@ -5,7 +5,8 @@ as N → ∞, N*), ``worst_case`` (exponent of the worst case over bounded token
 balls β = 4 and β = 1), ``time`` (CPU time against SDPA) and ``train`` (steps to threshold against softmax on the
 quick probes). Every cell carries its value, its uncertainty, the verdict of the rule that applies (None where no
 rule applies, said so in its note) and, where it cannot be computed for this φ, why. The axes themselves live in
-:mod:`sapa.api.compare_axes` (audit, ball, timing) and :mod:`sapa.api.compare_train` (training).
+:mod:`sapa.api.compare_axes` (audit, ball, timing) and :mod:`sapa.api.compare_train` (training); the budgets, rows,
+cells and jobs in :mod:`sapa.api.compare_types`.
 
 >>> from sapa.api.compare import resolve_rows
 >>> [r.id for r in resolve_rows(["x3_sqrtN", "Max(x,0)**2/N"])]
@@ -16,82 +17,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+from sapa.api.compare_types import (AXES, AXIS_WORDS, BUDGETS, Cell, CompareBudget, Job, Row, _finite,  # noqa: F401
+                                    not_computed)
 from sapa.common.validate import InputError
 
-__all__ = ["AXES", "BUDGETS", "Cell", "CompareBudget", "Row", "Scorecard", "compare", "resolve_rows"]
-
-AXES = ("size", "growth", "worst_case", "lipschitz", "time", "train")
-AXIS_WORDS = {"size": "‖φ‖_F/√N", "growth": "growth exp.", "worst_case": "worst-case exp.",
-              "lipschitz": "Lipschitz exp. β=4", "time": "time ÷ SDPA", "train": "log2 steps ÷ softmax"}
-
-
-@dataclass(frozen=True)
-class CompareBudget:
-    """How much each axis computes (the quick budget: ≈ 1–2 min for four activations on 2 cores)."""
-
-    name: str
-    audit_trials: int = 24                          # Monte Carlo draws per N (row-normalised φ)
-    ball_ns: tuple[int, ...] = (8, 11, 16, 22, 32)  # the Lipschitz n grid (D = d = d_v = 8)
-    ball_restarts: int = 4
-    ball_steps: int = 30
-    ball_polish: int = 100
-    timing_N: int = 256                             # tokens of the timed layer
-    timing_repeats: int = 5
-    timing_block_s: float = 0.03
-    mech: str = "quick"                             # the copy probes (sapa.empirics.training.mechanism budgets)
-    mech_Ns: tuple[int, ...] | None = (16, 32)      # None: the budget's own
-    digits_Ns: tuple[int, ...] = (16,)
-    digits_steps: int | None = None                 # None: the study budget's own
-    study: str = "quick"
-    train: bool = True
-
-
-BUDGETS = {
-    "quick": CompareBudget("quick"),
-    "full": CompareBudget("full", audit_trials=200, ball_ns=(2, 4, 8, 11, 16, 22, 32, 45, 64), ball_restarts=8,
-                          ball_steps=80, ball_polish=300, timing_N=1024, timing_block_s=0.1, mech="full",
-                          mech_Ns=None, digits_Ns=(16, 64), study="full"),
-    # for tests: a few seconds, no training
-    "tiny": CompareBudget("tiny", audit_trials=8, ball_ns=(4, 8, 16), ball_restarts=3, ball_steps=4, ball_polish=20,
-                          timing_N=32, timing_repeats=3, timing_block_s=0.002, train=False),
-}
-
-
-@dataclass(frozen=True)
-class Row:
-    """One activation: its id (family id or the text as given), label, expression in x = S_ij, normalisation, mask."""
-
-    id: str
-    label: str
-    expr: str
-    normalize: str = "none"
-    mask: str = "none"
-    family: str | None = None   # the row of sapa.theory.families it came from (None: an expression)
-    p: int | None = None        # c·x^p with c = 1/√N: the degree (the ball's and the timer's built-in forms)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (activation, axis) entry: value, uncertainty, the rule's verdict, and why."""
-
-    axis: str
-    value: float | None                          # the headline number; None: not computed (note says why)
-    interval: tuple[float, float] | None = None  # None: exact (or not computed)
-    interval_kind: str = "exact"
-    verdict: str | None = None                   # None: no rule applies (a finding), said so in note
-    rule: str | None = None
-    note: str = ""
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return _finite(asdict(self))
-
-
-def not_computed(axis: str, why: str) -> Cell:
-    """A cell that cannot be computed for this activation, and why."""
-    return Cell(axis, None, None, "none", None, None, f"not computed: {why}")
+__all__ = ["AXES", "BUDGETS", "Cell", "CompareBudget", "Job", "Row", "Scorecard", "compare", "resolve_rows",
+           "run_jobs"]
 
 
 @dataclass(frozen=True)
@@ -145,19 +78,6 @@ def _g(x) -> str:
     return "∞" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3g}"
 
 
-def _finite(o):
-    """``o`` with every non-finite float replaced by None (JSON has no NaN or ∞), tuples as lists."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {str(k): _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if hasattr(o, "item") and callable(o.item):  # numpy scalars
-        return _finite(o.item())
-    return o
-
-
 # --------------------------------------------------------------------------- rows
 
 
@@ -196,14 +116,70 @@ def resolve_rows(activations) -> list[Row]:
 # --------------------------------------------------------------------------- the scorecard
 
 
+def run_job(job: Job) -> dict:
+    """``job`` on one torch thread (deterministic algorithms): {"value", "error" (an InputError's words, else None),
+    "cpu_s", "wall_s"}; in a worker of the pool or in this process."""
+    from sapa.common.pool import one_thread
+
+    t, c = time.perf_counter(), time.process_time()
+    value, error = None, None
+    with one_thread():
+        try:
+            value = job.fn(*job.arg)
+        except InputError as exc:
+            error = " ".join(str(exc).split())
+    return {"value": value, "error": error, "cpu_s": time.process_time() - c, "wall_s": time.perf_counter() - t}
+
+
+def run_jobs(jobs: list[Job], workers: int, progress: bool | str = False, desc: str = "[compare] pool") -> list[dict]:
+    """Every job's :func:`run_job` result, in the order given: in a pool of ``workers`` processes (one thread each,
+    longest first; stopped at once on an interrupt: :func:`sapa.common.pool.stopping_pool`), or here for 1 worker.
+
+    Progress: a bar weighted by the jobs' expected cost (its ETA), the jobs done as its postfix."""
+    from sapa.common.progress import progress_bar
+
+    order = sorted(range(len(jobs)), key=lambda k: -jobs[k].cost)
+    out: list = [None] * len(jobs)
+    bar = progress_bar(sum(j.cost for j in jobs), desc=desc, progress=progress,  # a terminal: no cost-s count
+                       bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]")
+    done = 0
+
+    def finished(k: int, res: dict) -> None:
+        nonlocal done
+        out[k], done = res, done + 1
+        bar.set_postfix_str(f"{done}/{len(jobs)} jobs")
+        bar.update(jobs[k].cost)
+
+    try:
+        if workers <= 1 or len(jobs) <= 1:
+            for k in order:
+                finished(k, run_job(jobs[k]))
+        else:
+            import concurrent.futures as cf
+
+            from sapa.common.pool import stopping_pool
+
+            with stopping_pool(min(workers, len(jobs))) as ex:
+                futs = {ex.submit(run_job, jobs[k]): k for k in order}
+                for f in cf.as_completed(futs):
+                    finished(futs[f], f.result())
+    finally:
+        bar.close()
+    return out
+
+
 def compare(activations, budget: str | CompareBudget = "quick", *, logit_scale: str = "S/sqrt(d)", seed: int = 0,
-            workers: int = 2, progress: bool = False) -> Scorecard:
+            workers: int = 2, progress: bool | str = False) -> Scorecard:
     """The scorecard of ``activations`` (family ids or expressions) against softmax under ``budget``.
 
-    Order: parse every row (InputError before any work), time each row alone (one thread), then the audits (size,
-    growth, worst case), the Lipschitz ascent and the training probes (a pool of ``workers`` processes).
+    Order: parse every row (InputError before any work); time each row alone (this process, one thread, nothing
+    else of sapa's running); then the audits (size, growth, worst case), the Lipschitz ascents (one job per row and
+    ball) and the training chunks as the jobs of one pool of ``workers`` processes (one thread each; a budget with
+    ``spawn=False``: here). ``seconds``: wall time of the timing, of the pool and in all; the CPU-s of each pooled axis
+    (summed over its jobs); ``cpu_total``: this process and its reaped workers (getrusage).
     """
     from sapa.api import compare_axes as AX
+    from sapa.api import compare_train as CT
     from sapa.commands.audit_conventions import CONVENTIONS
 
     b = BUDGETS.get(budget) if isinstance(budget, str) else budget
@@ -213,31 +189,50 @@ def compare(activations, budget: str | CompareBudget = "quick", *, logit_scale: 
         raise InputError(f"logit scale must be one of {CONVENTIONS}, got {logit_scale!r}")
     rows = resolve_rows(activations)
     say = _sayer(progress)
-    seconds, cells = {}, {r.id: {} for r in rows}
-    t0 = time.perf_counter()
-    for axis, run in (("time", lambda: AX.timing(rows, b, seed, say)),
-                      ("audit", lambda: AX.audits(rows, b, logit_scale, seed, say)),
-                      ("lipschitz", lambda: AX.lipschitz(rows, b, seed, say)),
-                      ("train", lambda: _train(rows, b, seed, workers, say))):
-        t = time.perf_counter()
-        for rid, got in run().items():
-            cells[rid].update(got)
-        seconds[axis] = round(time.perf_counter() - t, 2)
-        say(f"[compare] {axis}: {seconds[axis]:.1f} s")
+    cells: dict = {r.id: {} for r in rows}
+    cpu0, t0 = _cpu(), time.perf_counter()
+    for rid, got in AX.timing(rows, b, seed, say).items():
+        cells[rid].update(got)
+    seconds = {"time": round(time.perf_counter() - t0, 2)}
+    say(f"[compare] time: {seconds['time']:.1f} s (alone, one thread)")
+
+    jobs, refused = [], []
+    for plan in (AX.audit_jobs(rows, b, logit_scale, seed), AX.ball_jobs(rows, b, seed), CT.train_jobs(rows, b, seed)):
+        jobs += plan[0]
+        refused.append(plan[1])
+    for got in refused:
+        for rid, c in got.items():
+            cells[rid].update(c)
+    n = max(1, min(workers, len(jobs))) if b.spawn else 1
+    say(f"[compare] audits, Lipschitz ascents, training: {len(jobs)} jobs on {n} process{'es' if n > 1 else ''}")
+    t = time.perf_counter()
+    results = run_jobs(jobs, n, progress, "[compare] audits, Lipschitz, training")
+    seconds["pool"] = round(time.perf_counter() - t, 2)
+    done: dict = {a: {} for a in ("audit", "lipschitz", "train")}
+    for j, res in zip(jobs, results):
+        done[j.axis].setdefault(j.row, []).append((res["value"], res["error"]))
+        seconds[f"{j.axis}_cpu"] = round(seconds.get(f"{j.axis}_cpu", 0.0) + res["cpu_s"], 2)
+    for got in (AX.audit_cells(rows, {k: v[0] for k, v in done["audit"].items()}),
+                AX.ball_cells(rows, b, done["lipschitz"]), CT.train_cells(rows, b, done["train"])):
+        for rid, c in got.items():
+            cells[rid].update(c)
     seconds["total"] = round(time.perf_counter() - t0, 2)
+    seconds["cpu_total"] = round(_cpu() - cpu0, 2)
+    seconds["workers"] = n
+    say(f"[compare] pool: {seconds['pool']:.1f} s; in all {seconds['total']:.1f} s, {seconds['cpu_total']:.1f} CPU-s")
     table = tuple(tuple(cells[r.id].get(a) or not_computed(a, "no result") for a in AXES) for r in rows)
     return Scorecard(tuple(rows), table, b.name, seconds, _provenance(b, logit_scale, seed))
 
 
-def _train(rows, b: CompareBudget, seed: int, workers: int, say) -> dict:
-    from sapa.api.compare_train import trainability
+def _cpu() -> float:
+    """CPU-s of this process and of its children that have ended (the pool's workers, once shut down)."""
+    import resource
 
-    if not b.train:
-        return {r.id: {"train": not_computed("train", f"the {b.name} budget trains nothing")} for r in rows}
-    return trainability(rows, b, seed, workers, say)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _sayer(progress: bool):
+def _sayer(progress: bool | str):
     from sapa.common.progress import say
 
     return (lambda line: say(line)) if progress else (lambda line: None)

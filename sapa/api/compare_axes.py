@@ -1,46 +1,76 @@
 """E-RMS ‖φ‖_F/√N, growth and worst-case exponents (one audit per row), σ₁ exponents on two balls, time ÷ SDPA.
 
-The scorecard's non-training axes (:mod:`sapa.api.compare`): each function returns {row id: {axis: Cell}}; a cell
-that cannot be computed for a row carries the documented refusal (InputError) as its reason.
+The scorecard's non-training axes (:mod:`sapa.api.compare`). The audits and the ascents are jobs of the pool that
+also trains (``*_jobs``: the jobs and the rows refused before any work; ``*_cells``: the cells from the jobs'
+results); the timing runs alone, in this process, on one thread. Every function's cells are {row id: {axis: Cell}};
+a cell that cannot be computed for a row carries the documented refusal (InputError) as its reason.
 """
 
 from __future__ import annotations
 
 import math
 
-from sapa.api.compare import Cell, CompareBudget, Row, not_computed
+from sapa.api.compare_types import Cell, CompareBudget, Job, Row, not_computed
 from sapa.common.validate import InputError
 
-__all__ = ["audits", "lipschitz", "timing"]
+__all__ = ["audit_cells", "audit_jobs", "audit_row", "ball_cells", "ball_jobs", "ball_run", "timing"]
 
 VIT = (768, 64, 196)  # D, d, N of ViT-Base
+BETAS = (4.0, 1.0)    # the balls, by their largest logit
+# expected CPU-s of one job at the quick budget (one thread, measured on 2 cores: docs/performance.md): the pool's
+# order (longest first) and its ETA
+AUDIT_COST = 1.2
+BALL_COST = 0.5
 
 
 # --------------------------------------------------------------------------- (a) (b) (c): one audit per row
 
 
-def audits(rows: list[Row], b: CompareBudget, logit_scale: str, seed: int, say) -> dict:
-    """{row: {size, growth, worst_case}} from :func:`sapa.commands.audit_activation.run_audit` under both logit
-    conventions (iid weights at ViT-Base); ∂φ/∂X is reported relative to softmax's own E-RMS."""
-    from sapa.commands.audit_activation import run_audit
-    from sapa.commands.audit_conventions import activations, audit_both
+def audit_jobs(rows: list[Row], b: CompareBudget, logit_scale: str, seed: int) -> tuple[list[Job], dict]:
+    """One job per row (:func:`audit_row`, under both logit conventions, iid weights at ViT-Base) and the rows refused
+    before any work ({row: {size, growth, worst_case}}, each cell saying why)."""
+    from sapa.api.conventions import activations
+
+    jobs, refused = [], {}
+    for r in rows:
+        try:
+            activations(r.expr, r.normalize, r.mask, VIT[1])  # a refusal now, in this process: one clear reason
+        except InputError as exc:
+            refused[r.id] = _refused(("size", "growth", "worst_case"), exc)
+            continue
+        jobs.append(Job("audit", r.id, audit_row, (r, b.audit_trials, logit_scale, seed), cost=AUDIT_COST))
+    return jobs, refused
+
+
+def audit_row(r: Row, trials: int, logit_scale: str, seed: int) -> dict:
+    """The audit of one row: :func:`sapa.api.conventions.audit_both` of :func:`sapa.api.audit.run_audit` (a job)."""
+    from sapa.api.audit import run_audit
+    from sapa.api.conventions import activations, audit_both
     from sapa.theory.activation_audit import model_spec
 
     D, d, N = VIT
-    spec = model_spec("iid", D, d)
-    outs, out = {}, {}
+    acts = activations(r.expr, r.normalize, r.mask, d)
+    return audit_both(r.expr, acts, model_spec("iid", D, d), N, logit_scale, d, run_audit, trials=trials, seed=seed)
+
+
+def audit_cells(rows: list[Row], done: dict) -> dict:
+    """{row: {size, growth, worst_case}} from the audits ``done`` ({row: (result, error)}); ∂φ/∂X is reported
+    relative to softmax's own E-RMS."""
+    out = {}
+    soft = done.get("softmax", (None, None))[0] or {}
+    soft_jac = soft.get("expected_jac_fro2")
     for r in rows:
-        say(f"[compare] audit {r.label}")
-        try:
-            acts = activations(r.expr, r.normalize, r.mask, d)
-            outs[r.id] = audit_both(r.expr, acts, spec, N, logit_scale, d, run_audit, trials=b.audit_trials, seed=seed)
-        except InputError as exc:
-            why = " ".join(str(exc).split())
-            out[r.id] = {a: not_computed(a, why) for a in ("size", "growth", "worst_case")}
-    soft_jac = outs.get("softmax", {}).get("expected_jac_fro2")
-    for rid, o in outs.items():
-        out[rid] = {"size": _size(o, soft_jac), "growth": _growth(o), "worst_case": _worst(o)}
+        if r.id not in done:
+            continue
+        o, why = done[r.id]
+        out[r.id] = {a: not_computed(a, why) for a in ("size", "growth", "worst_case")} if o is None else \
+            {"size": _size(o, soft_jac), "growth": _growth(o), "worst_case": _worst(o)}
     return out
+
+
+def _refused(axes: tuple[str, ...], exc: Exception) -> dict:
+    why = " ".join(str(exc).split())
+    return {a: not_computed(a, why) for a in axes}
 
 
 def _size(o: dict, soft_jac: float | None) -> Cell:
@@ -102,27 +132,47 @@ def ball_activation(r: Row) -> str:
     return ("row:" if r.normalize == "row" else "expr:") + r.expr
 
 
-def lipschitz(rows: list[Row], b: CompareBudget, seed: int, say) -> dict:
-    """{row: {lipschitz}}: slope of σ̲(n) on β = 4 (value) and β = 1 (extra), each judged by growth-upper at ½."""
+def ball_jobs(rows: list[Row], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
+    """One job per (row, ball) (:func:`ball_run`: the two balls' ascents are independent, so splitting them changes no
+    number) and the rows refused before any work ({row: {lipschitz}})."""
+    jobs, refused = [], {}
+    for r in rows:
+        if r.mask == "causal":
+            refused[r.id] = {"lipschitz": not_computed("lipschitz", "defined under a causal mask only; the ball's "
+                                                                    "head is unmasked")}
+            continue
+        jobs += [Job("lipschitz", r.id, ball_run, (ball_activation(r), b, beta, seed), cost=BALL_COST)
+                 for beta in BETAS]
+    return jobs, refused
+
+
+def ball_run(act: str, b: CompareBudget, beta: float, seed: int):
+    """σ̲(n) of ``act`` on the ball β (:func:`sapa.empirics.experiments.lipschitz_ball.run_ball`; a job)."""
     from sapa.empirics.experiments.lipschitz_ball import BallConfig, run_ball
     from sapa.empirics.kernels.ball_ascent import AscentConfig
 
+    return run_ball(BallConfig(ns=b.ball_ns, betas=(float(beta),), activations=(act,), seed=seed,
+                               ascent=AscentConfig(b.ball_restarts, b.ball_steps, polish_iters=b.ball_polish)))
+
+
+def ball_cells(rows: list[Row], b: CompareBudget, done: dict) -> dict:
+    """{row: {lipschitz}}: slope of σ̲(n) on β = 4 (value) and β = 1 (extra), each judged by growth-upper at ½, from
+    ``done`` ({row: [(BallResult, error) per ball]})."""
+    from sapa.empirics.experiments.lipschitz_ball import BallResult
+
     out = {}
     for r in rows:
-        if r.mask == "causal":
-            out[r.id] = {"lipschitz": not_computed("lipschitz", "defined under a causal mask only; the ball's head is "
-                                                                "unmasked")}
+        if r.id not in done:
             continue
-        say(f"[compare] Lipschitz ascent {r.label}")
-        act = ball_activation(r)
-        cfg = BallConfig(ns=b.ball_ns, activations=(act,), ascent=AscentConfig(b.ball_restarts, b.ball_steps,
-                                                                                 polish_iters=b.ball_polish), seed=seed)
-        try:
-            res = run_ball(cfg)
-        except InputError as exc:
-            out[r.id] = {"lipschitz": not_computed("lipschitz", " ".join(str(exc).split()))}
+        got = done[r.id]
+        why = next((e for _, e in got if e is not None), None)
+        if why is not None:
+            out[r.id] = {"lipschitz": not_computed("lipschitz", why)}
             continue
-        out[r.id] = {"lipschitz": _ball_cell(res, act, b)}
+        first = got[0][0]
+        res = BallResult([x for res, _ in got for x in res.rows], first.v, first.w,
+                         dict(first.config, betas=[x for res, _ in got for x in res.config["betas"]]))
+        out[r.id] = {"lipschitz": _ball_cell(res, ball_activation(r), b)}
     return out
 
 
@@ -131,7 +181,7 @@ def _ball_cell(res, act: str, b: CompareBudget) -> Cell:
     from sapa.rules.growth import LEVEL, UpperEvidence, decide_upper
 
     fits, verdicts, extra = {}, {}, {}
-    for beta in (4.0, 1.0):
+    for beta in BETAS:
         s = res.series(act, beta)
         f = fit_exponent(s["n"], s["sigma_lower"], LEVEL)
         fits[beta] = f
@@ -159,8 +209,8 @@ def timing(rows: list[Row], b: CompareBudget, seed: int, say) -> dict:
 
     out = {"softmax": {"time": Cell("time", 1.0, None, "exact", None, None,
                                     "the reference: torch's fused scaled_dot_product_attention (SDPA)")}}
-    for r in rows[1:]:
-        say(f"[compare] timing {r.label} (alone, one thread)")
+    for k, r in enumerate(rows[1:], 1):
+        say(f"[compare] timing {k}/{len(rows) - 1}: {r.label} (alone, one thread)")
         with one_thread():
             try:
                 out[r.id] = {"time": _time_row(r, b, seed)}

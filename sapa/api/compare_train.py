@@ -1,10 +1,11 @@
 """log2(steps to threshold of φ ÷ softmax's) on the quick probes: the copy tasks (accuracy 0.5) and digits (chance + 0.03).
 
 Softmax is trained once per (task, N, seed); each row's arm with the same seeds (the same initial weights and
-minibatches: the members are paired). Every chunk is one job of a process pool (one torch thread each). Copy arms:
+minibatches: the members are paired). Copy arms:
 softmax / x/√N / x³/√N use their kernels (:data:`sapa.empirics.training.mechanism.MECH_ARMS`), any other element-wise
 φ its expression; digits arms: the study's table arms or ``expr:<φ>``
 (:func:`sapa.empirics.training.study_config.arm_of`). A row-normalised φ other than softmax has no ensemble form.
+Every chunk is a job of the pool of :func:`sapa.api.compare.compare` (beside the audits and the ascents).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sapa.api.compare import Cell, CompareBudget, Row, not_computed
+from sapa.api.compare_types import Cell, CompareBudget, Job, Row, not_computed
 from sapa.common.validate import InputError
 
-__all__ = ["trainability"]
+__all__ = ["train_cells", "train_jobs", "train_run"]
 
 
 def _mech_cfg(r: Row, b: CompareBudget, seed: int):
@@ -54,7 +55,7 @@ def _jobs(r: Row, b: CompareBudget, seed: int) -> list[tuple]:
     return jobs
 
 
-def _run(job: tuple) -> dict:
+def train_run(job: tuple) -> dict:
     """One chunk, trained: {(task, N): {seed: exit step or None}} plus the cap (a module function: picklable)."""
     from sapa.empirics.training.learning_curves import exit_step
 
@@ -82,32 +83,41 @@ def _run(job: tuple) -> dict:
     return {"key": f"digits@N={chunk.N}", "exits": out, "cap": cfg.digits.steps, "cpu_s": res["cpu_s"]}
 
 
-def trainability(rows: list[Row], b: CompareBudget, seed: int, workers: int, say) -> dict:
-    """{row: {train}}: per probe cell the Kaplan–Meier median exit of φ and of softmax; value: the median over cells
-    of log2(φ's ÷ softmax's); quick: no verdict (2–3 seeds are a smoke test)."""
-    from sapa.common.pool import process_pool
-
-    jobs, out = [], {}
+def train_jobs(rows: list[Row], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
+    """One job per chunk (:func:`train_run`; softmax's chunks once, as its own row) and the rows refused before any
+    work ({row: {train}}, each saying why); a budget that trains nothing refuses every row."""
+    if not b.train:
+        return [], {r.id: {"train": not_computed("train", f"the {b.name} budget trains nothing")} for r in rows}
+    jobs, refused = [], {}
     for r in rows:
         try:
-            jobs += [(r.id, j) for j in _jobs(r, b, seed)]
+            jobs += [Job("train", r.id, train_run, (j,), cost=_cost(j)) for j in _jobs(r, b, seed)]
         except InputError as exc:
-            out[r.id] = {"train": not_computed("train", " ".join(str(exc).split()))}
-    say(f"[compare] training: {len(jobs)} chunks on {workers} worker(s)")
-    results: dict = {}
-    if workers > 1:
-        with process_pool(workers) as ex:
-            futs = [(rid, ex.submit(_run, j)) for rid, j in jobs]
-            for k, (rid, f) in enumerate(futs):
-                results.setdefault(rid, []).append(f.result())
-                say(f"[compare] training chunk {k + 1}/{len(futs)} done")
-    else:
-        for rid, j in jobs:
-            results.setdefault(rid, []).append(_run(j))
-    soft = {x["key"]: x for x in results.get("softmax", [])}
+            refused[r.id] = {"train": not_computed("train", " ".join(str(exc).split()))}
+    return jobs, refused
+
+
+def _cost(job: tuple) -> float:
+    """Expected CPU-s of one chunk (quick budget, one thread, 2 cores: docs/performance.md): copy ≈ 1.4·(N/16)^1.5
+    for 3 seeds, digits ≈ 3.5 at N = 16 for 2; scaled by members and steps."""
+    kind, chunk, cfg = job
+    if kind == "copy":
+        return len(chunk.members) / 3 * 1.4 * (chunk.N / 16) ** 1.5 * cfg.plan(chunk.task).steps / 400
+    return len(chunk.members) / 2 * 3.5 * chunk.N / 16 * cfg.digits.steps / 200
+
+
+def train_cells(rows: list[Row], b: CompareBudget, done: dict) -> dict:
+    """{row: {train}} from ``done`` ({row: [(chunk result, error)]}): per probe cell the Kaplan–Meier median exit of φ
+    and of softmax; value: the median over cells of log2(φ's ÷ softmax's); quick: no verdict (2–3 seeds are a smoke
+    test)."""
+    soft = {x["key"]: x for x, _ in done.get("softmax", []) if x is not None}
+    out = {}
     for r in rows:
-        if r.id not in out:
-            out[r.id] = {"train": _cell(results.get(r.id, []), soft, b)}
+        if r.id not in done:
+            continue
+        why = next((e for _, e in done[r.id] if e is not None), None)
+        out[r.id] = {"train": not_computed("train", why) if why is not None else
+                     _cell([x for x, _ in done[r.id]], soft, b)}
     return out
 
 
@@ -117,6 +127,8 @@ def _cell(mine: list[dict], soft: dict, b: CompareBudget) -> Cell:
     per, logs = {}, []
     for x in mine:
         s = soft.get(x["key"])
+        if s is None:  # softmax's own chunk of this cell did not train
+            continue
         a, c = censored_exits(list(x["exits"].values()), x["cap"]), censored_exits(list(s["exits"].values()), s["cap"])
         lr = None
         if a["median"] is not None and c["median"] is not None:
