@@ -182,6 +182,13 @@ CAPTIONS: tuple[Caption, ...] = (
             "ideal time T₁/K, with the parallel efficiency over each bar. Compare each bar with the ideal: the gap "
             "is start-up and scheduling. Every worker count gives byte-identical results; the time is measured, "
             "not asserted, and moves with the machine's load."),
+    Caption("compare_scorecard", "activations side by side against softmax",
+            "One row per activation (softmax first, the reference), one column per axis: E-RMS ‖φ(S)‖_F/√N at "
+            "ViT-Base, the growth and worst-case exponents, the Lipschitz exponent on the β = 4 ball, CPU time against "
+            "SDPA and training steps against softmax. Each cell gives its value and interval; its colour is the "
+            "calibrated rule's verdict (green holds, red fails, white no rule applies) and a hatched cell could not be "
+            "computed for that activation. Read a row across: an activation that behaves like softmax is green on "
+            "every axis a rule decides."),
 )
 
 

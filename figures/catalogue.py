@@ -20,7 +20,8 @@ class Figure:
     module: str                  # figures/<module>.py draws it
     claims: tuple[str, ...]      # the ledger entries it illustrates, in ledger order
     drawn: str                   # "run": drawn by sapa verify / figures from exact curves or the sweep; "stored": by
-                                 # the entry's check, redrawn from RESULTS/data/<data>.json; "bench": by sapa bench
+                                 # the entry's check, redrawn from RESULTS/data/<data>.json; "bench": by sapa bench;
+                                 # "compare": by sapa compare --out
     stems: tuple[str, ...]       # the file stem prefixes it saves (each has a caption in sapa.figures.captions)
     needs: tuple[str, ...] = ()  # files under RESULTS it reads
     data: str = ""               # "stored": the name of its data file (default: the module's name)
@@ -59,6 +60,8 @@ FIGURES: tuple[Figure, ...] = (
            ("audit_compare",), ("data/audit_compare.json",)),
     # drawn by sapa bench --scaling
     Figure("bench scaling", "bench_scaling", (), "bench", ("bench_scaling",)),
+    # drawn by sapa compare --out
+    Figure("compare scorecard", "compare_scorecard", (), "compare", ("compare_scorecard",)),
 )
 
 

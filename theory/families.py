@@ -116,11 +116,6 @@ class Family:
             raise ValueError(f"{self.id}: kernel 'poly' goes with a degree p, 'softmax' and None without one")
 
     @property
-    def scale(self) -> str:
-        """The rule's code under its old name (``study_config._arms`` reads it; new code reads :attr:`rule`)."""
-        return self.rule
-
-    @property
     def scale_words(self) -> str:
         """The scale rule in words (:data:`SCALE_RULES`)."""
         return SCALE_RULES[self.rule]

@@ -88,7 +88,7 @@ def resolve_rows(activations) -> list[Row]:
     """Softmax (the reference) then each activation: a family id of sapa.theory.families (no free parameter) or a
     sympy expression in x, N, i, j (``EXPR@row``: row-normalised); InputError naming the bad one, before any work."""
     from sapa.theory.activation_audit import parse_activation
-    from sapa.theory.families import FAMILIES, label_of, resolve
+    from sapa.theory.families import FAMILIES, INV_SQRT_N, label_of, resolve
 
     if isinstance(activations, str):
         activations = [activations]
@@ -106,7 +106,7 @@ def resolve_rows(activations) -> list[Row]:
         if text in seen or (f is not None and f.id in seen):
             continue
         seen.add(text)
-        p = f.p if (f is not None and f.kernel == "poly" and f.scale == "inv_sqrt_n" and "causal" not in f.masks[:1]) \
+        p = f.p if (f is not None and f.kernel == "poly" and f.rule == INV_SQRT_N and "causal" not in f.masks[:1]) \
             else None
         rows.append(Row(text, f.label if f else label_of(body) + (" (row-normalised)" if tag else ""), expr,
                         normalize, mask, f.id if f else None, p))
@@ -180,7 +180,7 @@ def compare(activations, budget: str | CompareBudget = "quick", *, logit_scale: 
     """
     from sapa.api import compare_axes as AX
     from sapa.api import compare_train as CT
-    from sapa.commands.audit_conventions import CONVENTIONS
+    from sapa.api.conventions import CONVENTIONS
 
     b = BUDGETS.get(budget) if isinstance(budget, str) else budget
     if not isinstance(b, CompareBudget):
