@@ -56,7 +56,7 @@ def _stored(module: str) -> Callable[[Path, Path], list[Path]]:
         from sapa.common import figdata
 
         res, stem = figdata.read(results / "data" / f"{module}.json")
-        return importlib.import_module(f"figures.{module}").draw(res, out, stem)
+        return importlib.import_module(f"sapa.figures.{module}").draw(res, out, stem)
 
     return draw
 

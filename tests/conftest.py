@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import gc
 import socket
+import sys
 
 import pytest
 
 import sapa.empirics  # noqa: F401  (pins CPU kernel dispatch before any test module imports torch)
 from sapa.common.collector import collect_less_often
+from tests.layout import FOLDERS
+
+
+class _InstalledNamesOnly:
+    """Refuses ``import theory`` (and common, empirics, figures) in the tests: pytest puts the checkout's root on
+    sys.path, where the bare folder names would import, but a wheel installs them only as sapa.theory and so on."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name in FOLDERS:
+            raise ImportError(f"import sapa.{name}, not {name}: the folder installs only under sapa")
+        return None
+
+
+sys.meta_path.insert(0, _InstalledNamesOnly())
 
 # As in the `sapa` command, from here on, so that collecting the test modules gains too (sapa.common.collector: the
 # cyclic collector's full passes over ~10⁶ objects cost 7 % of the theory, figure and claim tests' CPU).

@@ -96,7 +96,7 @@ def test_each_figure_redraws_from_its_stored_data(name, computed, tmp_path):
     import importlib
 
     got, stem = figdata.read(figdata.write(tmp_path / f"{name}.json", computed[name], f"{name}_tiny"))
-    paths = importlib.import_module(f"figures.{name}").draw(got, tmp_path / "figures", stem)
+    paths = importlib.import_module(f"sapa.figures.{name}").draw(got, tmp_path / "figures", stem)
     assert paths and all(p.stat().st_size > 1000 for p in paths)
 
 
