@@ -24,8 +24,10 @@ WORDS = {"size": "‖φ‖_F / √N", "growth": "growth exponent", "worst_case":
 
 def check(d: dict) -> None:
     """The data's shape: one cell per (row, axis), softmax first."""
-    assert d["rows"] and d["rows"][0]["id"] == "softmax", "softmax must be the first row"
-    assert len(d["cells"]) == len(d["rows"]) and all(set(c) == set(d["axes"]) for c in d["cells"])
+    if not d.get("rows") or d["rows"][0].get("id") != "softmax":
+        raise ValueError("a scorecard's first row must be softmax, the reference")
+    if len(d.get("cells", ())) != len(d["rows"]) or not all(set(c) == set(d.get("axes", ())) for c in d["cells"]):
+        raise ValueError("a scorecard needs one cell per (row, axis)")
 
 
 def _text(c: dict) -> str:
@@ -60,8 +62,8 @@ def draw(d: dict, out_dir: str | Path, file_stem: str) -> list[Path]:
         ax.grid(False)  # the style's grid would cross the cells
         for s in ax.spines.values():
             s.set_visible(False)
-        ax.set_title(f"activations against softmax ({d.get('budget', '')} budget): red fails, green holds, "
-                     "white: no rule", fontsize=8, pad=24)
+        ax.set_title(f"activations against softmax ({d.get('budget', '')} budget): green holds, red fails, "
+                     "grey undecided, white: no rule applies, hatched: not computed", fontsize=8, pad=24)
         paths = style.save(fig, out_dir, file_stem)
         plt.close(fig)
     return paths

@@ -162,9 +162,9 @@ print(f"scale that would match softmax's bound at N = {N}: c(N) = {a.matching_sc
 # is within 10× of softmax's bound √N at the audited N. The command prints it as `verdict`.
 
 # %%
-from sapa.commands.audit_activation import run_audit  # noqa: E402
+import sapa  # noqa: E402  (the Python API, docs/api.md: what `sapa audit` prints)
 
-out = run_audit(mine, model_spec("iid", D, d), N, sizes=False)
-print(out["verdict"], "—", out["verdict_statement"])
-report("verdict is one of the ledger's", "HOLDS | HOLDS_IN_REGIME | FAILS | UNDETERMINED", out["verdict"],
-       out["verdict"] in ("HOLDS", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED"))
+out = sapa.audit(mine.text, normalize=mine.normalize, mask=mine.mask, model="iid", N=N, D=D, d=d, logit_scale="S")
+print(out.verdict, "—", out.data["verdict_statement"])
+report("verdict is one of the ledger's", "HOLDS | HOLDS_IN_REGIME | FAILS | UNDETERMINED", out.verdict,
+       out.verdict in ("HOLDS", "HOLDS_IN_REGIME", "FAILS", "UNDETERMINED"))

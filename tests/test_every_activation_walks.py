@@ -309,8 +309,9 @@ def test_every_activation_walks_through_every_tool(w):
 def _compare_step(walkers: list[Walker]) -> None:
     from sapa.api.compare import AXES, compare
 
-    sc = compare([w.compare_name for w in walkers], budget="tiny", workers=1)
-    assert [r.id for r in sc.rows] == ["softmax"] + [w.compare_name for w in walkers if w.compare_name != "softmax"]
+    names = [w.compare_name for w in walkers if w.compare_name != "softmax"]  # softmax is always the first row
+    sc = compare(names, budget="tiny", workers=1)
+    assert [r.id for r in sc.rows] == ["softmax"] + names
     for r, cs in zip(sc.rows, sc.cells):
         assert [c.axis for c in cs] == list(AXES)
         for c in cs:

@@ -128,6 +128,11 @@ class Family:
         return _const_of(self.expr, self.p)
 
     @property
+    def mask(self) -> str:
+        """The mask it runs under by default: none where it is defined without one, else its first (causal)."""
+        return NONE if NONE in self.masks else self.masks[0]
+
+    @property
     def per_row(self) -> bool:
         """Whether the scale depends on the row i (1/√i, 1/i)."""
         return self.rule in PER_ROW
@@ -369,15 +374,38 @@ def family(id: str) -> Family:
         raise KeyError(f"unknown activation family {id!r}; known: {', '.join(FAMILIES)}") from None
 
 
-def label_of(expr_or_id: str) -> str:
-    """The display label of a family given by id or by its expression (``x^3/sqrt(N)`` too); else the text itself."""
+def label_of(expr_or_id: str, normalize: str = "none") -> str:
+    """The display label of a family given by id or by its expression (``x^3/sqrt(N)`` too) under ``normalize``;
+    else the text itself, marked "row-normalised" where it is.
+
+    >>> label_of("x**4"), label_of("x**4", "row"), label_of("tanh(x)", "row")
+    ('x**4', 'row-normalised x⁴', 'row-normalised tanh(x)')
+    """
     if expr_or_id in FAMILIES:
         return FAMILIES[expr_or_id].label
     key = expr_or_id.replace("^", "**").replace(" ", "")
     for f in FAMILY_TABLE:
-        if f.expr.replace(" ", "") == key:
+        if f.expr.replace(" ", "") == key and f.normalize == normalize and not f.params:
             return f.label
-    return expr_or_id
+    return expr_or_id if normalize == "none" else f"row-normalised {expr_or_id}"
+
+
+def row_of(text: str, normalize: str = "none", mask: str = "none", *, id: str | None = None,
+           label: str | None = None) -> Family:
+    """The family row of ``text``: its table row for a family id, else the expression as an unlisted row (rule
+    "none": the scale sits inside φ; no exact kernel) under ``normalize`` and ``mask``, after the checks of
+    :func:`resolve` (a free parameter, a normalisation the family lacks: one :class:`InputError`).
+
+    The expression is not parsed here (:func:`sapa.theory.activation.parse_activation` does, where it is evaluated).
+
+    >>> row_of("relu_N") is FAMILIES["relu_N"], row_of("x/(1+Abs(x))").rule, row_of("x**4", "row").normalize
+    (True, 'none', 'row')
+    """
+    expr, normalize, mask = resolve(text, normalize, mask)
+    if text in FAMILIES:
+        return FAMILIES[text]
+    return Family(id or text, expr, label or label_of(text, normalize), NONE, "an expression given at run time",
+                  masks=MASKS if mask == NONE else (mask,), normalize=normalize)
 
 
 def resolve(text: str, normalize: str = "none", mask: str = "none") -> tuple[str, str, str]:
@@ -396,11 +424,12 @@ def resolve(text: str, normalize: str = "none", mask: str = "none") -> tuple[str
         raise InputError(f"activation family {f.id} ({f.label}) has the free parameter {', '.join(f.params)}: write "
                          f"its expression {f.expr!r} with a number in its place")
     if normalize != "none" and normalize != f.normalize:
-        raise InputError(f"activation family {f.id} ({f.label}) is not row-normalised; leave --normalize out")
+        raise InputError(f"activation family {f.id} ({f.label}) is not row-normalised: ask for it without row "
+                         "normalisation, or write its expression")
     return f.expr, f.normalize, mask if mask in f.masks else f.masks[0]
 
 
 __all__ = ["Family", "FAMILY_TABLE", "FAMILIES", "KERNEL_KINDS", "COMPARED", "SCALE_RULES", "ALIASES", "PER_ROW",
            "GRID_RULES", "MASKS", "PAPER", "SOFTMAX", "TEMPERATURE", "INV_SQRT_D", "INV_SQRT_N", "INV_N", "INV_SQRT_I",
            "INV_I", "FIXED", "CONST", "NONE", "ALPHA", "DOSE", "BIAS_LOG_N", "ROW_SUM", "canonical_rule", "scale_factor", "row_factors",
-           "power", "softmax", "family", "label_of", "resolve"]
+           "power", "softmax", "family", "label_of", "resolve", "row_of"]

@@ -136,7 +136,7 @@ def at_length(activation: object, N: int, row_scale=None, **params) -> tuple[Fam
         if row_scale is not None:
             raise InputError(f"{f.id} ({f.label}) has its own row scale c_i: pass no row_scale")
         row_scale = torch.from_numpy(f.row_scale(N, **params))  # (N,) c_i
-        c = f.coef
+        c = 1.0  # row_scale already carries coef (Family.coefficient)
     elif f.rule in (NONE, SOFTMAX):
         return f, row_scale
     else:

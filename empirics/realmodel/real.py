@@ -11,7 +11,7 @@ trained transformer sit: sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 layers,
 shipped ``tokenizer.json``, and the forward pass is written out (checked against
 ``transformers.BertModel`` in ``tests/empirics/realmodel/test_real_model.py``).
 
-This module is the public face (``from empirics import real``); the work is done in
+This module is the public face (``from sapa.empirics import real``); the work is done in
 :mod:`sapa.empirics.realmodel.real_model` (weights, tokenizer, forward pass, protocols, corpus),
 :mod:`sapa.empirics.realmodel.real_geometry` (reduced coordinates, invariants, canonical correlations,
 per-head growth), :mod:`sapa.empirics.realmodel.real_analysis` (:func:`analyse`) and

@@ -8,7 +8,7 @@ the study's budget, seed and config hash. ``load(dest)`` verifies the manifest a
 anything is read (a changed, missing or extra file is refused with one line) and returns the
 :class:`~sapa.empirics.training.train_study.StudyResult` the entries judge, the same as reading the study's own folder.
 
-Where: :data:`SHIPPED` / ``<budget>`` (package data of ``empirics``; docs/training.md says how it was made and how to
+Where: :data:`SHIPPED` / ``<budget>`` (package data of ``sapa.empirics``; docs/training.md says how it was made and how to
 regenerate it).
 """
 

@@ -19,11 +19,13 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-from sapa.api.compare_types import (AXES, AXIS_WORDS, BUDGETS, Cell, CompareBudget, Job, Row, _finite,  # noqa: F401
-                                    not_computed)
-from sapa.common.validate import InputError
+from sapa.api.compare_types import (AXES, AXIS_WORDS, BUDGETS, Cell, CompareBudget, Job, _finite,  # noqa: F401
+                                    not_computed, row_dict)
+from sapa.theory.families import Family
+from sapa.common.seeds import seed_sequence
+from sapa.common.validate import InputError, positive_int
 
-__all__ = ["AXES", "BUDGETS", "Cell", "CompareBudget", "Job", "Row", "Scorecard", "compare", "resolve_rows",
+__all__ = ["AXES", "BUDGETS", "Cell", "CompareBudget", "Job", "Scorecard", "compare", "resolve_rows",
            "run_jobs"]
 
 
@@ -31,7 +33,7 @@ __all__ = ["AXES", "BUDGETS", "Cell", "CompareBudget", "Job", "Row", "Scorecard"
 class Scorecard:
     """Rows (softmax first, the reference) × :data:`AXES` cells, the budget, seconds per axis, provenance."""
 
-    rows: tuple[Row, ...]
+    rows: tuple[Family, ...]  # family rows (sapa.theory.families): a table row, or an expression's unlisted row
     cells: tuple[tuple[Cell, ...], ...]
     budget: str
     seconds: dict
@@ -42,7 +44,7 @@ class Scorecard:
 
     def to_dict(self) -> dict:
         """JSON-ready: every non-finite number as None (its cell's note says why)."""
-        return {"axes": list(AXES), "budget": self.budget, "rows": [asdict(r) for r in self.rows],
+        return {"axes": list(AXES), "budget": self.budget, "rows": [row_dict(r) for r in self.rows],
                 "cells": [{c.axis: c.to_dict() for c in cs} for cs in self.cells], "seconds": _finite(self.seconds),
                 "provenance": self.provenance}
 
@@ -81,36 +83,40 @@ def _g(x) -> str:
 # --------------------------------------------------------------------------- rows
 
 
-SOFTMAX = Row("softmax", "softmax", "exp(x)", "row", "none", "softmax")
-
-
-def resolve_rows(activations) -> list[Row]:
-    """Softmax (the reference) then each activation: a family id of sapa.theory.families (no free parameter) or a
-    sympy expression in x, N, i, j (``EXPR@row``: row-normalised); InputError naming the bad one, before any work."""
+def resolve_rows(activations) -> list[Family]:
+    """Softmax (the reference) then each activation's family row (:func:`sapa.theory.families.row_of`): a family id
+    (no free parameter) or a sympy expression in x, N, i, j (``EXPR@row``: row-normalised). InputError naming the
+    bad one, before any work: an unparsable expression, a free parameter, an activation given twice (also as a
+    family and as its expression), softmax itself (always the first row), an empty list."""
     from sapa.theory.activation_audit import parse_activation
-    from sapa.theory.families import FAMILIES, INV_SQRT_N, label_of, resolve
+    from sapa.theory.families import FAMILIES, row_of
 
     if isinstance(activations, str):
         activations = [activations]
-    rows, seen = [SOFTMAX], {"softmax"}
+    activations = list(activations)
+    if not activations:
+        raise InputError("name at least one activation to compare with softmax (a family id or an expression)")
+    softmax = FAMILIES["softmax"]
+    rows, seen = [softmax], {_same(softmax): "softmax (the reference, always the first row)"}
     for text in activations:
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"an activation must be a family id or an expression, got {text!r}")
         body, _, tag = text.partition("@")
         if tag not in ("", "row"):
             raise InputError(f"{text!r}: the only suffix is @row (row-normalised), got @{tag}")
-        expr, normalize, mask = resolve(body, "row" if tag else "none")
-        f = FAMILIES.get(body)
-        if f is None:
-            parse_activation(expr, normalize, mask)  # one clear InputError for an unparsable expression
-        if text in seen or (f is not None and f.id in seen):
-            continue
-        seen.add(text)
-        p = f.p if (f is not None and f.kernel == "poly" and f.rule == INV_SQRT_N and "causal" not in f.masks[:1]) \
-            else None
-        rows.append(Row(text, f.label if f else label_of(body) + (" (row-normalised)" if tag else ""), expr,
-                        normalize, mask, f.id if f else None, p))
+        r = row_of(body, "row" if tag else "none", id=text)
+        if body not in FAMILIES:
+            parse_activation(r.expr, r.normalize, r.mask)  # one clear InputError for an unparsable expression
+        if _same(r) in seen:
+            raise InputError(f"{text!r} is {seen[_same(r)]} again: name each activation once")
+        seen[_same(r)] = repr(text)
+        rows.append(r)
     return rows
+
+
+def _same(r: Family) -> tuple[str, str, str]:
+    """What makes two rows one activation: the expression (spaces and ^ aside), the normalisation, the mask."""
+    return r.expr.replace(" ", "").replace("^", "**"), r.normalize, r.mask
 
 
 # --------------------------------------------------------------------------- the scorecard
@@ -187,6 +193,8 @@ def compare(activations, budget: str | CompareBudget = "quick", *, logit_scale: 
         raise InputError(f"unknown budget {budget!r}; choose one of {', '.join(BUDGETS)}")
     if logit_scale not in CONVENTIONS:
         raise InputError(f"logit scale must be one of {CONVENTIONS}, got {logit_scale!r}")
+    workers = positive_int("workers", workers)
+    seed_sequence(seed, "compare")  # a seed that is not a non-negative integer: one InputError, before any work
     rows = resolve_rows(activations)
     say = _sayer(progress)
     cells: dict = {r.id: {} for r in rows}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from sapa.api.compare_types import Cell, CompareBudget, Job, Row, not_computed
+from sapa.api.compare_types import Cell, CompareBudget, Job, builtin_degree, not_computed, table_id
 from sapa.common.validate import InputError
 
 __all__ = ["audit_cells", "audit_jobs", "audit_row", "ball_cells", "ball_jobs", "ball_run", "timing"]
@@ -26,7 +26,7 @@ BALL_COST = 0.5
 # --------------------------------------------------------------------------- (a) (b) (c): one audit per row
 
 
-def audit_jobs(rows: list[Row], b: CompareBudget, logit_scale: str, seed: int) -> tuple[list[Job], dict]:
+def audit_jobs(rows: list[Family], b: CompareBudget, logit_scale: str, seed: int) -> tuple[list[Job], dict]:
     """One job per row (:func:`audit_row`, under both logit conventions, iid weights at ViT-Base) and the rows refused
     before any work ({row: {size, growth, worst_case}}, each cell saying why)."""
     from sapa.api.conventions import activations
@@ -42,7 +42,7 @@ def audit_jobs(rows: list[Row], b: CompareBudget, logit_scale: str, seed: int) -
     return jobs, refused
 
 
-def audit_row(r: Row, trials: int, logit_scale: str, seed: int) -> dict:
+def audit_row(r: Family, trials: int, logit_scale: str, seed: int) -> dict:
     """The audit of one row: :func:`sapa.api.conventions.audit_both` of :func:`sapa.api.audit.run_audit` (a job)."""
     from sapa.api.audit import run_audit
     from sapa.api.conventions import activations, audit_both
@@ -53,7 +53,7 @@ def audit_row(r: Row, trials: int, logit_scale: str, seed: int) -> dict:
     return audit_both(r.expr, acts, model_spec("iid", D, d), N, logit_scale, d, run_audit, trials=trials, seed=seed)
 
 
-def audit_cells(rows: list[Row], done: dict) -> dict:
+def audit_cells(rows: list[Family], done: dict) -> dict:
     """{row: {size, growth, worst_case}} from the audits ``done`` ({row: (result, error)}); ∂φ/∂X is reported
     relative to softmax's own E-RMS."""
     out = {}
@@ -101,7 +101,8 @@ def _growth(o: dict) -> Cell:
     extra = {"asymptotic_exponent": o.get("asymptotic_exponent"), "sup_growth_exponent": o.get("sup_growth_exponent"),
              "crossover_n": o.get("crossover_n"), "n_reg": rate.get("regime"),
              "growth_exponent_jac": o.get("growth_exponent_jac"), "like_softmax": o.get("verdict")}
-    return Cell("growth", o.get("growth_exponent"), iv, "Monte Carlo t 99 %" if iv else "exact", rate["verdict"],
+    kind = "Monte Carlo t 99 %" if iv else ("exact" if o.get("method") == "exact" else o.get("method", "exact"))
+    return Cell("growth", o.get("growth_exponent"), iv, kind, rate["verdict"],
                 rate["rule"], note, extra)
 
 
@@ -123,16 +124,16 @@ def _worst(o: dict) -> Cell:
 # --------------------------------------------------------------------------- (d) Lipschitz σ₁ on two balls
 
 
-def ball_activation(r: Row) -> str:
+def ball_activation(r: Family) -> str:
     """The head's activation name: softmax, poly<p> (c·x^p, c = 1/√N), else expr:<φ> / row:<ψ>."""
     if r.id == "softmax":
         return "softmax"
-    if r.p is not None:
-        return f"poly{r.p}"
+    if builtin_degree(r) is not None:
+        return f"poly{builtin_degree(r)}"
     return ("row:" if r.normalize == "row" else "expr:") + r.expr
 
 
-def ball_jobs(rows: list[Row], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
+def ball_jobs(rows: list[Family], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
     """One job per (row, ball) (:func:`ball_run`: the two balls' ascents are independent, so splitting them changes no
     number) and the rows refused before any work ({row: {lipschitz}})."""
     jobs, refused = [], {}
@@ -155,7 +156,7 @@ def ball_run(act: str, b: CompareBudget, beta: float, seed: int):
                                ascent=AscentConfig(b.ball_restarts, b.ball_steps, polish_iters=b.ball_polish)))
 
 
-def ball_cells(rows: list[Row], b: CompareBudget, done: dict) -> dict:
+def ball_cells(rows: list[Family], b: CompareBudget, done: dict) -> dict:
     """{row: {lipschitz}}: slope of σ̲(n) on β = 4 (value) and β = 1 (extra), each judged by growth-upper at ½, from
     ``done`` ({row: [(BallResult, error) per ball]})."""
     from sapa.empirics.experiments.lipschitz_ball import BallResult
@@ -203,7 +204,7 @@ def _ball_cell(res, act: str, b: CompareBudget) -> Cell:
 PASSES = (("none", "fwd"), ("none", "fwd+bwd"), ("causal", "fwd"), ("causal", "fwd+bwd"))
 
 
-def timing(rows: list[Row], b: CompareBudget, seed: int, say) -> dict:
+def timing(rows: list[Family], b: CompareBudget, seed: int, say) -> dict:
     """{row: {time}}: the best form's median time ÷ SDPA's per (mask, pass), the worst of the four as the value."""
     from sapa.common.pool import one_thread
 
@@ -219,15 +220,15 @@ def timing(rows: list[Row], b: CompareBudget, seed: int, say) -> dict:
     return out
 
 
-def _time_row(r: Row, b: CompareBudget, seed: int) -> Cell:
+def _time_row(r: Family, b: CompareBudget, seed: int) -> Cell:
     import os
     import statistics
 
     from sapa.empirics.timing.overhead import OverheadGrid, time_cells
     from sapa.rules import timing as T
 
-    form = r.p if r.p is not None else ("row:" if r.normalize == "row" else "expr:") + r.expr
-    methods = ("naive", "causal_blocked") + (("linearised",) if r.p is not None else ())
+    form = builtin_degree(r) if builtin_degree(r) is not None else ("row:" if r.normalize == "row" else "expr:") + r.expr
+    methods = ("naive", "causal_blocked") + (("linearised",) if builtin_degree(r) is not None else ())
     g = OverheadGrid(Ns=(b.timing_N,), repeats=b.timing_repeats, block_s=b.timing_block_s, crossover_ds=(),
                      memory=False, seed=seed, time_cap_s=1.0, methods=methods)
     best: dict = {}
@@ -244,13 +245,13 @@ def _time_row(r: Row, b: CompareBudget, seed: int) -> Cell:
                     best[key] = {"method": m, "ratio": med, "rounds": got["ratio_rounds"]}
     if len(best) < 4:
         return Cell("time", None, None, "none", None, None, "not computed: a (mask, pass) had no timed form")
-    ev = T.TimingEvidence(tuple((k, tuple(v["rounds"])) for k, v in best.items()), 1.5,
+    ev = T.TimingEvidence(tuple((k, tuple(v["rounds"])) for k, v in best.items()), T.FACTOR,
                           round(os.getloadavg()[0], 2), os.cpu_count(), "process")
     worst = max(best, key=lambda k: best[k]["ratio"])
-    t = T.cell_test(best[worst]["rounds"])
-    iv = None if t is None else _t_interval(t)
     for k, v in best.items():
-        v["interval"] = _t_interval(T.cell_test(v["rounds"])) if T.cell_test(v["rounds"]) else None
+        t = T.cell_test(v["rounds"])
+        v["interval"] = None if t is None else _t_interval(t)
+    iv = best[worst]["interval"]
     return Cell("time", best[worst]["ratio"], iv, "t 95 % of the mean log ratio (drift included)", T.decide(ev),
                 "timing-ratio", f"worst of 4 (mask, pass) at {worst}: {T.why(ev)}; CPU, 1 thread, float32, batch 1, "
                 f"one head, d = 64, N = {b.timing_N}, process clock; best of the forms {', '.join(methods)}",

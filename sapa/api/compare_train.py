@@ -13,34 +13,34 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sapa.api.compare_types import Cell, CompareBudget, Job, Row, not_computed
+from sapa.api.compare_types import Cell, CompareBudget, Job, builtin_degree, not_computed, table_id
 from sapa.common.validate import InputError
 
 __all__ = ["train_cells", "train_jobs", "train_run"]
 
 
-def _mech_cfg(r: Row, b: CompareBudget, seed: int):
+def _mech_cfg(r: Family, b: CompareBudget, seed: int):
     from sapa.empirics.training.mechanism import MECH_ARMS, mech_config
 
     cfg = mech_config(b.mech, seed)
     if b.mech_Ns is not None:
         cfg = replace(cfg, probes=tuple(replace(p, Ns=tuple(n for n in b.mech_Ns)) for p in cfg.probes
                                         if p.task.startswith("copy")))
-    arm = r.family if r.family in MECH_ARMS else None
+    arm = table_id(r) if table_id(r) in MECH_ARMS else None
     return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else r.expr)
 
 
-def _digits_cfg(r: Row, b: CompareBudget, seed: int):
+def _digits_cfg(r: Family, b: CompareBudget, seed: int):
     from sapa.empirics.training.study_config import ARMS, study_config
 
     cfg = study_config(b.study, seed)
-    arm = r.family if r.family in ARMS else f"expr:{r.expr}"
+    arm = table_id(r) if table_id(r) in ARMS else f"expr:{r.expr}"
     digits = replace(cfg.digits, Ns=b.digits_Ns, lrs=cfg.digits.lrs[:1],
                      steps=b.digits_steps or cfg.digits.steps)
     return replace(cfg, arms=(arm,), digits=digits, tasks=("digits",)), arm
 
 
-def _jobs(r: Row, b: CompareBudget, seed: int) -> list[tuple]:
+def _jobs(r: Family, b: CompareBudget, seed: int) -> list[tuple]:
     """[(kind, chunk, cfg)] of one row; InputError when the row cannot train."""
     from sapa.empirics.training.mechanism import plan_mech_chunks
     from sapa.empirics.training.study_config import plan_chunks
@@ -83,7 +83,7 @@ def train_run(job: tuple) -> dict:
     return {"key": f"digits@N={chunk.N}", "exits": out, "cap": cfg.digits.steps, "cpu_s": res["cpu_s"]}
 
 
-def train_jobs(rows: list[Row], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
+def train_jobs(rows: list[Family], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
     """One job per chunk (:func:`train_run`; softmax's chunks once, as its own row) and the rows refused before any
     work ({row: {train}}, each saying why); a budget that trains nothing refuses every row."""
     if not b.train:
@@ -106,7 +106,7 @@ def _cost(job: tuple) -> float:
     return len(chunk.members) / 2 * 3.5 * chunk.N / 16 * cfg.digits.steps / 200
 
 
-def train_cells(rows: list[Row], b: CompareBudget, done: dict) -> dict:
+def train_cells(rows: list[Family], b: CompareBudget, done: dict) -> dict:
     """{row: {train}} from ``done`` ({row: [(chunk result, error)]}): per probe cell the Kaplan–Meier median exit of φ
     and of softmax; value: the median over cells of log2(φ's ÷ softmax's); quick: no verdict (2–3 seeds are a smoke
     test)."""

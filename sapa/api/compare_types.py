@@ -51,17 +51,26 @@ BUDGETS = {
 }
 
 
-@dataclass(frozen=True)
-class Row:
-    """One activation: its id (family id or the text as given), label, expression in x = S_ij, normalisation, mask."""
+def builtin_degree(r) -> int | None:
+    """p where the row ``r`` (a :class:`sapa.theory.families.Family`) is the paper's x^p/√N without a mask: the
+    Lipschitz ball's and the timer's built-in forms; None otherwise (its expression is used)."""
+    from sapa.theory.families import INV_SQRT_N
 
-    id: str
-    label: str
-    expr: str
-    normalize: str = "none"
-    mask: str = "none"
-    family: str | None = None   # the row of sapa.theory.families it came from (None: an expression)
-    p: int | None = None        # c·x^p with c = 1/√N: the degree (the ball's and the timer's built-in forms)
+    return r.p if r.kernel == "poly" and r.rule == INV_SQRT_N and r.mask != "causal" else None
+
+
+def table_id(r) -> str | None:
+    """The id of the table row ``r`` is (sapa.theory.families.FAMILIES), None for an expression's unlisted row."""
+    from sapa.theory.families import FAMILIES
+
+    return r.id if FAMILIES.get(r.id) is r else None
+
+
+def row_dict(r) -> dict:
+    """A scorecard row as JSON: id (the family id, or the text as given), label, expression, normalisation, mask, the
+    table row it came from (None: an expression) and its built-in degree."""
+    return {"id": r.id, "label": r.label, "expr": r.expr, "normalize": r.normalize, "mask": r.mask,
+            "family": table_id(r), "p": builtin_degree(r)}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     a = sub.add_parser("compare", help="scorecard of activations against softmax: size, growth, worst case, "
                                        "Lipschitz, time, training")
     a.add_argument("activations", nargs="+", metavar="ACTIVATION",
-                   help='family ids of theory/families.py (e.g. x3_sqrtN) or sympy expressions (e.g. "Max(x,0)**2/N";'
+                   help='family ids of sapa.theory.families (e.g. x3_sqrtN) or sympy expressions (e.g. "Max(x,0)**2/N";'
                         ' EXPR@row: row-normalised)')
     a.add_argument("--budget", choices=("quick", "full"), default="quick")
     a.add_argument("--logit-scale", choices=CONVENTIONS, default=DEFAULT,

@@ -411,3 +411,20 @@ def test_cuda_matches_cpu():
         cpu = attention_norms(X, W, act, "causal", rs, device="cpu")
         gpu = attention_norms(X, W, act, "causal", rs, device="cuda")
         assert _rel(gpu.jac_fro, cpu.jac_fro) <= 1e-12 and _rel(gpu.fro, cpu.fro) <= 1e-12
+
+
+@pytest.mark.parametrize("coef", [1.0, 2.0, 0.3])
+@pytest.mark.parametrize("fid", ["x3_sqrti", "x3_sqrtN", "x_N"])
+def test_a_bound_coefficient_counts_once_against_the_row_itself(fid, coef):
+    """A family row with a run-time coefficient (with_coef) gives the kernels' ‖φ(S)‖_F = ‖Family.apply(S)‖_F, and
+    the Jacobian autograd finds: coef multiplies φ once, per-row rules (c_i = coef/√i) included."""
+    from sapa.theory.families import family
+
+    f = family(fid).with_coef(coef)
+    mask = f.mask
+    rng = np.random.default_rng(11)
+    X, W = rng.standard_normal((9, 5)), rng.standard_normal((5, 5)) / 3
+    got = attention_norms(X, W, f, mask)
+    direct = np.linalg.norm(f.apply(X @ W @ X.T, mask=mask))
+    assert _rel(got.fro, float(direct)) <= RTOL
+    assert _rel(got.jac_fro, float(jacobian_autograd(X, W, f, mask).norm())) <= RTOL

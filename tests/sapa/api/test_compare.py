@@ -46,10 +46,15 @@ def test_bad_input_is_refused_before_any_work(bad):
         resolve_rows([bad])
 
 
-def test_a_family_id_and_its_expression_give_the_same_audit():
-    c = compare(["relu_N", "Max(x, 0)/N"], "tiny")
-    a, b = c.cell("relu_N", "size"), c.cell("Max(x, 0)/N", "size")
-    assert a.value == b.value and a.verdict == b.verdict
+def test_a_family_id_and_its_expression_give_the_same_audit_and_together_are_refused_as_one_activation():
+    from sapa.api import compare_axes as AX
+
+    (_, fam), (_, expr) = resolve_rows(["relu_N"]), resolve_rows(["Max(x, 0)/N"])
+    assert fam.id == "relu_N" and expr.id == "Max(x, 0)/N" and expr.label == fam.label
+    a, b = (AX.audit_row(r, 8, "S/sqrt(d)", 0) for r in (fam, expr))
+    assert a["expected_fro2"] == b["expected_fro2"] and a["verdict"] == b["verdict"]
+    with pytest.raises(InputError, match="relu_N.*once"):
+        resolve_rows(["relu_N", "Max(x,0)/N"])
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Tests for `sapa/commands/audit_relpos.py`: `sapa audit` with a column index j (relative-position logits)."""
+"""Tests for `sapa audit` with a column index j, relative-position logits (`sapa/api/relpos.py`)."""
 
 from __future__ import annotations
 
