@@ -23,9 +23,8 @@ or special path of the code names. Each goes through
 8. compare (:func:`sapa.api.compare.compare`, budget "tiny", all walkers in one scorecard): a row per walker, every
    cell a finite value or a note saying why not.
 
-A row-normalised ψ other than softmax has no training ensemble (the normalised x⁴; softmax(S/τ) trains as its table
-arm in step 4, but the mechanism study has no temperature arm): there steps 4 and 5 assert that the trainers refuse it
-with that reason. The audit of sigmoid(x − log N) (and so compare with it) costs ≈ 30–45 CPU-s
+A row-normalised ψ other than softmax trains as a ``row:<ψ>`` arm (each row of ψ(S) divided by its sum; the
+normalised x⁴, and softmax(S/τ) in the mechanism study, which has no temperature arm). The audit of sigmoid(x − log N) (and so compare with it) costs ≈ 30–45 CPU-s
 (quadrature of an N-dependent φ over N = 2 … 2²⁰), so the default run walks it through every other step and the slow
 run (``-m slow``) through these two, with every walker at larger sizes.
 """
@@ -210,27 +209,12 @@ def sweep_step(w: Walker, trials: int) -> None:
             (mj, sj, r["expected_jac_fro2"])
 
 
-ROW_REFUSAL = "has no training ensemble"
-
-
-def _refused_row(w: Walker) -> None:
-    """A row-normalised ψ other than softmax: the trainers say why they cannot (compare's training axis)."""
-    from sapa.api.compare import BUDGETS, resolve_rows
-    from sapa.api.compare_train import train_jobs
-
-    row = resolve_rows([w.compare_name])[1]
-    jobs, refused = train_jobs([row], replace(BUDGETS["quick"], spawn=False), 0)
-    assert jobs == [] and ROW_REFUSAL in refused[row.id]["train"].note
-
-
 def training_step(w: Walker) -> None:
     from sapa.empirics.training import study_chunk as SC
     from sapa.empirics.training.study_config import ARMS, CAUSAL_ONLY, TINY, arm_of, plan_chunks
 
-    arm = w.id if w.id in ARMS else f"expr:{w.expr}"  # a table arm (softmax(S/τ) over its τ grid), or the expression
-    if w.row and arm not in ARMS:
-        return _refused_row(w)
-    arm_of(arm)  # the arm exists (an expression is parsed and translated here)
+    arm = w.id if w.id in ARMS else ("row:" if w.row else "expr:") + w.expr  # a table arm, or the expression
+    assert arm_of(arm).normalize == w.normalize  # the arm exists (an expression is parsed and translated here)
     task = "text" if arm in CAUSAL_ONLY else "digits"
     plan = replace(TINY.plan(task), Ns=TINY.plan(task).Ns[:1], lrs=(1e-2,), steps=3)
     cfg = replace(TINY, seeds=1, arms=(arm,), tasks=(task,), **{task: plan})
@@ -245,10 +229,8 @@ def mechanism_step(w: Walker) -> None:
     from sapa.empirics.training import mechanism as M
 
     kernel_arm = w.id if (w.id in M.MECH_ARMS) else None  # softmax, x/√N, x³/√N; any other φ: the "expr" arm
-    if w.row and kernel_arm is None:
-        return _refused_row(w)
     cfg = replace(M.MECH_TINY, probes=(M.Probe("copy1", (16,), 3, 1, vocab=16),), arms=(kernel_arm,) if kernel_arm
-                  else (), activation="" if kernel_arm else w.expr)
+                  else (), activation="" if kernel_arm else ("row:" if w.row else "") + w.expr)
     (chunk,) = M.plan_mech_chunks(cfg)
     r = M.train_mechanism_chunk(chunk, cfg)
     assert [m[0] for m in chunk.members] == [kernel_arm or "expr"]

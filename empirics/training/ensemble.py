@@ -37,12 +37,13 @@ __all__ = ["EnsembleSpec", "expression_family", "row_coefficients", "stack_membe
 LN_EPS = 1e-5  # nn.LayerNorm's default
 
 
-def expression_family(id: str, text: str) -> families.Family:
+def expression_family(id: str, text: str, normalize: str = "none") -> families.Family:
     """φ(x, N, i) = ``text`` as an unlisted family (no exact kernel; its scale sits inside φ, rule "none"), parsed and
     translated to torch now: one clear :class:`InputError` if it cannot train (the study's ``expr:<φ>`` arms, the
-    mechanism study's ``expr`` arm)."""
-    torch_activation(text)
-    return families.Family(id, text, f"φ = {text}", families.NONE, "an expression given at run time")
+    mechanism study's ``expr`` arm). ``normalize="row"``: each row of ψ(S) divided by its sum (``row:<ψ>`` arms)."""
+    torch_activation(text, normalize)
+    label = f"φ = {text}" if normalize == "none" else f"φ = row-normalised {text}"
+    return families.Family(id, text, label, families.NONE, "an expression given at run time", normalize=normalize)
 
 
 def row_coefficients(f: families.Family, N: int, value: float = math.nan) -> torch.Tensor:
@@ -70,7 +71,7 @@ class EnsembleSpec:
         if self.task == "text":
             positive_int("vocab", self.vocab)
         if self.family.kernel is None:
-            torch_activation(self.family.expr)  # parse now: a bad expression is one clear error
+            torch_activation(self.family.expr, self.family.normalize)  # parse now: a bad expression is one clear error
 
     @property
     def patch(self) -> int:
@@ -158,11 +159,12 @@ def _phi(S: torch.Tensor, spec: EnsembleSpec, rowc: torch.Tensor | None) -> torc
             S = S.masked_fill(~vis, -math.inf)
         return torch.softmax(S, dim=-1)
     if spec.family.kernel is None:  # any other φ: its expression
-        f = torch_activation(spec.family.expr)
+        f = torch_activation(spec.family.expr, spec.family.normalize)
         i = torch.arange(1, N + 1, dtype=S.dtype, device=S.device)[:, None]  # (N, 1) row index
         j = i.reshape(1, N)  # (1, N) column index
         P = f(S, torch.tensor(float(N), dtype=S.dtype, device=S.device), i, j) * torch.ones_like(S)  # (E, B, H, N, N)
-        return P if vis is None else torch.where(vis, P, torch.zeros((), dtype=P.dtype, device=P.device))
+        P = P if vis is None else torch.where(vis, P, torch.zeros((), dtype=P.dtype, device=P.device))
+        return P / P.sum(-1, keepdim=True) if spec.family.normalize == "row" else P  # row-normalised ψ: rows sum to 1
     M = rowc[:, None, None, :, None]  # (E, 1, 1, N, 1): row i of member e times r_e,i
     if vis is not None:
         M = M * vis  # (E, 1, 1, N, N): and 0 where j > i

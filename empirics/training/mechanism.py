@@ -60,7 +60,10 @@ MECH_ARMS: dict[str, Family] = {a: family(a) for a in ("softmax", "x_sqrtN", "x3
 
 
 def expr_arm(text: str) -> Family:
-    """The arm "expr" of an activation expression (parsed and translated now: one clear error if it cannot train)."""
+    """The arm "expr" of an activation expression (parsed and translated now: one clear error if it cannot train);
+    ``"row:<ψ>"``: ψ with each row divided by its sum."""
+    if text.startswith("row:"):
+        return expression_family("expr", text[len("row:"):], "row")
     return expression_family("expr", text)
 
 

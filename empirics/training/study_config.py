@@ -41,17 +41,19 @@ ARMS: dict[str, Family] = {f.id: f for f in FAMILY_TABLE if f.train}
 
 
 EXPR_ARM = "expr:"  # an arm named "expr:<φ>" trains the expression φ(x, N, i) (sapa compare's arms)
+ROW_ARM = "row:"  # an arm named "row:<ψ>" trains ψ(x, N, i) with each row divided by its sum
 
 
 def arm_of(name: str) -> Family:
-    """The arm called ``name``: a row of :data:`ARMS`, or ``"expr:<φ>"``, the expression φ trained as its own arm
+    """The arm called ``name``: a row of :data:`ARMS`, ``"expr:<φ>"``, the expression φ trained as its own arm
     (scale in the expression, rule "none"; parsed and translated now: one clear :class:`InputError` if it cannot
-    train)."""
+    train), or ``"row:<ψ>"``, ψ row-normalised."""
     if name in ARMS:
         return ARMS[name]
-    if isinstance(name, str) and name.startswith(EXPR_ARM) and name[len(EXPR_ARM):].strip():
-        return expression_family(name, name[len(EXPR_ARM):])
-    raise InputError(f"arm must be one of {tuple(ARMS)} or 'expr:<φ>', got {name!r}")
+    for prefix, normalize in ((EXPR_ARM, "none"), (ROW_ARM, "row")):
+        if isinstance(name, str) and name.startswith(prefix) and name[len(prefix):].strip():
+            return expression_family(name, name[len(prefix):], normalize)
+    raise InputError(f"arm must be one of {tuple(ARMS)}, 'expr:<φ>' or 'row:<ψ>', got {name!r}")
 
 
 def arm_p(f: Family) -> int:
@@ -266,6 +268,8 @@ def _family_id(arm: Family) -> str:
     "expr-<hash>", a file-safe name)."""
     if arm.id.startswith(EXPR_ARM):
         return "expr-" + stable_hash(arm.id)[:12]
+    if arm.id.startswith(ROW_ARM):
+        return "row-" + stable_hash(arm.id)[:12]
     return arm.id if arm.kernel is None else SOFTMAX if arm.kernel == SOFTMAX else f"p{arm.p}"
 
 

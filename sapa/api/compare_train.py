@@ -27,14 +27,15 @@ def _mech_cfg(r: Family, b: CompareBudget, seed: int):
         cfg = replace(cfg, probes=tuple(replace(p, Ns=tuple(n for n in b.mech_Ns)) for p in cfg.probes
                                         if p.task.startswith("copy")))
     arm = table_id(r) if table_id(r) in MECH_ARMS else None
-    return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else r.expr)
+    return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else ("row:" if r.normalize == "row" else "")
+                   + r.expr)
 
 
 def _digits_cfg(r: Family, b: CompareBudget, seed: int):
     from sapa.empirics.training.study_config import ARMS, study_config
 
     cfg = study_config(b.study, seed)
-    arm = table_id(r) if table_id(r) in ARMS else f"expr:{r.expr}"
+    arm = table_id(r) if table_id(r) in ARMS else ("row:" if r.normalize == "row" else "expr:") + r.expr
     digits = replace(cfg.digits, Ns=b.digits_Ns, lrs=cfg.digits.lrs[:1],
                      steps=b.digits_steps or cfg.digits.steps)
     return replace(cfg, arms=(arm,), digits=digits, tasks=("digits",)), arm
@@ -45,8 +46,6 @@ def _jobs(r: Family, b: CompareBudget, seed: int) -> list[tuple]:
     from sapa.empirics.training.mechanism import plan_mech_chunks
     from sapa.empirics.training.study_config import plan_chunks
 
-    if r.normalize == "row" and r.id != "softmax":
-        raise InputError("a row-normalised ψ other than softmax has no training ensemble (element-wise φ only)")
     mc = _mech_cfg(r, b, seed)
     jobs = [("copy", c, mc) for c in plan_mech_chunks(mc)]
     if r.mask != "causal":  # digits attend without a mask

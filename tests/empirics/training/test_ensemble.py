@@ -221,3 +221,25 @@ def test_masked_power_matches_autograd_of_the_formula(p, causal):
     # fast mode: uᵀJv for random u, v against finite differences. A wrong backward shows there for almost every
     # u, v; the full 3072 × 3072 Jacobian (N = 16) cost ~1.5 CPU-s a case.
     assert torch.autograd.gradcheck(lambda s: _phi(s, spec, rowc), (S,), fast_mode=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_row_normalised_expression_arm_is_its_rows_divided_by_their_sums(causal):
+    """``row:<ψ>`` arms (expression_family(…, "row")): ψ = exp(x) gives torch's own softmax, and ψ = x⁴ gives
+    S⁴ / (row sums of S⁴), under the causal mask over the visible entries only (float64, independent forms)."""
+    from sapa.empirics.training.ensemble import phi
+
+    gen = torch.Generator().manual_seed(5)
+    S = torch.randn(2, 3, 2, 6, 6, generator=gen, dtype=torch.float64)  # (E, B, H, N, N)
+    vis = torch.ones(6, 6, dtype=torch.bool).tril()
+    task = "text" if causal else "digits"
+    spec = lambda f: EnsembleSpec(task, 6 if causal else 4, CFG, f, vocab=VOCAB if causal else 0)  # noqa: E731
+    if not causal:
+        S = S[..., :4, :4]
+    for text, want in (("exp(x)", torch.softmax(S.masked_fill(~vis, -math.inf) if causal else S, -1)),
+                       ("x**4", (lambda P: P / P.sum(-1, keepdim=True))(S.pow(4) * vis if causal else S.pow(4)))):
+        f = expression_family(f"row:{text}", text, "row")
+        assert f.normalize == "row" and f.label == f"φ = row-normalised {text}"
+        got = phi(S, spec(f), None)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(got.sum(-1), torch.ones_like(got.sum(-1)), rtol=1e-12, atol=1e-12)
