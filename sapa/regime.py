@@ -100,13 +100,15 @@ def _windows(prof, edge: float, n_min: float, n_lo: float, n_hi: float, qs) -> d
 
 
 def windows_text(w: dict) -> str:
-    """'exponent > 0.55 for N ≤ 7.3 (peak 0.61, below N_min = 16); N ≈ 450–1 650 (peak 0.60)' or 'never'."""
+    """'exponent > 0.55 for N ≤ 7.3 (peak 0.61, below N_min = 16); N ≈ 450–1 650 (peak 0.60)' or 'never', over the
+    examined range ``w["n_lo"]``…``w["n_hi"]`` (shown as ``w["n_hi_text"]``; default 2…2²⁰)."""
+    n_lo, n_hi = w.get("n_lo", N_LO), w.get("n_hi", N_HI)
     if not w["windows"]:
-        return f"local exponent never above {w['edge']:.2f} for N = {N_LO:g}…2²⁰"
+        return f"local exponent never above {w['edge']:.2f} for N = {n_lo:g}…{w.get('n_hi_text', '2²⁰')}"
     parts = []
     for x in w["windows"]:
-        span = (f"N ≤ {x['to']:.3g}" if x["from"] <= N_LO * (1 + 1e-9) else
-                f"N ≥ {x['from']:.3g}" if x["to"] >= N_HI * (1 - 1e-9) else f"N ≈ {x['from']:.4g}–{x['to']:.4g}")
+        span = (f"N ≤ {x['to']:.3g}" if x["from"] <= n_lo * (1 + 1e-9) else
+                f"N ≥ {x['from']:.3g}" if x["to"] >= n_hi * (1 - 1e-9) else f"N ≈ {x['from']:.4g}–{x['to']:.4g}")
         parts.append(f"{span} (peak {x['peak']:.3f} at N = {x['peak_at']:.3g}"
                      + (f", below N_min = {w['n_min']:g})" if x["below_n_min"] else ")"))
     return f"local exponent > {w['edge']:.2f} for " + "; ".join(parts)

@@ -19,6 +19,7 @@ from sapa.api.inputs import PY, Names, matrix, nonneg_int
 from sapa.api.results import Result
 from sapa.common.validate import InputError, choice, positive_float, positive_int, unit_interval
 from sapa.empirics.montecarlo.stats import loglog_slope
+from sapa.regime import windows_text
 from sapa.theory.activation_audit import (
     N_GRID,
     Activation,
@@ -59,22 +60,6 @@ def _verdict_exact(a, prof, size_factor: float, n_min: float) -> tuple[str, dict
     return *_readings(ev, size_factor, win), ev.__dict__
 
 
-def windows_words(win: dict) -> str:
-    """Every window where the local exponent exceeds its edge, in words, over the examined range of ``win``
-    (``n_lo``…``n_hi``): 'local exponent > 0.55 for N ≤ 7.52 (peak 0.838 at N = 2, below N_min = 16)' or 'never'."""
-    n_lo, n_hi = win.get("n_lo", 2.0), win.get("n_hi", 2.0**20)
-    hi_text = win.get("n_hi_text", f"{n_hi:g}")
-    if not win["windows"]:
-        return f"local exponent never above {win['edge']:.2f} for N = {n_lo:g}…{hi_text}"
-    parts = []
-    for x in win["windows"]:
-        span = (f"N ≤ {x['to']:.3g}" if x["from"] <= n_lo * (1 + 1e-9) else
-                f"N ≥ {x['from']:.3g}" if x["to"] >= n_hi * (1 - 1e-9) else f"N ≈ {x['from']:.4g}–{x['to']:.4g}")
-        parts.append(f"{span} (peak {x['peak']:.3f} at N = {x['peak_at']:.3g}"
-                     + (f", below N_min = {win['n_min']:g})" if x["below_n_min"] else ")"))
-    return f"local exponent > {win['edge']:.2f} for " + "; ".join(parts)
-
-
 def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
     """(like-softmax verdict, {"rate": …, "size": …, "why": …}) — the two readings apart, with the reading that failed.
 
@@ -90,7 +75,7 @@ def _readings(ev, size_factor: float, win: dict | None) -> tuple[str, dict]:
         regime = (regime_text(win["windows"], win["n_min"], win.get("n_hi", 2.0**20)) if win is not None else
                   "N → ∞ (the asymptotic exponent alone)")
     rate_why = (f"sup of the local exponent for N ≥ {win['n_min']:g}: {win['sup_from_n_min']:.4f} (edge {A + TOL:g}); "
-                f"{windows_words(win)}" if win is not None else
+                f"{windows_text(win)}" if win is not None else
                 f"exponent interval [{ev.exp_lo:.3f}, {ev.exp_hi:.3f}] (edge {A + TOL:g})")
     if regime:
         rate_why += f"; holds for {regime} (asymptotic exponent {ev.asymptotic:.4g})"

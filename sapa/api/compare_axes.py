@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from sapa.api.compare_types import Cell, CompareBudget, Job, builtin_degree, not_computed, table_id
+from sapa.api.compare_types import Cell, CompareBudget, Job, builtin_degree, expr_form, not_computed, table_id
 from sapa.common.validate import InputError
 
 __all__ = ["audit_cells", "audit_jobs", "audit_row", "ball_cells", "ball_jobs", "ball_run", "timing"]
@@ -130,7 +130,7 @@ def ball_activation(r: Family) -> str:
         return "softmax"
     if builtin_degree(r) is not None:
         return f"poly{builtin_degree(r)}"
-    return ("row:" if r.normalize == "row" else "expr:") + r.expr
+    return expr_form(r)
 
 
 def ball_jobs(rows: list[Family], b: CompareBudget, seed: int) -> tuple[list[Job], dict]:
@@ -227,7 +227,7 @@ def _time_row(r: Family, b: CompareBudget, seed: int) -> Cell:
     from sapa.empirics.timing.overhead import OverheadGrid, time_cells
     from sapa.rules import timing as T
 
-    form = builtin_degree(r) if builtin_degree(r) is not None else ("row:" if r.normalize == "row" else "expr:") + r.expr
+    form = builtin_degree(r) if builtin_degree(r) is not None else expr_form(r)
     methods = ("naive", "causal_blocked") + (("linearised",) if builtin_degree(r) is not None else ())
     g = OverheadGrid(Ns=(b.timing_N,), repeats=b.timing_repeats, block_s=b.timing_block_s, crossover_ds=(),
                      memory=False, seed=seed, time_cap_s=1.0, methods=methods)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from sapa.api.compare_types import Cell, CompareBudget, Job, builtin_degree, not_computed, table_id
+from sapa.api.compare_types import Cell, CompareBudget, Job, expr_form, not_computed, table_id
 from sapa.common.validate import InputError
 
 __all__ = ["train_cells", "train_jobs", "train_run"]
@@ -27,15 +27,15 @@ def _mech_cfg(r: Family, b: CompareBudget, seed: int):
         cfg = replace(cfg, probes=tuple(replace(p, Ns=tuple(n for n in b.mech_Ns)) for p in cfg.probes
                                         if p.task.startswith("copy")))
     arm = table_id(r) if table_id(r) in MECH_ARMS else None
-    return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else ("row:" if r.normalize == "row" else "")
-                   + r.expr)
+    # the mechanism's one "expr" arm takes φ as text, "row:<ψ>" row-normalised
+    return replace(cfg, arms=(arm,) if arm else (), activation="" if arm else expr_form(r).removeprefix("expr:"))
 
 
 def _digits_cfg(r: Family, b: CompareBudget, seed: int):
     from sapa.empirics.training.study_config import ARMS, study_config
 
     cfg = study_config(b.study, seed)
-    arm = table_id(r) if table_id(r) in ARMS else ("row:" if r.normalize == "row" else "expr:") + r.expr
+    arm = table_id(r) if table_id(r) in ARMS else expr_form(r)
     digits = replace(cfg.digits, Ns=b.digits_Ns, lrs=cfg.digits.lrs[:1],
                      steps=b.digits_steps or cfg.digits.steps)
     return replace(cfg, arms=(arm,), digits=digits, tasks=("digits",)), arm

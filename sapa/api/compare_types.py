@@ -59,6 +59,12 @@ def builtin_degree(r) -> int | None:
     return r.p if r.kernel == "poly" and r.rule == INV_SQRT_N and r.mask != "causal" else None
 
 
+def expr_form(r) -> str:
+    """The row's expression as the heads, timers and trainers name it: ``expr:<φ>``, or ``row:<ψ>`` when its rows are
+    divided by their sums."""
+    return ("row:" if r.normalize == "row" else "expr:") + r.expr
+
+
 def table_id(r) -> str | None:
     """The id of the table row ``r`` is (sapa.theory.families.FAMILIES), None for an expression's unlisted row."""
     from sapa.theory.families import FAMILIES

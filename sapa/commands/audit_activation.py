@@ -7,7 +7,7 @@ importable from here too, as before.
 from __future__ import annotations
 
 from sapa.api.audit import (MC_TRIALS, NAMED_SIZES, RANGE_N, audit_spec, check_work, judged_range_words,  # noqa: F401
-                            mc_grid, method_words, pole_words, run_audit, windows_words)
+                            mc_grid, method_words, pole_words, run_audit)
 from sapa.theory.activation_audit import ModelSpec
 
 __all__ = ["NAMED_SIZES", "RANGE_N", "mc_grid", "run_audit", "text_report", "audit_and_print"]
