@@ -54,6 +54,8 @@ __all__ = ["OverheadGrid", "FULL", "QUICK", "bench_overhead", "rerun_cells", "ti
 
 METHODS = ("naive", "causal_blocked", "compiled", "linearised")
 CLOCKS = ("process", "thread", "wall")  # the clock of a timed block: process / thread CPU time, or wall time
+CUDA_CLOCK = "cuda_event"  # a CUDA device's clock, whatever the grid's: the device's time between two events on
+# its stream (CUDA work does not show in the host's CPU time, and a host clock would time the launches)
 MASKS = ("none", "causal")
 PASSES = ("fwd", "fwd+bwd")
 DTYPE = torch.float32
@@ -330,7 +332,7 @@ def _bench(g: OverheadGrid, dev: torch.device, progress: bool) -> dict:
         "compile": compile_info,
         "scales": {"none": "c = 1/√N", "causal": "row i times 1/√i", "softmax": "1/√d inside (SDPA default)"},
         "grid": {**asdict(g), "mem_cap_gib": g.mem_cap_bytes / GIB},
-        "provenance": {**_provenance(dev), "clock": g.clock if dev.type == "cpu" else "wall",
+        "provenance": {**_provenance(dev), "clock": g.clock if dev.type == "cpu" else CUDA_CLOCK,
                        "machine": {**before, "load_after": machine_state()["load_before"],
                                                        "load_during": run_queue.summary()}},
         "cost_rates": _rates(g, dev),
@@ -404,9 +406,9 @@ def _series(g: OverheadGrid, d: int, mask: str, pas: str, methods: tuple[str, ..
     causal = mask == "causal"
     main = d == g.d
     keys = [("softmax", None)] + [(m, p) for p in g.ps for m in methods if causal or m != "causal_blocked"]
-    # the crossover table's other d: one call per round, as before; CUDA: the wall clock, synchronised (CUDA work
-    # does not show in CPU time; untested here without a GPU)
-    clock = g.clock if main and dev.type == "cpu" else "wall"
+    # CUDA: CUDA events around each block (CUDA work does not show in CPU time); the CPU crossover table's other d:
+    # one call per round on the wall clock, as before
+    clock = CUDA_CLOCK if dev.type == "cuda" else (g.clock if main else "wall")
     last: dict = {}      # (method, p) -> (N, seconds) of the last measured cell
     stopped: dict = {}   # (method, p) -> why later N are not measured
     out = []
@@ -469,8 +471,9 @@ def time_cells(g: OverheadGrid, cells: list[dict], *, device=None) -> dict[str, 
     """{"p{p}/{mask}/{pass}@N={N}": {"ratio_rounds": […], "wall_ratio_rounds": […], "method": m}}: the given cells'
     best forms timed again against softmax, in this process, ``g.repeats`` interleaved rounds at ``g.d``.
 
-    ``cells``: [{"p", "mask", "pass", "N", "method"}]; the cells of one (mask, pass, N) are timed together (softmax
-    once), as :func:`bench_overhead` times them, in the order stream of ``g.replicate``."""
+    ``cells``: [{"p", "mask", "pass", "N", "method"}] (or ``"methods"``: several forms of the cell, the first in
+    ``method``); the cells of one (mask, pass, N) are timed together (softmax once), as :func:`bench_overhead` times
+    them, in the order stream of ``g.replicate``. Each cell's ``forms`` holds every requested form's rounds."""
     g = _validated(g)
     dev = default_device(device)
     groups: dict[tuple, list[dict]] = {}
@@ -478,15 +481,20 @@ def time_cells(g: OverheadGrid, cells: list[dict], *, device=None) -> dict[str, 
         groups.setdefault((c["mask"], c["pass"], int(c["N"])), []).append(c)
     out: dict[str, dict] = {}
     for (mask, pas, N), cs in sorted(groups.items()):
+        wanted = [list(c.get("methods") or [c["method"]]) for c in cs]
         sub = replace(g, Ns=(N,), ps=tuple(sorted({_form(c["p"]) for c in cs}, key=str)), masks=(mask,), passes=(pas,),
-                      methods=tuple(dict.fromkeys(c["method"] for c in cs)), crossover_ds=(), memory=False)
+                      methods=tuple(dict.fromkeys(m for ms in wanted for m in ms)), crossover_ds=(), memory=False)
         rows = {(r["method"], r["p"]): r for r in _series(sub, g.d, mask, pas, sub.methods, dev, {}, {}, False)}
-        for c in cs:
-            r = rows.get((c["method"], _form(c["p"])), {})
-            out[f"p{c['p']}/{mask}/{pas}@N={N}"] = {"method": c["method"], "ratio_rounds": r.get("ratio_rounds") or [],
-                                                     "wall_ratio_rounds": r.get("wall_ratio_rounds") or [],
-                                                     "status": r.get("status", "not timed")}
+        for c, methods in zip(cs, wanted):
+            forms = {m: _rerun_rounds(rows.get((m, _form(c["p"])), {})) for m in methods}
+            out[f"p{c['p']}/{mask}/{pas}@N={N}"] = {"method": methods[0], **forms[methods[0]], "forms": forms}
     return out
+
+
+def _rerun_rounds(row: dict) -> dict:
+    """{"ratio_rounds", "wall_ratio_rounds", "status"} of one timed row (empty rounds when it was not timed)."""
+    return {"ratio_rounds": row.get("ratio_rounds") or [], "wall_ratio_rounds": row.get("wall_ratio_rounds") or [],
+            "status": row.get("status", "not timed")}
 
 
 def _rerun_worker(spec: dict) -> dict:
@@ -497,14 +505,14 @@ def _rerun_worker(spec: dict) -> dict:
     keep_freed_memory()
     torch.set_num_threads(int(spec.get("threads", 1)))
     grid = OverheadGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["grid"].items()})
-    return time_cells(grid, spec["cells"], device="cpu")
+    return time_cells(grid, spec["cells"], device=spec.get("device", "cpu"))
 
 
 def rerun_cells(g: OverheadGrid, cells: list[dict], runs: int, *, threads: int = 1, progress: bool = False,
-                timeout_s: float = 600.0) -> dict[str, list[dict]]:
+                timeout_s: float = 600.0, device: str = "cpu") -> dict[str, list[dict]]:
     """{cell: [run 1, …, run ``runs``]}: :func:`time_cells` in ``runs`` fresh interpreters, one after another
     (replicates 1…runs of ``g``), so each run has its own memory layout and moment of the machine, as independent
-    runs of the ledger do (``sapa.rules.timing``: the drift between runs falls only with fresh runs)."""
+    runs of the ledger do (``sapa.rules.timing``: the drift between runs falls only with fresh runs), on ``device``."""
     import json
     import os
     import subprocess
@@ -516,7 +524,8 @@ def rerun_cells(g: OverheadGrid, cells: list[dict], runs: int, *, threads: int =
             "print(json.dumps(_rerun_worker(json.loads(sys.argv[1]))))")
     out: dict[str, list[dict]] = {}
     for k in range(1, runs + 1):
-        spec = {"grid": asdict(replace(_validated(g), replicate=k)), "cells": cells, "threads": threads}
+        spec = {"grid": asdict(replace(_validated(g), replicate=k)), "cells": cells, "threads": threads,
+                "device": str(device)}
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
                               timeout=timeout_s, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
@@ -540,14 +549,31 @@ def _calls_per_block(run: Callable[[], None], clock: str, block_s: float, dev: t
     _time(run, 0, dev)  # warm-up
     if clock == "wall":
         return 1
-    tick, best = clock_of(clock), math.inf
-    for _ in range(2):
-        _sync(dev)
-        t0 = tick()
-        run()
-        _sync(dev)
-        best = min(best, tick() - t0)
+    if clock == CUDA_CLOCK:
+        best = min(event_seconds(run, 1) for _ in range(2))
+    else:
+        tick, best = clock_of(clock), math.inf
+        for _ in range(2):
+            _sync(dev)
+            t0 = tick()
+            run()
+            _sync(dev)
+            best = min(best, tick() - t0)
     return max(MIN_CALLS, math.ceil(block_s / max(best, 1e-9)))
+
+
+def event_seconds(run: Callable[[], None], calls: int, event: Callable | None = None) -> float:
+    """Seconds per call of ``calls`` calls of ``run`` between two CUDA events on the current stream:
+    (end.elapsed_time(start) in ms) / 1000 / calls, after ``end.synchronize()`` (``event``: the event class,
+    ``torch.cuda.Event`` by default; a test passes a stand-in)."""
+    make = event or torch.cuda.Event
+    start, end = make(enable_timing=True), make(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / calls
 
 
 def peak_bytes(run: Callable[[], None]) -> int:
@@ -607,11 +633,11 @@ def _rounds(runners: dict, calls: dict, repeats: int, dev: torch.device, rows: d
     A round times one block of ``calls[key]`` calls of every method, in an order shuffled per round by the
     generator ``order`` (in turn when None): a burst of load hits every method alike, and no method always runs
     first after another's cache footprint. On a CPU clock a competing process costs wall time but not CPU time,
-    so the ratios stay where an idle machine puts them (CUDA: the wall clock, synchronised, with ``clock="wall"``).
+    so the ratios stay where an idle machine puts them (CUDA: ``clock=CUDA_CLOCK``, :func:`event_seconds` per block).
     """
     from torch.utils.benchmark import Timer
 
-    tick = clock_of(clock)
+    tick = None if clock == CUDA_CLOCK else clock_of(clock)
     runs: dict = {k: [] for k in runners}
     walls: dict = {k: [] for k in runners}
     for _ in range(repeats):
@@ -629,9 +655,13 @@ def _rounds(runners: dict, calls: dict, repeats: int, dev: torch.device, rows: d
 
                 _sync(dev)
                 w0 = _wall()
-                m = Timer("block()", globals={"block": block}, timer=tick).timeit(calls.get(key, 1))
+                if tick is None:  # CUDA events: the device's time of the block, no host sync inside it
+                    runs[key].append(event_seconds(run, calls.get(key, 1)))
+                else:
+                    m = Timer("block()", globals={"block": block}, timer=tick).timeit(calls.get(key, 1))
+                    runs[key].append(float(m.times[0]))
+                _sync(dev)
                 walls[key].append((_wall() - w0) / calls.get(key, 1))
-                runs[key].append(float(m.times[0]))
             except Exception as exc:  # noqa: BLE001 (recorded in the row, never fatal)
                 _fail(rows[key], key[0], exc, stopped, key)
                 runners.pop(key)
@@ -790,8 +820,9 @@ def _provenance(dev: torch.device) -> dict:
         "batch": 1,
         "timing": "per form and cell: one warm-up call, then `repeats` rounds; a round times one block of calls of "
                   "every form (as many calls as fill `block_s` of the clock; torch.utils.benchmark.Timer with the "
-                  "grid's clock), the forms in a seeded shuffled order; seconds per call = block / calls (wall time "
-                  "of each block kept beside it); CUDA synchronised",
+                  "grid's clock; on CUDA two CUDA events around the block, the device's own time), the forms in a "
+                  "seeded shuffled order; seconds per call = block / calls (wall time of each block kept beside it, "
+                  "CUDA synchronised)",
     }
 
 

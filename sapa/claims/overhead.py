@@ -91,7 +91,10 @@ COMPILE_S = 40.0    # torch.compile's cold start in a fresh process (20–40 s p
 
 
 def second_look(grid, cells: dict, prov: dict) -> dict:
-    """The cells a first look leaves marginal at FACTOR or SAME_ORDER (CPU clock), timed in EXTRA_RUNS fresh processes:
+    """The cells a first look leaves marginal at FACTOR or SAME_ORDER (CPU clock), timed in EXTRA_RUNS fresh processes,
+    every form the first run timed for the cell (:func:`rerun_forms`), not only its choice, which one disturbed
+    block can make (a quick ledger chose naive for x³ causal forward+backward at N = 1 024 at 1.34× beside
+    causal_blocked at 1.38×, which quiet runs put at 1.05×, and the reruns of naive alone left it undecided):
     {"runs": EXTRA_RUNS, "cells": {cell: [run, …]}, "not_rerun": {cell: why}, "seconds": wall seconds}."""
     import time
 
@@ -105,26 +108,51 @@ def second_look(grid, cells: dict, prov: dict) -> dict:
     costly = {n: f"one run predicts {rerun_seconds(cells[n], grid):.0f} s > {RERUN_CAP_S:g} s" for n in names
               if rerun_seconds(cells[n], grid) > RERUN_CAP_S}
     todo = [{"p": cells[n]["p"], "mask": cells[n]["mask"], "pass": cells[n]["pass"], "N": cells[n]["N"],
-             "method": cells[n]["method"]} for n in sorted(names) if n not in costly]
+             "method": cells[n]["method"], "methods": rerun_forms(cells[n])} for n in sorted(names) if n not in costly]
     t0 = time.perf_counter()
-    got = ov.rerun_cells(grid, todo, EXTRA_RUNS, threads=1) if todo else {}
+    got = ov.rerun_cells(grid, todo, EXTRA_RUNS, threads=1, device=prov.get("device", "cpu")) if todo else {}
     return {"runs": EXTRA_RUNS, "cells": got, "not_rerun": costly, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def rerun_seconds(cell: dict, grid) -> float:
-    """Predicted seconds of one more run of a cell: per form (its best form, softmax) a warm-up and two sizing calls,
+    """Predicted seconds of one more run of a cell: per form (every form it timed, softmax) a warm-up and two sizing calls,
     then ``repeats`` blocks of at least ``block_s`` and 3 calls, and a compiled form's cold start (the interpreter's
     start not counted)."""
+    forms = cell.get("forms") or {cell.get("method"): {"seconds": cell.get("seconds")}}
     t = cell.get("seconds") or 0.0
-    u = t / cell["ratio"] if cell.get("ratio") else t
-    return (sum(grid.repeats * max(grid.block_s, 3 * x) + 3 * x for x in (t, u))
-            + (COMPILE_S if cell.get("method") == "compiled" else 0.0))
+    u = t / cell["ratio"] if cell.get("ratio") else t  # softmax's
+    xs = [f.get("seconds") or 0.0 for f in forms.values()] + [u]
+    return (sum(grid.repeats * max(grid.block_s, 3 * x) + 3 * x for x in xs)
+            + (COMPILE_S if "compiled" in forms else 0.0))
+
+
+def rerun_forms(cell: dict) -> list[str]:
+    """The forms a second look times for a cell: its first run's choice first, then every other form it timed."""
+    return [cell["method"], *(m for m in cell.get("forms", {}) if m != cell["method"])]
 
 
 def add_reruns(cells: dict, reruns: dict) -> None:
-    """Append each timed-again cell's runs (CPU and wall rounds) to its first run's: ``runs`` / ``wall_runs``."""
+    """Append each timed-again cell's runs (CPU and wall rounds) to its first run's: ``runs`` / ``wall_runs``.
+
+    A cell whose further runs timed several forms takes the form of least median over all its rounds, first run
+    included (the first look's statistic on every run), and records among how many it chose (``choices``, which the
+    rule's Bonferroni factor reads); its ``method``, ``ratio``, ``rounds`` become that form's."""
     for name, cell in cells.items():
         more = reruns.get("cells", {}).get(name, [])
+        forms = {m: [f] for m, f in (cell.get("forms") or {}).items()}
+        for r in more:
+            for m, f in (r.get("forms") or {r["method"]: r}).items():
+                forms.setdefault(m, []).append(f)
+        timed = {m: fs for m, fs in forms.items() if len(fs) == 1 + len(more) and all(f.get("ratio_rounds") for f in fs)}
+        if more and len(timed) > 1:
+            best = min(timed, key=lambda m: (statistics.median(x for f in timed[m] for x in f["ratio_rounds"]), m))
+            first = timed[best][0]
+            cell.update(method=best, rounds=tuple(first["ratio_rounds"]), wall_rounds=tuple(first["wall_ratio_rounds"]),
+                        ratio=statistics.median(x for f in timed[best] for x in f["ratio_rounds"]),
+                        seconds=first.get("seconds"), peak_bytes=first.get("peak_bytes"), choices=len(timed))
+            cell["runs"] = tuple(tuple(f["ratio_rounds"]) for f in timed[best])
+            cell["wall_runs"] = tuple(tuple(f["wall_ratio_rounds"]) for f in timed[best])
+            continue
         cell["runs"] = (tuple(cell.get("rounds") or ()), *(tuple(r["ratio_rounds"]) for r in more))
         cell["wall_runs"] = (tuple(cell.get("wall_rounds") or ()), *(tuple(r["wall_ratio_rounds"]) for r in more))
 
@@ -239,7 +267,7 @@ def device_row(prov: dict) -> dict:
     from sapa.conditions import not_applicable, not_run
 
     if str(prov.get("device", "cpu")).startswith("cuda"):
-        return not_applicable("device", f"this run timed {prov.get('device_name')} (CUDA, synchronised wall clock)")
+        return not_applicable("device", f"this run timed {prov.get('device_name')} (CUDA events)")
     return not_run("device: GPU (CUDA)", "no GPU on this machine; a fused SDPA kernel against a naive form that writes "
                                          "N×N is a different comparison there, and it is not answered until a run on "
                                          "a GPU (the entry times CUDA when torch sees one)")
@@ -268,9 +296,13 @@ def _evidence(res: dict, cells: dict, split: dict, model: dict, cross: dict, see
                            if len(c.get("wall_runs", ())) > 1},
         "second_look": {"runs": res.get("reruns", {}).get("runs"), "not_rerun": res.get("reruns", {}).get("not_rerun"),
                         "seconds": res.get("reruns", {}).get("seconds"),
-                        "forms": {k: [r["method"] for r in v] for k, v in res.get("reruns", {}).get("cells", {}).items()}},
+                        "forms": {k: {"timed": sorted(v[0].get("forms") or [v[0]["method"]]), "first_run": v[0]["method"],
+                                      "chosen": cells[k]["method"]} for k, v in res.get("reruns", {}).get("cells", {}).items()
+                                  if v}},
         "drift": {"sigma_b": DRIFT, "sigma_b_upper95": DRIFT_UPPER, "source": "sapa.empirics.timing.drift over "
-                  "empirics/data/overhead_repeat_runs.json (7 runs of the quick grid, each in its own process)"},
+                  "empirics/data/overhead_repeat_runs.json (series machine-states: 5 runs of the quick grid in each of a quiet, a "
+                  "compute-loaded and a memory-loaded machine, each in its own process; CUDA events: the wall clock's, "
+                  "until GPU runs are stored)"},
         "clock": prov.get("clock", "wall"),
         "wall_round_ratios": {k: list(c.get("wall_rounds") or ()) for k, c in cells.items()},
         "peak_bytes_best_form": {k: c.get("peak_bytes") for k, c in cells.items()},
@@ -341,9 +373,12 @@ def best_ratios(rows: list[dict], d: int) -> dict[str, dict]:
         t = r["seconds"]
         if t is None or not s:
             continue
+        form = {"seconds": t, "ratio_rounds": list(r.get("ratio_rounds") or ()),
+                "wall_ratio_rounds": list(r.get("wall_ratio_rounds") or ()), "peak_bytes": r.get("peak_bytes")}
+        cell.setdefault("forms", {})[r["method"]] = form
         if cell["seconds"] is None or t < cell["seconds"]:
-            cell.update(seconds=t, method=r["method"], ratio=t / s, rounds=tuple(r.get("ratio_rounds") or ()),
-                        wall_rounds=tuple(r.get("wall_ratio_rounds") or ()), peak_bytes=r.get("peak_bytes"))
+            cell.update(seconds=t, method=r["method"], ratio=t / s, rounds=tuple(form["ratio_rounds"]),
+                        wall_rounds=tuple(form["wall_ratio_rounds"]), peak_bytes=r.get("peak_bytes"))
     return cells
 
 
@@ -372,8 +407,10 @@ def timing_evidence(cells: dict[str, dict], p: int, factor: float, prov: dict, m
     runs, rounds = ("wall_runs", "wall_rounds") if wall else ("runs", "rounds")  # runs: after the second look
     mine = tuple((k, tuple(c.get(runs) or c.get(rounds) or ())) for k, c in sorted(cells.items()) if c["p"] == p
                  and (mask is None or c["mask"] == mask) and (pas is None or c["pass"] == pas))
+    names = {n for n, _ in mine}
+    chose = tuple((k, c["choices"]) for k, c in sorted(cells.items()) if c.get("choices", 1) > 1 and k in names)
     return TimingEvidence(mine, factor, load=load, cores=cores, clock="wall" if wall else prov.get("clock", "wall"),
-                          drift=drift)
+                          drift=drift, choices=chose)
 
 
 def split_cells(ratios: dict[str, float | None], factor: float = FACTOR) -> dict:

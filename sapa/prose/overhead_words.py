@@ -98,11 +98,7 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
     F3, x3 = features.get("p3", {}).get("sym"), cross.get(f"p3/d{d}/none")
     apart_cells = model["disagree_beyond_1.5x"]
     text = (
-        f"The paper is silent on runtime. Platform: {platform(prov, d)}. Measured in one run on this machine in {clock} "
-        f"CPU time (blocks of calls, the forms interleaved in shuffled order; a compute neighbour costs wall time, not "
-        f"CPU time, but a memory-bandwidth neighbour costs CPU time too, so each cell is judged by a t-test on its "
-        f"rounds plus the drift between runs measured across quiet, compute-loaded and memory-loaded machines, "
-        f"σ_b = {DRIFT['process']:g}, and a cell one run leaves marginal is timed in {EXTRA_RUNS} more fresh runs): "
+        f"The paper is silent on runtime. Platform: {platform(prov, d)}. " + measured_how(clock) + " "
         f"within {FACTOR:g}× of softmax's fused kernel — "
         + tally(by)
         + f". Within {same_order:g}×: "
@@ -122,6 +118,25 @@ def answer(readings, prov: dict, model: dict, features: dict, cross: dict, d: in
         text += (f" The machine's load ({load:.2f} runnable tasks) exceeded its {cores} cores during the timings: "
                  "every reading is UNDETERMINED by the load gate (the ratios are kept in the evidence).")
     return text
+
+
+def measured_how(clock: str) -> str:
+    """How the run timed its cells and the drift its rule uses: the answer's second sentence, up to its colon.
+
+    >>> measured_how("cuda_event")[:60]
+    'Measured in one run on this machine with CUDA events around '
+    """
+    again = f"and a cell one run leaves marginal is timed in {EXTRA_RUNS} more fresh runs, every form again): "
+    if clock == "cuda_event":
+        return ("Measured in one run on this machine with CUDA events around each block of calls (the device's own "
+                "time; the forms interleaved in shuffled order; each cell is judged by a t-test on its rounds plus the "
+                f"drift between runs, σ_b = {DRIFT['cuda_event']:g}, the wall clock's, standing in until GPU runs are "
+                "stored to measure it, " + again)
+    return (f"Measured in one run on this machine in {clock} {'clock' if clock == 'wall' else 'CPU'} time (blocks of "
+            "calls, the forms interleaved in shuffled order; a compute neighbour costs wall time, not CPU time, but a "
+            "memory-bandwidth neighbour costs CPU time too, so each cell is judged by a t-test on its rounds plus the "
+            "drift between runs measured across quiet, compute-loaded and memory-loaded machines, "
+            f"σ_b = {DRIFT.get(clock, DRIFT['process']):g}, " + again)
 
 
 def platform(prov: dict, d: int = 64) -> str:

@@ -15,7 +15,9 @@ and the machine's state: its cores and its load.
   se² = Σ_j (s²/R_j + σ_b²)/K², on Welch–Satterthwaite degrees of freedom (σ_b counted as known).
 * **Two looks.** A cell is tested on its first run, and — if that leaves it marginal and further runs exist — on
   all its runs; its p-value is twice the smaller of its looks' (Bonferroni over the two looks), so stopping after
-  one look or going on to the second cannot inflate an error rate.
+  one look or going on to the second cannot inflate an error rate. When the further runs time k candidate forms
+  of the cell and the form is chosen on all runs (the claim's second look: the first run's choice can be a
+  disturbed block's), p(within) is also multiplied by k (Bonferroni over the forms: "some form is within").
 * **A cell** is *within* if p(H₀: ratio ≥ FACTOR) ≤ ALPHA_HOLDS; *outside* if p(H₀: ratio ≤ FACTOR) survives Holm
   over the reading's cells at ALPHA_FAILS; *marginal* otherwise; *short* with fewer than MIN_ROUNDS rounds in its
   first run; *unmeasured* without rounds.
@@ -53,9 +55,11 @@ LOOKS = 2             # first run, then all runs: a cell's p-value is LOOKS × t
 # series "machine-states" (5 runs in each of quiet, compute load, memory-bandwidth load × 36 cells × 5 rounds; pooled
 # moment estimate, its 95 % bootstrap upper bound beside it); DRIFT_QUIET: series "quiet-7" (7 quiet runs), a
 # robustness row
-DRIFT = {"process": 0.038, "thread": 0.038, "wall": 0.086}
-DRIFT_UPPER = {"process": 0.045, "thread": 0.045, "wall": 0.108}
-DRIFT_QUIET = {"process": 0.025, "thread": 0.025, "wall": 0.030}
+# robustness row. CUDA events ("cuda_event"): no GPU runs are stored, so the wall clock's drift, the largest
+# measured, stands in for it until they are
+DRIFT = {"process": 0.038, "thread": 0.038, "wall": 0.086, "cuda_event": 0.086}
+DRIFT_UPPER = {"process": 0.045, "thread": 0.045, "wall": 0.108, "cuda_event": 0.108}
+DRIFT_QUIET = {"process": 0.025, "thread": 0.025, "wall": 0.030, "cuda_event": 0.030}
 CPU_CLOCKS = ("process", "thread")
 MIN_ROUNDS = 5        # rounds per cell the first run needs
 EXTRA_RUNS = 3        # further runs, each in a fresh process, for a cell the first look leaves marginal
@@ -76,8 +80,9 @@ class TimingEvidence:
     factor: float = FACTOR
     load: float | None = None     # runnable tasks during the timings (mean), or the 1-minute load average
     cores: int | None = None      # usable cores of the machine
-    clock: str = "wall"           # "process" | "thread" (CPU time) | "wall"
+    clock: str = "wall"           # "process" | "thread" (CPU time) | "wall" | "cuda_event" (CUDA events)
     drift: float | None = None    # σ_b override (the robustness row at DRIFT_UPPER)
+    choices: tuple[tuple[str, int], ...] = ()  # (cell, k): its runs are the form the second look chose among k
 
 
 @dataclass(frozen=True)
@@ -145,8 +150,9 @@ def _mean(x: list[float]) -> float:
     return x[0] if min(x) == max(x) else math.fsum(x) / len(x)
 
 
-def cell_test(rounds, factor: float = FACTOR, drift: float = DRIFT["process"]) -> CellTest | None:
-    """The cell's test (module docstring), or None when its first run has fewer than 2 rounds."""
+def cell_test(rounds, factor: float = FACTOR, drift: float = DRIFT["process"], choices: int = 1) -> CellTest | None:
+    """The cell's test (module docstring), or None when its first run has fewer than 2 rounds; ``choices``: the
+    forms the second look chose the runs' form among (Bonferroni: p(within) times that many)."""
     runs = [r for r in runs_of(rounds)]
     if not runs or len(runs[0]) < 2:
         return None
@@ -155,7 +161,7 @@ def cell_test(rounds, factor: float = FACTOR, drift: float = DRIFT["process"]) -
     if len(runs) > 1:
         m, se, df, pw2, po2, s2 = _look(tuple(runs), factor, drift)
         pw, po = min(pw, pw2), min(po, po2)
-    return CellTest(m=m, se=se, df=df, runs=len(runs), rounds=len(runs[0]), p_within=min(1.0, LOOKS * pw),
+    return CellTest(m=m, se=se, df=df, runs=len(runs), rounds=len(runs[0]), p_within=min(1.0, LOOKS * choices * pw),
                     p_outside=min(1.0, LOOKS * po), s2=s2, drift=drift)
 
 
@@ -185,11 +191,13 @@ def classes(ev: TimingEvidence, factor: float | None = None) -> dict[str, str]:
 def tests_of(ev: TimingEvidence, factor: float | None = None) -> dict[str, CellTest | None]:
     """{cell: its CellTest (None: fewer than 2 rounds)} at ``factor`` (default: the evidence's)."""
     f = ev.factor if factor is None else factor
-    return {name: cell_test(rounds, f, drift_of(ev)) for name, rounds in ev.cells}
+    k = dict(ev.choices)
+    return {name: cell_test(rounds, f, drift_of(ev), k.get(name, 1)) for name, rounds in ev.cells}
 
 
 def overloaded(ev: TimingEvidence) -> bool:
-    """True when the machine's load during wall-clock timings exceeds its cores (a CPU clock has no load gate)."""
+    """True when the machine's load during wall-clock or CUDA-event timings exceeds its cores (the host launches a
+    GPU's kernels; a CPU clock has no load gate)."""
     return ev.clock not in CPU_CLOCKS and ev.load is not None and ev.cores is not None and ev.load > ev.cores
 
 
@@ -241,7 +249,8 @@ def why(ev: TimingEvidence, factor: float | None = None) -> str:
     if overloaded(ev):
         return f"machine load {ev.load:.2f} exceeds its {ev.cores} cores: timings compete for a core (load gate)"
     cls, tests = classes(ev, f), tests_of(ev, f)
-    what = f"{ev.clock} CPU-time" if ev.clock in CPU_CLOCKS else "wall-clock"
+    what = (f"{ev.clock} CPU-time" if ev.clock in CPU_CLOCKS else "CUDA-event" if ev.clock == "cuda_event"
+            else "wall-clock")
     ms = [math.exp(t.m) for t in tests.values() if t is not None]
     rng = f"{what} ratios (geometric mean of rounds) {min(ms):.2f}–{max(ms):.2f}" if ms else "no cell measured"
     counts = {k: list(cls.values()).count(k) for k in ("within", "marginal", "outside", "short", "unmeasured")}

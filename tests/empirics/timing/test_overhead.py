@@ -249,9 +249,12 @@ def test_cells_timed_again_in_fresh_processes():
     in the order stream of its replicate."""
     g = OverheadGrid(Ns=(32,), d=8, ps=(2,), repeats=5, methods=("naive", "causal_blocked"), crossover_ds=(),
                      block_s=0.002, block=8, memory=False)
-    cells = [{"p": 2, "mask": "causal", "pass": "fwd", "N": 32, "method": "causal_blocked"},
+    cells = [{"p": 2, "mask": "causal", "pass": "fwd", "N": 32, "method": "causal_blocked",
+              "methods": ["causal_blocked", "naive"]},
              {"p": 2, "mask": "none", "pass": "fwd+bwd", "N": 32, "method": "naive"}]
     got = ov.rerun_cells(g, cells, 2)
+    assert all(set(r["forms"]) == {"causal_blocked", "naive"} and all(len(f["ratio_rounds"]) == 5
+               for f in r["forms"].values()) for r in got["p2/causal/fwd@N=32"])  # every form, in each process
     assert set(got) == {"p2/causal/fwd@N=32", "p2/none/fwd+bwd@N=32"}
     for name, runs in got.items():
         assert len(runs) == 2 and all(r["status"] == "ok" and len(r["ratio_rounds"]) == 5 for r in runs)
@@ -260,6 +263,58 @@ def test_cells_timed_again_in_fresh_processes():
     here = ov.time_cells(g, cells[:1], device="cpu")  # the same function in this process
     assert len(here["p2/causal/fwd@N=32"]["ratio_rounds"]) == 5
     assert ov.rerun_cells(g, [], 3) == {}
+
+
+def test_a_cell_timed_again_with_several_forms_keeps_every_forms_rounds():
+    """time_cells with ``methods``: each form of the cell timed against the same softmax rounds; the first listed is
+    the cell's ``method`` and its rounds stand at the top level as before."""
+    g = OverheadGrid(Ns=(32,), d=8, ps=(2,), repeats=5, methods=("naive",), crossover_ds=(), block_s=0.002, block=8,
+                     memory=False)
+    got = ov.time_cells(g, [{"p": 2, "mask": "causal", "pass": "fwd", "N": 32, "method": "causal_blocked",
+                             "methods": ["causal_blocked", "naive"]}], device="cpu")["p2/causal/fwd@N=32"]
+    assert got["method"] == "causal_blocked" and set(got["forms"]) == {"causal_blocked", "naive"}
+    assert got["ratio_rounds"] == got["forms"]["causal_blocked"]["ratio_rounds"]
+    assert all(len(f["ratio_rounds"]) == 5 and f["status"] == "ok" for f in got["forms"].values())
+
+
+class _Event:
+    """A stand-in for ``torch.cuda.Event`` on the host's clock (no GPU here): record() reads a counter that each
+    timed call advances by a known amount, so the events' elapsed time is known exactly."""
+
+    now = [0.0]  # milliseconds
+
+    def __init__(self, enable_timing: bool = False):
+        assert enable_timing
+        self.t, self.synced = None, False
+
+    def record(self) -> None:
+        self.t = _Event.now[0]
+
+    def synchronize(self) -> None:
+        self.synced = True
+
+    def elapsed_time(self, end: "_Event") -> float:
+        assert end.synced and end.t is not None and self.t is not None
+        return end.t - self.t
+
+
+def test_cuda_events_time_a_block_as_the_devices_elapsed_time_per_call(monkeypatch):
+    """event_seconds: elapsed ms between the two events / 1000 / calls, after the end event is synchronised; _rounds
+    on the CUDA clock times each block that way (each call here costs 2.5 ms of the stand-in's clock for naive and
+    1 ms for softmax, so every round's ratio is 2.5 exactly)."""
+    def call(ms):
+        def run():
+            _Event.now[0] += ms
+        return run
+
+    assert ov.event_seconds(call(2.5), 4, event=_Event) == pytest.approx(2.5e-3, rel=1e-12)
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    runners = {("softmax", None): call(1.0), ("naive", 2): call(2.5)}
+    rows = {k: {} for k in runners}
+    runs, walls = ov._rounds(runners, {k: 3 for k in runners}, 5, torch.device("cpu"), rows, {}, ov.CUDA_CLOCK)
+    assert runs[("naive", 2)] == pytest.approx([2.5e-3] * 5, rel=1e-12)
+    assert [a / b for a, b in zip(runs[("naive", 2)], runs[("softmax", None)])] == pytest.approx([2.5] * 5, rel=1e-12)
+    assert len(walls[("naive", 2)]) == 5 and all(w >= 0 for w in walls[("naive", 2)])
 
 
 def test_a_replicate_has_its_own_order_and_must_be_a_count():

@@ -237,10 +237,55 @@ def test_a_marginal_cell_is_timed_again_and_decided_on_all_its_runs(entry, monke
     o = overhead.check(Context(budget_named("quick", seed=3), tmp_path))
     assert len(asked) == 1 and asked[0][1] == EXTRA_RUNS
     assert [(c["p"], c["mask"], c["pass"], c["N"], c["method"]) for c in asked[0][0]] == [(1, "none", "fwd", 32, best)]
+    others = [r["method"] for r in planted["rows"] if r["method"] not in ("softmax", best) and r["p"] == 1
+              and r["mask"] == "none" and r["pass"] == "fwd" and r["N"] == 32 and r["seconds"] is not None]
+    assert asked[0][0][0]["methods"] == [best, *others] and others  # every form the first run timed, its choice first
     assert list(o.evidence["more_runs"]) == [target] and len(o.evidence["more_runs"][target]) == EXTRA_RUNS
     head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
     assert head.verdict == "HOLDS" and o.verdict == "ANSWERED"
-    assert o.evidence["second_look"]["forms"] == {target: [best] * EXTRA_RUNS}
+    assert o.evidence["second_look"]["forms"] == {target: {"timed": [best], "first_run": best, "chosen": best}}
+
+
+def test_the_second_look_times_every_form_and_takes_the_one_all_runs_put_first(entry, monkeypatch, tmp_path):
+    """The first run chose a form whose rounds sit at the factor while another form's fresh runs sit at 1.05×: the
+    cell takes the other form (least median over all runs), the rule's p(within) counts the choice among the forms
+    (Bonferroni), and the reading is decided on that form's runs."""
+    from sapa.rules.timing import EXTRA_RUNS, cell_test, tests_of
+
+    _, _, res = entry
+    planted = _planted(res, 0.5)
+    target = "p1/none/fwd@N=32"
+    best = best_ratios(planted["rows"], 8)[target]["method"]
+    for r in planted["rows"]:
+        if r["p"] == 1 and r["mask"] == "none" and r["pass"] == "fwd" and r["N"] == 32 and r["method"] != "softmax":
+            r["ratio_rounds"] = r["wall_ratio_rounds"] = [1.45, 1.55, 1.50, 1.40, 1.60] if r["method"] == best else \
+                [1.52, 1.58, 1.55, 1.50, 1.62]
+    fast = [1.06, 1.04, 1.05, 1.07, 1.03]
+
+    def rerun(grid, cells, runs, **kw):
+        out = {}
+        for c in cells:
+            forms = {m: {"ratio_rounds": fast if m != best else [1.5] * 5, "wall_ratio_rounds": fast if m != best
+                         else [1.5] * 5, "status": "ok"} for m in c["methods"]}
+            out[f"p{c['p']}/{c['mask']}/{c['pass']}@N={c['N']}"] = [
+                {"method": c["method"], **forms[c["method"]], "forms": forms}] * runs
+        return out
+
+    monkeypatch.setattr(ov, "bench_overhead", lambda **kw: planted)
+    monkeypatch.setattr(ov, "rerun_cells", rerun)
+    monkeypatch.setattr(overhead, "_figure", lambda ctx, res: ())
+    o = overhead.check(Context(budget_named("quick", seed=3), tmp_path))
+    look = o.evidence["second_look"]["forms"][target]
+    assert look["first_run"] == best and look["chosen"] != best and len(look["timed"]) >= 2
+    assert o.evidence["more_runs"][target] == [fast] * EXTRA_RUNS
+    head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
+    assert head.verdict == "HOLDS" and o.verdict == "ANSWERED"
+    runs = ((1.52, 1.58, 1.55, 1.50, 1.62), *[tuple(fast)] * EXTRA_RUNS)
+    ev = overhead.timing_evidence({target: {"p": 1, "mask": "none", "pass": "fwd", "runs": runs,
+                                            "choices": len(look["timed"])}}, 1, FACTOR, {"clock": "process"})
+    k = len(look["timed"])
+    assert ev.choices == ((target, k),)
+    assert tests_of(ev)[target].p_within == pytest.approx(min(1.0, k * cell_test(runs).p_within), rel=1e-12)
 
 
 def test_rerun_seconds_counts_both_forms_and_the_cap_leaves_a_costly_cell_alone():
