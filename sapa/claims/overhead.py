@@ -297,8 +297,8 @@ def _evidence(res: dict, cells: dict, split: dict, model: dict, cross: dict, see
         "second_look": {"runs": res.get("reruns", {}).get("runs"), "not_rerun": res.get("reruns", {}).get("not_rerun"),
                         "seconds": res.get("reruns", {}).get("seconds"),
                         "forms": {k: {"timed": sorted(v[0].get("forms") or [v[0]["method"]]), "first_run": v[0]["method"],
-                                      "chosen": cells[k]["method"]} for k, v in res.get("reruns", {}).get("cells", {}).items()
-                                  if v}},
+                                      "chosen": cells[k]["method"], "choices": cells[k].get("choices", 1)}
+                                  for k, v in res.get("reruns", {}).get("cells", {}).items() if v}},
         "drift": {"sigma_b": DRIFT, "sigma_b_upper95": DRIFT_UPPER, "source": "sapa.empirics.timing.drift over "
                   "empirics/data/overhead_repeat_runs.json (series machine-states: 5 runs of the quick grid in each of a quiet, a "
                   "compute-loaded and a memory-loaded machine, each in its own process; CUDA events: the wall clock's, "

@@ -114,7 +114,10 @@ def test_verdict_follows_the_rule(entry):
         assert len(cells) == 2  # N = 16, 32
         load = m["load_during"]["mean"]  # recorded; on a CPU clock it does not gate
         assert r["rule"] == "timing-ratio"
-        assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"], clock="process"))
+        chose = tuple((k, f["choices"]) for k, f in sorted(ev["second_look"]["forms"].items())
+                      if f["choices"] > 1 and k in dict(cells))  # the forms a second look chose among (Bonferroni)
+        assert r["verdict"] == decide_timing(TimingEvidence(cells, factor, load=load, cores=m["cores"], clock="process",
+                                                            choices=chose))
     # one meaning per label: ANSWERED only when every reading is decided
     assert e.verdict == ("ANSWERED" if all(r["verdict"] != "UNDETERMINED" for r in e.readings) else "UNDETERMINED")
     assert set(m) >= {"cpu_model", "cores", "torch_threads", "load_before", "load_during", "load_after"}
@@ -243,7 +246,8 @@ def test_a_marginal_cell_is_timed_again_and_decided_on_all_its_runs(entry, monke
     assert list(o.evidence["more_runs"]) == [target] and len(o.evidence["more_runs"][target]) == EXTRA_RUNS
     head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
     assert head.verdict == "HOLDS" and o.verdict == "ANSWERED"
-    assert o.evidence["second_look"]["forms"] == {target: {"timed": [best], "first_run": best, "chosen": best}}
+    assert o.evidence["second_look"]["forms"] == {target: {"timed": [best], "first_run": best, "chosen": best,
+                                                           "choices": 1}}
 
 
 def test_the_second_look_times_every_form_and_takes_the_one_all_runs_put_first(entry, monkeypatch, tmp_path):
@@ -276,7 +280,7 @@ def test_the_second_look_times_every_form_and_takes_the_one_all_runs_put_first(e
     monkeypatch.setattr(overhead, "_figure", lambda ctx, res: ())
     o = overhead.check(Context(budget_named("quick", seed=3), tmp_path))
     look = o.evidence["second_look"]["forms"][target]
-    assert look["first_run"] == best and look["chosen"] != best and len(look["timed"]) >= 2
+    assert look["first_run"] == best and look["chosen"] != best and look["choices"] == len(look["timed"]) >= 2
     assert o.evidence["more_runs"][target] == [fast] * EXTRA_RUNS
     head = reading_keyed(o.readings, "factor", FACTOR, "p", 1, "mask", "none", "pass", "fwd")
     assert head.verdict == "HOLDS" and o.verdict == "ANSWERED"
