@@ -18,8 +18,11 @@ def tiny():
     return df
 
 
-@pytest.mark.parametrize("quantity, prefix", [("fro", "norm_vs_n_"), ("jac_fro", "jac_norm_vs_n_")])
+@pytest.mark.parametrize("quantity, prefix", [("fro", "norm_vs_n_"), pytest.param("jac_fro", "jac_norm_vs_n_",
+                                                                               marks=pytest.mark.slow)])
 def test_main_small(tmp_path, tiny, quantity, prefix):
+    """main(small=True) for Figure 1 (Figure 2, the Jacobian's, in the slow run: by default it is drawn from a stored
+    summary and from a stored sweep, with its file names, in test_draw_from_stored_summary)."""
     paths = norm_scaling.main(tmp_path, small=True, quantity=quantity)
     assert {p.suffix for p in paths} == {".png", ".pdf"}
     assert all(p.stat().st_size > 1000 for p in paths)
@@ -54,9 +57,10 @@ def test_draw_from_stored_summary(tmp_path, tiny):
 
     (tmp_path / "sweep").mkdir()
     _write_parquet(tmp_path / "sweep" / "results.parquet", tiny, {})  # sealed, as `sapa sweep` writes it
-    paths = norm_scaling.main(tmp_path / "figs", results=tmp_path / "sweep", quantity="fro")
-    assert [p.name for p in paths] == ["norm_vs_n_D64_d16_rho0p5_trials32_N8-128.png",
-                                       "norm_vs_n_D64_d16_rho0p5_trials32_N8-128.pdf"]
+    paths = norm_scaling.main(tmp_path / "figs", results=tmp_path / "sweep", quantity="jac_fro")
+    assert [p.name for p in paths] == ["jac_norm_vs_n_D64_d16_rho0p5_trials32_N8-128.png",
+                                       "jac_norm_vs_n_D64_d16_rho0p5_trials32_N8-128.pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
     tiny.assign(mean_sq=float("nan")).to_parquet(tmp_path / "sweep" / "results.parquet")  # edited: no checksum
     with pytest.raises(InputError, match="no content checksum"):
         norm_scaling.main(tmp_path / "figs2", results=tmp_path / "sweep", quantity="fro")

@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 from sapa.empirics.training.study_analysis import accuracy_table  # noqa: E402
 from sapa.figures import training_vs_n as F  # noqa: E402
@@ -21,9 +22,25 @@ def _study():
                       diverge=lambda t, a, N, lr, r: a == "x" and lr == 1e-2 and N >= 64, seed=4)
 
 
-def test_draws_three_figures_as_png_and_pdf(tmp_path):
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """One ``F.draw`` of the synthetic study into a folder, as the command draws it: (study, paths, the texts of each
+    figure by file stem, read as it was saved). Drawing the three figures costs ~2 CPU-s, saving them as much again."""
     st = _study()
-    paths = F.draw(st, tmp_path)
+    texts, save = {}, F.style.save
+
+    def keep(fig, out, stem):
+        texts[stem] = [t.get_text() for t in fig.texts]
+        return save(fig, out, stem)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F.style, "save", keep)
+        paths = F.draw(st, tmp_path_factory.mktemp("training_vs_n"))
+    return st, paths, texts
+
+
+def test_draws_three_figures_as_png_and_pdf(drawn):
+    st, paths, _ = drawn
     names = sorted(p.name for p in paths)
     stem = F.file_stem(st.config)
     assert names == sorted(f"{stem}_{k}.{e}" for k in ("acc", "norms", "lr") for e in ("png", "pdf"))
@@ -64,16 +81,12 @@ def test_the_text_floor_is_drawn_when_given(tmp_path, monkeypatch):
     plt.close(fig)
 
 
-def test_an_underpowered_study_says_on_every_figure_that_it_cannot_decide(tmp_path, monkeypatch):
-    st = _study()  # 2 seeds per cell: underpowered
-    saved = {}
-    monkeypatch.setattr(F.style, "save", lambda fig, out, stem: saved.setdefault(stem, fig) and [])
-    F.draw(st, tmp_path, "s")
-    assert set(saved) == {"s_acc", "s_norms", "s_lr"}
-    for fig in saved.values():
-        texts = [t.get_text() for t in fig.texts]
+def test_an_underpowered_study_says_on_every_figure_that_it_cannot_decide(drawn):
+    st, _, saved = drawn  # 2 seeds per cell: underpowered
+    stem = F.file_stem(st.config)
+    assert set(saved) == {f"{stem}_acc", f"{stem}_norms", f"{stem}_lr"}
+    for texts in saved.values():
         assert any("cannot decide" in t and "2 seeds per cell" in t for t in texts), texts
-        plt.close(fig)
 
 
 def test_a_full_powered_study_carries_no_cannot_decide_note():

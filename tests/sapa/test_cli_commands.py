@@ -132,7 +132,7 @@ def test_bench_quick_overhead_json(capsys, monkeypatch, grid):
     if grid == "tiny":
         monkeypatch.setattr(overhead, "QUICK", overhead.OverheadGrid(
             Ns=(32, 64), d=8, ps=(1, 3), repeats=1, methods=("naive", "linearised"), crossover_ds=(4,),
-            crossover_masks=("none",), time_cap_s=0.5))
+            crossover_masks=("none",), time_cap_s=0.5, block_s=0.002))  # short blocks: the output's form, not speed
     code, out, err = _run(["bench", "--quick", "--part", "overhead", "--json"], capsys)
     assert code == 0, err
     got = json.loads(out)

@@ -227,7 +227,7 @@ def test_general_p_closed_forms(p):
         gen = general_p_moments(model)
         sym = symbolic_moments(p, model)
         for key in ("m_off", "m_diag", "j_off", "j_diag"):
-            assert sp.simplify(gen[key].subs(gen["p"], p) - sym[key]) == 0, (model, key)
+            assert sp.expand(gen[key].subs(gen["p"], p) - sym[key]) == 0, (model, key)  # a proof; 10× simplify's speed
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5])
@@ -463,8 +463,16 @@ def _check_mc(model, ekw, skw, p, seed, importance):
     return zs
 
 
-@pytest.mark.parametrize("p", [1, 2, 3])
-@pytest.mark.parametrize("case", _MC_CASES, ids=[c[0] for c in _MC_CASES])
+# p = 3 under random weights (iid, tied, corr): S^6 is so heavy-tailed that 10^6 plain samples give a relative SE
+# of 0.2–0.4 on E S^6 (4.6 CPU-s for little power), so those three run in the slow run only; by default their p = 3
+# closed forms are checked exactly by test_random_weights_vs_brute_force[3-1-1] (corr's form at every ρ: iid ρ = 0,
+# tied ρ = 1) and by this Monte Carlo at p = 1, 2. Fixed W and the paper model keep p = 3 (relative SE 2–4 %).
+_MC_SLOW = {("iid", 3), ("tied", 3), ("corr", 3)}
+
+
+@pytest.mark.parametrize("case, p", [
+    pytest.param(c, p, id=f"{c[0]}-{p}", marks=[pytest.mark.slow] if (c[0], p) in _MC_SLOW else [])
+    for p in (1, 2, 3) for c in _MC_CASES])
 def test_monte_carlo_per_entry(case, p):
     _check_mc(case[0], case[1], case[2], p, seed=1000 + 10 * p + _MC_CASES.index(case), importance=False)
 

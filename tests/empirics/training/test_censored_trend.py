@@ -150,11 +150,14 @@ def test_design_power_is_the_monte_carlo_rejection_rate_of_the_least_squares_tes
     x = np.repeat(np.log2(NS), 6)
     L = math.log2(NS[-1] / NS[0])
     trials = 3000
-    hits = 0
-    for _ in range(trials):
-        y = d1 * (x - x[0]) / L + sd * rng.standard_normal(x.size)
-        r = stats.linregress(x, y)
-        hits += stats.t.sf(r.slope / r.stderr, x.size - 2) <= alpha
+    Y = d1 * (x - x[0]) / L + sd * rng.standard_normal((trials, x.size))  # one study a row (the draws of a loop)
+    xc = x - x.mean()
+    slope = (Y - Y.mean(1, keepdims=True)) @ xc / (xc @ xc)  # each row's least-squares fit, as stats.linregress
+    resid = Y - Y.mean(1, keepdims=True) - slope[:, None] * xc
+    stderr = np.sqrt((resid * resid).sum(1) / (x.size - 2) / (xc @ xc))
+    first = stats.linregress(x, Y[0])
+    assert (first.slope, first.stderr) == pytest.approx((slope[0], stderr[0]), rel=1e-12)
+    hits = int((stats.t.sf(slope / stderr, x.size - 2) <= alpha).sum())
     sd_mc = math.sqrt(want * (1 - want) / trials)
     assert abs(hits / trials - want) < 4 * sd_mc
 

@@ -78,6 +78,8 @@ def test_simulations_have_the_study_shape_and_the_designed_truth():
         assert abs(d.mean() - target) < 4 * d.std(ddof=1) / math.sqrt(d.size)
 
 
+@pytest.mark.slow  # 1 000 trials (~1 CPU-s each); by default tests/sapa/rules/test_base.py's
+# test_calibration_meets_targets[stability-trend] and [divergence-trend] check the same targets at 400 trials
 @pytest.mark.parametrize("rule", [S.STABILITY_TREND, S.DIVERGENCE_TREND], ids=lambda r: r.name)
 def test_calibration_meets_targets(rule):
     c = calibrate(rule, trials=1000, seed=11)
