@@ -54,7 +54,6 @@ LOOKS = 2             # first run, then all runs: a cell's p-value is LOOKS × t
 # σ_b of a log ratio between runs, per clock: sapa.empirics.timing.drift over empirics/data/overhead_repeat_runs.json,
 # series "machine-states" (5 runs in each of quiet, compute load, memory-bandwidth load × 36 cells × 5 rounds; pooled
 # moment estimate, its 95 % bootstrap upper bound beside it); DRIFT_QUIET: series "quiet-7" (7 quiet runs), a
-# robustness row
 # robustness row. CUDA events ("cuda_event"): no GPU runs are stored, so the wall clock's drift, the largest
 # measured, stands in for it until they are
 DRIFT = {"process": 0.038, "thread": 0.038, "wall": 0.086, "cuda_event": 0.086}
