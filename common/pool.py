@@ -174,8 +174,39 @@ def stopping_pool(workers: int, niceness: int = 0):
     ex.shutdown(wait=True)
 
 
+def _skip_done_futures_when_broken(thread) -> None:
+    """Make the manager ``thread``'s ``terminate_broken`` (marks every pending future failed) skip the futures already
+    done.
+
+    CPython 3.11 calls ``set_exception`` on each pending future, which raises ``InvalidStateError`` on one its caller
+    cancelled (``Executor.map`` cancels its futures as an interrupt unwinds it; gh-107219, fixed in 3.12): the thread
+    died printing a traceback, and the futures after that one were never marked. Each retry drops the futures already
+    done (the cancelled one, and those just marked), so it ends; where CPython skips them itself nothing is retried.
+    """
+    original = thread.terminate_broken
+
+    def terminate_broken(cause):
+        while True:
+            try:
+                return original(cause)
+            except cf.InvalidStateError:
+                thread.pending_work_items = {k: w for k, w in thread.pending_work_items.items() if not w.future.done()}
+
+    thread.terminate_broken = terminate_broken
+
+
+class _Pool(cf.ProcessPoolExecutor):
+    """A ``ProcessPoolExecutor`` whose manager thread survives a worker's death after a caller cancelled a queued
+    future (:func:`_skip_done_futures_when_broken`)."""
+
+    def _start_executor_manager_thread(self) -> None:
+        fresh = self._executor_manager_thread is None
+        super()._start_executor_manager_thread()
+        if fresh and self._executor_manager_thread is not None:  # it calls terminate_broken only once a worker died
+            _skip_done_futures_when_broken(self._executor_manager_thread)
+
+
 def process_pool(workers: int, niceness: int = 0) -> cf.ProcessPoolExecutor:
     """A spawn-context pool of ``workers`` processes initialised by :func:`worker_init` (dying with this one, deaf to
     SIGINT: :class:`DeafProcess`); stop it mid-work with :func:`stop_pool`."""
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=DeafSpawn(), initializer=worker_init,
-                                  initargs=(os.getpid(), niceness))
+    return _Pool(max_workers=workers, mp_context=DeafSpawn(), initializer=worker_init, initargs=(os.getpid(), niceness))

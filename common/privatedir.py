@@ -3,9 +3,11 @@
 ``sapa`` keeps matplotlib's font cache in ``$TMPDIR/sapa-matplotlib-$UID`` (never in ``$HOME``), a name anyone can
 guess: another user who makes it first as a link to a folder of the victim's has the font list written there.
 :func:`private_dir` makes the folder with mode 0700, or takes an existing one only if it is a real folder (opened
-with ``O_NOFOLLOW``, checked with ``fstat`` on that handle) owned by this user with no permission for anyone else;
-otherwise it makes a fresh one with :func:`tempfile.mkdtemp` (random name, mode 0700). In a sticky ``/tmp`` nobody
-else can then rename or replace it.
+with ``O_NOFOLLOW``, checked with ``fstat`` on that handle) owned by this user that nobody else can write, and closes
+it to everyone else (``fchmod`` 0700 on that handle: matplotlib makes a missing MPLCONFIGDIR with the umask's 0755,
+which was refused before, so every process made a fresh folder and built the font list again, ~0.2 CPU-s, and left
+the folder behind); otherwise it makes a fresh one with :func:`tempfile.mkdtemp` (random name, mode 0700). In a sticky
+``/tmp`` nobody else can then rename or replace it.
 """
 
 from __future__ import annotations
@@ -38,16 +40,23 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 
 def _ours(path: Path) -> bool:
-    """True if ``path`` is a real folder (not a link) owned by this user, with no permission for group or others."""
+    """True if ``path`` is a real folder (not a link) owned by this user that only this user can write; it is then
+    made 0700 (through the handle checked, so never a link swapped in meanwhile)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError:  # a link (ELOOP), a file (ENOTDIR), no access
         return False
     try:
         st = os.fstat(fd)
+        if not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()) or st.st_mode & 0o022:
+            return False  # another's, or others could have put files in it
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+        return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _fresh(path: Path) -> Path:

@@ -27,8 +27,14 @@ def main(argv: list[str] | None = None) -> int:
 
         from sapa.common.privatedir import private_dir  # a folder of this user's alone, never a planted link
 
-        os.environ["MPLCONFIGDIR"] = str(private_dir(os.path.join(tempfile.gettempdir(),
-                                                                  f"sapa-matplotlib-{os.getuid()}")))
+        wanted = os.path.join(tempfile.gettempdir(), f"sapa-matplotlib-{os.getuid()}")
+        got = private_dir(wanted)
+        os.environ["MPLCONFIGDIR"] = str(got)
+        if str(got) != wanted:  # a fresh folder (the usual one is another's, or a link): removed when the process ends
+            import atexit
+            import shutil
+
+            atexit.register(shutil.rmtree, got, ignore_errors=True)
     from sapa.common.allocator import keep_freed_memory
     from sapa.common.collector import collect_less_often
 

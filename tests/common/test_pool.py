@@ -160,3 +160,35 @@ def test_a_stopping_pool_interrupted_does_not_wait_for_the_work_in_flight():
                 time.sleep(0.05)
             raise KeyboardInterrupt
     assert time.monotonic() - t0 < 120 and fut.done()
+
+
+def test_a_worker_death_after_a_caller_cancelled_a_queued_future_raises_nothing_in_the_manager_thread(monkeypatch):
+    """CPython 3.11's manager thread marks every pending future broken with ``set_exception``, which raises
+    ``InvalidStateError`` on one its caller had cancelled (gh-107219, fixed in 3.12): the thread died printing a
+    traceback, and an interrupted ``sapa verify`` (``Executor.map`` cancels its futures as it unwinds) ended with it on
+    stderr above its one line. Now the cancelled future is skipped and every other one still fails as broken."""
+    import concurrent.futures as cf
+    import threading
+    import time
+
+    from sapa.common.pool import process_pool
+
+    raised: list = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    ex = process_pool(1)
+    started = ex.submit(time.sleep, 60)
+    queued = [ex.submit(time.sleep, 60) for _ in range(4)]  # the call queue holds 2; the last ones stay PENDING
+    t0 = time.monotonic()
+    while not started.running() or not any(f.cancel() for f in reversed(queued)):
+        assert time.monotonic() - t0 < 120, "no queued future could be cancelled"
+        time.sleep(0.05)
+    thread = ex._executor_manager_thread
+    for proc in list(ex._processes.values()):
+        proc.kill()
+    thread.join(60)
+    assert not thread.is_alive() and raised == []
+    for fut in [started, *queued]:
+        if not fut.cancelled():
+            with pytest.raises(cf.process.BrokenProcessPool):
+                fut.result(timeout=10)
+    ex.shutdown(wait=True)
