@@ -231,11 +231,15 @@ class StageBeat:
         return f"{self.desc}: running {elapsed:.0f} s{eta}"
 
     def beat(self) -> None:
-        """A line when the log has been silent for ``every_s`` seconds (a bar printing inside the stage: none).
+        """A line when the log has been silent for ``every_s`` seconds of this stage (a bar printing inside the stage:
+        none).
 
-        Checked and printed under one lock: two nested stages never both speak for the same silence."""
+        Silence before the stage began does not count: in a process that runs several commands (the tests, a
+        notebook calling ``sapa.cli.main``) the log was silent since the last one, and a command refusing its input
+        after one busy second printed "running 1 s" above its one error line. Checked and printed under one lock:
+        two nested stages never both speak for the same silence."""
         with _BEATING:
-            if self._log.silent_for() >= self.every:
+            if min(self._log.silent_for(), self._clock() - self.t0) >= self.every:
                 say(self.line(), file=self._file, log=self._log)
 
 

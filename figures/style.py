@@ -119,6 +119,8 @@ def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[
     plain_log_ticks(fig)
     # The tight bounding box, laid out once for both files (``bbox_inches="tight"`` lays the figure out again for
     # each format: a quarter of the drawing time). A figure with a layout engine is laid out by savefig anyway.
+    # No draw before it: get_tightbbox lays out what it measures, and a draw first (a third of the saving time)
+    # changed no byte of the 30 figures the tests draw (PNG and PDF, each compared with a never-drawn pickled twin).
     if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
         # A one-off ``fig.tight_layout()`` leaves this do-nothing engine behind, and any engine makes every savefig
         # draw the figure twice (a layout pass, then the file): a third of each figure's saving time, for nothing.
@@ -126,7 +128,6 @@ def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[
             fig.set_layout_engine(None)
     bbox = "tight"
     if fig.get_layout_engine() is None:
-        fig.draw_without_rendering()
         bbox = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
     for ext in ("png", "pdf"):
         target = inside(out_dir / f"{file_stem}.{ext}", out_dir, "figure")

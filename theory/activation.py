@@ -33,6 +33,9 @@ TAIL_X = (1e3, 1e6)  # polynomial-growth check of unnormalised φ: |φ(1e6)|/|φ
 TAIL_MAX_POWER = 2 * POLY_MAX_DEGREE
 PARSE_SECONDS = 120.0  # cap on parse_activation as a whole (sympy's simplify can take for ever on a hostile input)
 PARSE_CACHE = 256  # validated activations kept per process (parse_activation)
+# numpy functions of expressions kept per process (_lam): sympy's lambdify writes and compiles source each call
+# (~2 ms), and the same φ, φ' and moment terms come back (two calls in three repeated one during a compare)
+LAMBDIFY_CACHE = 2048
 MP_SECONDS = 10.0  # cap on one high-precision fallback of _lam (mpmath can take for ever on exp(exp(exp(60))))
 x_ = sp.Symbol("x", real=True)
 N_ = sp.Symbol("N", positive=True)
@@ -148,7 +151,7 @@ def _parse(text: str) -> sp.Expr:
                          "everything else (e.g. d = 64 → x/8)")
     if expr.has(sp.I) or expr.has(sp.zoo) or expr.has(sp.nan) or expr.has(sp.oo):
         raise InputError(f"activation {text!r} is not a finite real expression")
-    if sp.simplify(expr) == 0:
+    if _identically_zero(expr):
         raise InputError(f"activation {text!r} is identically 0")
     _check_piecewise_continuous(text, expr)
     dphi = sp.diff(expr, x_)
@@ -156,6 +159,28 @@ def _parse(text: str) -> sp.Expr:
         raise InputError(f"activation {text!r} jumps (∂φ/∂x = {dphi} is not a function): its Jacobian norm is "
                          "infinite; use a continuous φ (e.g. Max(x, 0) rather than Heaviside(x))")
     return expr
+
+
+# (x, N, i, j) where a φ is evaluated before simplify is asked whether it is identically 0: rationals, none at a
+# usual breakpoint or pole (x = 0, N = i, i = j)
+_PROBES = tuple((sp.Rational(a, b), sp.Integer(7), sp.Integer(3), sp.Integer(2)) for a, b in ((3, 7), (-5, 11), (13, 3)))
+
+
+def _identically_zero(expr: sp.Expr) -> bool:
+    """φ ≡ 0, decided by sympy's simplify unless φ is certainly nonzero at one of :data:`_PROBES`.
+
+    ``simplify`` is most of a parse's cost (~40 ms a φ). A value evaluated with ``evalf(strict=True)`` carries its
+    requested relative accuracy or raises, so a nonzero one proves φ ≢ 0; a zero, an undefined or a doubtful value
+    leaves the question to simplify, as before.
+    """
+    for x, N, i, j in _PROBES:
+        try:
+            v = expr.xreplace({x_: x, N_: N, i_: i, j_: j}).evalf(15, strict=True)
+        except Exception:  # noqa: BLE001 - PrecisionExhausted (a zero, or too close to one), a pole, ...: no proof
+            continue
+        if v.is_Number and v.is_finite and v.is_real and v != 0:
+            return False
+    return sp.simplify(expr) == 0
 
 
 def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
@@ -182,11 +207,13 @@ def _check_piecewise_continuous(text: str, expr: sp.Expr) -> None:
                                          "infinite; use a continuous φ")
 
 
+@functools.lru_cache(maxsize=LAMBDIFY_CACHE)
 def _lam(expr: sp.Expr):
-    """numpy function of (x, N, i) for ``expr`` (broadcasting). Points where float64 evaluation gives
-    inf/NaN (e.g. exp(−y)/(1 + exp(−y))² at y → −∞: inf/inf) are re-evaluated in extended precision
-    (np.longdouble, vectorised; kept where a sample agrees with mpmath) and the rest in mpmath at 30 digits,
-    so only values that are themselves out of float64's range stay non-finite."""
+    """numpy function of (x, N, i) for ``expr`` (broadcasting), made once per process for each expression.
+
+    Points where float64 evaluation gives inf/NaN (e.g. exp(−y)/(1 + exp(−y))² at y → −∞: inf/inf) are re-evaluated
+    in extended precision (np.longdouble, vectorised; kept where a sample agrees with mpmath) and the rest in mpmath
+    at 30 digits, so only values that are themselves out of float64's range stay non-finite."""
     f = sp.lambdify((x_, N_, i_, j_), expr, ["scipy", "numpy"])
     g = None
 

@@ -7,6 +7,7 @@ a row factor c(N, i). Part of :mod:`sapa.theory.activation_audit`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -15,7 +16,7 @@ import numpy as np
 import sympy as sp
 
 from sapa.common.validate import InputError
-from sapa.theory.activation import N_, Activation, _lam, x_
+from sapa.theory.activation import LAMBDIFY_CACHE, N_, Activation, _lam, x_
 from sapa.theory.entry_moments import EntryMoments, ModelSpec, entry_moments
 from sapa.theory.gauss_rules import _Rules, _rules
 
@@ -179,8 +180,9 @@ class Profile:
         return float(brentq(gf, lo, hi, xtol=1e-12 * hi, rtol=1e-13))
 
 
+@functools.lru_cache(maxsize=LAMBDIFY_CACHE)
 def _numeric(expr: sp.Expr):
-    """numpy function of N for a sympy expression in N (constants broadcast)."""
+    """numpy function of N for a sympy expression in N (constants broadcast), made once per process for each."""
     f = sp.lambdify(N_, expr, "numpy")
 
     def call(N):

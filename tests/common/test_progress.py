@@ -132,6 +132,24 @@ def test_a_stage_without_a_bar_is_never_silent_longer_than_every_s():
     assert lines[-1].startswith("[3/16] thm4.2-linear: running 320 s, longer than the 234 s expected")
 
 
+def test_silence_before_a_stage_began_does_not_make_it_speak():
+    """In a process that ran a command long ago (a test worker, a notebook), the log had been silent for minutes when
+    the next command began: a command that refused its input after one busy second printed "running 1 s" above its
+    error line. The stage speaks after every_s seconds of its own."""
+    clock = Clock()
+    log = LogClock(clock)
+    clock.t = 600.0  # the log's last line was 600 s ago
+    out = io.StringIO()
+    st = StageBeat("sapa train", None, "", EVERY_S, out, clock, log)
+    for t in range(1, int(EVERY_S)):
+        clock.t = 600.0 + t
+        st.beat()
+    assert out.getvalue() == ""
+    clock.t = 600.0 + EVERY_S
+    st.beat()
+    assert out.getvalue() == f"sapa train: running {EVERY_S:.0f} s, no estimate\n"
+
+
 def test_a_stage_with_its_own_bar_adds_no_second_line():
     times, lines = _simulate(100, 7)  # the bar prints every 7 s: the log is never silent for 10 s
     assert lines == [] and max(b - a for a, b in zip(times, times[1:])) <= 7
