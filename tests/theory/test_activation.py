@@ -100,3 +100,30 @@ def test_a_refused_text_is_refused_every_time_and_a_non_text_in_one_line():
     for bad in (["x"], None, 3):  # unhashable or not a string: the one-line error, not the cache's TypeError
         with pytest.raises(InputError, match="non-empty expression"):
             parse_activation(bad)
+
+
+# --------------------------------------------------------------------------- is φ identically 0?
+
+@pytest.mark.parametrize("text", ["sin(x)**2 + cos(x)**2 - 1", "log(exp(x)) - x", "x**2 - x**2", "0*x",
+                                  "sqrt(x**2) - Abs(x)"])
+def test_a_phi_that_is_identically_zero_is_still_refused(text):
+    """Zero at every probe (evalf cannot certify a nonzero value): simplify decides, as before."""
+    with pytest.raises(InputError, match="identically 0"):
+        activation._parse(text)
+
+
+def test_a_phi_nonzero_at_a_probe_is_never_simplified(monkeypatch):
+    """A strict evalf that returns a nonzero number proves φ ≢ 0: simplify (most of a parse) is not asked."""
+    def refuse(*a, **k):
+        raise AssertionError("simplify was called")
+
+    monkeypatch.setattr(activation.sp, "simplify", refuse)
+    for text in ("x**3/sqrt(N)", "x/(1+Abs(x))", "Max(x,0)**2/N", "sigmoid(x/8 - log(N) - Abs(i - j)/8)", "1e-300*x"):
+        activation._parse(text)  # _parse's only simplify is the question "φ ≡ 0?"
+
+
+def test_a_phi_zero_at_every_probe_but_not_everywhere_is_accepted():
+    """Max(x − 5, 0) vanishes at the three probes (x ≤ 13/3): simplify then finds it is not 0."""
+    expr = activation._parse("Max(x - 5, 0)")
+    assert all(expr.xreplace({x_: p[0]}) == 0 for p in activation._PROBES)
+    assert not activation._identically_zero(expr)
