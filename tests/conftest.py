@@ -34,7 +34,7 @@ collect_less_often()
 # spread over both workers computes its module fixture twice. With addopts' --dist loadgroup, tests of one
 # xdist_group run on one worker: every test reading a module-scoped fixture is grouped by its module, and every test
 # reading one of these costly session fixtures by the fixture's name (one computation each, not one per worker).
-SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool", "real_small", "growth_context")
+SHARED_ON_ONE_WORKER = ("softmax_verify", "spawn_pool", "real_small", "growth_context", "tiny_scorecard")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
@@ -257,6 +257,18 @@ def growth_context(tmp_path_factory):
     from tests.sapa.claims.growth_fixture import small_growth_context
 
     return small_growth_context(tmp_path_factory.mktemp("growth"))
+
+
+@pytest.fixture(scope="session")
+def tiny_scorecard():
+    """(names, scorecard): one ``sapa.compare`` at the tiny budget (no training, no worker processes), read by the walk
+    (tests/test_every_activation_walks.py: every walker's name, first) and by tests/sapa/api/test_compare.py (x²/N
+    beside the walk's ReLU²/N, the causal-only x³/√i, …), which asked for two scorecards of 4 s and 9 s before."""
+    from sapa.api.compare import compare
+    from tests.test_every_activation_walks import compare_names
+
+    names = [*compare_names(), "x**2/N"]
+    return names, compare(names, budget="tiny", workers=1)
 
 
 @pytest.fixture

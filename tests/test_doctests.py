@@ -23,8 +23,18 @@ def _modules() -> list[str]:
     return sorted(set(names))
 
 
+@pytest.fixture
+def fresh_linecache(monkeypatch):
+    """An empty source-line cache while doctest runs: its runner resets a debugger for every docstring, and bdb's reset
+    stats every file linecache holds (~200 in a worker late in the suite: 6 · 10⁵ stats in all). Lines a traceback
+    needs are read again on demand; the cache is put back after."""
+    import linecache
+
+    monkeypatch.setattr(linecache, "cache", {})
+
+
 @pytest.mark.parametrize("name", _modules())
-def test_docstring_examples(name):
+def test_docstring_examples(name, fresh_linecache):
     mod = importlib.import_module(name)
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} doctest examples failed in {name}"
@@ -34,7 +44,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 @pytest.mark.parametrize("page", ["api.md"])
-def test_documentation_examples(page):
+def test_documentation_examples(page, fresh_linecache):
     """The page's ``>>>`` examples (each code block ends with a blank line) run, and fast: small sizes, fixed seeds."""
     t0 = time.perf_counter()
     result = doctest.testfile(str(DOCS / page), module_relative=False, verbose=False,

@@ -102,9 +102,10 @@ def test_the_walkers_are_the_whole_table_and_two_unseen_expressions():
         "x_alpha": "x/4", "x3_alpha": "x**3/4", "x_dose": "x/8", "x3_dose": "x**3/8", "softmax_tau": "exp(x/2)"}
     x, N = sp.symbols("x N")
     table = [sp.sympify(f.expr, locals={"x": x, "N": N}) for f in FAMILY_TABLE]
+    probe = {x: sp.Rational(-3, 7), N: 5}  # exact: a difference nonzero here is not identically zero
     for text in UNSEEN:  # no row of the table: the tools reach it only as an expression
         e = sp.sympify(text, locals={"x": x, "N": N})
-        assert all(sp.simplify(e - t) != 0 for t in table), text
+        assert all((e - t).subs(probe) != 0 or sp.simplify(e - t) != 0 for t in table), text
 
 
 # --------------------------------------------------------------------------- an independent φ (numpy, lambdify)
@@ -288,11 +289,16 @@ def test_every_activation_walks_through_every_tool(w):
     lipschitz_step(w)
 
 
-def _compare_step(walkers: list[Walker]) -> None:
-    from sapa.api.compare import AXES, compare
+def compare_names(walkers: list[Walker] | None = None) -> list[str]:
+    """What the walk asks ``compare`` for: each walker's name (a family id or its expression), softmax left out (it is
+    always the first row); by default the walkers of the default run (not SLOW_AUDIT)."""
+    walkers = [w for w in WALKERS if w.id not in SLOW_AUDIT] if walkers is None else walkers
+    return [w.compare_name for w in walkers if w.compare_name != "softmax"]
 
-    names = [w.compare_name for w in walkers if w.compare_name != "softmax"]  # softmax is always the first row
-    sc = compare(names, budget="tiny", workers=1)
+
+def _check_scorecard(names: list[str], sc) -> None:
+    from sapa.api.compare import AXES
+
     assert [r.id for r in sc.rows] == ["softmax"] + names
     for r, cs in zip(sc.rows, sc.cells):
         assert [c.axis for c in cs] == list(AXES)
@@ -303,8 +309,11 @@ def _compare_step(walkers: list[Walker]) -> None:
         assert size.value is not None and size.value > 0, (r.id, size)
 
 
-def test_compare_scores_every_activation_in_one_scorecard():
-    _compare_step([w for w in WALKERS if w.id not in SLOW_AUDIT])
+def test_compare_scores_every_activation_in_one_scorecard(tiny_scorecard):
+    """tests/conftest.py's one tiny scorecard: every walker's name first, in the walk's order."""
+    names, sc = tiny_scorecard
+    assert names[:len(compare_names())] == compare_names()
+    _check_scorecard(names, sc)
 
 
 @pytest.mark.slow
@@ -317,4 +326,7 @@ def test_every_activation_walks_at_larger_sizes(w):
 
 @pytest.mark.slow
 def test_compare_scores_the_whole_table():
-    _compare_step(WALKERS)
+    from sapa.api.compare import compare
+
+    names = compare_names(WALKERS)
+    _check_scorecard(names, compare(names, budget="tiny", workers=1))

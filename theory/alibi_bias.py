@@ -13,6 +13,7 @@ the weight model: once it dominates (|i − j| ≫ std(S)/m), ½ d log E‖φ‖
 
 from __future__ import annotations
 
+import functools
 import math
 
 import sympy as sp
@@ -25,7 +26,12 @@ delta = sp.Symbol("delta", integer=True, nonnegative=True)
 
 def bias_only_sum(p: int, start: int = 1) -> sp.Expr:
     """Σ_{δ=start}^{N−1} 2(N − δ)(mδ)^{2p}/N in closed form (a polynomial in N and m; start = 0 gives the same)."""
-    p = int(p)
+    return _bias_only_sum(int(p), int(start))
+
+
+@functools.lru_cache(maxsize=64)
+def _bias_only_sum(p: int, start: int) -> sp.Expr:
+    """:func:`bias_only_sum`, summed by sympy once per (p, start) and process."""
     return sp.expand(sp.summation(2 * (N - delta) * (m * delta) ** (2 * p), (delta, start, N - 1)) / N)
 
 

@@ -113,6 +113,12 @@ def matrix_power_symbolic(p) -> sp.Expr:
     p = positive_int("p", p)
     if p > P_MAX_MATRIX_POWER_EXACT:
         raise InputError(f"exact matrix-power moments need p ≤ {P_MAX_MATRIX_POWER_EXACT} ((4p-1)!! Wick pairings), got {p}")
+    return _symbolic(p)
+
+
+@lru_cache(maxsize=None)
+def _symbolic(p: int) -> sp.Expr:
+    """:func:`matrix_power_symbolic` of a validated p, expanded once per process (p ≤ 3: three entries)."""
     expr = 0
     for c, words, cnt in _matrix_power_terms(p):
         term = cnt * N_**c
@@ -120,6 +126,11 @@ def matrix_power_symbolic(p) -> sp.Expr:
             term = term * _word_symbol(w)
         expr = expr + term
     return sp.expand(expr)
+
+
+@lru_cache(maxsize=None)
+def _symbolic_text(p: int) -> str:
+    return str(matrix_power_symbolic(p))
 
 
 @dataclass(frozen=True)
@@ -194,7 +205,7 @@ def matrix_power_growth(p, W, N=None) -> MatrixPowerGrowth:
                 term = term * tr(w)
             poly = poly + term
         poly = sp.expand(poly)
-        formula = f"exact Wick polynomial: E‖(XWXᵀ)^{p}‖² = " + str(matrix_power_symbolic(p))
+        formula = f"exact Wick polynomial: E‖(XWXᵀ)^{p}‖² = " + _symbolic_text(p)
     else:
         poly = lead * N_ ** (2 * p)
         formula = f"LEADING ORDER ONLY: E‖(XWXᵀ)^{p}‖² ≈ N^{2 * p}·‖W^{p}‖²_F (G = XᵀX ≈ N I_D, N ≫ D)"

@@ -183,18 +183,32 @@ def local_growth_exponent(N, m_off, m_diag):
 def _bilinear_moment_terms(K: int) -> tuple:
     """E[S^j], j = 0..K, as {(i_d, i_α, i_β): coeff} where S has CGF d·(-½ log(1 - 2αt - βt²)).
 
-    1 - 2αt - βt² = (1 - λ₁t)(1 - λ₂t), λ₁+λ₂ = 2α, λ₁λ₂ = -β, so κ_r = d (r-1)!/2 (λ₁^r + λ₂^r)
-    with power sums P_r = 2α P_{r-1} + β P_{r-2} (Newton), P_0 = 2, P_1 = 2α.
+    The MGF is (1 - u)^(-d/2) with u = 2αt + βt², so by the binomial series and [t^j] u^n (n + b = j, b factors βt²):
+
+        E[S^j] = j! Σ_{b ≤ j/2} (d/2)_n / n! · C(n, b) (2α)^(j-2b) β^b,   n = j - b,
+
+    (d/2)_n = Π_{m<n} (d/2 + m) the rising factorial, a polynomial in d. Exact rationals, O(K³) in all.
+    (The cumulant route, κ_r = d (r-1)!/2 (λ₁^r + λ₂^r) through complete Bell polynomials, gives the same
+    coefficients; tests/theory/test_moments.py compares the two up to K = 24.)
     """
-    gens = (d_, _a, _b)
-    P = [sp.Poly(2, *gens), sp.Poly(2 * _a, *gens)]
-    for r in range(2, K + 1):
-        P.append(P[r - 1] * sp.Poly(2 * _a, *gens) + P[r - 2] * sp.Poly(_b, *gens))
-    kappa = [sp.Poly(d_, *gens) * P[r] * sp.Rational(math.factorial(r - 1), 2) for r in range(1, K + 1)]
-    moms = _bell(kappa, sp.Poly(1, *gens))
-    return tuple(
-        tuple(sorted((mon, Fraction(int(c.p), int(c.q))) for mon, c in m.as_dict().items())) for m in moms
-    )
+    rising = [[Fraction(1)]]  # rising[n][i]: coefficient of d^i in (d/2)_n
+    for m in range(K):
+        prev, nxt = rising[-1], [Fraction(0)] * (len(rising[-1]) + 1)
+        for i, c in enumerate(prev):
+            nxt[i] += m * c
+            nxt[i + 1] += c / 2
+        rising.append(nxt)
+    out = []
+    for j in range(K + 1):
+        terms = {}
+        for b in range(j // 2 + 1):
+            n = j - b
+            scale = Fraction(math.factorial(j) * math.comb(n, b) * 2 ** (j - 2 * b), math.factorial(n))
+            for i, c in enumerate(rising[n]):
+                if c:
+                    terms[(i, j - 2 * b, b)] = scale * c
+        out.append(tuple(sorted(terms.items())))
+    return tuple(out)
 
 
 def bilinear_conditional_moment(k: int, d, alpha, beta):

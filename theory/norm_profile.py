@@ -196,6 +196,12 @@ def _numeric(expr: sp.Expr):
     return call
 
 
+@functools.lru_cache(maxsize=LAMBDIFY_CACHE)
+def _numeric_dn(expr: sp.Expr):
+    """:func:`_numeric` of d expr/dN, differentiated once per process for each expression."""
+    return _numeric(sp.diff(expr, N_))
+
+
 def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Profile:
     """Exact (polynomial) or quadrature per-entry expectations of ``act`` under ``spec`` (``quadrature``: force it)."""
     if act.normalize == "row" or not act.separable:
@@ -206,7 +212,7 @@ def profile(act: Activation, spec: ModelSpec, *, quadrature: bool = False) -> Pr
         em = entry_moments(spec, max(K, 0))
         ex = _poly_exprs(act, em)
         f = {k: _numeric(v) for k, v in ex.items()}
-        df = {k: _numeric(sp.diff(v, N_)) for k, v in ex.items()}
+        df = {k: _numeric_dn(v) for k, v in ex.items()}
         return Profile(act, spec, "exact", 0.0, f, df, exact_exprs=ex)
     return _quadrature_profile(act, spec)
 

@@ -23,6 +23,7 @@ Row-normalised φ with j goes to Monte Carlo (:mod:`sapa.empirics.experiments.ac
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,8 +44,10 @@ EVAL_BUDGET = 2 * 10**8  # pairs × nodes per total; beyond it a non-relative φ
 CHUNK = 2**22            # pairs × nodes per block
 
 
+@functools.lru_cache(maxsize=256)
 def is_relative(expr: sp.Expr) -> bool:
-    """True when φ(x, N, i, j) depends on (i, j) only through i − j."""
+    """True when φ(x, N, i, j) depends on (i, j) only through i − j (sympy's simplify: asked once per φ and process;
+    the profile and the worst case of one audit both ask)."""
     d = sp.Symbol("delta", real=True)
     return j_ not in sp.simplify(expr.subs(i_, j_ + d)).free_symbols
 

@@ -37,6 +37,7 @@ __all__ = [
     "geometry",
     "geometry_paper",
     "geometry_qk",
+    "sample_fro2",
     "sample_norms",
     "trials_for",
     "z_scores",
@@ -150,20 +151,58 @@ def _draw(spec: ModelSpec, N: int, T: int, rng: np.random.Generator, gram: bool)
     return geometry_qk(X, Q, K, gram)
 
 
+def _grid(act: Activation, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row index i (1, N, 1), column index j (1, 1, N), visible entries (N, N) bool: j ≤ i under a causal mask)."""
+    i = np.arange(1, N + 1, dtype=np.float64)[None, :, None]
+    j = np.arange(1, N + 1, dtype=np.float64)[None, None, :]
+    vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
+    return i, j, vis
+
+
+def _values(act: Activation, fns: _Fns, S: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(F, s): F = φ(S) (T, N, N) with masked entries 0, or row-normalised P_i = φ(S_i)/s_i (through log φ where
+    given); s (T, N, 1) the row sums Σ_k φ(S_ik) when φ itself was summed, else None."""
+    N = S.shape[1]
+    i, j, vis = _grid(act, N)
+    if act.normalize == "none":
+        return np.where(vis, fns.f(S, float(N), i, j), 0.0), None
+    if fns.logf is not None:
+        L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)
+        L = L - L.max(axis=2, keepdims=True)
+        E = np.exp(L)
+        return E / E.sum(axis=2, keepdims=True), None
+    Fv = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+    s = Fv.sum(axis=2, keepdims=True)
+    return Fv / s, s
+
+
+def _fro2(act: Activation, F: np.ndarray) -> np.ndarray:
+    """‖φ(S)‖²_F per draw (T,) from :func:`_values`' F (T, N, N): Σ_ij F², or Σ_i ‖P_i‖² (row sums first)."""
+    if act.normalize == "none":
+        return np.einsum("tij,tij->t", F, F)
+    return np.einsum("tij,tij->ti", F, F).sum(axis=1)
+
+
+def _finite(act: Activation, N: int, *named) -> None:
+    """One InputError naming the first of ``named`` ((name, (T,) values) pairs) with a non-finite value."""
+    for name, v in named:
+        if not np.all(np.isfinite(v)):
+            raise InputError(f"{name} is not finite in float64 for {act.text!r} at N = {N} (the activation overflows "
+                             "at these logits, or a row sum vanished)")
+
+
 def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact (fro², jac_s², jac²) for each of T draws (see the module docstring). Returns three (T,) arrays."""
     S = geo.S
     N = S.shape[1]  # S: (T, N, N)
-    i = np.arange(1, N + 1, dtype=np.float64)[None, :, None]  # (1, N, 1) row index
-    j = np.arange(1, N + 1, dtype=np.float64)[None, None, :]  # (1, 1, N) column index
-    vis = np.tril(np.ones((N, N), dtype=bool)) if act.mask == "causal" else np.ones((N, N), dtype=bool)
+    i, j, vis = _grid(act, N)
     eye = np.eye(N, dtype=bool)
     ny2, nz2 = geo.ny2, geo.nz2
     with np.errstate(all="ignore"):
         if act.normalize == "none":
-            F = np.where(vis, fns.f(S, float(N), i, j), 0.0)
+            F, _ = _values(act, fns, S)
             G = np.where(vis, fns.fp(S, float(N), i, j), 0.0)
-            fro2 = np.einsum("tij,tij->t", F, F)
+            fro2 = _fro2(act, F)
             G2 = G * G
             jac_s2 = G2.sum(axis=(1, 2))
             if paper:
@@ -174,16 +213,10 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
                 jac2 = (np.einsum("tij,tj->t", off, ny2) + np.einsum("tij,ti->t", off, nz2)
                         + np.einsum("ti,ti->t", np.diagonal(G2, axis1=1, axis2=2), diagR))
         else:
-            if fns.logf is not None:
-                L = np.where(vis, fns.logf(S, float(N), i, j), -np.inf)
-                L = L - L.max(axis=2, keepdims=True)
-                E = np.exp(L)
-                P = E / E.sum(axis=2, keepdims=True)
+            P, s = _values(act, fns, S)
+            if s is None:
                 G = np.where(vis, fns.dlogf(S, float(N), i, j), 0.0) * P  # φ'/s = (log φ)'·P
             else:
-                Fv = np.where(vis, fns.f(S, float(N), i, j), 0.0)
-                s = Fv.sum(axis=2, keepdims=True)
-                P = Fv / s
                 G = np.where(vis, fns.fp(S, float(N), i, j), 0.0) / s
             p2 = np.einsum("tij,tij->ti", P, P)  # (T, N) ‖P_i‖²
             fro2 = p2.sum(axis=1)
@@ -203,31 +236,46 @@ def draw_norms(act: Activation, fns: _Fns, geo: Geometry, paper: bool) -> tuple[
                 pii = np.diagonal(P, axis1=1, axis2=2)
                 jac2_rows = jac2_rows + 2 * gii * (gii * vii - pgv - (pii - p2) * gv)
             jac2 = jac2_rows.sum(axis=1)
-    for name, v in (("‖φ‖²", fro2), ("‖∂φ/∂S‖²", jac_s2), ("‖∂φ/∂X‖²", jac2)):
-        if not np.all(np.isfinite(v)):
-            raise InputError(f"{name} is not finite in float64 for {act.text!r} at N = {N} (the activation overflows "
-                             "at these logits, or a row sum vanished)")
+    _finite(act, N, ("‖φ‖²", fro2), ("‖∂φ/∂S‖²", jac_s2), ("‖∂φ/∂X‖²", jac2))
     return fro2, jac_s2, jac2
+
+
+def _draws(act: Activation, spec: ModelSpec, N: int, trials: int, seed: int, key: tuple, gram: bool):
+    """The seeded batches of draws at N: Geometry objects covering ``trials`` draws, seeded by (seed, key, N)."""
+    rng = rng_for(seed, "audit", act.text, act.normalize, act.mask, spec.name, spec.D, spec.d, str(spec.rho),
+                  str(spec.sigma), N, *key)
+    k = spec.d if spec.name == "paper" else spec.D
+    per = max(1, min(trials, CHUNK_ELEMS // max(1, N * max(k, 3 * N))))
+    done = 0
+    while done < trials:
+        T = min(per, trials - done)
+        yield _draw(spec, N, T, rng, gram)
+        done += T
 
 
 def sample_norms(act: Activation, spec: ModelSpec, N: int, trials: int, seed: int = 0, key: tuple = ()) -> MCNorms:
     """``trials`` independent draws of (X, W) (or (A, B)) at N; exact norms of each. Seeded by (seed, key, N)."""
     N, trials = positive_int("N", N), positive_int("trials", trials)
     fns = activation_functions(act)
-    rng = rng_for(seed, "audit", act.text, act.normalize, act.mask, spec.name, spec.D, spec.d, str(spec.rho),
-                  str(spec.sigma), N, *key)
-    k = spec.d if spec.name == "paper" else spec.D
-    per = max(1, min(trials, CHUNK_ELEMS // max(1, N * max(k, 3 * N))))
-    gram = act.normalize == "row"
     out = [[], [], []]
-    done = 0
-    while done < trials:
-        T = min(per, trials - done)
-        geo = _draw(spec, N, T, rng, gram)
+    for geo in _draws(act, spec, N, trials, seed, key, gram=act.normalize == "row"):
         for lst, v in zip(out, draw_norms(act, fns, geo, spec.name == "paper")):
             lst.append(v)
-        done += T
     return MCNorms(N, *(np.concatenate(v) for v in out))
+
+
+def sample_fro2(act: Activation, spec: ModelSpec, N: int, trials: int, seed: int = 0, key: tuple = ()) -> np.ndarray:
+    """‖φ(S)‖²_F (trials,) of the draws :func:`sample_norms` makes with the same seed, key and N (the same numbers, bit
+    for bit), without the Jacobians' work (φ', the Gram products Y Yᵀ and Z Yᵀ): for callers that read only the norm."""
+    N, trials = positive_int("N", N), positive_int("trials", trials)
+    fns = activation_functions(act)
+    out = []
+    for geo in _draws(act, spec, N, trials, seed, key, gram=False):
+        with np.errstate(all="ignore"):
+            fro2 = _fro2(act, _values(act, fns, geo.S)[0])
+        _finite(act, N, ("‖φ‖²", fro2))
+        out.append(fro2)
+    return np.concatenate(out)
 
 
 def z_scores(mc: MCNorms, expected: dict) -> dict:
@@ -322,7 +370,7 @@ def run_audit_compare(D: int = 64, d: int = 64, Ns=(8, 16, 32, 64, 128, 256, 512
                                            method=prof.method)
             else:
                 N = np.asarray(mc_Ns, dtype=np.float64)
-                means = np.array([sample_norms(act, spec, int(n), trials, seed=seed, key=("figure",)).fro2.mean()
+                means = np.array([sample_fro2(act, spec, int(n), trials, seed=seed, key=("figure",)).mean()
                                   for n in mc_Ns])  # (K,) E‖φ‖²_F
                 ex = 0.5 * np.array(local_slopes(N, means))  # (K−1,) RMS exponents between neighbouring N
                 curves[(label, m)] = Curve(N=N, exponent=ex, constant=np.sqrt(means / N), method="monte_carlo",

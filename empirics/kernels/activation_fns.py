@@ -15,6 +15,7 @@ import sympy as sp
 import torch
 
 from sapa.common.validate import InputError
+from sapa.theory.activation import LAMBDIFY_CACHE
 from sapa.theory.activation_audit import Activation, x_
 
 __all__ = ["activation_functions", "torch_activation"]
@@ -36,14 +37,21 @@ def _np(expr: sp.Expr):
 
 def activation_functions(act: Activation) -> _Fns:
     """φ, φ' (and log φ, (log φ)' for exp-type row-normalised φ) as numpy functions of (x, N, i)."""
+    return _functions(act.expr, act.normalize)
+
+
+@functools.lru_cache(maxsize=LAMBDIFY_CACHE)
+def _functions(expr: sp.Expr, normalize: str) -> _Fns:
+    """:func:`activation_functions` of (φ, normalisation), once per process: the derivatives and the log form are
+    sympy work (a compare or a sweep asks again for every N and chunk), and the functions are pure."""
     logf = dlogf = None
-    if act.normalize == "row" and act.expr.has(sp.exp):
-        L = sp.expand_log(sp.log(act.expr), force=True)
+    if normalize == "row" and expr.has(sp.exp):
+        L = sp.expand_log(sp.log(expr), force=True)
         if not L.has(sp.log) or all(a.has(sp.exp) is False for a in L.atoms(sp.log)):
             L = sp.simplify(L)
         if not L.has(sp.exp):  # e.g. exp(x/8) -> x/8: softmax evaluated stably
             logf, dlogf = _np(L), _np(sp.diff(L, x_))
-    return _Fns(_np(act.expr), _np(sp.diff(act.expr, x_)), logf, dlogf)
+    return _Fns(_np(expr), _np(sp.diff(expr, x_)), logf, dlogf)
 
 
 @functools.lru_cache(maxsize=32)

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 __all__ = ["FAMILIES", "dose_table", "dose_slope", "DoseSlope", "exact_spearman", "Association",
-           "matched_norm_contrast", "Contrast", "MAX_EXACT"]
+           "matched_norm_contrast", "Contrast", "MAX_EXACT", "spearman_rho"]
 
 MAX_EXACT = 9  # exact permutation p up to 9! = 362 880 pairings
 N_MC = 99_999
@@ -134,7 +134,7 @@ def dose_slope(doses: pd.DataFrame, norm: str = "log10_attn_fro") -> DoseSlope:
     b = float(xc @ (y - y.mean())) / sxx
     r = y - y.mean() - b * xc
     se = math.sqrt(float(r @ r) / (n - 2) / sxx)
-    return DoseSlope(lr, b, se, n - 2, sv, k, sxx, exact_spearman(x, y).rho, n)
+    return DoseSlope(lr, b, se, n - 2, sv, k, sxx, spearman_rho(x, y), n)  # ρ alone: its n! pairings go unused
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,27 @@ def _pairings(n: int) -> np.ndarray:
     return out
 
 
+def _ranked(x, y) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(ranks of x, ranks of y, ρ_S) over the finite pairs, or None when fewer than 3 remain or one is constant."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    return rx, ry, float(_rho(rx, ry))
+
+
+def spearman_rho(x, y) -> float:
+    """ρ_S(x, y) = Pearson correlation of the average ranks, over the finite pairs (nan as in :func:`exact_spearman`).
+
+    >>> spearman_rho([1, 2, 3, 4], [1, 3, 2, 4])
+    0.8
+    """
+    got = _ranked(x, y)
+    return math.nan if got is None else got[2]
+
+
 def exact_spearman(x, y, seed: int = 0) -> Association:
     """ρ_S(x, y) and its permutation p-values: every pairing when n ≤ MAX_EXACT, else N_MC seeded random ones.
 
@@ -180,14 +201,12 @@ def exact_spearman(x, y, seed: int = 0) -> Association:
     >>> a.rho, a.p_greater, a.p_less
     (1.0, 0.008333333333333333, 1.0)
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    n = int(x.size)
-    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return Association(math.nan, math.nan, math.nan, n, False)
-    rx, ry = stats.rankdata(x), stats.rankdata(y)
-    rho = float(_rho(rx, ry))
+    got = _ranked(x, y)
+    if got is None:
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        return Association(math.nan, math.nan, math.nan, int(np.sum(np.isfinite(x) & np.isfinite(y))), False)
+    rx, ry, rho = got
+    n = int(rx.size)
     exact = n <= MAX_EXACT
     if exact:
         a, b = rx - rx.mean(), ry - ry.mean()

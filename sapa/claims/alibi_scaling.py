@@ -82,17 +82,17 @@ def additive_profile(p: int, m: float = SLOPE) -> dict:
 
 
 def softmax_monte_carlo(ctx: Context, m: float | None, logit: str = "x/8", key: tuple = ("alibi-scaling",)) -> dict:
-    from sapa.empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_fro2
     from sapa.rules.like_softmax import decide, mc_evidence
     from sapa.theory.activation_audit import model_spec, parse_activation
 
     text = f"exp({logit})" if m is None else f"exp({logit} - {m!r}*Abs(i - j))"
     act, spec = parse_activation(text, "row"), model_spec("iid", *MC_SIZE)
-    mcs = [sample_norms(act, spec, n, MC_TRIALS, seed=ctx.budget.seed, key=key) for n in MC_NS]
-    ev = mc_evidence(MC_NS, [x.fro2 for x in mcs], MC_NS[1])
+    fro2s = [sample_fro2(act, spec, n, MC_TRIALS, seed=ctx.budget.seed, key=key) for n in MC_NS]
+    ev = mc_evidence(MC_NS, fro2s, MC_NS[1])
     return {"activation": text, "exponent_interval": [ev.exp_lo, ev.exp_hi], "ratio_interval_at_128":
             [ev.ratio_lo, ev.ratio_hi], "verdict_like_softmax": decide(ev), "evidence": ev.__dict__,
-            "mean_fro2": [float(x.fro2.mean()) for x in mcs]}
+            "mean_fro2": [float(f.mean()) for f in fro2s]}
 
 # what the words quote: the design of this entry
 DESIGN = SimpleNamespace(SLOPE=SLOPE, SLOPES_VARIED=SLOPES_VARIED, POWERS=POWERS, D=D, d=d, MC_NS=MC_NS,

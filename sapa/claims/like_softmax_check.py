@@ -133,17 +133,17 @@ def exact_against_monte_carlo(ctx: Context, cid: str, act, m: str) -> list[dict]
 
 def row_model(ctx: Context, cid: str, act, m: str) -> dict:
     """A row-normalised φ (no closed form): the rule's Monte Carlo design, and whether every draw keeps ‖P‖²_F ≤ N."""
-    from sapa.empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_fro2
     from sapa.rules.like_softmax import decide, mc_evidence
     from sapa.theory.activation_audit import model_spec
 
     spec = model_spec(m, *MC_SIZE)
-    mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid)) for n in ROW_NS]
-    ev = mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1])
+    fro2s = [sample_fro2(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid)) for n in ROW_NS]
+    ev = mc_evidence(ROW_NS, fro2s, ROW_NS[1])
     return {"method": "monte_carlo", "D": MC_SIZE[0], "d": MC_SIZE[1], "Ns": list(ROW_NS), "trials": ROW_TRIALS,
             "exponent_interval": [ev.exp_lo, ev.exp_hi], "constant_interval_at_128": [ev.ratio_lo, ev.ratio_hi],
             "verdict": decide(ev), "evidence": ev.__dict__,
-            "bound_ok": all(float(x.fro2.max()) <= x.N * (1 + 1e-12) for x in mcs)}  # rows are probability vectors
+            "bound_ok": all(float(f.max()) <= n * (1 + 1e-12) for f, n in zip(fro2s, ROW_NS))}  # rows are probability vectors
 
 
 def _rate_and_size(pm: dict) -> None:
@@ -256,12 +256,12 @@ def _element_wise_conditions(cid: str, fam: str, per_model: dict, profiles: dict
 
 def _second_stream(ctx: Context, cid: str, fam: str) -> str:
     """The row-normalised verdict on an independent second Monte Carlo stream (iid)."""
-    from sapa.empirics.experiments.activation_sampling import sample_norms
+    from sapa.empirics.experiments.activation_sampling import sample_fro2
     from sapa.rules.like_softmax import decide, mc_evidence
     from sapa.theory.activation_audit import model_spec, parse_activation
 
     act = parse_activation(activation_of(fam)[0], "row")
     spec = model_spec("iid", *MC_SIZE)
-    mcs = [sample_norms(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid, "robustness"))
-           for n in ROW_NS]
-    return decide(mc_evidence(ROW_NS, [x.fro2 for x in mcs], ROW_NS[1]))
+    fro2s = [sample_fro2(act, spec, n, ROW_TRIALS, seed=ctx.budget.seed, key=("ledger", cid, "robustness"))
+             for n in ROW_NS]
+    return decide(mc_evidence(ROW_NS, fro2s, ROW_NS[1]))

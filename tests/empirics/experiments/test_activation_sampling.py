@@ -14,7 +14,10 @@ import sympy as sp
 import torch
 
 from sapa.empirics.kernels.activation_fns import activation_functions
-from sapa.empirics.experiments.activation_sampling import draw_norms, geometry, geometry_paper, geometry_qk, sample_norms, z_scores
+from sapa.empirics.experiments import activation_sampling as sampling
+from sapa.empirics.experiments.activation_sampling import (draw_norms, geometry, geometry_paper, geometry_qk, sample_fro2,
+                                                          sample_norms, z_scores)
+from sapa.common.validate import InputError
 from sapa.theory.activation_audit import N_, i_, model_spec, parse_activation, profile, x_
 
 
@@ -117,6 +120,30 @@ def test_sampling_is_seeded_and_batch_independent():
     a, b = sample_norms(act, spec, 10, 20, seed=1), sample_norms(act, spec, 10, 20, seed=1)
     assert np.array_equal(a.fro2, b.fro2)
     assert not np.array_equal(a.fro2, sample_norms(act, spec, 10, 20, seed=2).fro2)
+
+
+@pytest.mark.parametrize("text, norm, mask", [("x**3/sqrt(N)", "none", "none"), ("Max(x, 0)**2/N", "none", "causal"),
+                                              ("exp(x/8)", "row", "none"), ("exp(x/8 - Abs(i - j)/4)", "row", "causal"),
+                                              ("x**2", "row", "none"), ("1 + tanh(x)", "row", "causal")])
+@pytest.mark.parametrize("model", ["paper", "iid", "tied", "corr", "shared"])
+def test_the_norm_alone_is_the_norm_of_the_full_draws_bit_for_bit(monkeypatch, text, norm, mask, model):
+    """sample_fro2 (no φ', no Gram products) reads the same draws as sample_norms and sums them in the same order, through
+    log φ (exp) or φ itself (x², 1 + tanh), over several batches (CHUNK_ELEMS lowered) and over one."""
+    W = np.random.default_rng(0).standard_normal((6, 6)) / 6 if model == "shared" else None
+    act, spec = parse_activation(text, norm, mask=mask), model_spec(model, 6, 3, rho=0.5, W=W)
+    for chunk in (sampling.CHUNK_ELEMS, 6 * 3 * 5 * 3):  # one batch; batches of 3 draws at N = 5
+        monkeypatch.setattr(sampling, "CHUNK_ELEMS", chunk)
+        full = sample_norms(act, spec, 5, 11, seed=4, key=("k",))
+        alone = sample_fro2(act, spec, 5, 11, seed=4, key=("k",))
+        assert alone.shape == (11,) and np.array_equal(alone, full.fro2)  # equal by construction: the same operations
+    assert not np.array_equal(alone, sample_fro2(act, spec, 5, 11, seed=5, key=("k",)))
+
+
+def test_the_norm_alone_refuses_a_vanishing_row_sum_as_the_full_draws_do():
+    act, spec = parse_activation("Max(x, 0)", "row"), model_spec("iid", 4, 2)  # a row of 2 negative logits: 0/0
+    for sample in (sample_norms, sample_fro2):
+        with pytest.raises(InputError, match="‖φ‖² is not finite in float64 for 'Max.*at N = 2"):
+            sample(act, spec, 2, 40, seed=0)
 
 
 @pytest.mark.slow

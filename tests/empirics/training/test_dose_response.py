@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from sapa.empirics.training.dose_response import (Contrast, DoseSlope, dose_slope, dose_table, exact_spearman,
-                                             matched_norm_contrast)
+                                             matched_norm_contrast, spearman_rho)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -38,6 +38,22 @@ def test_beyond_the_exact_size_monte_carlo_agrees_with_the_t_approximation():
     r = a.rho
     t = r * math.sqrt(10 / (1 - r * r))
     assert a.p_greater == pytest.approx(stats.t.sf(t, 10), abs=0.02)  # a good approximation at n = 12
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rho_alone_is_the_rho_of_the_permutation_test_and_scipys(seed):
+    """spearman_rho (what dose_slope keeps, without the n! pairings) gives exact_spearman's ρ bit for bit, and scipy's
+    within round-off, with ties and non-finite pairs; nan where exact_spearman gives nan."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 12))
+    x, y = rng.normal(size=n), np.round(rng.normal(size=n), 1)  # ties in y
+    x[rng.integers(n)] = [np.nan, np.inf, 0.0][seed % 3]
+    ok = np.isfinite(x) & np.isfinite(y)
+    assert spearman_rho(x, y) == exact_spearman(x, y).rho  # the same function of the same ranks
+    if ok.sum() >= 3:
+        assert spearman_rho(x, y) == pytest.approx(stats.spearmanr(x[ok], y[ok]).statistic, abs=1e-14)
+    for a, b in (([1, 1, 1, 1], [1, 2, 3, 4]), ([1, 2], [3, 4]), ([1, 2, np.nan], [1, 2, 3])):
+        assert math.isnan(spearman_rho(a, b)) and math.isnan(exact_spearman(a, b).rho)
 
 
 def test_constant_or_short_input_is_nan():
