@@ -13,12 +13,13 @@ sweep's pools), so an entry's wall time is its CPU-seconds over that many cores 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from pathlib import Path
 
-__all__ = ["COSTS_FILE", "WORKERS", "probe_seconds", "load_costs", "scale", "expected_wall", "eta_line",
+__all__ = ["COSTS_FILE", "WORKERS", "probe_seconds", "probe_once", "load_costs", "scale", "expected_wall", "eta_line",
            "costs_from_ledger", "outside_fraction", "shipped_seconds"]
 
 COSTS_FILE = Path(__file__).resolve().parents[1] / "costs.json"  # sapa/costs.json (package data)
@@ -57,6 +58,13 @@ def probe_seconds(clock=time.perf_counter, repeats: int = PROBE_REPEATS) -> floa
         _workload()
         times.append(clock() - t0)
     return min(times)
+
+
+@functools.lru_cache(maxsize=1)
+def probe_once() -> float:
+    """:func:`probe_seconds`, measured once per process: a process that starts ``sapa verify`` again (a notebook, a
+    test worker: 31 runs in the default tests, 0.1 CPU-s each) reads the machine's speed from its first run."""
+    return probe_seconds()
 
 
 def load_costs(path: str | Path | None = None) -> dict | None:

@@ -24,9 +24,9 @@ def expected_seconds(out_dir: Path, budget: Budget, ids=None, probe=None) -> tup
     times, why = _last_run(out_dir, budget)
     if times:
         return times, why
-    from sapa.commands.verify_eta import probe_seconds, shipped_seconds
+    from sapa.commands.verify_eta import probe_once, shipped_seconds
 
-    shipped, basis = shipped_seconds(budget.name, ids, probe=probe or probe_seconds)
+    shipped, basis = shipped_seconds(budget.name, ids, probe=probe or probe_once)
     return (shipped, f"{why}: {basis}") if shipped else ({}, why)
 
 

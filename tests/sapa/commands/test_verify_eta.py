@@ -41,6 +41,21 @@ def test_the_probe_is_sub_second_and_reproducible():
     assert C._workload() == C._workload()  # a fixed workload: the same arithmetic every time
 
 
+def test_a_process_probes_once_and_a_run_without_a_ledger_reads_that_probe(tmp_path, monkeypatch):
+    from sapa.budget import budget_named
+    from sapa.commands import verify_progress
+
+    calls = []
+    monkeypatch.setattr(C, "probe_seconds", lambda: calls.append(1) or 0.05)
+    C.probe_once.cache_clear()
+    try:
+        assert C.probe_once() == C.probe_once() == 0.05 and len(calls) == 1
+        _, why = verify_progress.expected_seconds(tmp_path, budget_named("quick"), ["thm4.1-norm"])
+        assert len(calls) == 1 and "shipped costs ×" in why
+    finally:
+        C.probe_once.cache_clear()  # the next caller measures this machine, not the stand-in
+
+
 def test_every_ledger_entry_has_a_shipped_quick_cost():
     from sapa.claim_ids import ORDER
 
