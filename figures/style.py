@@ -34,8 +34,8 @@ RC = {
     "axes.spines.right": False,
     # Titles at y = 1 (plus the pad) instead of matplotlib's automatic placement, which measures every axis's ticks
     # again at each draw to lift a title over tick labels on top: a fifth of a figure's drawing time. No sapa figure
-    # has labels on top (the tests' 55 figures and a quick ledger's 54 files are the same bytes either way), and
-    # save() refuses a titled axes that has them (give that title its own y).
+    # needed the lift (the tests' 55 figures and a quick ledger's 54 files are the same bytes either way), and
+    # save() refuses a title that overlaps labels on top (the compare scorecard's pad clears its column names).
     "axes.titley": 1.0,
 }
 
@@ -110,16 +110,17 @@ def _fmt(v: object) -> str:
 # No creation date in a figure file: two renders of the same data are the same bytes (a rerun's checksums agree).
 # PNG carries no date unless asked; a PDF's /CreationDate is dropped by naming it None.
 UNDATED = {"png": {}, "pdf": {"CreationDate": None}}
-# zlib's fastest level for the PNGs: the same pixels, files ~25 % larger, and a third less time per PNG saved (zlib at
-# PIL's default level 6 was 0.21 of 0.64 CPU-s for a 2 × 3 panel figure; all PNG encoding, 5 CPU-s of the default tests).
-# report.html re-encodes every PNG it embeds from its pixels (sapa.report.figure_plan.compact_png), so it is unchanged.
+# zlib's fastest level for the PNGs: the same pixels, files ~25 % larger, a third less time per PNG saved (zlib at
+# PIL's default level 6 took 0.21 of 0.64 CPU-s for a 2 × 3 panel figure; PNG encoding was 5 CPU-s of the default
+# tests). report.html re-encodes each PNG it embeds from its pixels (sapa.report.figure_plan.compact_png): unchanged.
 PNG_OPTIONS = {"compress_level": 1}
 
 
 def _titles_clear_of_top_labels(fig: "plt.Figure", file_stem: str) -> None:
     """ValueError for a title that overlaps tick labels or an x label on top of its axes (or of an axes inside it: a
     secondary x axis). Titles sit at RC's ``axes.titley`` = 1 plus their pad, where matplotlib's automatic placement
-    would have lifted them; measured only for axes with something on top (the compare scorecard: its pad clears them)."""
+    would have lifted them; measured only for axes with something on top (the compare scorecard: its pad clears
+    them)."""
     from matplotlib.text import Text
 
     renderer = None
@@ -137,8 +138,8 @@ def _titles_clear_of_top_labels(fig: "plt.Figure", file_stem: str) -> None:
         top = max(a.xaxis.get_tightbbox(renderer).ymax for a in tops)
         for t in titles:
             if t.get_window_extent(renderer).ymin < top:
-                raise ValueError(f"figure {file_stem}: the title {t.get_text()!r} overlaps the tick labels or x label on "
-                                 "top of its axes; give it a pad or a y of its own (ax.set_title(..., pad=...))")
+                raise ValueError(f"figure {file_stem}: the title {t.get_text()!r} overlaps the tick labels or x "
+                                 "label on top of its axes; give it a pad or a y of its own (ax.set_title(..., pad=...))")
 
 
 def save(fig: "plt.Figure", out_dir: str | os.PathLike, file_stem: str) -> list[Path]:
