@@ -130,6 +130,7 @@ def _symbolic(p: int) -> sp.Expr:
 
 @lru_cache(maxsize=None)
 def _symbolic_text(p: int) -> str:
+    """The printed Wick polynomial of :func:`matrix_power_growth`'s formula (sympy's printer: once per p)."""
     return str(matrix_power_symbolic(p))
 
 

@@ -189,7 +189,7 @@ def _bilinear_moment_terms(K: int) -> tuple:
 
     (d/2)_n = Π_{m<n} (d/2 + m) the rising factorial, a polynomial in d. Exact rationals, O(K³) in all.
     (The cumulant route, κ_r = d (r-1)!/2 (λ₁^r + λ₂^r) through complete Bell polynomials, gives the same
-    coefficients; tests/theory/test_moments.py compares the two up to K = 24.)
+    coefficients; tests/theory/test_moments.py compares the two up to K = 16.)
     """
     rising = [[Fraction(1)]]  # rising[n][i]: coefficient of d^i in (d/2)_n
     for m in range(K):
