@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from sapa.common.validate import InputError
-from sapa.cli_parser import EXIT_USAGE, build_parser  # noqa: F401  (build_parser re-exported: tests call sapa.cli's)
+from sapa.cli_parser import EXIT_USAGE, build_parser, parser  # noqa: F401  (build_parser re-exported for the tests)
 from sapa.commands import command_module
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     command = None
     try:
-        args = build_parser().parse_args(argv)
+        args = parser().parse_args(argv)
         command = args.command
         _check_input_files(args)  # a missing --x is one line before torch, sympy or scipy is imported
         from sapa.common.progress import FALLBACK_S, stage

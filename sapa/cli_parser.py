@@ -4,6 +4,7 @@ import)."""
 from __future__ import annotations
 
 import argparse
+import functools
 
 from sapa.commands.arguments import EXIT_USAGE, Parser  # noqa: F401  (EXIT_USAGE re-exported: sapa.cli's exit code)
 
@@ -19,3 +20,20 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         command_module(name).add_parser(sub)
     return p
+
+
+def parser() -> argparse.ArgumentParser:
+    """:func:`build_parser`, built once per process for the commands as they are now.
+
+    ``sapa.cli.main`` called from Python again and again (a notebook, a script, the tests: ~600 calls) built it each
+    time, ~4 ms. Parsing leaves a parser as it was (argparse writes only the namespace, and every default here is
+    immutable), so one serves every call; the key holds each command's ``add_parser``, so a command added or replaced
+    gets a parser of its own."""
+    from sapa.commands import COMMANDS, command_module
+
+    return _built(tuple((name, command_module(name).add_parser) for name in COMMANDS))
+
+
+@functools.lru_cache(maxsize=4)
+def _built(commands: tuple) -> argparse.ArgumentParser:
+    return build_parser()

@@ -109,6 +109,22 @@ def freed_memory_kept():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def machine_rates_measured_once():
+    """The cost model's machine rates (sapa.empirics.timing.cost_model.machine_rates: four timed blocks, ~0.45 CPU-s)
+    measured once per worker and seed, not in every overhead run: ~15 runs of the default tests record them (for the
+    cost-model figure), none asserts their values, and each worker's are this machine's real rates. The function
+    itself is measured afresh by tests/empirics/timing/test_cost_model.py (through ``__wrapped__``)."""
+    import functools
+
+    from sapa.empirics.timing import cost_model
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cost_model, "machine_rates", functools.cache(cost_model.machine_rates))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def sigint_as_in_a_terminal():
     """SIGINT handled as in a terminal, however the suite was started; the start's own setting is restored after.
 

@@ -349,12 +349,18 @@ def _chunks(n, size=200_000):
         n -= size
 
 
+def _rowdot(a, b):
+    """a_k · b_k for each row k of two (n, m) arrays, without an (n, m) temporary."""
+    return np.einsum("nm,nm->n", a, b)
+
+
 def _normals(rng, n, m, tau):
     """n draws of N(0, τ² I_m) and the log importance weights log[φ_1(z)/φ_τ(z)] (0 when τ = 1)."""
     if tau == 1.0:  # plain Monte Carlo: the weights are 1, the same numbers without computing them
         return rng.standard_normal((n, m)), 0.0
-    z = tau * rng.standard_normal((n, m))
-    return z, m * math.log(tau) - 0.5 * (1.0 - tau**-2) * np.sum(z * z, axis=1)
+    z = rng.standard_normal((n, m))
+    z *= tau
+    return z, m * math.log(tau) - 0.5 * (1.0 - tau**-2) * _rowdot(z, z)
 
 
 def _tau(importance, degree, dim):
@@ -379,8 +385,8 @@ def _sample_entries(rng, n, p, model, which, importance=False, D=4, d=3, rho=0.5
         b, lb = _normals(rng, n, d, _tau(importance, 2 * p, d))
         w = np.exp(la + lb)
         a, b = sigma * a, sigma * b
-        S = np.sum(a * b, axis=1)  # (n,): a_i · b_j (diagonal entries have the same law)
-        return S ** (2 * p) * w, S ** (2 * p - 2) * (np.sum(a * a, 1) + np.sum(b * b, 1)) * w
+        S = _rowdot(a, b)  # (n,): a_i · b_j (diagonal entries have the same law)
+        return S ** (2 * p) * w, S ** (2 * p - 2) * (_rowdot(a, a) + _rowdot(b, b)) * w
     x1, l1 = _normals(rng, n, D, _tau(importance, 4 * p if diag else 2 * p, D))
     x2, l2 = _normals(rng, n, D, 1.0 if diag else _tau(importance, 2 * p, D))
     logw = l1 + l2
@@ -408,10 +414,10 @@ def _sample_entries(rng, n, p, model, which, importance=False, D=4, d=3, rho=0.5
     if diag:
         S11 = np.einsum("na,nab,nb->n", x1, Wb, x1)
         Wsx1 = Wtx1 + np.einsum("nab,nb->na", Wb, x1)  # (W + Wᵀ) x_1
-        return S11 ** (2 * p) * w, S11 ** (2 * p - 2) * np.sum(Wsx1**2, 1) * w
+        return S11 ** (2 * p) * w, S11 ** (2 * p - 2) * _rowdot(Wsx1, Wsx1) * w
     S12 = np.einsum("na,nab,nb->n", x1, Wb, x2)
     Wx2 = np.einsum("nab,nb->na", Wb, x2)
-    return S12 ** (2 * p) * w, S12 ** (2 * p - 2) * (np.sum(Wx2**2, 1) + np.sum(Wtx1**2, 1)) * w
+    return S12 ** (2 * p) * w, S12 ** (2 * p - 2) * (_rowdot(Wx2, Wx2) + _rowdot(Wtx1, Wtx1)) * w
 
 
 _W_FIXED = np.array([[0.9, -0.4, 0.3, 0.0], [0.2, 0.5, -0.7, 0.1], [0.0, 0.6, 0.4, -0.3], [0.5, 0.0, 0.2, 0.8]])

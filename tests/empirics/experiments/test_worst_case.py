@@ -102,9 +102,22 @@ def test_run_returns_a_frozen_typed_result_that_round_trips(tmp_path):
     assert back.config_dict() == {"Ns": [3, 6], "D": 3, "steps": 2, "restarts": 1, "seed": 1, "r": 1.0}
 
 
-def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
-    """Parts run in worker processes are seeded per row: the frames equal the serial ones (to rounding of the
-    1-thread workers' kernels)."""
+def test_workers_give_the_same_rows_in_the_same_order(monkeypatch):
+    """Parts run by a pool's workers are seeded per row: the frames equal the serial ones. Two worker threads here;
+    the slow run's twin below uses worker processes."""
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(2) as pool:
+        _same_rows_serial_and_in(pool, monkeypatch)
+
+
+@pytest.mark.slow  # the session's spawn pool: two fresh interpreters importing torch (~9 CPU-s)
+def test_worker_processes_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
+    """As above in worker processes (to rounding of the 1-thread workers' kernels)."""
+    _same_rows_serial_and_in(spawn_pool, monkeypatch)
+
+
+def _same_rows_serial_and_in(pool, monkeypatch):
     import contextlib
 
     import sapa.common.pool
@@ -113,16 +126,16 @@ def test_workers_give_the_same_rows_in_the_same_order(spawn_pool, monkeypatch):
     asked = []
 
     @contextlib.contextmanager
-    def shared(workers, niceness=0):  # the session's spawn pool (tests/conftest.py) for the one run_worst_case starts
+    def shared(workers, niceness=0):  # ``pool`` for the one run_worst_case starts
         asked.append(workers)
-        yield spawn_pool
+        yield pool
 
     monkeypatch.setattr(sapa.common.pool, "stopping_pool", shared)
     kw = dict(ps=(3,), Ns=(3, 6), D=3, steps=2, restarts=1, seed=2)
     serial, parallel = run_worst_case(**kw), run_worst_case(**kw, workers=2)
-    assert asked == [2]  # workers=2 did go through a process pool
-    given = run_worst_case(**kw, executor=spawn_pool)  # a caller's executor (the ledger shares one pool) ...
-    assert asked == [2] and spawn_pool.submit(int, 7).result() == 7  # ... is used as it is and left open
+    assert asked == [2]  # workers=2 did go through a pool
+    given = run_worst_case(**kw, executor=pool)  # a caller's executor (the ledger shares one pool) ...
+    assert asked == [2] and pool.submit(int, 7).result() == 7  # ... is used as it is and left open
     assert set(parallel.frames) == {3} and parallel.config == serial.config == given.config
     for p, b in ((3, parallel.frames[3]), (3, given.frames[3])):
         a = serial.frames[p]

@@ -1,10 +1,12 @@
 """Tests for `empirics/montecarlo/distributed.py`: sweeps on Dask, bit-identical to serial, and under real faults.
 
-Default run: argument checks, unreachable schedulers, and one embedded LocalCluster(2) that
-must give byte-identical results to the serial path and stream cells as they finish.
-``-m slow``: a worker process SIGKILLed mid-sweep, separate ``dask scheduler`` / ``dask
-worker`` processes, and ``sapa sweep`` clients killed (SIGKILL, serial) and interrupted
-(SIGINT, 2 workers), then rerun.
+Default run: argument checks, unreachable schedulers, and one LocalCluster(2) of worker threads in this process
+(the scheduler, executor and result handling of ``--workers 2``, started in ~0.6 CPU-s) that must give
+byte-identical results to the serial path, stream cells as they finish and raise an InputError once.
+``-m slow``: the same byte-identity on the LocalCluster(2) of worker processes that ``sapa sweep --workers 2`` starts
+(two interpreters importing torch: ~8 CPU-s), a worker process SIGKILLed mid-sweep, separate ``dask scheduler`` /
+``dask worker`` processes, and ``sapa sweep`` clients killed (SIGKILL, serial) and interrupted (SIGINT, 2 workers),
+then rerun.
 """
 
 from __future__ import annotations
@@ -95,9 +97,25 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def client():
-    """One embedded LocalCluster(2) for the module (it takes seconds to start)."""
+    """One embedded LocalCluster(2) of worker processes for the module, as ``--workers 2`` starts it (seconds)."""
     with executor_for(workers=2) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def threads_client():
+    """A LocalCluster(2) of worker threads in this process, as the sweep's executor (:class:`DaskExecutor`): Dask's
+    scheduler, futures and retries as with worker processes, without two interpreters to start."""
+    import logging
+
+    import distributed
+
+    from sapa.empirics.montecarlo.distributed import DaskExecutor
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        yield DaskExecutor(c)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -172,7 +190,9 @@ def test_cli_unreachable_scheduler_exit_2_no_output(tmp_path, capsys):
 # --------------------------------------------------------------------------- LocalCluster
 
 
-def test_local_cluster_is_byte_identical_to_serial(tmp_path, client):
+@pytest.mark.parametrize("workers", ["threads_client", pytest.param("client", marks=pytest.mark.slow)])
+def test_local_cluster_is_byte_identical_to_serial(tmp_path, workers, request):
+    client = request.getfixturevalue(workers)
     cfg = config_from_dict(SMALL)
     ref = run_sweep(cfg, tmp_path / "serial", progress=False)
     got = run_sweep(cfg, tmp_path / "dask", progress=False, executor=client)
@@ -185,7 +205,7 @@ def test_local_cluster_is_byte_identical_to_serial(tmp_path, client):
     assert_same_store(tmp_path / "serial", tmp_path / "dask")
 
 
-def test_results_stream_back_as_cells_finish(tmp_path, client, monkeypatch):
+def test_results_stream_back_as_cells_finish(tmp_path, threads_client, monkeypatch):
     """A slow cell submitted first is stored after fast cells that finished before it."""
     cfg = config_from_dict({**SMALL, "N": [4, 8, 16, 512], "D": [32], "d": [8], "trials": 32, "weight_model": ["tied"],
                             "activation": [{"kind": "softmax"}]})
@@ -199,20 +219,20 @@ def test_results_stream_back_as_cells_finish(tmp_path, client, monkeypatch):
         real(path, df, meta)
 
     monkeypatch.setattr(sw, "_write_parquet", spy)
-    got = run_sweep(cfg, tmp_path / "o", progress=False, executor=client, order=order)
+    got = run_sweep(cfg, tmp_path / "o", progress=False, executor=threads_client, order=order)
     assert sorted(written) == sorted(c.N for c in order)  # each cell stored once
     assert written[0] != 512, f"cells were stored in submission order: {written}"
     monkeypatch.setattr(sw, "_write_parquet", real)
     pd.testing.assert_frame_equal(got, run_sweep(cfg, tmp_path / "s", progress=False))
 
 
-def test_cell_input_error_is_raised_once_not_retried(tmp_path, client):
+def test_cell_input_error_is_raised_once_not_retried(tmp_path, threads_client):
     """A deterministic InputError (here a true float64 overflow of x^3: |S| ≈ 1e120) comes back as itself, first time."""
     cfg = config_from_dict({**SMALL, "N": [8], "weight_model": ["tied"], "sigma_x": 1e60,
                             "activation": [{"kind": "poly", "p": 3, "scale": "const", "c": 1.0}]})
     t0 = time.monotonic()
     with pytest.raises(InputError, match=r"x\^3 .*overflows float64 at N=8, D=6"):
-        run_sweep(cfg, tmp_path / "o", progress=False, executor=client)
+        run_sweep(cfg, tmp_path / "o", progress=False, executor=threads_client)
     assert time.monotonic() - t0 < 30
     assert not (tmp_path / "o" / "results.parquet").exists()
 
@@ -409,8 +429,9 @@ def test_cell_failures_are_one_line_naming_the_cell():
     assert sw._result(_settled("frame"), cell) == "frame"
 
 
-def test_dask_executor_is_a_standard_executor(client):
+def test_dask_executor_is_a_standard_executor(threads_client):
     """``submit`` → ``concurrent.futures.Future``; an InputError is raised by the future, not retried."""
+    client = threads_client
     assert isinstance(client, cf.Executor)
     futs = [client.submit(pow, 2, k) for k in range(5)]
     assert all(isinstance(f, cf.Future) for f in futs)

@@ -1,4 +1,5 @@
-"""Tests for `empirics/timing/cost_model.py`: its flop counts equal torch's FlopCounterMode on the timed functions."""
+"""Tests for `empirics/timing/cost_model.py`: its flop counts equal torch's FlopCounterMode on the timed functions;
+the machine's rates are measured positive and finite."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import sapa.empirics.timing.overhead as ov
+from sapa.empirics.timing import cost_model
 from sapa.empirics.timing.cost_model import Rates, counts, predicted_ratio, predicted_seconds
 
 
@@ -39,3 +41,14 @@ def test_the_blocked_form_does_about_half_the_work_and_the_model_says_so():
                                                                                              "fwd", r)
     with pytest.raises(ValueError, match="no cost model"):
         counts("compiled", 8, 8, 1, False, "fwd")
+
+
+def test_machine_rates_are_measured_afresh_positive_and_finite():
+    """The rates the overhead runs record (the tests' session fixture keeps one measurement per worker: here the
+    function itself runs, with short blocks)."""
+    import math
+
+    measure = getattr(cost_model.machine_rates, "__wrapped__", cost_model.machine_rates)
+    r = measure(seed=1, min_s=0.005)
+    assert all(math.isfinite(v) and v > 0 for v in (r.matmul, r.elementwise, r.bandwidth))
+    assert r.exp_cost >= 1.0  # an exp costs at least a multiply (clamped so)

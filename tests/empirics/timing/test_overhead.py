@@ -244,6 +244,7 @@ def test_beside_two_busy_loops_the_cpu_time_readings_are_those_of_a_quiet_machin
     assert loaded["provenance"]["machine"]["load_during"]["mean"] > 2  # the loops did load the machine
 
 
+@pytest.mark.slow  # two fresh interpreters importing torch (~4 CPU-s); time_cells, which each runs, is tested below
 def test_cells_timed_again_in_fresh_processes():
     """rerun_cells: each run in its own interpreter, the cell's best form against softmax, ``repeats`` rounds each,
     in the order stream of its replicate."""

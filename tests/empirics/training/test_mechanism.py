@@ -59,10 +59,24 @@ def test_untrainable_expression_is_one_input_error():
         M.expr_arm("x +")
 
 
+def test_chunks_identical_serial_and_in_worker_threads(tmp_path):
+    """Chunks run by an executor's workers (two threads here; worker processes in the slow run's twin below) are the
+    serial chunks, byte for byte."""
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(2) as pool:
+        _chunks_identical_serial_and_in(pool, tmp_path)
+
+
+@pytest.mark.slow  # the session's spawn pool: two fresh interpreters importing torch (~9 CPU-s)
 def test_chunks_identical_serial_and_in_a_pool(tmp_path, spawn_pool):
+    _chunks_identical_serial_and_in(spawn_pool, tmp_path)  # sapa.common.pool.process_pool(2), shared (tests/conftest.py)
+
+
+def _chunks_identical_serial_and_in(pool, tmp_path):
     cfg = replace(TINY, activation="x/N")
     a = M.run_mechanisms(cfg, tmp_path / "a")
-    b = M.run_mechanisms(cfg, tmp_path / "b", spawn_pool)  # sapa.common.pool.process_pool(2), shared (tests/conftest.py)
+    b = M.run_mechanisms(cfg, tmp_path / "b", pool)
     assert a["results"] == b["results"] and all("cpu_s" not in r and "wall_s" not in r for r in a["results"])
     f = sorted((tmp_path / "a" / "mechanism").glob("*.json"))
     assert len(f) == 4 and json.loads(f[0].read_text())["config_hash"] == cfg.chunk_hash("copy1")
