@@ -190,9 +190,16 @@ def test_cli_unreachable_scheduler_exit_2_no_output(tmp_path, capsys):
 # --------------------------------------------------------------------------- LocalCluster
 
 
-@pytest.mark.parametrize("workers", ["threads_client", pytest.param("client", marks=pytest.mark.slow)])
-def test_local_cluster_is_byte_identical_to_serial(tmp_path, workers, request):
-    client = request.getfixturevalue(workers)
+def test_local_cluster_is_byte_identical_to_serial(tmp_path, threads_client):
+    _byte_identical_to_serial(tmp_path, threads_client)
+
+
+@pytest.mark.slow  # the LocalCluster of worker processes (module fixture ``client``)
+def test_a_local_cluster_of_processes_is_byte_identical_to_serial(tmp_path, client):
+    _byte_identical_to_serial(tmp_path, client)
+
+
+def _byte_identical_to_serial(tmp_path, client):
     cfg = config_from_dict(SMALL)
     ref = run_sweep(cfg, tmp_path / "serial", progress=False)
     got = run_sweep(cfg, tmp_path / "dask", progress=False, executor=client)
